@@ -1,0 +1,64 @@
+// The span-group check: lens::is_enabled() on an enabled and on a disabled group, beside its baseline, a plain
+// relaxed atomic load + bit test + branch measured in the same run. Target: both within 1.5x of the baseline.
+//
+// Command:  ./scripts/bench.sh      (build/lens_benchmarks --benchmark_repetitions=15 --benchmark_min_time=0.2
+//                                    --benchmark_report_aggregates_only=true, medians reported)
+// Machine and figures: docs/PERFORMANCE.md.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "lens/megatron.h"
+#include "lens/telemetry.h"
+
+namespace {
+
+namespace mg = lens::megatron::group;
+
+std::atomic<std::uint64_t> g_baseline_bits{mg::step.bit()};
+
+// What is_enabled must not cost more than: the same load, test and branch on an atomic of our own.
+void BM_Baseline_RelaxedLoadAndBranch(benchmark::State& state) {
+  std::uint64_t hits = 0;
+  for (auto _ : state) {
+    if (g_baseline_bits.load(std::memory_order_relaxed) & mg::step.bit()) ++hits;
+    benchmark::DoNotOptimize(hits);
+  }
+}
+BENCHMARK(BM_Baseline_RelaxedLoadAndBranch);
+
+// Telemetry set up with the Megatron `per_step` preset: step is on, layer is off.
+void set_up_per_step() {
+  static lens::Telemetry telemetry = [] {
+    lens::Config config;
+    config.catalogue = lens::megatron::catalogue();
+    config.enabled = true;
+    config.span_groups = "per_step";
+    return lens::setup_telemetry(config, 0, 1);
+  }();
+}
+
+void BM_IsEnabled_EnabledGroup(benchmark::State& state) {
+  set_up_per_step();
+  std::uint64_t hits = 0;
+  for (auto _ : state) {
+    if (LENS_GROUP_ENABLED(mg::step)) ++hits;
+    benchmark::DoNotOptimize(hits);
+  }
+  if (hits == 0) state.SkipWithError("step should be enabled");
+}
+BENCHMARK(BM_IsEnabled_EnabledGroup);
+
+void BM_IsEnabled_DisabledGroup(benchmark::State& state) {
+  set_up_per_step();
+  std::uint64_t hits = 0;
+  for (auto _ : state) {
+    if (LENS_GROUP_ENABLED(mg::layer)) ++hits;
+    benchmark::DoNotOptimize(hits);
+  }
+  if (hits != 0) state.SkipWithError("layer should be disabled");
+}
+BENCHMARK(BM_IsEnabled_DisabledGroup);
+
+}  // namespace

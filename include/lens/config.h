@@ -1,0 +1,156 @@
+// lens/config.h: configuration from the environment and the command line (SPEC §2).
+//
+// Each lens key is read as <PREFIX>_<KEY>, then <FALLBACK>_<KEY>, then its default; values are trimmed and an
+// empty value counts as unset. The standard OpenTelemetry SDK variables (OTEL_*) are read as the OpenTelemetry
+// specification defines them. Every bad value throws lens::ConfigError at setup, naming the variable, the value
+// and what is valid, so a typo fails on every rank before training starts. Header values
+// (OTEL_EXPORTER_OTLP_*HEADERS, usually tokens) never appear in a message.
+//
+//   lens::Config config = lens::Config::from_env("MYTRAINER_OTEL", "NEMO_LENS", "my-trainer");
+//   config.apply_cli(/*enabled=*/flags.otel_enabled, flags.otel_service_name, flags.otel_span_groups);
+//   lens::Telemetry telemetry = lens::setup_telemetry(config);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "lens/groups.h"
+#include "lens/internal/export.h"
+
+namespace lens {
+
+inline constexpr std::string_view kFallbackEnvPrefix = "NEMO_LENS";
+
+// A bad configuration value, an unknown name or a misuse found at setup. The message says what was wrong,
+// where it came from and what is valid.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Exporter { kOtlp, kConsole, kFile };
+enum class OtlpProtocol { kGrpc, kHttpProtobuf, kHttpJson };
+enum class Compression { kNone, kGzip };
+enum class TracesSampler {
+  kAlwaysOn,
+  kAlwaysOff,
+  kTraceIdRatio,
+  kParentBasedAlwaysOn,
+  kParentBasedAlwaysOff,
+  kParentBasedTraceIdRatio,
+};
+enum class Temporality { kCumulative, kDelta, kLowMemory };
+enum class MetricsExporter { kOtlp, kPrometheus, kConsole, kNone };
+
+// OTEL_BSP_* / OTEL_BLRP_*: the batch processors of traces and logs.
+struct BatchConfig {
+  std::int64_t schedule_delay_ms;
+  std::int64_t export_timeout_ms;
+  std::int64_t max_queue_size;
+  std::int64_t max_export_batch_size;
+};
+
+// OTEL_{SPAN,EVENT,LINK,LOGRECORD,ATTRIBUTE}_*_LIMIT. nullopt = no limit.
+struct Limits {
+  std::optional<std::int64_t> span_attribute_value_length;
+  std::int64_t span_attribute_count = 128;
+  std::int64_t span_event_count = 128;
+  std::int64_t span_link_count = 128;
+  std::int64_t event_attribute_count = 128;
+  std::int64_t link_attribute_count = 128;
+  std::optional<std::int64_t> log_attribute_value_length;
+  std::int64_t log_attribute_count = 128;
+};
+
+// OTEL_EXPORTER_OTLP_[<SIGNAL>_]*: the settings of one signal, each already resolved from the per-signal
+// variable, else the general one, else the specification's default.
+struct OtlpSignalConfig {
+  OtlpProtocol protocol = OtlpProtocol::kGrpc;
+  std::string endpoint;              // as configured; empty = the protocol's default
+  bool endpoint_is_per_signal = false;  // a per-signal endpoint is used as-is, a general one gets /v1/<signal>
+  std::vector<std::pair<std::string, std::string>> headers;  // percent-decoded; never print the values
+  std::int64_t timeout_ms = 10000;
+  Compression compression = Compression::kNone;
+  std::string certificate, client_key, client_certificate;
+  bool insecure = false;
+};
+
+LENS_ABI_NAMESPACE_BEGIN
+
+struct Config {
+  // lens keys (SPEC §2 table).
+  bool enabled = false;
+  std::string service_name;
+  std::string span_groups = "default";
+  std::string span_groups_source = "the default span-group spec";  // variable or flag the spec came from
+  std::string rank_strategy = "single_rank";
+  std::string rank_strategy_source = "the default rank strategy";
+  std::int64_t export_rank = -1;
+  double export_sample_rate = 1.0;
+  std::string sampling_strategy;  // empty: the OTel SDK sampler alone
+  std::string sampling_strategy_source;
+  bool traces_enabled = true;
+  bool metrics_enabled = true;
+  bool logs_enabled = false;
+  Exporter exporter = Exporter::kOtlp;
+  std::string file_dir = "./telemetry";
+  std::string run_id;
+  std::string user_id;
+
+  // The catalogue span-group specs resolve against.
+  Catalogue catalogue = base_catalogue();
+
+  // Standard OpenTelemetry SDK variables.
+  bool sdk_disabled = false;  // OTEL_SDK_DISABLED=true: every signal off, whatever else says
+  TracesSampler traces_sampler = TracesSampler::kParentBasedAlwaysOn;
+  double traces_sampler_ratio = 1.0;
+  BatchConfig span_batch{5000, 30000, 2048, 512};
+  BatchConfig log_batch{1000, 30000, 2048, 512};
+  Limits limits;
+  std::int64_t metric_export_interval_ms = 10000;
+  std::int64_t metric_export_timeout_ms = 30000;
+  Temporality metrics_temporality = Temporality::kCumulative;
+  MetricsExporter metrics_exporter = MetricsExporter::kOtlp;
+  std::string prometheus_host = "localhost";
+  int prometheus_port = 9464;
+  std::string resource_attributes;  // OTEL_RESOURCE_ATTRIBUTES, raw; parsed with the resource
+  OtlpSignalConfig otlp_traces, otlp_metrics, otlp_logs;
+
+  // True when telemetry is on: enabled and not OTEL_SDK_DISABLED.
+  bool active() const noexcept { return enabled && !sdk_disabled; }
+
+#if !defined(LENS_DISABLED)
+  // Reads every key from the process environment. Throws ConfigError on a bad value.
+  LENS_API static Config from_env(std::string_view prefix, std::string_view fallback_prefix = kFallbackEnvPrefix,
+                                  std::string_view default_service_name = "unknown_service",
+                                  const Catalogue& catalogue = base_catalogue());
+
+  // Command-line overrides, which beat the environment: `enabled` can only turn telemetry on; an empty (or
+  // blank) service name or span-group spec means the flag was not given.
+  LENS_API void apply_cli(bool otel_enabled, std::string_view otel_service_name = {},
+                          std::string_view otel_span_groups = {});
+
+  // A one-line human summary of the settings that decide what is exported. Header values are not shown.
+  LENS_API std::string summary() const;
+#else  // LENS_DISABLED: telemetry stays off, nothing is read.
+  static Config from_env(std::string_view, std::string_view = {}, std::string_view = {}, const Catalogue& = {}) {
+    return Config{};
+  }
+  void apply_cli(bool, std::string_view = {}, std::string_view = {}) {}
+  std::string summary() const { return "lens compiled out (LENS_DISABLED)"; }
+#endif
+};
+
+LENS_ABI_NAMESPACE_END
+
+// Spelling of the enums as the variables accept them.
+LENS_API std::string_view to_string(Exporter);
+LENS_API std::string_view to_string(OtlpProtocol);
+LENS_API std::string_view to_string(TracesSampler);
+
+}  // namespace lens

@@ -1,0 +1,59 @@
+// lens/megatron.h: the ready-made extension for Megatron-style trainers.
+//
+// The Megatron catalogue adds 8 groups to the base 8 (SPEC §1) and replaces the presets: `default` is the
+// production set, `per_step` adds one span per iteration phase, `all` (aliases `profiling`, `full`) everything
+// down to each layer of each micro-batch. Configuration is read under the MEGATRON_OTEL prefix with NEMO_LENS as
+// fallback, and the service name defaults to `megatron-lm`.
+//
+//   lens::Config config = lens::megatron::config_from_env();
+//   config.apply_cli(args.otel_enabled, args.otel_service_name, args.otel_span_groups);
+//   lens::Telemetry telemetry = lens::setup_telemetry(config);
+//   if (LENS_GROUP_ENABLED(lens::megatron::group::layer)) { ... }
+#pragma once
+
+#include "lens/config.h"
+#include "lens/groups.h"
+
+namespace lens::megatron {
+
+inline constexpr std::string_view kEnvPrefix = "MEGATRON_OTEL";
+inline constexpr std::string_view kDefaultServiceName = "megatron-lm";
+
+// The Megatron groups beyond the base 8 (lens::group::*), in catalogue order.
+namespace group {
+using namespace ::lens::group;  // lens::megatron::group::step works too
+inline constexpr SpanGroup microbatch{8};
+inline constexpr SpanGroup layer{9};
+inline constexpr SpanGroup communication{10};
+inline constexpr SpanGroup activation_offload{11};
+inline constexpr SpanGroup data_loading{12};
+inline constexpr SpanGroup first_iteration{13};
+inline constexpr SpanGroup trace_region{14};
+inline constexpr SpanGroup inference{15};
+}  // namespace group
+
+constexpr Catalogue catalogue() {
+  Catalogue c = base_catalogue();
+  for (std::string_view name : {"microbatch", "layer", "communication", "activation_offload", "data_loading",
+                                "first_iteration", "trace_region", "inference"})
+    c.add_group(name);
+  c.clear_presets();
+  const GroupSet production{group::job, group::checkpoint, group::evaluate, group::first_iteration,
+                            group::inference};
+  c.set_preset("default", production);
+  c.set_preset("per_step", production | GroupSet{group::model_init, group::load_checkpoint, group::step,
+                                                  group::forward_backward, group::optimizer,
+                                                  group::communication, group::data_loading});
+  for (std::string_view name : {"all", "profiling", "full"}) c.set_preset(name, c.all());
+  return c;
+}
+
+static_assert(catalogue().group_count() == 16, "the Megatron catalogue has 16 groups");
+static_assert(catalogue().group_name(group::inference) == "inference", "group constants follow catalogue order");
+
+// Config::from_env with the Megatron prefix, the NEMO_LENS fallback, `megatron-lm` and the Megatron catalogue.
+inline Config config_from_env() {
+  return Config::from_env(kEnvPrefix, kFallbackEnvPrefix, kDefaultServiceName, catalogue());
+}
+
+}  // namespace lens::megatron

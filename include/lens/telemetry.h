@@ -1,0 +1,104 @@
+// lens/telemetry.h: setting telemetry up and shutting it down.
+//
+// setup_telemetry() decides once per process, on every rank: it resolves the span-group spec (so a typo fails
+// everywhere before training starts), finds rank, world size and local rank, asks the rank strategy whether this
+// process exports, and builds the sampler. A disabled or non-exporting rank gets the empty group set and starts
+// nothing: no thread, no file, no socket.
+//
+//   lens::Config config = lens::megatron::config_from_env();
+//   lens::Telemetry telemetry = lens::setup_telemetry(config, args.rank, args.world_size);
+//   ...
+//   telemetry.shutdown(std::chrono::milliseconds(5000));
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lens/config.h"
+#include "lens/groups.h"
+#include "lens/internal/export.h"
+#include "lens/ranks.h"
+#include "lens/sampling.h"
+
+namespace lens {
+
+// Attributes the consumer adds to the resource (SPEC §5, layer 2).
+using ResourceAttributes = std::vector<std::pair<std::string, std::string>>;
+
+inline constexpr std::chrono::milliseconds kDefaultShutdownTimeout{5000};
+
+namespace internal {
+struct TelemetryState;
+}
+
+struct SetupOptions {
+  std::optional<int> local_rank{};  // else from the launcher's environment
+  // A second setup while an enabled one is live throws ConfigError unless this is set, in which case the live
+  // one is shut down first.
+  bool reinit = false;
+};
+
+LENS_ABI_NAMESPACE_BEGIN
+
+#if !defined(LENS_DISABLED)
+
+// The handle of a setup. Copies share one setup; it ends at shutdown(), not when handles go away.
+class LENS_API Telemetry {
+ public:
+  Telemetry() = default;  // an inert handle: not exporting
+
+  // True on a rank that exports (enabled telemetry, chosen by the rank strategy).
+  bool is_exporting() const noexcept;
+  // Ends this setup within `timeout`: flushes what is queued and stops what was started. Idempotent, safe from
+  // any thread. Returns false when something could not finish in time.
+  bool shutdown(std::chrono::milliseconds timeout = kDefaultShutdownTimeout);
+
+  const Config& config() const;
+  RankInfo ranks() const;
+  // The set the span-group spec resolved to (also on non-exporting ranks, where nothing is enabled).
+  GroupSet resolved_span_groups() const;
+  // The sampler of an exporting rank with traces on; nullptr elsewhere.
+  const Sampler* sampler() const;
+
+ private:
+  friend Telemetry setup_telemetry(const Config&, std::optional<int>, std::optional<int>, ResourceAttributes,
+                                   SetupOptions);
+  explicit Telemetry(std::shared_ptr<internal::TelemetryState> state) : state_(std::move(state)) {}
+  std::shared_ptr<internal::TelemetryState> state_;
+};
+
+// Sets telemetry up for this process. rank and world_size come from the caller, else from the launcher's
+// environment. Throws ConfigError on any bad setting, on every rank alike.
+LENS_API Telemetry setup_telemetry(const Config& config, std::optional<int> rank = {},
+                                   std::optional<int> world_size = {}, ResourceAttributes resource_attributes = {},
+                                   SetupOptions options = {});
+
+#else  // LENS_DISABLED: header-only no-ops.
+
+class Telemetry {
+ public:
+  bool is_exporting() const noexcept { return false; }
+  bool shutdown(std::chrono::milliseconds = kDefaultShutdownTimeout) { return true; }
+  const Config& config() const { return config_; }
+  RankInfo ranks() const { return {}; }
+  GroupSet resolved_span_groups() const { return {}; }
+  const Sampler* sampler() const { return nullptr; }
+
+ private:
+  Config config_;
+};
+
+inline Telemetry setup_telemetry(const Config&, std::optional<int> = {}, std::optional<int> = {},
+                                 ResourceAttributes = {}, SetupOptions = {}) {
+  return {};
+}
+
+#endif
+
+LENS_ABI_NAMESPACE_END
+
+}  // namespace lens

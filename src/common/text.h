@@ -1,0 +1,28 @@
+// Small text helpers shared by configuration parsing and span-group resolution.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lens::internal {
+
+// Without leading and trailing ASCII whitespace.
+std::string_view trim(std::string_view s) noexcept;
+std::string to_lower(std::string_view s);
+// Splits on `sep`; keeps empty pieces (callers decide what an empty piece means).
+std::vector<std::string_view> split(std::string_view s, char sep);
+// "a, b, c"
+std::string join(const std::vector<std::string>& items, std::string_view sep);
+// Levenshtein edit distance: how a misspelt name finds the one meant.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+// The candidate closest to `word` (first of equals), or empty when there are no candidates.
+std::string closest(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace lens::internal
+
+namespace lens::internal {
+// Decodes %XX escapes (W3C Baggage / OTEL_RESOURCE_ATTRIBUTES / OTLP headers); nullopt on a malformed escape.
+std::optional<std::string> percent_decode(std::string_view s);
+}  // namespace lens::internal

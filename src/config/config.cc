@@ -1,0 +1,244 @@
+#include <string>
+
+#include "common/text.h"
+#include "config/env.h"
+#include "lens/config.h"
+#include "lens/ranks.h"
+#include "lens/sampling.h"
+
+namespace lens {
+
+namespace internal {
+namespace {
+
+// A registered strategy name as written, else lower-cased (the built-ins are lower-case).
+template <typename Has, typename Names>
+std::string strategy_name(const EnvValue& value, Has has, Names names) {
+  if (has(value.text)) return value.text;
+  if (std::string lower = to_lower(value.text); has(lower)) return lower;
+  throw_invalid(value, "a registered strategy: one of " + join(names(), ", "));
+}
+
+void read_lens_keys(const EnvReader& env, Config& c) {
+  if (auto v = env.lens_key({"ENABLED"})) c.enabled = parse_flag(*v);
+  if (auto v = env.lens_key({"SPAN_GROUPS"})) {
+    c.span_groups = v->text;
+    c.span_groups_source = v->variable;
+  }
+  if (auto v = env.lens_key({"RANK_STRATEGY", "EXPORT_STRATEGY"})) {
+    c.rank_strategy = strategy_name(*v, has_rank_strategy, rank_strategy_names);
+    c.rank_strategy_source = v->variable;
+  }
+  if (auto v = env.lens_key({"EXPORT_RANK"})) c.export_rank = parse_int(*v, INT32_MIN, INT32_MAX);
+  if (auto v = env.lens_key({"EXPORT_SAMPLE_RATE"})) c.export_sample_rate = parse_number(*v, 0.0, 1.0);
+  if (auto v = env.lens_key({"SAMPLING_STRATEGY", "SAMPLER_ENABLED"})) {
+    bool alias = v->variable.ends_with("_SAMPLER_ENABLED");
+    if (alias) {
+      c.sampling_strategy = parse_flag(*v) ? "rank_aware" : "";  // SAMPLER_ENABLED=1 is rank_aware
+    } else {
+      c.sampling_strategy = strategy_name(*v, has_sampling_strategy, sampling_strategy_names);
+    }
+    c.sampling_strategy_source = v->variable;
+  }
+  if (auto v = env.lens_key({"TRACES_ENABLED"})) c.traces_enabled = parse_flag(*v);
+  if (auto v = env.lens_key({"METRICS_ENABLED"})) c.metrics_enabled = parse_flag(*v);
+  if (auto v = env.lens_key({"LOGS_ENABLED"})) c.logs_enabled = parse_flag(*v);
+  if (auto v = env.lens_key({"EXPORTER"})) {
+    c.exporter = parse_choice<Exporter>(
+        *v, {{"otlp", Exporter::kOtlp}, {"console", Exporter::kConsole}, {"file", Exporter::kFile}});
+  }
+  if (auto v = env.lens_key({"FILE_DIR"})) c.file_dir = v->text;
+  if (auto v = env.lens_key({"RUN_ID"})) c.run_id = v->text;
+  if (auto v = env.lens_key({"USER_ID"})) c.user_id = v->text;
+}
+
+void read_sampler(const EnvReader& env, Config& c) {
+  if (auto v = env.get("OTEL_TRACES_SAMPLER")) {
+    c.traces_sampler = parse_choice<TracesSampler>(
+        *v, {{"always_on", TracesSampler::kAlwaysOn},
+             {"always_off", TracesSampler::kAlwaysOff},
+             {"traceidratio", TracesSampler::kTraceIdRatio},
+             {"parentbased_always_on", TracesSampler::kParentBasedAlwaysOn},
+             {"parentbased_always_off", TracesSampler::kParentBasedAlwaysOff},
+             {"parentbased_traceidratio", TracesSampler::kParentBasedTraceIdRatio}});
+  }
+  bool uses_ratio = c.traces_sampler == TracesSampler::kTraceIdRatio ||
+                    c.traces_sampler == TracesSampler::kParentBasedTraceIdRatio;
+  // The argument means something only to the ratio samplers; the specification ignores it elsewhere.
+  if (auto v = env.get("OTEL_TRACES_SAMPLER_ARG"); v && uses_ratio) c.traces_sampler_ratio = parse_number(*v, 0, 1);
+}
+
+BatchConfig read_batch(const EnvReader& env, std::string_view prefix, BatchConfig b) {
+  auto name = [&](std::string_view key) { return std::string(prefix) + std::string(key); };
+  if (auto v = env.get(name("SCHEDULE_DELAY"))) b.schedule_delay_ms = parse_int(*v, 0, INT64_MAX);
+  if (auto v = env.get(name("EXPORT_TIMEOUT"))) b.export_timeout_ms = parse_int(*v, 0, INT64_MAX);
+  if (auto v = env.get(name("MAX_QUEUE_SIZE"))) b.max_queue_size = parse_int(*v, 1, INT32_MAX);
+  if (auto v = env.get(name("MAX_EXPORT_BATCH_SIZE"))) {
+    b.max_export_batch_size = parse_int(*v, 1, INT32_MAX);
+    if (b.max_export_batch_size > b.max_queue_size)
+      throw_invalid(*v, "an integer >= 1 and <= the queue size " + std::to_string(b.max_queue_size) +
+                            " (the specification requires batch size <= queue size)");
+  }
+  return b;
+}
+
+void read_limits(const EnvReader& env, Limits& l) {
+  // A model-specific limit wins over the general OTEL_ATTRIBUTE_* one.
+  auto limit = [&](std::string_view specific, std::string_view general) -> std::optional<std::int64_t> {
+    if (auto v = env.get(specific)) return parse_int(*v, 0, INT32_MAX);
+    if (general.empty()) return std::nullopt;
+    if (auto v = env.get(general)) return parse_int(*v, 0, INT32_MAX);
+    return std::nullopt;
+  };
+  constexpr std::string_view kValueLength = "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT";
+  constexpr std::string_view kCount = "OTEL_ATTRIBUTE_COUNT_LIMIT";
+  l.span_attribute_value_length = limit("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", kValueLength);
+  l.log_attribute_value_length = limit("OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT", kValueLength);
+  if (auto n = limit("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", kCount)) l.span_attribute_count = *n;
+  if (auto n = limit("OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT", kCount)) l.log_attribute_count = *n;
+  if (auto n = limit("OTEL_SPAN_EVENT_COUNT_LIMIT", "")) l.span_event_count = *n;
+  if (auto n = limit("OTEL_SPAN_LINK_COUNT_LIMIT", "")) l.span_link_count = *n;
+  if (auto n = limit("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", kCount)) l.event_attribute_count = *n;
+  if (auto n = limit("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", kCount)) l.link_attribute_count = *n;
+}
+
+void read_metrics(const EnvReader& env, Config& c) {
+  if (auto v = env.get("OTEL_METRIC_EXPORT_INTERVAL")) c.metric_export_interval_ms = parse_int(*v, 1, INT64_MAX);
+  if (auto v = env.get("OTEL_METRIC_EXPORT_TIMEOUT")) c.metric_export_timeout_ms = parse_int(*v, 0, INT64_MAX);
+  if (auto v = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")) {
+    c.metrics_temporality = parse_choice<Temporality>(*v, {{"cumulative", Temporality::kCumulative},
+                                                          {"delta", Temporality::kDelta},
+                                                          {"lowmemory", Temporality::kLowMemory}});
+  }
+  if (auto v = env.get("OTEL_METRICS_EXPORTER")) {
+    c.metrics_exporter = parse_choice<MetricsExporter>(*v, {{"otlp", MetricsExporter::kOtlp},
+                                                           {"prometheus", MetricsExporter::kPrometheus},
+                                                           {"console", MetricsExporter::kConsole},
+                                                           {"none", MetricsExporter::kNone}});
+  }
+  if (auto v = env.get("OTEL_EXPORTER_PROMETHEUS_HOST")) c.prometheus_host = v->text;
+  if (auto v = env.get("OTEL_EXPORTER_PROMETHEUS_PORT")) c.prometheus_port = static_cast<int>(parse_int(*v, 1, 65535));
+}
+
+OtlpSignalConfig read_otlp(const EnvReader& env, std::string_view signal) {
+  // The per-signal variable wins over the general one (OTLP exporter specification).
+  auto pick = [&](std::string_view key) {
+    std::optional<EnvValue> v = env.get("OTEL_EXPORTER_OTLP_" + std::string(signal) + "_" + std::string(key));
+    return v ? v : env.get("OTEL_EXPORTER_OTLP_" + std::string(key));
+  };
+  OtlpSignalConfig s;
+  if (auto v = pick("PROTOCOL")) {
+    s.protocol = parse_choice<OtlpProtocol>(*v, {{"grpc", OtlpProtocol::kGrpc},
+                                                {"http/protobuf", OtlpProtocol::kHttpProtobuf},
+                                                {"http/json", OtlpProtocol::kHttpJson}});
+  }
+  if (auto v = pick("ENDPOINT")) {
+    s.endpoint = v->text;
+    s.endpoint_is_per_signal = v->variable.find(signal) != std::string::npos;
+  }
+  if (auto v = pick("HEADERS")) {
+    v->secret = true;
+    s.headers = parse_headers(*v);
+  }
+  if (auto v = pick("TIMEOUT")) s.timeout_ms = parse_int(*v, 0, INT64_MAX);
+  if (auto v = pick("COMPRESSION"))
+    s.compression = parse_choice<Compression>(*v, {{"gzip", Compression::kGzip}, {"none", Compression::kNone}});
+  if (auto v = pick("CERTIFICATE")) s.certificate = v->text;
+  if (auto v = pick("CLIENT_KEY")) s.client_key = v->text;
+  if (auto v = pick("CLIENT_CERTIFICATE")) s.client_certificate = v->text;
+  if (auto v = pick("INSECURE")) s.insecure = parse_otel_bool(*v);
+  return s;
+}
+
+}  // namespace
+
+Config config_from(const EnvLookup& lookup, std::string_view prefix, std::string_view fallback_prefix,
+                   std::string_view default_service_name, const Catalogue& catalogue) {
+  EnvReader env(lookup, prefix, fallback_prefix);
+  Config c;
+  c.catalogue = catalogue;
+  read_lens_keys(env, c);
+  c.service_name = std::string(default_service_name);
+  if (auto v = env.get("OTEL_SERVICE_NAME")) c.service_name = v->text;
+  if (auto v = env.get("OTEL_SDK_DISABLED")) c.sdk_disabled = parse_otel_bool(*v);
+  read_sampler(env, c);
+  c.span_batch = read_batch(env, "OTEL_BSP_", c.span_batch);
+  c.log_batch = read_batch(env, "OTEL_BLRP_", c.log_batch);
+  read_limits(env, c.limits);
+  read_metrics(env, c);
+  if (auto v = env.get("OTEL_RESOURCE_ATTRIBUTES")) c.resource_attributes = v->text;
+  c.otlp_traces = read_otlp(env, "TRACES");
+  c.otlp_metrics = read_otlp(env, "METRICS");
+  c.otlp_logs = read_otlp(env, "LOGS");
+  return c;
+}
+
+}  // namespace internal
+
+Config Config::from_env(std::string_view prefix, std::string_view fallback_prefix,
+                        std::string_view default_service_name, const Catalogue& catalogue) {
+  return internal::config_from(internal::process_env(), prefix, fallback_prefix, default_service_name, catalogue);
+}
+
+void Config::apply_cli(bool otel_enabled, std::string_view otel_service_name, std::string_view otel_span_groups) {
+  if (otel_enabled) enabled = true;  // the flag can only turn telemetry on
+  if (auto name = internal::trim(otel_service_name); !name.empty()) service_name = std::string(name);
+  if (auto spec = internal::trim(otel_span_groups); !spec.empty()) {
+    span_groups = std::string(spec);
+    span_groups_source = "--otel-span-groups";
+  }
+}
+
+std::string_view to_string(Exporter e) {
+  switch (e) {
+    case Exporter::kOtlp: return "otlp";
+    case Exporter::kConsole: return "console";
+    case Exporter::kFile: return "file";
+  }
+  return "?";
+}
+
+std::string_view to_string(OtlpProtocol p) {
+  switch (p) {
+    case OtlpProtocol::kGrpc: return "grpc";
+    case OtlpProtocol::kHttpProtobuf: return "http/protobuf";
+    case OtlpProtocol::kHttpJson: return "http/json";
+  }
+  return "?";
+}
+
+std::string_view to_string(TracesSampler s) {
+  switch (s) {
+    case TracesSampler::kAlwaysOn: return "always_on";
+    case TracesSampler::kAlwaysOff: return "always_off";
+    case TracesSampler::kTraceIdRatio: return "traceidratio";
+    case TracesSampler::kParentBasedAlwaysOn: return "parentbased_always_on";
+    case TracesSampler::kParentBasedAlwaysOff: return "parentbased_always_off";
+    case TracesSampler::kParentBasedTraceIdRatio: return "parentbased_traceidratio";
+  }
+  return "?";
+}
+
+std::string Config::summary() const {
+  std::string s = "enabled=" + std::string(active() ? "1" : "0");
+  if (sdk_disabled) s += " (OTEL_SDK_DISABLED)";
+  s += " service=" + service_name + " span_groups='" + span_groups + "' rank_strategy=" + rank_strategy;
+  if (!sampling_strategy.empty()) s += " sampling_strategy=" + sampling_strategy;
+  s += " sampler=" + std::string(to_string(traces_sampler));
+  if (traces_sampler == TracesSampler::kTraceIdRatio || traces_sampler == TracesSampler::kParentBasedTraceIdRatio)
+    s += "(" + std::to_string(traces_sampler_ratio) + ")";
+  s += " exporter=" + std::string(to_string(exporter));
+  if (exporter == Exporter::kFile) s += " file_dir=" + file_dir;
+  if (exporter == Exporter::kOtlp) {
+    s += " otlp_traces=" + std::string(to_string(otlp_traces.protocol));
+    if (!otlp_traces.endpoint.empty()) s += "@" + otlp_traces.endpoint;
+    if (!otlp_traces.headers.empty()) s += " (" + std::to_string(otlp_traces.headers.size()) + " headers)";
+  }
+  s += " signals=";
+  s += traces_enabled ? "T" : "-";
+  s += metrics_enabled ? "M" : "-";
+  s += logs_enabled ? "L" : "-";
+  return s;
+}
+
+}  // namespace lens

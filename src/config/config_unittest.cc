@@ -1,0 +1,350 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "config/env.h"
+#include "lens/config.h"
+#include "lens/megatron.h"
+#include "lens/ranks.h"
+#include "lens/sampling.h"
+
+namespace lens {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+internal::EnvLookup lookup(const Env& env) {
+  return [env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+Config megatron_config(const Env& env) {
+  return internal::config_from(lookup(env), "MEGATRON_OTEL", "NEMO_LENS", "megatron-lm", megatron::catalogue());
+}
+
+// The message of the ConfigError that `env` raises ("" when none).
+std::string error_of(const Env& env) {
+  try {
+    megatron_config(env);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(ConfigDefaults, MatchTheSpec) {
+  Config c = megatron_config({});
+  EXPECT_FALSE(c.enabled);
+  EXPECT_FALSE(c.active());
+  EXPECT_EQ(c.service_name, "megatron-lm");
+  EXPECT_EQ(c.span_groups, "default");
+  EXPECT_EQ(c.rank_strategy, "single_rank");
+  EXPECT_EQ(c.export_rank, -1);
+  EXPECT_EQ(c.export_sample_rate, 1.0);
+  EXPECT_EQ(c.sampling_strategy, "");
+  EXPECT_TRUE(c.traces_enabled);
+  EXPECT_TRUE(c.metrics_enabled);
+  EXPECT_FALSE(c.logs_enabled);
+  EXPECT_EQ(c.exporter, Exporter::kOtlp);
+  EXPECT_EQ(c.file_dir, "./telemetry");
+  EXPECT_EQ(c.traces_sampler, TracesSampler::kParentBasedAlwaysOn);
+  EXPECT_EQ(c.metric_export_interval_ms, 10000);
+  EXPECT_EQ(c.span_batch.schedule_delay_ms, 5000);
+  EXPECT_EQ(c.span_batch.max_queue_size, 2048);
+  EXPECT_EQ(c.span_batch.max_export_batch_size, 512);
+  EXPECT_EQ(c.span_batch.export_timeout_ms, 30000);
+  EXPECT_EQ(c.otlp_traces.protocol, OtlpProtocol::kGrpc);
+  EXPECT_EQ(c.otlp_traces.timeout_ms, 10000);
+  EXPECT_EQ(c.prometheus_host, "localhost");
+  EXPECT_EQ(c.prometheus_port, 9464);
+  EXPECT_EQ(c.catalogue.group_count(), 16u);
+}
+
+TEST(ConfigPrecedence, PrefixBeatsFallbackBeatsDefault) {
+  EXPECT_EQ(megatron_config({{"NEMO_LENS_EXPORTER", "console"}}).exporter, Exporter::kConsole);
+  EXPECT_EQ(megatron_config({{"NEMO_LENS_EXPORTER", "console"}, {"MEGATRON_OTEL_EXPORTER", "file"}}).exporter,
+            Exporter::kFile);
+}
+
+TEST(ConfigPrecedence, NonEmptyPrimaryWinsEvenWhenZero) {
+  Config c = megatron_config({{"MEGATRON_OTEL_ENABLED", "0"}, {"NEMO_LENS_ENABLED", "1"}});
+  EXPECT_FALSE(c.enabled);
+}
+
+TEST(ConfigPrecedence, EmptyAndBlankMeanUnset) {
+  Config c = megatron_config({{"MEGATRON_OTEL_ENABLED", "   "}, {"NEMO_LENS_ENABLED", "1"}});
+  EXPECT_TRUE(c.enabled);
+  c = megatron_config({{"MEGATRON_OTEL_SPAN_GROUPS", ""}});
+  EXPECT_EQ(c.span_groups, "default");
+}
+
+TEST(ConfigPrecedence, ValuesAreTrimmed) {
+  Config c = megatron_config({{"MEGATRON_OTEL_RUN_ID", "  run-7 \t"}, {"MEGATRON_OTEL_EXPORT_RANK", " 3 "}});
+  EXPECT_EQ(c.run_id, "run-7");
+  EXPECT_EQ(c.export_rank, 3);
+}
+
+TEST(ConfigPrecedence, CliBeatsEnvironment) {
+  Config c = megatron_config({{"MEGATRON_OTEL_SPAN_GROUPS", "job"}, {"OTEL_SERVICE_NAME", "from-env"}});
+  c.apply_cli(true, "from-flag", "per_step");
+  EXPECT_TRUE(c.enabled);
+  EXPECT_EQ(c.service_name, "from-flag");
+  EXPECT_EQ(c.span_groups, "per_step");
+  EXPECT_EQ(c.span_groups_source, "--otel-span-groups");
+}
+
+TEST(ConfigPrecedence, CliEnabledCanOnlyTurnOnAndEmptyFlagsAreIgnored) {
+  Config c = megatron_config({{"MEGATRON_OTEL_ENABLED", "1"}, {"MEGATRON_OTEL_SPAN_GROUPS", "job"}});
+  c.apply_cli(false, "", "  ");
+  EXPECT_TRUE(c.enabled);
+  EXPECT_EQ(c.service_name, "megatron-lm");
+  EXPECT_EQ(c.span_groups, "job");
+  EXPECT_EQ(c.span_groups_source, "MEGATRON_OTEL_SPAN_GROUPS");
+}
+
+TEST(ConfigServiceName, OtelServiceNameElseConsumerDefault) {
+  EXPECT_EQ(megatron_config({{"OTEL_SERVICE_NAME", " trainer "}}).service_name, "trainer");
+  EXPECT_EQ(megatron_config({{"OTEL_SERVICE_NAME", ""}}).service_name, "megatron-lm");
+  Config other = internal::config_from(lookup({}), "MY", "NEMO_LENS", "my-job", base_catalogue());
+  EXPECT_EQ(other.service_name, "my-job");
+}
+
+TEST(ConfigBooleans, AcceptEveryDocumentedSpellingInAnyCase) {
+  for (const char* yes : {"1", "true", "TRUE", "Yes", "on", "ON"})
+    EXPECT_TRUE(megatron_config({{"MEGATRON_OTEL_ENABLED", yes}}).enabled) << yes;
+  for (const char* no : {"0", "false", "False", "NO", "off"})
+    EXPECT_FALSE(megatron_config({{"MEGATRON_OTEL_TRACES_ENABLED", no}}).traces_enabled) << no;
+}
+
+TEST(ConfigBooleans, AnythingElseIsAnErrorNamingVariableValueAndValidValues) {
+  std::string m = error_of({{"MEGATRON_OTEL_ENABLED", "maybe"}});
+  EXPECT_TRUE(contains(m, "MEGATRON_OTEL_ENABLED='maybe'")) << m;
+  EXPECT_TRUE(contains(m, "1, true, yes, on, 0, false, no, off")) << m;
+  EXPECT_TRUE(contains(error_of({{"NEMO_LENS_LOGS_ENABLED", "2"}}), "NEMO_LENS_LOGS_ENABLED='2'"));
+}
+
+TEST(ConfigNumbers, ExportRankAndRate) {
+  Config c = megatron_config({{"MEGATRON_OTEL_EXPORT_RANK", "-1"}, {"MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "0.25"}});
+  EXPECT_EQ(c.export_rank, -1);
+  EXPECT_EQ(c.export_sample_rate, 0.25);
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "0"}}).export_sample_rate, 0.0);
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "1"}}).export_sample_rate, 1.0);
+}
+
+TEST(ConfigNumbers, BadValuesAreErrors) {
+  for (const char* bad : {"1.5", "-0.1", "nan", "NaN", "inf", "half", "0.5x", ""}) {
+    if (std::string(bad).empty()) continue;
+    std::string m = error_of({{"MEGATRON_OTEL_EXPORT_SAMPLE_RATE", bad}});
+    EXPECT_TRUE(contains(m, "MEGATRON_OTEL_EXPORT_SAMPLE_RATE='" + std::string(bad) + "'")) << bad << ": " << m;
+    EXPECT_TRUE(contains(m, "a number in [0, 1]")) << m;
+  }
+  for (const char* bad : {"last", "1.0", "3x", "99999999999"}) {
+    std::string m = error_of({{"MEGATRON_OTEL_EXPORT_RANK", bad}});
+    EXPECT_TRUE(contains(m, "MEGATRON_OTEL_EXPORT_RANK")) << bad << ": " << m;
+    EXPECT_TRUE(contains(m, "an integer")) << m;
+  }
+}
+
+TEST(ConfigChoices, ExporterValuesAndErrors) {
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORTER", "OTLP"}}).exporter, Exporter::kOtlp);
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORTER", "file"}}).exporter, Exporter::kFile);
+  std::string m = error_of({{"MEGATRON_OTEL_EXPORTER", "jaeger"}});
+  EXPECT_TRUE(contains(m, "MEGATRON_OTEL_EXPORTER='jaeger'")) << m;
+  EXPECT_TRUE(contains(m, "otlp, console, file")) << m;
+}
+
+TEST(ConfigStrategies, RankStrategyAndItsAlias) {
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_RANK_STRATEGY", "All_Ranks"}}).rank_strategy, "all_ranks");
+  Config alias = megatron_config({{"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}});
+  EXPECT_EQ(alias.rank_strategy, "sampled");
+  EXPECT_EQ(alias.rank_strategy_source, "MEGATRON_OTEL_EXPORT_STRATEGY");
+  // The key beats its alias under one prefix; the primary prefix's alias beats the fallback's key.
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_RANK_STRATEGY", "all_ranks"},
+                             {"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}})
+                .rank_strategy,
+            "all_ranks");
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}, {"NEMO_LENS_RANK_STRATEGY", "all_ranks"}})
+                .rank_strategy,
+            "sampled");
+}
+
+TEST(ConfigStrategies, UnknownStrategyListsTheRegisteredOnes) {
+  std::string m = error_of({{"MEGATRON_OTEL_RANK_STRATEGY", "every_rank"}});
+  EXPECT_TRUE(contains(m, "MEGATRON_OTEL_RANK_STRATEGY='every_rank'")) << m;
+  EXPECT_TRUE(contains(m, "all_ranks, first_rank_per_node, sampled, single_rank")) << m;
+  m = error_of({{"MEGATRON_OTEL_SAMPLING_STRATEGY", "by_rank"}});
+  EXPECT_TRUE(contains(m, "MEGATRON_OTEL_SAMPLING_STRATEGY='by_rank'")) << m;
+  EXPECT_TRUE(contains(m, "rank_aware")) << m;
+}
+
+TEST(ConfigStrategies, RegisteredStrategyIsAccepted) {
+  register_rank_strategy("Even_Ranks", [](const RankStrategyInput& in) { return in.ranks.rank % 2 == 0; });
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_RANK_STRATEGY", "Even_Ranks"}}).rank_strategy, "Even_Ranks");
+  unregister_rank_strategy("Even_Ranks");
+}
+
+TEST(ConfigStrategies, SamplerEnabledIsAnAliasOfRankAware) {
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_SAMPLER_ENABLED", "1"}}).sampling_strategy, "rank_aware");
+  EXPECT_EQ(megatron_config({{"NEMO_LENS_SAMPLER_ENABLED", "yes"}}).sampling_strategy, "rank_aware");
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_SAMPLER_ENABLED", "0"}}).sampling_strategy, "");
+  // The explicit key wins over the alias.
+  register_sampling_strategy("mine", [](SamplingStrategyInput in) { return std::move(in.sdk_sampler); });
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_SAMPLING_STRATEGY", "mine"}, {"MEGATRON_OTEL_SAMPLER_ENABLED", "1"}})
+                .sampling_strategy,
+            "mine");
+  unregister_sampling_strategy("mine");
+  EXPECT_TRUE(contains(error_of({{"MEGATRON_OTEL_SAMPLER_ENABLED", "sure"}}), "MEGATRON_OTEL_SAMPLER_ENABLED='sure'"));
+}
+
+TEST(ConfigSdk, SdkDisabledTurnsEverythingOffEvenTheFlag) {
+  Config c = megatron_config({{"MEGATRON_OTEL_ENABLED", "1"}, {"OTEL_SDK_DISABLED", "TRUE"}});
+  c.apply_cli(true);
+  EXPECT_TRUE(c.sdk_disabled);
+  EXPECT_FALSE(c.active());
+  EXPECT_FALSE(megatron_config({{"OTEL_SDK_DISABLED", "false"}}).sdk_disabled);
+  EXPECT_TRUE(contains(error_of({{"OTEL_SDK_DISABLED", "1"}}), "OTEL_SDK_DISABLED='1'"));
+}
+
+TEST(ConfigSdk, Samplers) {
+  Config c = megatron_config({{"OTEL_TRACES_SAMPLER", "parentbased_traceidratio"}, {"OTEL_TRACES_SAMPLER_ARG", "0.1"}});
+  EXPECT_EQ(c.traces_sampler, TracesSampler::kParentBasedTraceIdRatio);
+  EXPECT_DOUBLE_EQ(c.traces_sampler_ratio, 0.1);
+  EXPECT_EQ(megatron_config({{"OTEL_TRACES_SAMPLER", "always_off"}}).traces_sampler, TracesSampler::kAlwaysOff);
+  // The argument only matters to the ratio samplers.
+  EXPECT_EQ(megatron_config({{"OTEL_TRACES_SAMPLER", "always_on"}, {"OTEL_TRACES_SAMPLER_ARG", "x"}}).traces_sampler,
+            TracesSampler::kAlwaysOn);
+  std::string m = error_of({{"OTEL_TRACES_SAMPLER", "traceidratio"}, {"OTEL_TRACES_SAMPLER_ARG", "2"}});
+  EXPECT_TRUE(contains(m, "OTEL_TRACES_SAMPLER_ARG='2'")) << m;
+  m = error_of({{"OTEL_TRACES_SAMPLER", "jaeger_remote"}});
+  EXPECT_TRUE(contains(m, "OTEL_TRACES_SAMPLER='jaeger_remote'")) << m;
+  EXPECT_TRUE(contains(m, "parentbased_traceidratio")) << m;
+}
+
+TEST(ConfigSdk, BatchProcessors) {
+  Config c = megatron_config({{"OTEL_BSP_SCHEDULE_DELAY", "200"},
+                              {"OTEL_BSP_MAX_QUEUE_SIZE", "100"},
+                              {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "10"},
+                              {"OTEL_BSP_EXPORT_TIMEOUT", "1000"},
+                              {"OTEL_BLRP_SCHEDULE_DELAY", "50"}});
+  EXPECT_EQ(c.span_batch.schedule_delay_ms, 200);
+  EXPECT_EQ(c.span_batch.max_queue_size, 100);
+  EXPECT_EQ(c.span_batch.max_export_batch_size, 10);
+  EXPECT_EQ(c.span_batch.export_timeout_ms, 1000);
+  EXPECT_EQ(c.log_batch.schedule_delay_ms, 50);
+  EXPECT_EQ(c.log_batch.max_queue_size, 2048);
+  EXPECT_TRUE(contains(error_of({{"OTEL_BSP_MAX_QUEUE_SIZE", "0"}}), "OTEL_BSP_MAX_QUEUE_SIZE='0'"));
+  EXPECT_TRUE(contains(error_of({{"OTEL_BSP_SCHEDULE_DELAY", "-5"}}), "OTEL_BSP_SCHEDULE_DELAY='-5'"));
+  std::string m = error_of({{"OTEL_BSP_MAX_QUEUE_SIZE", "100"}, {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "500"}});
+  EXPECT_TRUE(contains(m, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE='500'")) << m;
+  EXPECT_TRUE(contains(m, "queue size 100")) << m;
+}
+
+TEST(ConfigSdk, LimitsSpecificBeatsGeneral) {
+  Config c = megatron_config({{"OTEL_ATTRIBUTE_COUNT_LIMIT", "10"},
+                              {"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "20"},
+                              {"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "64"},
+                              {"OTEL_SPAN_EVENT_COUNT_LIMIT", "5"},
+                              {"OTEL_SPAN_LINK_COUNT_LIMIT", "6"}});
+  EXPECT_EQ(c.limits.span_attribute_count, 20);
+  EXPECT_EQ(c.limits.event_attribute_count, 10);
+  EXPECT_EQ(c.limits.link_attribute_count, 10);
+  EXPECT_EQ(c.limits.log_attribute_count, 10);
+  EXPECT_EQ(c.limits.span_attribute_value_length, 64);
+  EXPECT_EQ(c.limits.span_event_count, 5);
+  EXPECT_EQ(c.limits.span_link_count, 6);
+  EXPECT_FALSE(megatron_config({}).limits.span_attribute_value_length.has_value());
+  EXPECT_TRUE(contains(error_of({{"OTEL_SPAN_EVENT_COUNT_LIMIT", "lots"}}), "OTEL_SPAN_EVENT_COUNT_LIMIT='lots'"));
+}
+
+TEST(ConfigSdk, Metrics) {
+  Config c = megatron_config({{"OTEL_METRIC_EXPORT_INTERVAL", "500"},
+                              {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "Delta"},
+                              {"OTEL_METRICS_EXPORTER", "prometheus"},
+                              {"OTEL_EXPORTER_PROMETHEUS_HOST", "0.0.0.0"},
+                              {"OTEL_EXPORTER_PROMETHEUS_PORT", "9999"}});
+  EXPECT_EQ(c.metric_export_interval_ms, 500);
+  EXPECT_EQ(c.metrics_temporality, Temporality::kDelta);
+  EXPECT_EQ(c.metrics_exporter, MetricsExporter::kPrometheus);
+  EXPECT_EQ(c.prometheus_host, "0.0.0.0");
+  EXPECT_EQ(c.prometheus_port, 9999);
+  EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_PROMETHEUS_PORT", "70000"}}), "an integer in [1, 65535]"));
+  EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sometimes"}}),
+                       "cumulative, delta, lowmemory"));
+}
+
+TEST(ConfigOtlp, PerSignalBeatsGeneral) {
+  Config c = megatron_config({{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"},
+                              {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"},
+                              {"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"},
+                              {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://m:4318/custom"},
+                              {"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"},
+                              {"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"},
+                              {"OTEL_EXPORTER_OTLP_LOGS_INSECURE", "true"}});
+  EXPECT_EQ(c.otlp_traces.protocol, OtlpProtocol::kHttpJson);
+  EXPECT_EQ(c.otlp_metrics.protocol, OtlpProtocol::kHttpProtobuf);
+  EXPECT_EQ(c.otlp_traces.endpoint, "http://collector:4318");
+  EXPECT_FALSE(c.otlp_traces.endpoint_is_per_signal);
+  EXPECT_EQ(c.otlp_metrics.endpoint, "http://m:4318/custom");
+  EXPECT_TRUE(c.otlp_metrics.endpoint_is_per_signal);
+  EXPECT_EQ(c.otlp_logs.timeout_ms, 2500);
+  EXPECT_EQ(c.otlp_traces.compression, Compression::kGzip);
+  EXPECT_TRUE(c.otlp_logs.insecure);
+  EXPECT_FALSE(c.otlp_traces.insecure);
+  EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_OTLP_PROTOCOL", "http"}}), "grpc, http/protobuf, http/json"));
+  EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"}}), "gzip, none"));
+}
+
+TEST(ConfigOtlp, HeadersArePercentDecoded) {
+  Config c = megatron_config(
+      {{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20s3cret, x-team = ml ,"},
+       {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=k%3Dv"}});
+  ASSERT_EQ(c.otlp_metrics.headers.size(), 2u);
+  EXPECT_EQ(c.otlp_metrics.headers[0], (std::pair<std::string, std::string>{"Authorization", "Bearer s3cret"}));
+  EXPECT_EQ(c.otlp_metrics.headers[1], (std::pair<std::string, std::string>{"x-team", "ml"}));
+  ASSERT_EQ(c.otlp_traces.headers.size(), 1u);
+  EXPECT_EQ(c.otlp_traces.headers[0].second, "k=v");
+}
+
+TEST(ConfigOtlp, HeaderTokensNeverAppearInMessagesOrSummary) {
+  const std::string token = "tok_9f8e7d6c";
+  for (const std::string& bad : {"Authorization " + token, "Authorization=" + token + "%zz", "=" + token}) {
+    std::string m = error_of({{"OTEL_EXPORTER_OTLP_HEADERS", bad}});
+    ASSERT_FALSE(m.empty()) << "no error for a malformed header list";
+    EXPECT_TRUE(contains(m, "OTEL_EXPORTER_OTLP_HEADERS")) << m;
+    EXPECT_TRUE(contains(m, "entry 1")) << m;
+    EXPECT_FALSE(contains(m, token)) << m;
+  }
+  Config c = megatron_config({{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer " + token}});
+  EXPECT_FALSE(contains(c.summary(), token)) << c.summary();
+  EXPECT_TRUE(contains(c.summary(), "1 headers")) << c.summary();
+}
+
+TEST(ConfigSummary, SaysWhatDecidesTheExport) {
+  Config c = megatron_config({{"MEGATRON_OTEL_ENABLED", "1"}, {"MEGATRON_OTEL_EXPORTER", "file"}});
+  std::string s = c.summary();
+  EXPECT_TRUE(contains(s, "enabled=1")) << s;
+  EXPECT_TRUE(contains(s, "exporter=file file_dir=./telemetry")) << s;
+  EXPECT_TRUE(contains(s, "service=megatron-lm")) << s;
+}
+
+TEST(ConfigFromEnv, ReadsTheProcessEnvironment) {
+  ::setenv("LENSTEST_ENABLED", "1", 1);
+  ::setenv("LENSTEST_SPAN_GROUPS", "step", 1);
+  Config c = Config::from_env("LENSTEST", "NEMO_LENS", "svc");
+  ::unsetenv("LENSTEST_ENABLED");
+  ::unsetenv("LENSTEST_SPAN_GROUPS");
+  EXPECT_TRUE(c.enabled);
+  EXPECT_EQ(c.span_groups, "step");
+  EXPECT_EQ(c.span_groups_source, "LENSTEST_SPAN_GROUPS");
+}
+
+}  // namespace
+}  // namespace lens

@@ -1,0 +1,172 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "lens/config.h"
+#include "lens/sampling.h"
+#include "sampling/build.h"
+
+// Counts heap allocations made by this test binary, to prove a sampling decision makes none.
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace lens {
+namespace {
+
+TraceId trace_with_low64(std::uint64_t low) {
+  TraceId id;
+  id.bytes[0] = 0xAB;  // the high half must not matter
+  for (int i = 0; i < 8; ++i) id.bytes[15 - i] = static_cast<std::uint8_t>(low >> (8 * i));
+  return id;
+}
+
+SamplingDecision root_decision(const Sampler& s, std::uint64_t low) {
+  SamplingParameters p;
+  p.trace_id = trace_with_low64(low);
+  return s.should_sample(p);
+}
+
+SpanContext parent(bool sampled, bool remote) {
+  SpanContext c;
+  c.trace_id = trace_with_low64(1);
+  c.span_id.bytes[7] = 1;
+  c.trace_flags = sampled ? SpanContext::kSampledFlag : 0;
+  c.is_remote = remote;
+  return c;
+}
+
+constexpr auto kKeep = SamplingDecision::kRecordAndSample;
+constexpr auto kDrop = SamplingDecision::kDrop;
+
+TEST(TraceId, Low64IsTheBigEndianLowHalf) {
+  EXPECT_EQ(trace_with_low64(0x0102030405060708ull).low64(), 0x0102030405060708ull);
+}
+
+TEST(Samplers, AlwaysOnAndOff) {
+  EXPECT_EQ(root_decision(*make_always_on_sampler(), 0), kKeep);
+  EXPECT_EQ(root_decision(*make_always_off_sampler(), 0), kDrop);
+  EXPECT_EQ(make_always_on_sampler()->description(), "AlwaysOnSampler");
+}
+
+TEST(Samplers, TraceIdRatioUsesTheLow64BitsAgainstTheRoundedBound) {
+  auto half = make_trace_id_ratio_sampler(0.5);
+  const std::uint64_t bound = std::uint64_t{1} << 63;  // round(0.5 * 2^64)
+  EXPECT_EQ(root_decision(*half, bound - 1), kKeep);
+  EXPECT_EQ(root_decision(*half, bound), kDrop);
+  EXPECT_EQ(root_decision(*half, 0), kKeep);
+  auto tenth = make_trace_id_ratio_sampler(0.1);
+  const auto tenth_bound = static_cast<std::uint64_t>(std::round(std::ldexp(0.1, 64)));
+  EXPECT_EQ(root_decision(*tenth, tenth_bound - 1), kKeep);
+  EXPECT_EQ(root_decision(*tenth, tenth_bound), kDrop);
+  EXPECT_EQ(root_decision(*make_trace_id_ratio_sampler(1.0), ~std::uint64_t{0}), kKeep);
+  EXPECT_EQ(root_decision(*make_trace_id_ratio_sampler(0.0), 0), kDrop);
+  EXPECT_THROW(make_trace_id_ratio_sampler(1.5), std::invalid_argument);
+  EXPECT_THROW(make_trace_id_ratio_sampler(std::nan("")), std::invalid_argument);
+}
+
+TEST(Samplers, TraceIdRatioKeepsAboutTheRatio) {
+  auto s = make_trace_id_ratio_sampler(0.25);
+  int kept = 0;
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 100000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift: a spread of low halves
+    kept += root_decision(*s, x) == kKeep;
+  }
+  EXPECT_NEAR(kept / 100000.0, 0.25, 0.01);
+}
+
+TEST(Samplers, ParentBasedFollowsAValidParentElseAsksTheRoot) {
+  auto s = make_parent_based_sampler(make_always_off_sampler());
+  for (bool remote : {false, true}) {
+    SpanContext sampled = parent(true, remote), unsampled = parent(false, remote);
+    SamplingParameters p;
+    p.parent = &sampled;
+    EXPECT_EQ(s->should_sample(p), kKeep);
+    p.parent = &unsampled;
+    EXPECT_EQ(s->should_sample(p), kDrop);
+  }
+  SpanContext invalid;  // all-zero ids: treated as no parent
+  SamplingParameters p;
+  p.parent = &invalid;
+  EXPECT_EQ(s->should_sample(p), kDrop);
+  auto on = make_parent_based_sampler(make_always_on_sampler());
+  EXPECT_EQ(on->should_sample(p), kKeep);
+  EXPECT_EQ(on->description(), "ParentBased{root:AlwaysOnSampler}");
+}
+
+TEST(Samplers, RankGate) {
+  EXPECT_EQ(root_decision(*make_rank_gate_sampler(false, make_always_on_sampler()), 0), kDrop);
+  EXPECT_EQ(root_decision(*make_rank_gate_sampler(true, make_always_on_sampler()), 0), kKeep);
+}
+
+TEST(Samplers, ADecisionDoesNotAllocate) {
+  Config c;
+  c.traces_sampler = TracesSampler::kParentBasedTraceIdRatio;
+  c.traces_sampler_ratio = 0.3;
+  c.sampling_strategy = "rank_aware";
+  c.export_sample_rate = 1.0;
+  auto sampler = internal::build_sampler(c, RankInfo{3, 8, 3});
+  SpanContext p = parent(true, true);
+  SamplingParameters with_parent;
+  with_parent.parent = &p;
+  long before = g_allocations.load();
+  int kept = 0;
+  for (std::uint64_t i = 0; i < 10000; ++i) {
+    kept += root_decision(*sampler, i * 0x9E3779B97F4A7C15ull) == kKeep;
+    kept += sampler->should_sample(with_parent) == kKeep;
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_GT(kept, 10000);
+}
+
+TEST(BuildSampler, FollowsOtelTracesSampler) {
+  Config c;
+  EXPECT_EQ(internal::build_sampler(c, {})->description(), "ParentBased{root:AlwaysOnSampler}");
+  c.traces_sampler = TracesSampler::kParentBasedTraceIdRatio;
+  c.traces_sampler_ratio = 0.1;
+  EXPECT_EQ(internal::build_sampler(c, {})->description(), "ParentBased{root:TraceIdRatioBased{0.1}}");
+  c.traces_sampler = TracesSampler::kAlwaysOff;
+  EXPECT_EQ(internal::build_sampler(c, {})->description(), "AlwaysOffSampler");
+}
+
+TEST(BuildSampler, RankAwareGatesWithTheSampledRule) {
+  Config c;
+  c.sampling_strategy = "rank_aware";
+  c.export_sample_rate = 0.1;
+  // rank 3 scores 0.0883 (open), rank 0 scores 0.785 (closed).
+  EXPECT_EQ(root_decision(*internal::build_sampler(c, {3, 8, 3}), 0), kKeep);
+  EXPECT_EQ(root_decision(*internal::build_sampler(c, {0, 8, 0}), 0), kDrop);
+  EXPECT_EQ(internal::build_sampler(c, {0, 8, 0})->description(),
+            "RankAware{rank:closed,sampler:ParentBased{root:AlwaysOnSampler}}");
+}
+
+TEST(BuildSampler, CustomStrategyWrapsTheSdkSampler) {
+  register_sampling_strategy("drop_all", [](SamplingStrategyInput) { return make_always_off_sampler(); });
+  Config c;
+  c.sampling_strategy = "drop_all";
+  EXPECT_EQ(root_decision(*internal::build_sampler(c, {}), 0), kDrop);
+  EXPECT_THROW(register_sampling_strategy("drop_all", [](SamplingStrategyInput in) { return std::move(in.sdk_sampler); }),
+               std::invalid_argument);
+  unregister_sampling_strategy("drop_all");
+  EXPECT_THROW(internal::build_sampler(c, {}), ConfigError);
+  EXPECT_THROW(unregister_sampling_strategy("rank_aware"), std::invalid_argument);
+  register_sampling_strategy("null", [](SamplingStrategyInput) { return std::unique_ptr<Sampler>(); });
+  c.sampling_strategy = "null";
+  EXPECT_THROW(internal::build_sampler(c, {}), ConfigError);
+  unregister_sampling_strategy("null");
+}
+
+}  // namespace
+}  // namespace lens

@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include "lens/megatron.h"
+#include "lens/telemetry.h"
+
+namespace lens {
+namespace {
+
+namespace mg = megatron::group;
+
+int thread_count() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+Config enabled_megatron(std::string spec = "default") {
+  Config c;
+  c.catalogue = megatron::catalogue();
+  c.enabled = true;
+  c.span_groups = std::move(spec);
+  c.span_groups_source = "MEGATRON_OTEL_SPAN_GROUPS";
+  return c;
+}
+
+class Setup : public ::testing::Test {
+ protected:
+  void TearDown() override { setup_telemetry(Config{}, {}, {}, {}, SetupOptions{.reinit = true}).shutdown(); }
+};
+
+TEST_F(Setup, ExportingRankEnablesTheResolvedGroups) {
+  Telemetry t = setup_telemetry(enabled_megatron("per_step"), 7, 8);  // single_rank: the last rank
+  EXPECT_TRUE(t.is_exporting());
+  EXPECT_TRUE(is_enabled(mg::step));
+  EXPECT_FALSE(is_enabled(mg::layer));
+  EXPECT_EQ(t.resolved_span_groups(), megatron::catalogue().find_preset("per_step")->groups);
+  EXPECT_EQ(t.ranks(), (RankInfo{7, 8, 0}));
+  ASSERT_NE(t.sampler(), nullptr);
+  EXPECT_EQ(t.sampler()->description(), "ParentBased{root:AlwaysOnSampler}");
+  // The run-time switch works within the catalogue on an exporting rank.
+  set_enabled_span_groups(GroupSet{mg::layer});
+  EXPECT_TRUE(is_enabled(mg::layer));
+  EXPECT_TRUE(t.shutdown());
+  EXPECT_FALSE(is_enabled(mg::layer));
+  EXPECT_FALSE(t.is_exporting());
+  EXPECT_TRUE(t.shutdown());  // idempotent
+}
+
+TEST_F(Setup, NonExportingRankHasNoGroupsAndStartsNothing) {
+  int threads_before = thread_count();
+  Telemetry t = setup_telemetry(enabled_megatron("all"), 0, 8);
+  EXPECT_FALSE(t.is_exporting());
+  EXPECT_TRUE(enabled_span_groups().empty());
+  EXPECT_EQ(t.resolved_span_groups(), megatron::catalogue().all());  // resolved all the same
+  EXPECT_EQ(t.sampler(), nullptr);
+  EXPECT_TRUE(set_enabled_span_groups(GroupSet{mg::job}).empty());
+  EXPECT_EQ(thread_count(), threads_before);
+}
+
+TEST_F(Setup, DisabledTelemetryHasNoGroupsAndNeedsNoValidSpec) {
+  Config c = enabled_megatron("no_such_group");
+  c.enabled = false;
+  Telemetry t = setup_telemetry(c, 0, 1);
+  EXPECT_FALSE(t.is_exporting());
+  EXPECT_TRUE(enabled_span_groups().empty());
+}
+
+TEST_F(Setup, SdkDisabledWinsOverEnabled) {
+  Config c = enabled_megatron();
+  c.sdk_disabled = true;
+  EXPECT_FALSE(setup_telemetry(c, 0, 1).is_exporting());
+}
+
+TEST_F(Setup, TracesOffMeansNoGroupsButStillExporting) {
+  Config c = enabled_megatron("all");
+  c.traces_enabled = false;
+  Telemetry t = setup_telemetry(c, 0, 1);
+  EXPECT_TRUE(t.is_exporting());
+  EXPECT_TRUE(enabled_span_groups().empty());
+  EXPECT_EQ(t.sampler(), nullptr);
+}
+
+TEST_F(Setup, ATypoFailsOnEveryRankExportingOrNot) {
+  for (int rank : {0, 7}) {
+    try {
+      setup_telemetry(enabled_megatron("defualt"), rank, 8);
+      FAIL() << rank;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("did you mean 'default'?"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(Setup, DoubleInitialisationIsAnErrorUnlessReinit) {
+  Telemetry first = setup_telemetry(enabled_megatron("job"), 0, 1);
+  EXPECT_THROW(setup_telemetry(enabled_megatron("step"), 0, 1), ConfigError);
+  EXPECT_TRUE(first.is_exporting());
+  EXPECT_TRUE(is_enabled(mg::job));
+  Telemetry second = setup_telemetry(enabled_megatron("step"), 0, 1, {}, SetupOptions{.reinit = true});
+  EXPECT_FALSE(first.is_exporting());
+  EXPECT_TRUE(second.is_exporting());
+  EXPECT_TRUE(is_enabled(mg::step));
+  EXPECT_FALSE(is_enabled(mg::job));
+  // A shut-down setup may be followed by a fresh one without reinit.
+  second.shutdown();
+  EXPECT_TRUE(setup_telemetry(enabled_megatron("job"), 0, 1).is_exporting());
+}
+
+TEST_F(Setup, ABadSettingLeavesTheLiveSetupAsItWas) {
+  Telemetry live = setup_telemetry(enabled_megatron("job"), 0, 1);
+  EXPECT_THROW(setup_telemetry(enabled_megatron("jbo"), 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
+  EXPECT_TRUE(live.is_exporting());
+  EXPECT_TRUE(is_enabled(mg::job));
+}
+
+TEST_F(Setup, ADisabledSetupMayBeRepeated) {
+  setup_telemetry(Config{}, 0, 1);
+  EXPECT_NO_THROW(setup_telemetry(enabled_megatron(), 0, 1));
+}
+
+TEST_F(Setup, StrategiesDecide) {
+  Config c = enabled_megatron();
+  c.rank_strategy = "first_rank_per_node";
+  EXPECT_TRUE(setup_telemetry(c, 4, 8, {}, SetupOptions{.local_rank = 0, .reinit = true}).is_exporting());
+  EXPECT_FALSE(setup_telemetry(c, 5, 8, {}, SetupOptions{.local_rank = 1, .reinit = true}).is_exporting());
+  c.rank_strategy = "single_rank";
+  c.export_rank = 2;
+  EXPECT_TRUE(setup_telemetry(c, 2, 8, {}, SetupOptions{.reinit = true}).is_exporting());
+}
+
+TEST_F(Setup, AnInertHandleIsHarmless) {
+  Telemetry t;
+  EXPECT_FALSE(t.is_exporting());
+  EXPECT_TRUE(t.shutdown());
+  EXPECT_FALSE(t.config().enabled);
+  EXPECT_EQ(t.sampler(), nullptr);
+}
+
+}  // namespace
+}  // namespace lens

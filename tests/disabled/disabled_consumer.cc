@@ -1,0 +1,30 @@
+// A training program compiled with LENS_DISABLED: every lens call it makes must vanish. It is linked
+// without lens, and check_no_lens_symbols.sh inspects its object file.
+#include <cstdio>
+
+#include "lens/lens.h"
+
+namespace {
+int g_side_effects = 0;
+lens::SpanGroup expensive_group() {
+  ++g_side_effects;  // must never run: a disabled macro does not evaluate its argument
+  return lens::group::step;
+}
+}  // namespace
+
+int main() {
+  lens::Config config = lens::megatron::config_from_env();
+  config.apply_cli(true, "svc", "all");
+  lens::Telemetry telemetry = lens::setup_telemetry(config, 0, 1);
+  lens::set_enabled_span_groups(lens::megatron::catalogue().all());
+  bool any = LENS_GROUP_ENABLED(expensive_group()) || lens::is_enabled(lens::megatron::group::layer) ||
+             telemetry.is_exporting() || !lens::enabled_span_groups().empty() ||
+             !lens::resolve(lens::megatron::catalogue(), "all", "x").empty();
+  telemetry.shutdown();
+  if (any || g_side_effects != 0) {
+    std::fprintf(stderr, "LENS_DISABLED build did something\n");
+    return 1;
+  }
+  std::printf("LENS_DISABLED build: nothing enabled, nothing evaluated\n");
+  return 0;
+}

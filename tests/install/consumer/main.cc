@@ -1,0 +1,15 @@
+// A consumer outside the lens tree, built against the installed package.
+#include <cstdio>
+
+#include <lens/lens.h>
+
+int main() {
+  lens::Config config = lens::megatron::config_from_env();
+  config.apply_cli(true, "consumer", "per_step");
+  lens::Telemetry telemetry = lens::setup_telemetry(config, 0, 1);
+  bool ok = telemetry.is_exporting() && LENS_GROUP_ENABLED(lens::megatron::group::step) &&
+            !LENS_GROUP_ENABLED(lens::megatron::group::layer);
+  telemetry.shutdown();
+  std::puts(ok ? "consumer: lens works" : "consumer: unexpected state");
+  return ok ? 0 : 1;
+}
