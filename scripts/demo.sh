@@ -12,7 +12,8 @@ cmake --build build --target telemetry_from_env >/dev/null
 out_dir=build/demo
 mkdir -p "$out_dir"
 log="$out_dir/telemetry_from_env.txt"
-MEGATRON_OTEL_ENABLED=1 MEGATRON_OTEL_SPAN_GROUPS=${MEGATRON_OTEL_SPAN_GROUPS:-all} \
+MEGATRON_OTEL_ENABLED=1 MEGATRON_OTEL_EXPORTER=${MEGATRON_OTEL_EXPORTER:-file} \
+  MEGATRON_OTEL_SPAN_GROUPS=${MEGATRON_OTEL_SPAN_GROUPS:-all} \
   ./build/examples/telemetry_from_env --iterations 4 --microbatches 2 --layers 3 "$@" | tee "$log"
 
 echo

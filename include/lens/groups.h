@@ -178,7 +178,18 @@ constexpr Catalogue base_catalogue() {
 namespace internal {
 // The enabled set. Written by setup and set_enabled_span_groups, read by every span site.
 LENS_API extern std::atomic<std::uint64_t> g_enabled_group_bits;
+template <typename>
+inline constexpr bool kNotASpanGroup = false;
 }  // namespace internal
+
+// Misuse as a compile error that says what to write instead: is_enabled(3), is_enabled("step").
+template <typename T>
+bool is_enabled(T) noexcept {
+  static_assert(internal::kNotASpanGroup<T>,
+                "lens_is_enabled_takes_a_SpanGroup_constant: write lens::group::step or "
+                "lens::megatron::group::layer, not an integer or a name");
+  return false;
+}
 
 LENS_ABI_NAMESPACE_BEGIN
 
