@@ -8,18 +8,25 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace lens {
 
+namespace internal {
+// The W3C rule for both ids: all-zero is invalid.
+template <std::size_t N>
+constexpr bool any_nonzero(const std::array<std::uint8_t, N>& bytes) noexcept {
+  for (std::uint8_t b : bytes)
+    if (b != 0) return true;
+  return false;
+}
+}  // namespace internal
+
 struct TraceId {
   std::array<std::uint8_t, 16> bytes{};
 
-  constexpr bool is_valid() const noexcept {
-    for (std::uint8_t b : bytes)
-      if (b != 0) return true;
-    return false;
-  }
+  constexpr bool is_valid() const noexcept { return internal::any_nonzero(bytes); }
   // The low 64 bits (bytes 8..15, big-endian): what the trace-id ratio test compares (SPEC §4).
   constexpr std::uint64_t low64() const noexcept {
     std::uint64_t v = 0;
@@ -32,11 +39,7 @@ struct TraceId {
 struct SpanId {
   std::array<std::uint8_t, 8> bytes{};
 
-  constexpr bool is_valid() const noexcept {
-    for (std::uint8_t b : bytes)
-      if (b != 0) return true;
-    return false;
-  }
+  constexpr bool is_valid() const noexcept { return internal::any_nonzero(bytes); }
   friend constexpr bool operator==(const SpanId&, const SpanId&) = default;
 };
 
