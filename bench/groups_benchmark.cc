@@ -41,6 +41,8 @@ void set_up_per_step() {
     config.catalogue = lens::megatron::catalogue();
     config.enabled = true;
     config.span_groups = "per_step";
+    config.exporter = lens::Exporter::kFile;
+    config.file_dir = "/tmp/lens-groups-benchmark";
     return lens::setup_telemetry(config, 0, 1);
   }();
 }

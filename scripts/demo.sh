@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the main job on the embedded default: until the reference
-# trainer exists, the example consumer (examples/telemetry_from_env) with telemetry on and every span group
-# enabled. Says where its output went.
+# Installs what is missing, builds, and runs the main job on the embedded default (the file exporter): until
+# the reference trainer exists, the example consumer (examples/telemetry_from_env) with telemetry on and every
+# span group enabled. Says where its output went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh >/dev/null
@@ -16,7 +16,7 @@ MEGATRON_OTEL_ENABLED=1 MEGATRON_OTEL_EXPORTER=${MEGATRON_OTEL_EXPORTER:-file} \
   MEGATRON_OTEL_SPAN_GROUPS=${MEGATRON_OTEL_SPAN_GROUPS:-all} \
   ./build/examples/telemetry_from_env --iterations 4 --microbatches 2 --layers 3 "$@" | tee "$log"
 
+trace_file=$(sed -n 's/^traces: //p' "$log")
 echo
-echo "demo: output written to $log"
-echo "demo: spans, metrics and logs are not exported yet (the trace pipeline and exporters come next);"
-echo "      this run shows the setup decision and how often each span group's site fired."
+echo "demo: the program's output is in $log"
+echo "demo: its spans are in $trace_file (OTLP/JSON Lines, one export request per line)"

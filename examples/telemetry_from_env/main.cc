@@ -1,11 +1,10 @@
 // A small consumer: sets telemetry up from the environment and the Megatron flags, then runs a toy training
-// loop whose every phase sits behind its span group, and prints how often each group's site fired.
+// loop whose every phase is a span in its group, and says where the spans went.
 //
 //   MEGATRON_OTEL_ENABLED=1 MEGATRON_OTEL_SPAN_GROUPS=per_step ./telemetry_from_env --iterations 3
 //   ./telemetry_from_env --otel-enabled --otel-span-groups all
 #include <CLI/CLI.hpp>
 
-#include <array>
 #include <cstdio>
 
 #include "lens/lens.h"
@@ -14,35 +13,49 @@ namespace mg = lens::megatron::group;
 
 namespace {
 
-struct Sites {
-  std::array<long, lens::SpanGroup::kMaxGroups> fired{};
-  // Counts a site of `group` when its group is on, as a span site will record a span.
-  void site(lens::SpanGroup group) {
-    if (LENS_GROUP_ENABLED(group)) ++fired[group.id()];
+// A toy training run whose every phase is a span of its SPEC §6 name and group.
+void train(int iterations, int microbatches, int layers) {
+  LENS_SPAN(mg::job, "megatron.pretrain", {"megatron.train_iters", iterations});
+  { LENS_SPAN(mg::model_init, "megatron.model_init"); }
+  {
+    LENS_SPAN(mg::load_checkpoint, "megatron.load_checkpoint");
+    LENS_TRACE_REGION("load_checkpoint.read_index");
   }
-};
-
-void train(Sites& s, int iterations, int microbatches, int layers) {
-  s.site(mg::job);
-  s.site(mg::model_init);
-  s.site(mg::load_checkpoint);
-  s.site(mg::data_loading);
+  { LENS_SPAN(mg::data_loading, "megatron.data_loading"); }
+  LENS_SPAN(mg::job, "megatron.train", {"megatron.train_iters", iterations});
   for (int it = 0; it < iterations; ++it) {
-    if (it == 0) s.site(mg::first_iteration);
-    s.site(mg::step);
-    s.site(mg::forward_backward);
-    for (int mb = 0; mb < microbatches; ++mb) {
-      s.site(mg::microbatch);
-      s.site(mg::communication);
-      for (int l = 0; l < layers; ++l) s.site(mg::layer);
-      s.site(mg::activation_offload);
+    lens::ScopedSpan first;
+    if (it == 0 && LENS_GROUP_ENABLED(mg::first_iteration))
+      first.start(mg::first_iteration, "megatron.train.first_iteration", {{"megatron.iteration", it}});
+    LENS_SPAN_NAMED(step, mg::step, "megatron.train_step", {"megatron.iteration", it});
+    {
+      LENS_SPAN(mg::forward_backward, "megatron.forward_backward", {"megatron.num_microbatches", microbatches});
+      for (int mb = 0; mb < microbatches; ++mb) {
+        LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", mb});
+        { LENS_SPAN(mg::communication, "megatron.p2p.recv_forward"); }
+        for (int l = 0; l < layers; ++l) {
+          LENS_SPAN(mg::layer, "megatron.layer.forward", {"megatron.layer_number", l + 1});
+          { LENS_SPAN(mg::layer, "megatron.layer.self_attention"); }
+          { LENS_SPAN(mg::layer, "megatron.layer.mlp"); }
+        }
+        { LENS_SPAN(mg::activation_offload, "megatron.activation.offload"); }
+      }
     }
-    s.site(mg::optimizer);
+    { LENS_SPAN(mg::communication, "megatron.grad_sync.start"); }
+    {
+      LENS_SPAN(mg::optimizer, "megatron.optimizer_step", {"megatron.update_successful", true});
+    }
+    step.set_attributes({{"megatron.loss", 2.5 - 0.1 * it}, {"megatron.grad_norm", 1.0}});
   }
-  s.site(mg::checkpoint);
-  s.site(mg::trace_region);
-  s.site(mg::evaluate);
-  s.site(mg::inference);
+  {
+    LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint", {"megatron.iteration", iterations});
+    LENS_TRACE_REGION("save_checkpoint.write_shards");
+  }
+  {
+    LENS_SPAN(mg::evaluate, "megatron.evaluate", {"megatron.eval_iters", 1});
+    { LENS_SPAN(mg::evaluate, "megatron.evaluate.step"); }
+  }
+  { LENS_SPAN(mg::inference, "megatron.inference"); }
 }
 
 }  // namespace
@@ -70,16 +83,17 @@ int main(int argc, char** argv) {
                 telemetry.is_exporting() ? "yes" : "no");
     if (const lens::Sampler* sampler = telemetry.sampler()) std::printf("sampler: %s\n", sampler->description().c_str());
 
-    Sites sites;
-    train(sites, iterations, microbatches, layers);
+    train(iterations, microbatches, layers);
     const lens::Catalogue catalogue = lens::megatron::catalogue();
-    std::printf("%-20s %-4s %s\n", "group", "", "sites fired");
-    for (std::uint8_t id = 0; id < catalogue.group_count(); ++id) {
-      lens::SpanGroup group(id);
-      std::printf("%-20.*s %-4s %ld\n", static_cast<int>(catalogue.group_name(group).size()),
-                  catalogue.group_name(group).data(), lens::is_enabled(group) ? "on" : "off", sites.fired[id]);
-    }
+    std::printf("span groups on: %s\n", lens::describe(catalogue, lens::enabled_span_groups()).c_str());
     telemetry.shutdown();
+    lens::SpanStats stats = telemetry.span_stats();
+    std::printf("spans: %llu recorded, %llu exported, %llu dropped\n",
+                static_cast<unsigned long long>(stats.produced), static_cast<unsigned long long>(stats.exported),
+                static_cast<unsigned long long>(stats.dropped()));
+    if (config.exporter == lens::Exporter::kFile && stats.exported > 0)
+      std::printf("traces: %s/%s/rank%d.traces.jsonl\n", config.file_dir.c_str(), telemetry.run_id().c_str(),
+                  ranks.rank);
   } catch (const lens::ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;

@@ -1,15 +1,23 @@
 // lens/context.h: trace and span identity, the part of a span that crosses threads and processes.
 //
 // A SpanContext is what a sampler sees of a parent and what W3C `traceparent` carries: a 16-byte trace id, an
-// 8-byte span id and the trace flags (bit 0: sampled). Ids are big-endian byte arrays, as on the wire.
+// 8-byte span id and the trace flags (bit 0: sampled). Ids are big-endian byte arrays, as on the wire. To carry
+// a context to another process: W3C Trace Context text (HTTP headers, environment variables) or a fixed-size
+// binary form (a tensor broadcast through a collective).
 //
-//   lens::SpanContext parent = ...;
-//   if (parent.is_valid() && parent.is_sampled()) { ... }
+//   std::string header = lens::to_traceparent(lens::current_context());
+//   std::optional<lens::SpanContext> parent = lens::from_traceparent(header);   // is_remote() set
+//   lens::BinaryContext bytes = lens::to_binary(ctx);                              // 26 bytes
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lens/internal/export.h"
 
 namespace lens {
 
@@ -55,5 +63,23 @@ struct SpanContext {
   constexpr bool is_valid() const noexcept { return trace_id.is_valid() && span_id.is_valid(); }
   constexpr bool is_sampled() const noexcept { return (trace_flags & kSampledFlag) != 0; }
 };
+
+// W3C Trace Context, `traceparent`: "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>".
+LENS_API std::string to_traceparent(const SpanContext& context);
+// Parses a traceparent as the W3C specification says: lower-case hex only; version ff and all-zero ids are
+// invalid; a version above 00 may carry more fields after a '-', which are ignored; the flags are masked (bit 0
+// sampled, bit 1 random), never compared. nullopt when invalid. The result is remote.
+LENS_API std::optional<SpanContext> from_traceparent(std::string_view header) noexcept;
+
+// W3C `tracestate`: list members "key=value" separated by commas. Returns the normalised header (members
+// trimmed, empty members dropped), or empty when it is invalid (more than 32 members, a malformed member): an
+// invalid tracestate is discarded whole, never partly propagated.
+LENS_API std::string normalize_tracestate(std::string_view header);
+
+// The fixed-size binary form: version byte 0, trace id, span id, flags.
+using BinaryContext = std::array<std::uint8_t, 26>;
+LENS_API BinaryContext to_binary(const SpanContext& context) noexcept;
+// nullopt for an unknown version or all-zero ids. The result is remote.
+LENS_API std::optional<SpanContext> from_binary(const BinaryContext& bytes) noexcept;
 
 }  // namespace lens

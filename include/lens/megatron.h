@@ -13,6 +13,7 @@
 
 #include "lens/config.h"
 #include "lens/groups.h"
+#include "lens/span.h"
 
 namespace lens::megatron {
 
@@ -57,3 +58,6 @@ inline Config config_from_env() {
 }
 
 }  // namespace lens::megatron
+
+// A span named after the marker in the `trace_region` group, for fine sub-phases (checkpoint, dataset, load).
+#define LENS_TRACE_REGION(name) LENS_SPAN(::lens::megatron::group::trace_region, name)

@@ -12,10 +12,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "lens/config.h"
@@ -27,13 +29,33 @@
 namespace lens {
 
 // Attributes the consumer adds to the resource (SPEC §5, layer 2).
-using ResourceAttributes = std::vector<std::pair<std::string, std::string>>;
+using ResourceValue = std::variant<std::string, bool, std::int64_t, double>;
+using ResourceAttributes = std::vector<std::pair<std::string, ResourceValue>>;
 
 inline constexpr std::chrono::milliseconds kDefaultShutdownTimeout{5000};
 
 namespace internal {
 struct TelemetryState;
+struct TelemetryAccess;
 }
+
+// What happened to the spans of a setup. On an exporting rank, after shutdown:
+// produced == exported + dropped(), exactly.
+struct SpanStats {
+  std::uint64_t produced = 0;                // sampled-in spans that ended, were truncated, or found no slot
+  std::uint64_t exported = 0;                // accepted by the exporter
+  std::uint64_t queued = 0;                  // waiting for the background thread
+  std::uint64_t dropped_queue_full = 0;      // the thread's queue (OTEL_BSP_MAX_QUEUE_SIZE) was full
+  std::uint64_t dropped_no_slot = 0;         // more than 64 spans open at once on one thread
+  std::uint64_t dropped_after_shutdown = 0;  // ended after shutdown began
+  std::uint64_t dropped_export_failed = 0;   // in a batch the exporter failed to deliver
+  std::uint64_t export_failures = 0;         // failed export calls (batches)
+  std::uint64_t sampled_out = 0;             // not recorded by the sampler's decision (not a drop)
+
+  std::uint64_t dropped() const noexcept {
+    return dropped_queue_full + dropped_no_slot + dropped_after_shutdown + dropped_export_failed;
+  }
+};
 
 struct SetupOptions {
   std::optional<int> local_rank{};  // else from the launcher's environment
@@ -53,6 +75,12 @@ class LENS_API Telemetry {
 
   // True on a rank that exports (enabled telemetry, chosen by the rank strategy).
   bool is_exporting() const noexcept;
+  // Exports every span ended so far, within `timeout`. False when it could not finish in time.
+  bool force_flush(std::chrono::milliseconds timeout = kDefaultShutdownTimeout);
+  // Span counts (all zero where nothing is exported).
+  SpanStats span_stats() const;
+  // The run id every rank of the job shares (SPEC §5); empty where telemetry is off.
+  const std::string& run_id() const;
   // Ends this setup within `timeout`: flushes what is queued and stops what was started. Idempotent, safe from
   // any thread. Returns false when something could not finish in time.
   bool shutdown(std::chrono::milliseconds timeout = kDefaultShutdownTimeout);
@@ -65,8 +93,7 @@ class LENS_API Telemetry {
   const Sampler* sampler() const;
 
  private:
-  friend Telemetry setup_telemetry(const Config&, std::optional<int>, std::optional<int>, ResourceAttributes,
-                                   SetupOptions);
+  friend struct internal::TelemetryAccess;
   explicit Telemetry(std::shared_ptr<internal::TelemetryState> state) : state_(std::move(state)) {}
   std::shared_ptr<internal::TelemetryState> state_;
 };
@@ -83,6 +110,9 @@ class Telemetry {
  public:
   bool is_exporting() const noexcept { return false; }
   bool shutdown(std::chrono::milliseconds = kDefaultShutdownTimeout) { return true; }
+  bool force_flush(std::chrono::milliseconds = kDefaultShutdownTimeout) { return true; }
+  SpanStats span_stats() const { return {}; }
+  const std::string& run_id() const { return run_id_; }
   const Config& config() const { return config_; }
   RankInfo ranks() const { return {}; }
   GroupSet resolved_span_groups() const { return {}; }
@@ -90,6 +120,7 @@ class Telemetry {
 
  private:
   Config config_;
+  std::string run_id_;
 };
 
 inline Telemetry setup_telemetry(const Config&, std::optional<int> = {}, std::optional<int> = {},

@@ -1,85 +1,173 @@
+#include <unistd.h>
+
 #include <mutex>
 
+#include "config/env.h"
+#include "export/exporters.h"
 #include "groups/switch.h"
 #include "lens/telemetry.h"
+#include "resource/resource.h"
 #include "sampling/build.h"
+#include "telemetry/setup_internal.h"
 #include "telemetry/state.h"
+#include "trace/clock.h"
 
 namespace lens {
 
+namespace internal {
+
 namespace {
 
-// The live setup. Leaked on purpose: no work may happen in static destructors, and atexit handlers of later
-// layers still reach it.
+// The live setup. Leaked on purpose (no work in static destructors; the atexit hook still reaches it), and
+// replaced wholesale in a forked child, whose copy of the mutex may be held by a thread that does not exist.
 struct Live {
   std::mutex mutex;
-  std::shared_ptr<internal::TelemetryState> state;
+  std::shared_ptr<TelemetryState> state;
 };
-Live& live() {
-  static auto* l = new Live;
-  return *l;
+std::atomic<Live*> g_live{new Live};
+
+// Pipelines of past setups: never freed (a thread may still be inside a span of one), kept reachable.
+std::vector<Pipeline*>& retired_pipelines() {
+  static auto* v = new std::vector<Pipeline*>;
+  return *v;
 }
 
-bool is_live_and_enabled(const std::shared_ptr<internal::TelemetryState>& s) {
-  return s && s->config.active() && !s->shut_down.load();
+bool is_live_and_enabled(const std::shared_ptr<TelemetryState>& s) {
+  return s && s->config.active() && !s->inert();
 }
 
-// Ends `state` if it is still live. Caller holds live().mutex.
-void end_locked(Live& l, const std::shared_ptr<internal::TelemetryState>& state) {
-  if (l.state == state) {
-    internal::install_span_groups({}, {});
-    l.state.reset();
-  }
+// Stops spans going to `state`'s pipeline. Caller holds the live mutex.
+void detach_locked(Live& l, const std::shared_ptr<TelemetryState>& state) {
+  if (l.state != state) return;
+  install_span_groups({}, {});
+  Pipeline* expected = state->pipeline;
+  g_pipeline.compare_exchange_strong(expected, nullptr);
+  l.state.reset();
 }
 
-void decide(internal::TelemetryState& s, std::optional<int> rank, std::optional<int> world_size,
-            std::optional<int> local_rank) {
+void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world_size, std::optional<int> local_rank) {
   const Config& c = s.config;
   s.ranks = detect_rank_info(rank, world_size, local_rank);
   // Resolved on every rank, exporting or not, so a typo fails everywhere alike (SPEC §1).
   s.resolved_span_groups = resolve(c.catalogue, c.span_groups, c.span_groups_source);
   RankStrategyInput input{s.ranks, c.export_rank, c.export_sample_rate};
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
-  if (s.exporting && c.traces_enabled) s.sampler = internal::build_sampler(c, s.ranks);
+}
+
+// The exporting rank's pipeline: built before anything live changes, so an error leaves things as they were.
+Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<SpanExporter> exporter) {
+  const Config& c = s.config;
+  std::unique_ptr<Sampler> sampler = build_sampler(c, s.ranks);
+  if (!exporter) exporter = make_span_exporter(c, s.run_id, s.ranks.rank);
+  init_clock();
+  PipelineSettings settings{c.span_batch, c.limits, s.resource};
+  return new Pipeline(std::move(settings), std::move(exporter), std::move(sampler));
 }
 
 }  // namespace
 
-Telemetry setup_telemetry(const Config& config, std::optional<int> rank, std::optional<int> world_size,
-                          ResourceAttributes resource_attributes, SetupOptions options) {
-  auto state = std::make_shared<internal::TelemetryState>();
+struct TelemetryAccess {
+  static Telemetry make(std::shared_ptr<TelemetryState> state) { return Telemetry(std::move(state)); }
+};
+
+bool TelemetryState::inert() const noexcept { return shut_down.load() || pid != ::getpid(); }
+
+Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int> world_size,
+                ResourceAttributes resource_attributes, SetupOptions options, std::unique_ptr<SpanExporter> exporter) {
+  auto state = std::make_shared<TelemetryState>();
   state->config = config;
   state->resource_attributes = std::move(resource_attributes);
+  state->pid = ::getpid();
 
-  Live& l = live();
+  Live& l = *g_live.load();
   std::lock_guard lock(l.mutex);
   if (is_live_and_enabled(l.state) && !options.reinit) {
     throw ConfigError(
         "lens: telemetry is already set up in this process; shut the first setup down, or pass "
         "SetupOptions{.reinit = true} to replace it");
   }
-  // Decide before touching the live setup, so a bad setting leaves it running as it was.
-  if (config.active()) decide(*state, rank, world_size, options.local_rank);
+  // Decide and build before touching the live setup, so a bad setting leaves it running as it was.
+  if (config.active()) {
+    decide(*state, rank, world_size, options.local_rank);
+    if (state->exporting) {
+      // Built only on exporting ranks (SPEC §3: no resource detection elsewhere).
+      state->run_id = resolve_run_id(config, process_env());
+      state->resource =
+          build_resource(config, state->ranks, state->run_id, state->resource_attributes, process_env());
+      if (config.traces_enabled) state->pipeline = build_pipeline(*state, std::move(exporter));
+    }
+  }
   if (l.state) {
-    l.state->shut_down.store(true);
-    end_locked(l, l.state);
+    std::shared_ptr<TelemetryState> previous = l.state;
+    detach_locked(l, previous);
+    previous->shut_down.store(true);
+    if (previous->pipeline && !previous->pipeline->shutdown(std::chrono::steady_clock::now() +
+                                                            kDefaultShutdownTimeout))
+      retired_pipelines().push_back(previous->pipeline);
   }
 
-  bool spans_on = state->exporting && config.traces_enabled;
-  internal::install_span_groups(spans_on ? config.catalogue.all() : GroupSet{},
-                                spans_on ? state->resolved_span_groups : GroupSet{});
+  if (state->pipeline) {
+    retired_pipelines().push_back(state->pipeline);  // reachable for good, whatever happens to the handles
+    g_pipeline.store(state->pipeline, std::memory_order_release);
+    install_span_groups(config.catalogue.all(), state->resolved_span_groups);
+  } else {
+    install_span_groups({}, {});
+  }
+  if (state->exporting) install_process_hooks();
   l.state = state;
-  return Telemetry(state);
+  return TelemetryAccess::make(state);
 }
 
-bool Telemetry::is_exporting() const noexcept { return state_ && state_->exporting && !state_->shut_down.load(); }
+bool shutdown_state(const std::shared_ptr<TelemetryState>& state, std::chrono::milliseconds timeout) {
+  if (!state || state->pid != ::getpid() || state->shut_down.exchange(true)) return true;
+  {
+    Live& l = *g_live.load();
+    std::lock_guard lock(l.mutex);
+    detach_locked(l, state);
+  }
+  return state->pipeline ? state->pipeline->shutdown(std::chrono::steady_clock::now() + timeout) : true;
+}
 
-bool Telemetry::shutdown(std::chrono::milliseconds /*timeout: bounds the pipeline's flush, later layers*/) {
-  if (!state_ || state_->shut_down.exchange(true)) return true;
-  Live& l = live();
-  std::lock_guard lock(l.mutex);
-  end_locked(l, state_);
-  return true;
+void shutdown_live_setup() noexcept {
+  std::shared_ptr<TelemetryState> state;
+  {
+    Live& l = *g_live.load();
+    std::lock_guard lock(l.mutex);
+    state = l.state;
+  }
+  shutdown_state(state, kDefaultShutdownTimeout);
+}
+
+void forget_live_setup_after_fork() noexcept {
+  // The child's copies of the live mutex and the pipeline's threads are not to be trusted: start afresh.
+  if (Pipeline* p = g_pipeline.exchange(nullptr)) p->mark_stopped_in_child();
+  install_span_groups({}, {});
+  g_live.store(new Live);
+}
+
+}  // namespace internal
+
+Telemetry setup_telemetry(const Config& config, std::optional<int> rank, std::optional<int> world_size,
+                          ResourceAttributes resource_attributes, SetupOptions options) {
+  return internal::setup(config, rank, world_size, std::move(resource_attributes), options, nullptr);
+}
+
+bool Telemetry::is_exporting() const noexcept { return state_ && state_->exporting && !state_->inert(); }
+
+bool Telemetry::shutdown(std::chrono::milliseconds timeout) { return internal::shutdown_state(state_, timeout); }
+
+bool Telemetry::force_flush(std::chrono::milliseconds timeout) {
+  if (!state_ || state_->inert() || !state_->pipeline) return true;
+  return state_->pipeline->force_flush(std::chrono::steady_clock::now() + timeout);
+}
+
+SpanStats Telemetry::span_stats() const {
+  return state_ && state_->pipeline ? state_->pipeline->stats() : SpanStats{};
+}
+
+const std::string& Telemetry::run_id() const {
+  static const auto* empty = new std::string;
+  return state_ ? state_->run_id : *empty;
 }
 
 const Config& Telemetry::config() const {
@@ -91,6 +179,6 @@ RankInfo Telemetry::ranks() const { return state_ ? state_->ranks : RankInfo{}; 
 
 GroupSet Telemetry::resolved_span_groups() const { return state_ ? state_->resolved_span_groups : GroupSet{}; }
 
-const Sampler* Telemetry::sampler() const { return state_ ? state_->sampler.get() : nullptr; }
+const Sampler* Telemetry::sampler() const { return state_ && state_->pipeline ? state_->pipeline->sampler : nullptr; }
 
 }  // namespace lens

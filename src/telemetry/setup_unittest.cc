@@ -25,6 +25,8 @@ Config enabled_megatron(std::string spec = "default") {
   c.enabled = true;
   c.span_groups = std::move(spec);
   c.span_groups_source = "MEGATRON_OTEL_SPAN_GROUPS";
+  c.exporter = Exporter::kFile;
+  c.file_dir = ::testing::TempDir() + "lens-setup-unittest";
   return c;
 }
 
@@ -131,6 +133,24 @@ TEST_F(Setup, StrategiesDecide) {
   c.rank_strategy = "single_rank";
   c.export_rank = 2;
   EXPECT_TRUE(setup_telemetry(c, 2, 8, {}, SetupOptions{.reinit = true}).is_exporting());
+}
+
+TEST_F(Setup, OtlpIsAClearErrorUntilItIsBuilt) {
+  Config c = enabled_megatron();
+  c.exporter = Exporter::kOtlp;
+  try {
+    setup_telemetry(c, 0, 1);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("_EXPORTER=file"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(enabled_span_groups().empty());
+}
+
+TEST_F(Setup, AnUnwritableFileDirIsASetupError) {
+  Config c = enabled_megatron();
+  c.file_dir = "/proc/lens-cannot-write-here";
+  EXPECT_THROW(setup_telemetry(c, 0, 1), ConfigError);
 }
 
 TEST_F(Setup, AnInertHandleIsHarmless) {

@@ -1,10 +1,14 @@
-// What one setup decided, shared by its handles and (in later layers) the pipeline it starts.
+// What one setup decided, shared by its handles and the hooks (atexit, SIGTERM, fork).
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <memory>
 
+#include "export/exporter.h"
 #include "lens/telemetry.h"
+#include "trace/pipeline.h"
 
 namespace lens::internal {
 
@@ -13,9 +17,20 @@ struct TelemetryState {
   RankInfo ranks;
   bool exporting = false;
   GroupSet resolved_span_groups;
-  std::unique_ptr<Sampler> sampler;  // exporting ranks with traces on
+  std::string run_id;
+  Resource resource;
   ResourceAttributes resource_attributes;
+  Pipeline* pipeline = nullptr;  // exporting ranks with traces on; owns the sampler; never freed
+  pid_t pid = 0;                 // the process that set up: in a forked child the state is inert
   std::atomic<bool> shut_down{false};
+
+  bool inert() const noexcept;  // shut down, or inherited across fork
 };
+
+// Installs, once per process, the atexit flush and the SIGTERM handler (chaining to the previous one).
+void install_process_hooks();
+
+// Shuts the live setup down (the atexit hook).
+void shutdown_live_setup() noexcept;
 
 }  // namespace lens::internal

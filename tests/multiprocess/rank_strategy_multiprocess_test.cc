@@ -43,6 +43,8 @@ std::vector<RankResult> launch(const std::vector<std::string>& extra_env) {
     env.push_back("MASTER_ADDR=127.0.0.1");
     env.push_back("MASTER_PORT=29500");
     env.push_back("MEGATRON_OTEL_ENABLED=1");
+    env.push_back("MEGATRON_OTEL_EXPORTER=file");
+    env.push_back("MEGATRON_OTEL_FILE_DIR=" + ::testing::TempDir() + "lens-rank-strategies");
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     std::vector<char*> envp;
     for (auto& s : env) envp.push_back(s.data());

@@ -1,0 +1,96 @@
+// lens/attributes.h: attribute values, as spans, events and links carry them.
+//
+// An Attribute is a key and a value that does not own its data: it is read (and copied where it must be) at
+// the call that receives it, so building one costs nothing. Values are bool, int64, double, string, and arrays
+// of those (OpenTelemetry's AnyValue, less maps and bytes).
+//
+//   LENS_SPAN(lens::group::step, "train_step", {"iteration", it}, {"loss", 2.31}, {"phase", "warmup"});
+//   span.set_attribute("layers", std::span<const std::int64_t>(ids));
+//
+// Keys given as string literals are kept as pointers; other keys and every string value are copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace lens {
+
+// A key: a literal is stored as a pointer (it lives as long as the program), anything else is copied.
+class AttributeKey {
+ public:
+  template <std::size_t N>
+  constexpr AttributeKey(const char (&literal)[N]) noexcept : text_(literal, N - 1), is_static_(true) {}  // NOLINT
+  AttributeKey(std::string_view text) noexcept : text_(text), is_static_(false) {}               // NOLINT
+  AttributeKey(const std::string& text) noexcept : text_(text), is_static_(false) {}             // NOLINT
+
+  constexpr std::string_view text() const noexcept { return text_; }
+  constexpr bool is_static() const noexcept { return is_static_; }
+
+ private:
+  std::string_view text_;
+  bool is_static_;
+};
+
+enum class ValueType : std::uint8_t {
+  kBool = 1,
+  kInt,
+  kDouble,
+  kString,
+  kBoolArray,
+  kIntArray,
+  kDoubleArray,
+  kStringArray,
+};
+
+class AttributeValue {
+ public:
+  constexpr AttributeValue(bool v) noexcept : type_(ValueType::kBool), b_(v) {}  // NOLINT
+  template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  constexpr AttributeValue(T v) noexcept : type_(ValueType::kInt), i_(static_cast<std::int64_t>(v)) {}  // NOLINT
+  constexpr AttributeValue(double v) noexcept : type_(ValueType::kDouble), d_(v) {}            // NOLINT
+  constexpr AttributeValue(float v) noexcept : type_(ValueType::kDouble), d_(v) {}             // NOLINT
+  constexpr AttributeValue(std::string_view v) noexcept : type_(ValueType::kString), s_(v) {}  // NOLINT
+  constexpr AttributeValue(const char* v) noexcept : type_(ValueType::kString), s_(v) {}       // NOLINT
+  AttributeValue(const std::string& v) noexcept : type_(ValueType::kString), s_(v) {}          // NOLINT
+  constexpr AttributeValue(std::span<const bool> v) noexcept : type_(ValueType::kBoolArray), bools_(v) {}  // NOLINT
+  constexpr AttributeValue(std::span<const std::int64_t> v) noexcept  // NOLINT
+      : type_(ValueType::kIntArray), ints_(v) {}
+  constexpr AttributeValue(std::span<const double> v) noexcept  // NOLINT
+      : type_(ValueType::kDoubleArray), doubles_(v) {}
+  constexpr AttributeValue(std::span<const std::string_view> v) noexcept  // NOLINT
+      : type_(ValueType::kStringArray), strings_(v) {}
+
+  constexpr ValueType type() const noexcept { return type_; }
+  constexpr bool as_bool() const noexcept { return b_; }
+  constexpr std::int64_t as_int() const noexcept { return i_; }
+  constexpr double as_double() const noexcept { return d_; }
+  constexpr std::string_view as_string() const noexcept { return s_; }
+  constexpr std::span<const bool> as_bools() const noexcept { return bools_; }
+  constexpr std::span<const std::int64_t> as_ints() const noexcept { return ints_; }
+  constexpr std::span<const double> as_doubles() const noexcept { return doubles_; }
+  constexpr std::span<const std::string_view> as_strings() const noexcept { return strings_; }
+
+ private:
+  ValueType type_;
+  union {
+    bool b_;
+    std::int64_t i_;
+    double d_;
+    std::string_view s_;
+    std::span<const bool> bools_;
+    std::span<const std::int64_t> ints_;
+    std::span<const double> doubles_;
+    std::span<const std::string_view> strings_;
+  };
+};
+
+struct Attribute {
+  AttributeKey key;
+  AttributeValue value;
+};
+
+}  // namespace lens

@@ -1,0 +1,260 @@
+// lens/span.h: spans, the unit of a trace.
+//
+// LENS_SPAN opens a span for the rest of the scope, if its group is enabled: otherwise nothing is evaluated,
+// not even the name or the attributes. The span becomes the thread's current span, so spans opened inside it
+// are its children. Recording costs a few tens of nanoseconds and never blocks, locks or allocates: the ended
+// span is copied into a bounded per-thread queue that one background thread drains; a full queue drops the span
+// and counts it.
+//
+//   void train_step(int iteration) {
+//     LENS_SPAN(lens::megatron::group::step, "megatron.train_step", {"megatron.iteration", iteration});
+//     LENS_SPAN_NAMED(fb, lens::megatron::group::forward_backward, "megatron.forward_backward");
+//     fb.set_attribute("megatron.num_microbatches", 8);
+//   }
+//
+//   lens::Span segment(lens::group::job, "megatron.train", {}, {.root = true});  // starts a new trace
+//   segment.add_link(pretrain_context);
+//   ... segment.end();                                                           // or at destruction
+//
+// A span left by a C++ exception gets status error and an `exception` event; the exception propagates
+// unchanged. lens::traced() wraps a callable so each call is a span (with the exception's type and message).
+//
+// Compiled with LENS_DISABLED, the macros expand to nothing that runs and these types are empty no-ops.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "lens/attributes.h"
+#include "lens/context.h"
+#include "lens/groups.h"
+#include "lens/internal/export.h"
+
+namespace lens {
+
+enum class SpanKind : std::uint8_t { kInternal = 1, kServer = 2, kClient = 3, kProducer = 4, kConsumer = 5 };
+enum class StatusCode : std::uint8_t { kUnset = 0, kOk = 1, kError = 2 };
+
+struct StartOptions {
+  SpanKind kind = SpanKind::kInternal;
+  // The parent. nullptr: the thread's current span. An invalid context: a root span.
+  const SpanContext* parent = nullptr;
+  bool root = false;  // start a new trace whatever the current span is
+};
+
+// A span name: a literal is stored as a pointer, anything else is copied when the span starts.
+class SpanName {
+ public:
+  template <std::size_t N>
+  constexpr SpanName(const char (&literal)[N]) noexcept : text_(literal, N - 1), is_static_(true) {}  // NOLINT
+  SpanName(std::string_view text) noexcept : text_(text), is_static_(false) {}                      // NOLINT
+  SpanName(const std::string& text) noexcept : text_(text), is_static_(false) {}                    // NOLINT
+  constexpr std::string_view text() const noexcept { return text_; }
+  constexpr bool is_static() const noexcept { return is_static_; }
+
+ private:
+  std::string_view text_;
+  bool is_static_;
+};
+
+namespace internal {
+struct OpenSpan;
+struct ThreadState;
+// What a Span object holds: where its data is being built, and its identity.
+struct SpanHandle {
+  OpenSpan* slot = nullptr;  // null: not recording (group off, sampled out, no room)
+  std::uint32_t generation = 0;
+  SpanContext context;       // valid when the span exists, recording or sampled out
+};
+}  // namespace internal
+
+LENS_ABI_NAMESPACE_BEGIN
+
+#if !defined(LENS_DISABLED)
+
+namespace internal {
+LENS_API void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
+                         const StartOptions& options) noexcept;
+LENS_API void end_span(SpanHandle& h, bool by_exception) noexcept;
+LENS_API void set_attributes(SpanHandle& h, std::initializer_list<Attribute> attributes) noexcept;
+LENS_API void add_event(SpanHandle& h, SpanName name, std::initializer_list<Attribute> attributes) noexcept;
+LENS_API void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attribute> attributes) noexcept;
+LENS_API void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexcept;
+LENS_API void record_exception(SpanHandle& h, std::string_view type, std::string_view message,
+                               bool escaped) noexcept;
+LENS_API std::string_view exception_type_name(const std::exception& e) noexcept;
+// Returns where the context went (null: nowhere), for pop_context.
+LENS_API ThreadState* push_context(const SpanContext& context) noexcept;
+LENS_API void pop_context(ThreadState* pushed_to) noexcept;
+}  // namespace internal
+
+// A span that starts and ends wherever the caller says: construct to start, end() (or destroy) to end. It does
+// not become the current span unless made so with ContextScope. Movable; ending twice is harmless.
+class Span {
+ public:
+  Span() noexcept = default;
+  Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
+       const StartOptions& options = {}) noexcept {
+    if (is_enabled(group)) start(group, name, attributes, options);
+  }
+  Span(Span&& other) noexcept : h_(std::exchange(other.h_, {})), uncaught_(other.uncaught_) {}
+  Span& operator=(Span&& other) noexcept {
+    if (this != &other) {
+      end();
+      h_ = std::exchange(other.h_, {});
+      uncaught_ = other.uncaught_;
+    }
+    return *this;
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+  ~Span() { end_now(std::uncaught_exceptions() > uncaught_); }
+
+  // True while the span records (its group was on and the sampler kept it).
+  bool is_recording() const noexcept { return h_.slot != nullptr; }
+  // The span's identity, also for a sampled-out span (children follow its decision); invalid when no span.
+  const SpanContext& context() const noexcept { return h_.context; }
+
+  void set_attribute(AttributeKey key, AttributeValue value) noexcept {
+    if (h_.slot) internal::set_attributes(h_, {Attribute{key, value}});
+  }
+  void set_attributes(std::initializer_list<Attribute> attributes) noexcept {
+    if (h_.slot) internal::set_attributes(h_, attributes);
+  }
+  void add_event(SpanName name, std::initializer_list<Attribute> attributes = {}) noexcept {
+    if (h_.slot) internal::add_event(h_, name, attributes);
+  }
+  void add_link(const SpanContext& link, std::initializer_list<Attribute> attributes = {}) noexcept {
+    if (h_.slot) internal::add_link(h_, link, attributes);
+  }
+  void set_status(StatusCode code, std::string_view message = {}) noexcept {
+    if (h_.slot) internal::set_status(h_, code, message);
+  }
+  // The OpenTelemetry `exception` event: exception.type (demangled) and exception.message (what()).
+  void record_exception(const std::exception& e, bool escaped = false) noexcept {
+    if (h_.slot) internal::record_exception(h_, internal::exception_type_name(e), e.what(), escaped);
+  }
+  void end() noexcept { end_now(false); }
+
+  // Starts an inert span (the LENS_SPAN macro, after it checked the group).
+  void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
+             const StartOptions& options = {}) noexcept {
+    uncaught_ = std::uncaught_exceptions();
+    internal::start_span(h_, group, name, attributes, options);
+  }
+
+ protected:
+  void end_now(bool by_exception) noexcept {
+    if (h_.slot) internal::end_span(h_, by_exception);
+    h_.slot = nullptr;
+  }
+
+ private:
+  internal::SpanHandle h_;
+  int uncaught_ = 0;
+};
+
+// Makes a context the thread's current one for a scope: spans started inside become its children. Use it to
+// carry a context into a thread pool or a data loader worker (capture with current_context()).
+class ContextScope {
+ public:
+  explicit ContextScope(const SpanContext& context) noexcept : pushed_to_(internal::push_context(context)) {}
+  ~ContextScope() { internal::pop_context(pushed_to_); }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  internal::ThreadState* pushed_to_;
+};
+
+// The span of LENS_SPAN: a Span that is the thread's current span until the scope ends.
+class ScopedSpan : public Span {
+ public:
+  ScopedSpan() noexcept = default;
+  ScopedSpan(const ScopedSpan&) = delete;
+  ScopedSpan& operator=(const ScopedSpan&) = delete;
+  ~ScopedSpan() { internal::pop_context(pushed_to_); }  // the Span base ends the span afterwards
+
+  void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
+             const StartOptions& options = {}) noexcept {
+    Span::start(group, name, attributes, options);
+    if (context().is_valid()) pushed_to_ = internal::push_context(context());
+  }
+
+ private:
+  internal::ThreadState* pushed_to_ = nullptr;
+};
+
+// The thread's current span context (invalid when none).
+LENS_API SpanContext current_context() noexcept;
+
+// Wraps a callable so that each call is a span of `group` named `name`, the group checked at every call. An
+// exception leaving the call is recorded (type and message) and rethrown unchanged.
+template <typename F>
+auto traced(SpanGroup group, SpanName name, F fn) {
+  return [group, name, fn = std::move(fn)](auto&&... args) mutable -> decltype(auto) {
+    if (!is_enabled(group)) return fn(std::forward<decltype(args)>(args)...);
+    ScopedSpan span;
+    span.start(group, name);
+    try {
+      return fn(std::forward<decltype(args)>(args)...);
+    } catch (const std::exception& e) {
+      span.record_exception(e, /*escaped=*/true);
+      throw;
+    }
+  };
+}
+
+#else  // LENS_DISABLED: empty no-ops.
+
+class Span {
+ public:
+  Span() noexcept = default;
+  Span(SpanGroup, SpanName, std::initializer_list<Attribute> = {}, const StartOptions& = {}) noexcept {}
+  bool is_recording() const noexcept { return false; }
+  SpanContext context() const noexcept { return {}; }
+  void set_attribute(AttributeKey, AttributeValue) noexcept {}
+  void set_attributes(std::initializer_list<Attribute>) noexcept {}
+  void add_event(SpanName, std::initializer_list<Attribute> = {}) noexcept {}
+  void add_link(const SpanContext&, std::initializer_list<Attribute> = {}) noexcept {}
+  void set_status(StatusCode, std::string_view = {}) noexcept {}
+  void record_exception(const std::exception&) noexcept {}
+  void end() noexcept {}
+  void start(SpanGroup, SpanName, std::initializer_list<Attribute> = {}, const StartOptions& = {}) noexcept {}
+};
+class ScopedSpan : public Span {};
+class ContextScope {
+ public:
+  explicit ContextScope(const SpanContext&) noexcept {}
+};
+inline SpanContext current_context() noexcept { return {}; }
+template <typename F>
+auto traced(SpanGroup, SpanName, F fn) {
+  return fn;
+}
+
+#endif
+
+LENS_ABI_NAMESPACE_END
+
+}  // namespace lens
+
+#define LENS_INTERNAL_CONCAT2(a, b) a##b
+#define LENS_INTERNAL_CONCAT(a, b) LENS_INTERNAL_CONCAT2(a, b)
+
+#if !defined(LENS_DISABLED)
+// A span for the rest of the scope, named `var` so the scope can add to it.
+#define LENS_SPAN_NAMED(var, group, name, ...) \
+  ::lens::ScopedSpan var;                       \
+  if (LENS_GROUP_ENABLED(group)) var.start(group, name, {__VA_ARGS__})
+#else
+#define LENS_SPAN_NAMED(var, group, name, ...) [[maybe_unused]] ::lens::ScopedSpan var
+#endif
+
+// A span for the rest of the scope: LENS_SPAN(group, "name", {"key", value}, ...).
+#define LENS_SPAN(group, name, ...) \
+  LENS_SPAN_NAMED(LENS_INTERNAL_CONCAT(lens_span_, __LINE__), group, name __VA_OPT__(, ) __VA_ARGS__)

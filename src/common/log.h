@@ -1,0 +1,11 @@
+// lens's own diagnostics, on stderr, prefixed "lens: ". Warnings of one kind are rate-limited so a collector
+// that is down cannot flood a training log.
+#pragma once
+
+namespace lens::internal {
+
+void log_info(const char* format, ...) __attribute__((format(printf, 1, 2)));
+// At most one line per distinct format string every 10 seconds; the rest are counted and the count reported.
+void log_warning(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace lens::internal

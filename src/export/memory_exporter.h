@@ -1,0 +1,55 @@
+// An exporter for tests: keeps every exported request as OTLP/JSON text, can fail on demand or hang until
+// released, so tests can drive the pipeline's failure paths with the real encoder.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "export/exporter.h"
+#include "export/otlp_json.h"
+#include "trace/record.h"
+
+namespace lens::internal {
+
+class MemoryExporter final : public SpanExporter {
+ public:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable released_cv;
+    std::vector<std::string> requests;  // one OTLP/JSON request per batch
+    std::size_t spans = 0;
+    bool fail = false;  // answer every batch with a failure
+    bool hang = false;  // block in export until release()
+    bool shut_down = false;
+    void release() {
+      std::lock_guard lock(mutex);
+      hang = false;
+      released_cv.notify_all();
+    }
+  };
+
+  explicit MemoryExporter(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+
+  ExportResult export_spans(const ExportBatch& batch, Deadline) override {
+    std::string json;
+    encode_traces_json(batch, json);
+    std::unique_lock lock(shared_->mutex);
+    shared_->released_cv.wait(lock, [&] { return !shared_->hang; });  // ignores the deadline, like a hung peer
+    if (shared_->fail) return ExportResult::kFailure;
+    shared_->requests.push_back(std::move(json));
+    shared_->spans += batch.spans.size();
+    return ExportResult::kSuccess;
+  }
+  void shutdown() override {
+    std::lock_guard lock(shared_->mutex);
+    shared_->shut_down = true;
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace lens::internal

@@ -1,0 +1,299 @@
+#include "export/otlp_json.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "lens/version.h"
+#include "trace/record.h"
+
+namespace lens::internal {
+
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+// A small JSON writer over a reused string: no allocation once the string has grown to a batch's size.
+class Json {
+ public:
+  explicit Json(std::string& out) : out_(out) {}
+
+  Json& raw(std::string_view s) {
+    out_.append(s);
+    return *this;
+  }
+  Json& key(std::string_view k) {  // `,"k":` with the comma when needed
+    comma();
+    out_ += '"';
+    out_.append(k);
+    out_ += "\":";
+    first_ = true;  // the value follows, no comma before it
+    return *this;
+  }
+  Json& open(char c) {
+    comma();
+    out_ += c;
+    first_ = true;
+    return *this;
+  }
+  Json& close(char c) {
+    out_ += c;
+    first_ = false;
+    return *this;
+  }
+  Json& string(std::string_view s) {
+    comma();
+    out_ += '"';
+    escape(s);
+    out_ += '"';
+    first_ = false;
+    return *this;
+  }
+  Json& hex(const std::uint8_t* bytes, std::size_t n) {
+    comma();
+    out_ += '"';
+    for (std::size_t i = 0; i < n; ++i) {
+      out_ += kHex[bytes[i] >> 4];
+      out_ += kHex[bytes[i] & 15];
+    }
+    out_ += '"';
+    first_ = false;
+    return *this;
+  }
+  Json& u64_string(std::uint64_t v) {  // OTLP/JSON: 64-bit integers are strings
+    comma();
+    char buf[24];
+    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    out_ += '"';
+    out_.append(buf, end);
+    out_ += '"';
+    first_ = false;
+    return *this;
+  }
+  Json& i64_string(std::int64_t v) {
+    comma();
+    char buf[24];
+    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    out_ += '"';
+    out_.append(buf, end);
+    out_ += '"';
+    first_ = false;
+    return *this;
+  }
+  Json& number(std::uint64_t v) {
+    comma();
+    char buf[24];
+    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    out_.append(buf, end);
+    first_ = false;
+    return *this;
+  }
+  Json& real(double v) {  // proto3 JSON: NaN and infinities as strings
+    if (std::isnan(v)) return string("NaN");
+    if (std::isinf(v)) return string(v > 0 ? "Infinity" : "-Infinity");
+    comma();
+    char buf[32];
+    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    out_.append(buf, end);
+    first_ = false;
+    return *this;
+  }
+  Json& boolean(bool v) {
+    comma();
+    out_ += v ? "true" : "false";
+    first_ = false;
+    return *this;
+  }
+
+ private:
+  void comma() {
+    if (!first_) out_ += ',';
+  }
+  // JSON string escaping; invalid UTF-8 becomes U+FFFD so every line stays valid JSON.
+  void escape(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+      auto c = static_cast<unsigned char>(s[i]);
+      if (c == '"' || c == '\\') {
+        out_ += '\\';
+        out_ += static_cast<char>(c);
+        ++i;
+      } else if (c < 0x20) {
+        static const char* names[] = {"\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006",
+                                      "\\u0007", "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r"};
+        if (c < 14) {
+          out_ += names[c];
+        } else {
+          out_ += "\\u00";
+          out_ += kHex[c >> 4];
+          out_ += kHex[c & 15];
+        }
+        ++i;
+      } else if (c < 0x80) {
+        out_ += static_cast<char>(c);
+        ++i;
+      } else {
+        std::size_t n = utf8_sequence_length(s, i);
+        if (n == 0) {
+          out_ += "\xEF\xBF\xBD";
+          ++i;
+        } else {
+          out_.append(s.substr(i, n));
+          i += n;
+        }
+      }
+    }
+  }
+  static std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+    return n;
+  }
+
+  std::string& out_;
+  bool first_ = true;
+};
+
+void any_value(Json& j, const AttributeView& a) {
+  j.open('{');
+  switch (a.type) {
+    case ValueType::kBool: j.key("boolValue").boolean(a.as_bool()); break;
+    case ValueType::kInt: j.key("intValue").i64_string(a.as_int()); break;
+    case ValueType::kDouble: j.key("doubleValue").real(a.as_double()); break;
+    case ValueType::kString: j.key("stringValue").string(a.as_string()); break;
+    default: {
+      j.key("arrayValue").open('{').key("values").open('[');
+      std::uint32_t n = a.array_size();
+      std::uint32_t cursor = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        j.open('{');
+        switch (a.type) {
+          case ValueType::kBoolArray: j.key("boolValue").boolean(a.bool_at(i)); break;
+          case ValueType::kIntArray: j.key("intValue").i64_string(a.int_at(i)); break;
+          case ValueType::kDoubleArray: j.key("doubleValue").real(a.double_at(i)); break;
+          default: j.key("stringValue").string(a.next_string(cursor)); break;
+        }
+        j.close('}');
+      }
+      j.close(']').close('}');
+    }
+  }
+  j.close('}');
+}
+
+void attribute(Json& j, const AttributeView& a) {
+  j.open('{').key("key").string(a.key).key("value");
+  any_value(j, a);
+  j.close('}');
+}
+
+void string_attribute(Json& j, std::string_view key, std::string_view value) {
+  j.open('{').key("key").string(key).key("value").open('{').key("stringValue").string(value).close('}').close('}');
+}
+
+void resource_value(Json& j, const ResourceValue& v) {
+  j.open('{');
+  if (auto* s = std::get_if<std::string>(&v)) j.key("stringValue").string(*s);
+  if (auto* b = std::get_if<bool>(&v)) j.key("boolValue").boolean(*b);
+  if (auto* i = std::get_if<std::int64_t>(&v)) j.key("intValue").i64_string(*i);
+  if (auto* d = std::get_if<double>(&v)) j.key("doubleValue").real(*d);
+  j.close('}');
+}
+
+void nested_attributes(Json& j, const std::uint8_t* at, std::uint32_t count, std::uint32_t dropped) {
+  if (count > 0) {
+    j.key("attributes").open('[');
+    SpanView::for_each_attribute_at(at, count, [&](const AttributeView& a) { attribute(j, a); });
+    j.close(']');
+  }
+  if (dropped > 0) j.key("droppedAttributesCount").number(dropped);
+}
+
+// W3C flags in bits 0-7, then "the parent's remoteness is known" and "the parent is remote" (OTLP SpanFlags).
+std::uint32_t span_flags(const RecordHeader& h) {
+  std::uint32_t flags = h.trace_flags | 0x100u;
+  if (h.bits & RecordHeader::kParentRemote) flags |= 0x200u;
+  return flags;
+}
+
+void span(Json& j, const SpanView& v, const TimeMap& time) {
+  const RecordHeader& h = v.header();
+  j.open('{');
+  j.key("traceId").hex(h.trace_id.bytes.data(), 16);
+  j.key("spanId").hex(h.span_id.bytes.data(), 8);
+  if (h.bits & RecordHeader::kHasParent) j.key("parentSpanId").hex(h.parent_span_id.bytes.data(), 8);
+  j.key("flags").number(span_flags(h));
+  j.key("name").string(v.name());
+  j.key("kind").number(h.kind);
+  std::uint64_t end = time.to_unix_nanos(h.end_tick);
+  j.key("startTimeUnixNano").u64_string(time.to_unix_nanos(h.start_tick));
+  j.key("endTimeUnixNano").u64_string(end);
+  bool truncated = (h.bits & RecordHeader::kTruncated) != 0;
+  if (h.attribute_count > 0 || truncated) {
+    j.key("attributes").open('[');
+    v.for_each_attribute([&](const AttributeView& a) { attribute(j, a); });
+    if (truncated) {
+      j.open('{').key("key").string(kTruncatedAttribute).key("value").open('{').key("boolValue").boolean(true);
+      j.close('}').close('}');
+    }
+    j.close(']');
+  }
+  if (h.dropped_attributes > 0) j.key("droppedAttributesCount").number(h.dropped_attributes);
+  if (h.event_count > 0 || truncated) {
+    j.key("events").open('[');
+    v.for_each_event([&](const EventView& e) {
+      j.open('{').key("timeUnixNano").u64_string(time.to_unix_nanos(e.tick)).key("name").string(e.name);
+      nested_attributes(j, e.attributes, e.attribute_count, e.dropped_attributes);
+      j.close('}');
+    });
+    if (truncated) {
+      j.open('{').key("timeUnixNano").u64_string(end).key("name").string(kTruncatedAttribute);
+      j.key("attributes").open('[');
+      string_attribute(j, "reason", kTruncatedReason);
+      j.close(']').close('}');
+    }
+    j.close(']');
+  }
+  if (h.dropped_events > 0) j.key("droppedEventsCount").number(h.dropped_events);
+  if (h.link_count > 0) {
+    j.key("links").open('[');
+    v.for_each_link([&](const LinkView& l) {
+      j.open('{').key("traceId").hex(l.context.trace_id.bytes.data(), 16);
+      j.key("spanId").hex(l.context.span_id.bytes.data(), 8);
+      nested_attributes(j, l.attributes, l.attribute_count, l.dropped_attributes);
+      j.key("flags").number(l.context.trace_flags | 0x100u | (l.context.is_remote ? 0x200u : 0u));
+      j.close('}');
+    });
+    j.close(']');
+  }
+  if (h.dropped_links > 0) j.key("droppedLinksCount").number(h.dropped_links);
+  j.key("status").open('{');
+  if (h.status_code != 0) j.key("code").number(h.status_code);
+  if (!v.status_message().empty()) j.key("message").string(v.status_message());
+  j.close('}');
+  j.close('}');
+}
+
+}  // namespace
+
+void encode_traces_json(const ExportBatch& batch, std::string& out) {
+  Json j(out);
+  j.open('{').key("resourceSpans").open('[').open('{');
+  j.key("resource").open('{').key("attributes").open('[');
+  for (const auto& [k, v] : batch.resource.attributes) {
+    j.open('{').key("key").string(k).key("value");
+    resource_value(j, v);
+    j.close('}');
+  }
+  j.close(']').close('}');
+  j.key("scopeSpans").open('[').open('{');
+  j.key("scope").open('{').key("name").string("lens").key("version").string(LENS_VERSION_STRING).close('}');
+  j.key("spans").open('[');
+  for (const std::uint8_t* record : batch.spans) span(j, SpanView(record), batch.time);
+  j.close(']').close('}').close(']');
+  j.close('}').close(']').close('}');
+}
+
+}  // namespace lens::internal

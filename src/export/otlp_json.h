@@ -1,0 +1,18 @@
+// OTLP/JSON encoding of an ExportTraceServiceRequest, as the OTLP specification's JSON rules say: trace and
+// span ids as lower-case hex, 64-bit integers as decimal strings, enums as integers, lowerCamelCase keys.
+#pragma once
+
+#include <string>
+
+#include "export/exporter.h"
+
+namespace lens::internal {
+
+// Appends one compact request (no newline) for the batch to `out`.
+void encode_traces_json(const ExportBatch& batch, std::string& out);
+
+// The text lens adds to a span truncated at shutdown (SPEC §6).
+inline constexpr const char* kTruncatedAttribute = "nemo.span.truncated";
+inline constexpr const char* kTruncatedReason = "still open at telemetry shutdown";
+
+}  // namespace lens::internal

@@ -1,0 +1,45 @@
+// The span clock: a cheap monotonic tick on the hot path (the TSC where it is constant and non-stop, else
+// steady_clock nanoseconds), turned into Unix nanoseconds on the export thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace lens::internal {
+
+// Set once, before any span is recorded (Clock::init); read on the hot path.
+extern bool g_clock_uses_tsc;
+
+inline std::uint64_t steady_nanos() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+inline std::uint64_t now_ticks() noexcept {
+#if defined(__x86_64__)
+  if (__builtin_expect(g_clock_uses_tsc, 1)) return __rdtsc();
+#endif
+  return steady_nanos();
+}
+
+// Decides the tick source (once per process): the TSC when /proc/cpuinfo says it is constant and non-stop.
+void init_clock() noexcept;
+
+// Ticks to Unix nanoseconds, anchored when the pipeline starts: unix = unix0 + (tick - tick0) * rate, the rate
+// measured against steady_clock over the whole time since the anchor, so it gets more exact as the run goes on
+// and spans converted in one batch share one map.
+class TimeMap {
+ public:
+  TimeMap() noexcept;                  // anchors now
+  void refresh() noexcept;             // re-measures the rate (export thread, once per batch)
+  std::uint64_t to_unix_nanos(std::uint64_t tick) const noexcept;
+
+ private:
+  std::uint64_t tick0_, steady0_, unix0_;
+  double nanos_per_tick_ = 1.0;
+};
+
+}  // namespace lens::internal

@@ -1,0 +1,270 @@
+#include "trace/pipeline.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/log.h"
+#include "trace/clock.h"
+
+namespace lens::internal {
+
+std::atomic<Pipeline*> g_pipeline{nullptr};
+
+ThreadState* current_thread_state_if_any() noexcept;  // recorder.cc
+
+namespace {
+
+void signal_fd(int fd) noexcept {
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof one);
+}
+
+void clear_fd(int fd) noexcept {
+  std::uint64_t value;
+  [[maybe_unused]] ssize_t n = ::read(fd, &value, sizeof value);
+}
+
+// Waits until `fd` is readable or `timeout_ms` passed. Async-signal-safe.
+bool wait_fd(int fd, int timeout_ms) noexcept {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) > 0;
+}
+
+}  // namespace
+
+Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<SpanExporter> exporter,
+                   std::unique_ptr<Sampler> sampler_in)
+    : owned_sampler_(std::move(sampler_in)),
+      sampler(owned_sampler_.get()),
+      limits(settings.limits),
+      batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
+      settings_(std::move(settings)),
+      exporter_(std::move(exporter)) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  done_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  batch_spans_.reserve(batch_size);
+  batch_offsets_.reserve(batch_size);
+  thread_ = std::thread([this] { run(); });
+}
+
+ThreadState* Pipeline::thread_state() noexcept {
+  if (stopped()) return nullptr;
+  try {
+    // Queue bytes: room for max_queue_size spans of ~256 bytes, within [64 KiB, 64 MiB].
+    std::size_t spans = static_cast<std::size_t>(settings_.batch.max_queue_size);
+    std::size_t bytes = std::clamp<std::size_t>(spans * 256, 64 << 10, 64 << 20);
+    auto state = std::make_unique<ThreadState>(this, spans, bytes);
+    ThreadState* t = state.get();
+    std::lock_guard lock(threads_mutex_);
+    threads_.push_back(std::move(state));
+    return t;
+  } catch (...) {
+    return nullptr;  // no memory: this thread records nothing
+  }
+}
+
+void Pipeline::wake_exporter() noexcept {
+  if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) signal_fd(wake_fd_);
+}
+
+std::vector<ThreadState*> Pipeline::snapshot_threads() {
+  std::lock_guard lock(threads_mutex_);
+  std::vector<ThreadState*> out;
+  out.reserve(threads_.size());
+  for (auto& t : threads_) out.push_back(t.get());
+  return out;
+}
+
+void Pipeline::run() {
+  const int delay_ms = static_cast<int>(std::min<std::int64_t>(settings_.batch.schedule_delay_ms, INT32_MAX));
+  for (;;) {
+    wait_fd(wake_fd_, delay_ms);
+    clear_fd(wake_fd_);
+    wake_pending_.store(false, std::memory_order_release);
+
+    if (signal_shutdown_.load(std::memory_order_acquire)) {
+      if (ThreadState* parked = parked_.exchange(nullptr)) truncate_open_spans(*parked);
+      std::lock_guard lock(mutex_);
+      stop_requested_ = true;
+    }
+    std::uint64_t flush_target;
+    bool stop;
+    {
+      std::lock_guard lock(mutex_);
+      flush_target = flush_requested_;
+      stop = stop_requested_;
+    }
+    if (stop) stopped_.store(true, std::memory_order_release);
+    auto export_deadline = std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(settings_.batch.export_timeout_ms);
+    drain_and_export(export_deadline);
+    if (stop) {
+      finish();
+      return;
+    }
+    if (flush_target != 0) {
+      std::lock_guard lock(mutex_);
+      flush_done_ = std::max(flush_done_, flush_target);
+      done_.notify_all();
+    }
+  }
+}
+
+bool Pipeline::drain_and_export(Deadline deadline) {
+  bool any = false;
+  for (ThreadState* t : snapshot_threads()) {
+    // At most what is queued now, so a producer that never pauses cannot keep a flush from ending.
+    std::uint64_t available = t->queue.size();
+    while (available > 0) {
+      std::size_t room = batch_size - batch_spans_.size();
+      std::size_t n = t->queue.pop(std::min<std::uint64_t>(room, available), [&](const std::uint8_t* record) {
+        std::uint32_t size;
+        std::memcpy(&size, record, 4);
+        batch_offsets_.push_back(batch_bytes_.size());
+        batch_bytes_.insert(batch_bytes_.end(), record, record + size);
+        batch_spans_.push_back(nullptr);  // pointers are fixed up once the bytes stop moving
+      });
+      if (n == 0) break;
+      available -= n;
+      any = true;
+      if (batch_spans_.size() >= batch_size) export_batch(deadline);
+    }
+  }
+  if (!batch_spans_.empty()) export_batch(deadline);
+  return any;
+}
+
+void Pipeline::export_batch(Deadline deadline) {
+  for (std::size_t i = 0; i < batch_spans_.size(); ++i) batch_spans_[i] = batch_bytes_.data() + batch_offsets_[i];
+  time_.refresh();
+  ExportResult result = ExportResult::kFailure;
+  try {
+    result = exporter_->export_spans(ExportBatch{settings_.resource, batch_spans_, time_}, deadline);
+  } catch (const std::exception& e) {
+    log_warning("span export threw: %s", e.what());
+  }
+  if (result == ExportResult::kSuccess) {
+    exported_.fetch_add(batch_spans_.size(), std::memory_order_relaxed);
+  } else {
+    dropped_export_failed_.fetch_add(batch_spans_.size(), std::memory_order_relaxed);
+    export_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+  batch_spans_.clear();
+  batch_offsets_.clear();
+  batch_bytes_.clear();
+}
+
+void Pipeline::finish() {
+  try {
+    exporter_->shutdown();
+  } catch (...) {
+  }
+  SpanStats s = stats();
+  if (s.produced > 0 || s.dropped() > 0) {
+    log_info("spans: %llu produced, %llu exported, %llu dropped (queue full %llu, no slot %llu, after shutdown %llu, "
+             "export failed %llu)",
+             static_cast<unsigned long long>(s.produced), static_cast<unsigned long long>(s.exported),
+             static_cast<unsigned long long>(s.dropped()), static_cast<unsigned long long>(s.dropped_queue_full),
+             static_cast<unsigned long long>(s.dropped_no_slot),
+             static_cast<unsigned long long>(s.dropped_after_shutdown),
+             static_cast<unsigned long long>(s.dropped_export_failed));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    finished_.store(true);
+    flush_done_ = flush_requested_;
+  }
+  done_.notify_all();
+  signal_fd(done_fd_);
+}
+
+bool Pipeline::force_flush(Deadline deadline) {
+  std::unique_lock lock(mutex_);
+  if (finished_) return true;
+  std::uint64_t target = ++flush_requested_;
+  signal_fd(wake_fd_);
+  return done_.wait_until(lock, deadline, [&] { return flush_done_ >= target || finished_.load(); });
+}
+
+bool Pipeline::shutdown(Deadline deadline) {
+  if (!shutdown_started_.exchange(true)) {
+    ThreadState* mine = current_thread_state_if_any();
+    if (mine != nullptr && mine->pipeline == this) truncate_open_spans(*mine);
+    std::lock_guard lock(mutex_);
+    stop_requested_ = true;
+    signal_fd(wake_fd_);
+  }
+  std::unique_lock lock(mutex_);
+  if (!done_.wait_until(lock, deadline, [&] { return finished_.load(); })) {
+    log_warning("shutdown: the exporter did not finish by the deadline; %llu spans may be lost",
+                static_cast<unsigned long long>(stats().queued));
+    return false;
+  }
+  lock.unlock();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  return true;
+}
+
+void Pipeline::shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept {
+  if (!shutdown_started_.exchange(true)) {
+    if (parked != nullptr && parked->pipeline == this) parked_.store(parked, std::memory_order_release);
+    signal_shutdown_.store(true, std::memory_order_release);
+    signal_fd(wake_fd_);
+  }
+  wait_fd(done_fd_, timeout_ms);
+}
+
+void Pipeline::truncate_open_spans(ThreadState& t) noexcept {
+  std::uint64_t open = ~(t.free_slots | t.remote_free.load(std::memory_order_acquire));
+  OpenSpan* spans[ThreadState::kMaxOpenSpans];
+  int n = 0;
+  for (int i = 0; i < ThreadState::kMaxOpenSpans; ++i)
+    if (open & (std::uint64_t{1} << i)) spans[n++] = &t.slots[i];
+  // Innermost first: the latest started ends first (SPEC §6).
+  std::sort(spans, spans + n, [](OpenSpan* a, OpenSpan* b) { return a->header.start_tick > b->header.start_tick; });
+  std::uint64_t now = now_ticks();
+  for (int i = 0; i < n; ++i) {
+    OpenSpan& s = *spans[i];
+    s.header.end_tick = now;
+    s.header.bits |= RecordHeader::kTruncated;  // the exporters add the attribute and the event
+    ThreadCounters::bump(t.counters.produced);
+    s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
+    if (!t.queue.push(s.header, s.arena)) ThreadCounters::bump(t.counters.dropped_queue_full);
+    s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    t.free_slots |= std::uint64_t{1} << s.owner_slot_index;
+  }
+}
+
+SpanStats Pipeline::stats() const {
+  SpanStats s;
+  {
+    std::lock_guard lock(const_cast<std::mutex&>(threads_mutex_));
+    for (const auto& t : threads_) {
+      const ThreadCounters& c = t->counters;
+      s.produced += c.produced.load(std::memory_order_relaxed);
+      s.dropped_queue_full += c.dropped_queue_full.load(std::memory_order_relaxed);
+      s.dropped_no_slot += c.dropped_no_slot.load(std::memory_order_relaxed);
+      s.dropped_after_shutdown += c.dropped_after_shutdown.load(std::memory_order_relaxed);
+      s.sampled_out += c.sampled_out.load(std::memory_order_relaxed);
+      s.queued += t->queue.size();
+    }
+  }
+  std::uint64_t late = late_drops_.load(std::memory_order_relaxed);
+  s.produced += late;
+  s.dropped_after_shutdown += late;
+  s.exported = exported_.load(std::memory_order_relaxed);
+  s.dropped_export_failed = dropped_export_failed_.load(std::memory_order_relaxed);
+  s.export_failures = export_failures_.load(std::memory_order_relaxed);
+  if (finished_.load(std::memory_order_acquire)) {
+    // Whatever a racing thread queued after the last drain will never be exported.
+    s.dropped_after_shutdown += s.queued;
+    s.queued = 0;
+  }
+  return s;
+}
+
+}  // namespace lens::internal

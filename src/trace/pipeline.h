@@ -1,0 +1,115 @@
+// The trace pipeline of one exporting process: per-thread queues of ended spans, drained, batched and exported
+// by one background thread. Never freed once started (threads may still hold pointers into it), so a late span
+// end or a hung exporter can never touch freed memory; a retired pipeline only counts what still arrives.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "export/exporter.h"
+#include "lens/config.h"
+#include "lens/sampling.h"
+#include "lens/telemetry.h"
+#include "trace/thread_state.h"
+
+namespace lens::internal {
+
+struct PipelineSettings {
+  BatchConfig batch;
+  Limits limits;
+  Resource resource;
+};
+
+class Pipeline {
+ public:
+  Pipeline(PipelineSettings settings, std::unique_ptr<SpanExporter> exporter, std::unique_ptr<Sampler> sampler);
+  Pipeline(const Pipeline&) = delete;
+
+  // The calling thread's state, created and registered on its first span.
+  ThreadState* thread_state() noexcept;
+
+  // Exports everything queued now; false when `deadline` passed first.
+  bool force_flush(Deadline deadline);
+  // Ends the calling thread's open spans (truncated), exports what is queued and stops the background
+  // thread, by `deadline`. Idempotent. False when the deadline passed (a hung exporter: the thread is left).
+  bool shutdown(Deadline deadline);
+  // SIGTERM: the same, with the open spans of `parked` (the thread in the signal handler) truncated by the
+  // background thread. Async-signal-safe: only atomics and a pipe.
+  void shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept;
+
+  SpanStats stats() const;
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+
+  // Producer side: a queue just reached the batch size.
+  void wake_exporter() noexcept;
+  // A span ended after shutdown on a thread with no state here: counted as produced and dropped.
+  void count_late_drop() noexcept { late_drops_.fetch_add(1, std::memory_order_relaxed); }
+  // Ends `t`'s open spans, innermost first, as truncated (SPEC §6). Runs on t's thread, or on the background
+  // thread while t is parked in the SIGTERM handler.
+  void truncate_open_spans(ThreadState& t) noexcept;
+
+  // In a forked child: the background thread did not come along; nothing may wait for it.
+  void mark_stopped_in_child() noexcept {
+    stopped_.store(true);
+    finished_.store(true);
+  }
+
+ private:
+  std::unique_ptr<Sampler> owned_sampler_;
+
+ public:
+  const Sampler* const sampler;
+  const Limits limits;
+  const std::size_t batch_size;
+
+ private:
+  void run();
+  bool drain_and_export(Deadline deadline);
+  void export_batch(Deadline deadline);
+  std::vector<ThreadState*> snapshot_threads();
+  void finish();
+
+  PipelineSettings settings_;
+  std::unique_ptr<SpanExporter> exporter_;
+
+  std::mutex threads_mutex_;
+  std::vector<std::unique_ptr<ThreadState>> threads_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  bool stop_requested_ = false;
+  std::atomic<bool> finished_{false};
+  std::uint64_t flush_requested_ = 0;
+  std::uint64_t flush_done_ = 0;
+  std::atomic<bool> wake_pending_{false};
+  std::atomic<bool> stopped_{false};  // no more spans are accepted
+  std::atomic<bool> shutdown_started_{false};
+  int wake_fd_ = -1;  // eventfd: producers, flush, shutdown and the SIGTERM handler wake the thread
+  int done_fd_ = -1;  // eventfd: the thread tells the SIGTERM handler it has finished
+  std::atomic<bool> signal_shutdown_{false};
+  std::atomic<ThreadState*> parked_{nullptr};
+
+  // Export-thread state.
+  TimeMap time_;
+  std::vector<std::uint8_t> batch_bytes_;
+  std::vector<const std::uint8_t*> batch_spans_;
+  std::vector<std::size_t> batch_offsets_;
+
+  std::atomic<std::uint64_t> exported_{0};
+  std::atomic<std::uint64_t> dropped_export_failed_{0};
+  std::atomic<std::uint64_t> export_failures_{0};
+  std::atomic<std::uint64_t> late_drops_{0};
+
+  std::thread thread_;
+};
+
+// The pipeline spans are recorded into now; null when none (disabled, non-exporting, after shutdown).
+extern std::atomic<Pipeline*> g_pipeline;
+
+}  // namespace lens::internal

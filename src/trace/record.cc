@@ -1,0 +1,132 @@
+#include "trace/record.h"
+
+namespace lens::internal {
+
+namespace {
+
+template <typename T>
+T load(const std::uint8_t* at) noexcept {
+  T v;
+  std::memcpy(&v, at, sizeof v);
+  return v;
+}
+
+// Key or name text: a pointer when static, else the bytes inline. Returns the text and where it ends.
+std::string_view read_text(const std::uint8_t* at, bool is_static, std::uint32_t length, const std::uint8_t** end) {
+  if (is_static) {
+    *end = at + sizeof(const char*);
+    return {load<const char*>(at), length};
+  }
+  *end = at + length;
+  return {reinterpret_cast<const char*>(at), length};
+}
+
+}  // namespace
+
+std::uint32_t AttributeView::array_size() const noexcept {
+  switch (type) {
+    case ValueType::kBoolArray: return value_bytes;
+    case ValueType::kIntArray:
+    case ValueType::kDoubleArray: return value_bytes / 8;
+    case ValueType::kStringArray: return load<std::uint32_t>(value);
+    default: return 0;
+  }
+}
+
+std::int64_t AttributeView::int_at(std::uint32_t i) const noexcept { return load<std::int64_t>(value + 8 * i); }
+double AttributeView::double_at(std::uint32_t i) const noexcept { return load<double>(value + 8 * i); }
+
+std::string_view AttributeView::next_string(std::uint32_t& cursor) const noexcept {
+  if (cursor == 0) cursor = 4;  // past the count
+  auto length = load<std::uint32_t>(value + cursor);
+  std::string_view s(reinterpret_cast<const char*>(value + cursor + 4), length);
+  cursor += 4 + length;
+  return s;
+}
+
+SpanView::SpanView(const std::uint8_t* record) noexcept {
+  std::memcpy(&header_, record, sizeof header_);
+  arena_ = record + sizeof(RecordHeader);
+}
+
+std::string_view SpanView::status_message() const noexcept {
+  if (header_.status_message_entry == 0) return {};
+  const std::uint8_t* at = arena_ + header_.status_message_entry - 1;
+  return {reinterpret_cast<const char*>(at + 8), load<std::uint32_t>(at + 4)};
+}
+
+AttributeView SpanView::read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept {
+  AttributeView a;
+  a.type = static_cast<ValueType>(at[1]);
+  bool key_static = at[2] != 0;
+  auto key_length = load<std::uint32_t>(at + 4);
+  const std::uint8_t* after_key;
+  a.key = read_text(at + 8, key_static, key_length, &after_key);
+  a.value_bytes = load<std::uint32_t>(after_key);
+  a.value = after_key + 4;
+  *next = a.value + a.value_bytes;
+  return a;
+}
+
+EventView SpanView::read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept {
+  EventView e;
+  bool name_static = at[1] != 0;
+  auto name_length = load<std::uint32_t>(at + 4);
+  const std::uint8_t* after_name;
+  e.name = read_text(at + 8, name_static, name_length, &after_name);
+  e.tick = load<std::uint64_t>(after_name);
+  e.attribute_count = load<std::uint32_t>(after_name + 8);
+  e.dropped_attributes = load<std::uint32_t>(after_name + 12);
+  e.attributes = after_name + 16;
+  *next = e.attributes;
+  return e;
+}
+
+LinkView SpanView::read_link(const std::uint8_t* at, const std::uint8_t** next) noexcept {
+  LinkView l;
+  std::memcpy(l.context.trace_id.bytes.data(), at + 4, 16);
+  std::memcpy(l.context.span_id.bytes.data(), at + 20, 8);
+  l.context.trace_flags = at[28];
+  l.context.is_remote = at[29] != 0;
+  l.attribute_count = load<std::uint32_t>(at + 32);
+  l.dropped_attributes = load<std::uint32_t>(at + 36);
+  l.attributes = at + 40;
+  *next = l.attributes;
+  return l;
+}
+
+const std::uint8_t* SpanView::skip_entry(const std::uint8_t* at) noexcept {
+  const std::uint8_t* next = at;
+  switch (static_cast<EntryTag>(*at)) {
+    case EntryTag::kAttribute: read_attribute(at, &next); return next;
+    case EntryTag::kEvent: {
+      EventView e = read_event(at, &next);
+      for (std::uint32_t i = 0; i < e.attribute_count; ++i) read_attribute(next, &next);
+      return next;
+    }
+    case EntryTag::kLink: {
+      LinkView l = read_link(at, &next);
+      for (std::uint32_t i = 0; i < l.attribute_count; ++i) read_attribute(next, &next);
+      return next;
+    }
+    case EntryTag::kStatusMessage:
+    case EntryTag::kName: return at + 8 + load<std::uint32_t>(at + 4);
+  }
+  return at + 1;  // unreachable for records lens wrote
+}
+
+bool SpanView::is_overridden(const std::uint8_t* at, std::string_view key) const noexcept {
+  const std::uint8_t* end = arena_ + header_.arena_used;
+  while (at < end) {
+    if (static_cast<EntryTag>(*at) == EntryTag::kAttribute) {
+      const std::uint8_t* next;
+      if (read_attribute(at, &next).key == key) return true;
+      at = next;
+    } else {
+      at = skip_entry(at);
+    }
+  }
+  return false;
+}
+
+}  // namespace lens::internal

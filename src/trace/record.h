@@ -1,0 +1,193 @@
+// The byte format of a span while it is open (in its thread's slot) and after it ended (in the queue and the
+// export batch): a fixed header followed by an arena of entries (attributes, events, links, copied strings).
+// Written on the training thread with memcpy only; read back by the exporters through SpanView.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "lens/attributes.h"
+#include "lens/context.h"
+#include "lens/span.h"
+
+namespace lens::internal {
+
+enum class EntryTag : std::uint8_t { kAttribute = 1, kEvent = 2, kLink = 3, kStatusMessage = 4, kName = 5 };
+
+// A reference to text: a static pointer (literals) or an offset into the arena (copied text).
+struct TextRef {
+  const char* pointer;  // null: the text is in the arena at `offset`
+  std::uint32_t offset;
+  std::uint32_t length;
+};
+
+struct RecordHeader {
+  std::uint32_t size;  // header + arena bytes, rounded up to 8 (the queue's framing)
+  std::uint32_t arena_used;
+  TraceId trace_id;
+  SpanId span_id;
+  SpanId parent_span_id;
+  std::uint64_t start_tick;
+  std::uint64_t end_tick;
+  TextRef name;
+  std::uint8_t kind;
+  std::uint8_t status_code;
+  std::uint8_t trace_flags;
+  std::uint8_t bits;  // kHasParent | kParentRemote | kTruncated
+  std::uint16_t attribute_count;
+  std::uint16_t event_count;
+  std::uint16_t link_count;
+  std::uint16_t group;
+  std::uint32_t dropped_attributes;
+  std::uint32_t dropped_events;
+  std::uint32_t dropped_links;
+  std::uint32_t status_message_entry;  // arena offset + 1 of the last kStatusMessage entry; 0 = none
+
+  static constexpr std::uint8_t kHasParent = 1;
+  static constexpr std::uint8_t kParentRemote = 2;
+  static constexpr std::uint8_t kTruncated = 4;
+  static constexpr std::uint8_t kHasException = 8;
+};
+static_assert(std::is_trivially_copyable_v<RecordHeader>);
+
+inline constexpr std::uint32_t kArenaBytes = 2048;
+
+// Entry layouts (packed, read and written with memcpy):
+//   attribute: tag, value type, key-is-static, pad, u32 key length, key (8-byte pointer or bytes),
+//              u32 value bytes, value (bool 1 byte, int/double 8, string bytes, arrays: elements; string arrays
+//              u32 count then u32 length + bytes each)
+//   event:     tag, name-is-static, pad, pad, u32 name length, name (pointer or bytes), u64 tick,
+//              u32 attribute count, u32 dropped attributes; then that many attribute entries
+//   link:      tag, pad x3, trace id 16, span id 8, flags, remote, pad x2, u32 attribute count, u32 dropped; then
+//              the attribute entries
+//   status message / name: tag, pad x3, u32 length, bytes
+
+// A decoded attribute, pointing into the record.
+struct AttributeView {
+  std::string_view key;
+  ValueType type;
+  const std::uint8_t* value;  // raw value bytes, decode with the helpers below
+  std::uint32_t value_bytes;
+
+  bool as_bool() const noexcept { return value[0] != 0; }
+  std::int64_t as_int() const noexcept {
+    std::int64_t v;
+    std::memcpy(&v, value, 8);
+    return v;
+  }
+  double as_double() const noexcept {
+    double v;
+    std::memcpy(&v, value, 8);
+    return v;
+  }
+  std::string_view as_string() const noexcept { return {reinterpret_cast<const char*>(value), value_bytes}; }
+  // Array element count (string arrays: the stored count).
+  std::uint32_t array_size() const noexcept;
+  bool bool_at(std::uint32_t i) const noexcept { return value[i] != 0; }
+  std::int64_t int_at(std::uint32_t i) const noexcept;
+  double double_at(std::uint32_t i) const noexcept;
+  // String arrays: call with a cursor starting at 0; returns the element and advances the cursor.
+  std::string_view next_string(std::uint32_t& cursor) const noexcept;
+};
+
+struct EventView {
+  std::string_view name;
+  std::uint64_t tick;
+  std::uint32_t attribute_count;
+  std::uint32_t dropped_attributes;
+  const std::uint8_t* attributes;  // first attribute entry
+};
+
+struct LinkView {
+  SpanContext context;
+  std::uint32_t attribute_count;
+  std::uint32_t dropped_attributes;
+  const std::uint8_t* attributes;
+};
+
+// Read access to one ended span.
+class SpanView {
+ public:
+  explicit SpanView(const std::uint8_t* record) noexcept;
+  const RecordHeader& header() const noexcept { return header_; }
+  std::string_view name() const noexcept { return text(header_.name); }
+  std::string_view status_message() const noexcept;
+
+  // Visits span attributes (last value wins for a repeated key), events and links, in the order added.
+  template <typename F>
+  void for_each_attribute(F&& f) const;
+  template <typename F>
+  void for_each_event(F&& f) const;
+  template <typename F>
+  void for_each_link(F&& f) const;
+  // Visits `count` attribute entries starting at `at` (an event's or a link's).
+  template <typename F>
+  static void for_each_attribute_at(const std::uint8_t* at, std::uint32_t count, F&& f);
+
+  std::string_view text(const TextRef& ref) const noexcept {
+    return ref.pointer ? std::string_view(ref.pointer, ref.length)
+                       : std::string_view(reinterpret_cast<const char*>(arena_ + ref.offset), ref.length);
+  }
+
+  // Decoding primitives (shared with the tests).
+  static AttributeView read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept;
+  static EventView read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept;
+  static LinkView read_link(const std::uint8_t* at, const std::uint8_t** next) noexcept;
+  static const std::uint8_t* skip_entry(const std::uint8_t* at) noexcept;
+
+ private:
+  bool is_overridden(const std::uint8_t* attribute_entry, std::string_view key) const noexcept;
+
+  RecordHeader header_;
+  const std::uint8_t* arena_;
+};
+
+template <typename F>
+void SpanView::for_each_attribute(F&& f) const {
+  const std::uint8_t* at = arena_;
+  const std::uint8_t* end = arena_ + header_.arena_used;
+  while (at < end) {
+    if (static_cast<EntryTag>(*at) == EntryTag::kAttribute) {
+      const std::uint8_t* next;
+      AttributeView a = read_attribute(at, &next);
+      if (!is_overridden(next, a.key)) f(a);
+      at = next;
+    } else {
+      at = skip_entry(at);
+    }
+  }
+}
+
+template <typename F>
+void SpanView::for_each_event(F&& f) const {
+  const std::uint8_t* at = arena_;
+  const std::uint8_t* end = arena_ + header_.arena_used;
+  while (at < end) {
+    if (static_cast<EntryTag>(*at) == EntryTag::kEvent) {
+      const std::uint8_t* next;
+      f(read_event(at, &next));
+    }
+    at = skip_entry(at);
+  }
+}
+
+template <typename F>
+void SpanView::for_each_link(F&& f) const {
+  const std::uint8_t* at = arena_;
+  const std::uint8_t* end = arena_ + header_.arena_used;
+  while (at < end) {
+    if (static_cast<EntryTag>(*at) == EntryTag::kLink) {
+      const std::uint8_t* next;
+      f(read_link(at, &next));
+    }
+    at = skip_entry(at);
+  }
+}
+
+template <typename F>
+void SpanView::for_each_attribute_at(const std::uint8_t* at, std::uint32_t count, F&& f) {
+  for (std::uint32_t i = 0; i < count; ++i) f(read_attribute(at, &at));
+}
+
+}  // namespace lens::internal

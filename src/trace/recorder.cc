@@ -1,0 +1,445 @@
+// The span path: start, add to, and end a span on the training thread. No lock, no allocation (after a
+// thread's first span), no read-modify-write atomic unless a span ends on another thread than it started.
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <typeinfo>
+
+#include "lens/span.h"
+#include "trace/clock.h"
+#include "trace/pipeline.h"
+#include "trace/record.h"
+#include "trace/thread_state.h"
+
+namespace lens {
+namespace internal {
+
+namespace {
+
+// ---- the calling thread's state ----------------------------------------------------------------------------
+
+__attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_state = nullptr;
+
+LENS_ALWAYS_INLINE ThreadState* state_for(Pipeline* p) noexcept {
+  ThreadState* t = t_state;
+  if (__builtin_expect(t != nullptr && t->pipeline == p, 1)) return t;
+  t = p->thread_state();
+  t_state = t;
+  return t;
+}
+
+// The current pipeline's state for this thread, or null.
+LENS_ALWAYS_INLINE ThreadState* current_state() noexcept {
+  Pipeline* p = g_pipeline.load(std::memory_order_acquire);
+  return p ? state_for(p) : nullptr;
+}
+
+// ---- slots -------------------------------------------------------------------------------------------------
+
+OpenSpan* take_slot(ThreadState& t) noexcept {
+  if (__builtin_expect(t.free_slots == 0, 0)) {
+    t.free_slots = t.remote_free.exchange(0, std::memory_order_acquire);  // slots freed by other threads
+    if (t.free_slots == 0) return nullptr;
+  }
+  int index = __builtin_ctzll(t.free_slots);
+  t.free_slots &= t.free_slots - 1;
+  return &t.slots[index];
+}
+
+void release_slot(OpenSpan& s, ThreadState* releasing) noexcept {
+  s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  std::uint64_t bit = std::uint64_t{1} << s.owner_slot_index;
+  if (releasing == s.owner)
+    s.owner->free_slots |= bit;
+  else
+    s.owner->remote_free.fetch_or(bit, std::memory_order_release);
+}
+
+bool owns(const SpanHandle& h) noexcept {
+  return h.slot != nullptr && h.slot->generation.load(std::memory_order_relaxed) == h.generation;
+}
+
+// ---- arena writing -----------------------------------------------------------------------------------------
+
+class ArenaWriter {
+ public:
+  explicit ArenaWriter(OpenSpan& s) noexcept : s_(s), at_(s.header.arena_used) {}
+  bool fits(std::size_t bytes) const noexcept { return at_ + bytes <= kArenaBytes; }
+  void u8(std::uint8_t v) noexcept { s_.arena[at_++] = v; }
+  template <typename T>
+  void put(const T& v) noexcept {
+    std::memcpy(s_.arena + at_, &v, sizeof v);
+    at_ += sizeof v;
+  }
+  void bytes(const void* p, std::size_t n) noexcept {
+    std::memcpy(s_.arena + at_, p, n);
+    at_ += static_cast<std::uint32_t>(n);
+  }
+  std::uint32_t position() const noexcept { return at_; }
+  // Publishes what was written: a truncation that interrupts a write sees only complete entries.
+  void commit() noexcept {
+    std::atomic_signal_fence(std::memory_order_release);
+    s_.header.arena_used = at_;
+  }
+
+ private:
+  OpenSpan& s_;
+  std::uint32_t at_;
+};
+
+std::size_t text_bytes(bool is_static, std::size_t length) noexcept { return is_static ? sizeof(const char*) : length; }
+
+void put_text(ArenaWriter& w, std::string_view text, bool is_static) noexcept {
+  if (is_static) {
+    w.put(text.data());
+  } else {
+    w.bytes(text.data(), text.size());
+  }
+}
+
+// Bytes a value takes, with strings cut to `max_length`.
+std::size_t value_bytes(const AttributeValue& v, std::size_t max_length) noexcept {
+  switch (v.type()) {
+    case ValueType::kBool: return 1;
+    case ValueType::kInt:
+    case ValueType::kDouble: return 8;
+    case ValueType::kString: return std::min(v.as_string().size(), max_length);
+    case ValueType::kBoolArray: return v.as_bools().size();
+    case ValueType::kIntArray: return 8 * v.as_ints().size();
+    case ValueType::kDoubleArray: return 8 * v.as_doubles().size();
+    case ValueType::kStringArray: {
+      std::size_t n = 4;
+      for (std::string_view s : v.as_strings()) n += 4 + std::min(s.size(), max_length);
+      return n;
+    }
+  }
+  return 0;
+}
+
+void put_value(ArenaWriter& w, const AttributeValue& v, std::size_t max_length) noexcept {
+  switch (v.type()) {
+    case ValueType::kBool: w.u8(v.as_bool() ? 1 : 0); break;
+    case ValueType::kInt: w.put(v.as_int()); break;
+    case ValueType::kDouble: w.put(v.as_double()); break;
+    case ValueType::kString: w.bytes(v.as_string().data(), std::min(v.as_string().size(), max_length)); break;
+    case ValueType::kBoolArray:
+      for (bool b : v.as_bools()) w.u8(b ? 1 : 0);
+      break;
+    case ValueType::kIntArray: w.bytes(v.as_ints().data(), 8 * v.as_ints().size()); break;
+    case ValueType::kDoubleArray: w.bytes(v.as_doubles().data(), 8 * v.as_doubles().size()); break;
+    case ValueType::kStringArray:
+      w.put(static_cast<std::uint32_t>(v.as_strings().size()));
+      for (std::string_view s : v.as_strings()) {
+        std::uint32_t n = static_cast<std::uint32_t>(std::min(s.size(), max_length));
+        w.put(n);
+        w.bytes(s.data(), n);
+      }
+      break;
+  }
+}
+
+// Appends one attribute entry; false when the arena has no room.
+bool put_attribute(ArenaWriter& w, const Attribute& a, std::size_t max_length) noexcept {
+  std::size_t key_bytes = text_bytes(a.key.is_static(), a.key.text().size());
+  std::size_t n = value_bytes(a.value, max_length);
+  if (!w.fits(8 + key_bytes + 4 + n)) return false;
+  w.u8(static_cast<std::uint8_t>(EntryTag::kAttribute));
+  w.u8(static_cast<std::uint8_t>(a.value.type()));
+  w.u8(a.key.is_static() ? 1 : 0);
+  w.u8(0);
+  w.put(static_cast<std::uint32_t>(a.key.text().size()));
+  put_text(w, a.key.text(), a.key.is_static());
+  w.put(static_cast<std::uint32_t>(n));
+  put_value(w, a.value, max_length);
+  return true;
+}
+
+std::size_t max_value_length(const Limits& l) noexcept {
+  return l.span_attribute_value_length ? static_cast<std::size_t>(*l.span_attribute_value_length) : SIZE_MAX;
+}
+
+// Appends a list of attributes that belong to an event or a link: returns how many were written; the rest are
+// counted in `dropped`.
+std::uint32_t put_nested_attributes(ArenaWriter& w, std::initializer_list<Attribute> attributes, std::int64_t limit,
+                                    std::size_t max_length, std::uint32_t& dropped) noexcept {
+  std::uint32_t written = 0;
+  for (const Attribute& a : attributes) {
+    if (written >= limit || !put_attribute(w, a, max_length)) {
+      ++dropped;
+      continue;
+    }
+    ++written;
+  }
+  return written;
+}
+
+void append_attributes(OpenSpan& s, const Limits& limits, std::initializer_list<Attribute> attributes) noexcept {
+  ArenaWriter w(s);
+  std::size_t max_length = max_value_length(limits);
+  for (const Attribute& a : attributes) {
+    if (s.header.attribute_count >= limits.span_attribute_count || !put_attribute(w, a, max_length)) {
+      ++s.header.dropped_attributes;
+      continue;
+    }
+    ++s.header.attribute_count;
+  }
+  w.commit();
+}
+
+void append_event(OpenSpan& s, const Limits& limits, SpanName name, std::uint64_t tick,
+                  std::initializer_list<Attribute> attributes) noexcept {
+  ArenaWriter w(s);
+  std::size_t head = 8 + text_bytes(name.is_static(), name.text().size()) + 16;
+  if (s.header.event_count >= limits.span_event_count || !w.fits(head)) {
+    ++s.header.dropped_events;
+    return;
+  }
+  w.u8(static_cast<std::uint8_t>(EntryTag::kEvent));
+  w.u8(name.is_static() ? 1 : 0);
+  w.u8(0);
+  w.u8(0);
+  w.put(static_cast<std::uint32_t>(name.text().size()));
+  put_text(w, name.text(), name.is_static());
+  w.put(tick);
+  std::uint32_t counts_at = w.position();
+  w.put(std::uint32_t{0});
+  w.put(std::uint32_t{0});
+  std::uint32_t dropped = 0;
+  std::uint32_t written =
+      put_nested_attributes(w, attributes, limits.event_attribute_count, max_value_length(limits), dropped);
+  std::memcpy(s.arena + counts_at, &written, 4);
+  std::memcpy(s.arena + counts_at + 4, &dropped, 4);
+  ++s.header.event_count;
+  w.commit();
+}
+
+void append_text_entry(OpenSpan& s, EntryTag tag, std::string_view text, std::uint32_t* entry_offset) noexcept {
+  ArenaWriter w(s);
+  if (!w.fits(8 + text.size())) return;
+  *entry_offset = w.position();
+  w.u8(static_cast<std::uint8_t>(tag));
+  w.u8(0);
+  w.u8(0);
+  w.u8(0);
+  w.put(static_cast<std::uint32_t>(text.size()));
+  w.bytes(text.data(), text.size());
+  w.commit();
+}
+
+// Sets (or, when there is no room, leaves unset) the status description.
+void set_status_message(OpenSpan& s, std::string_view message) noexcept {
+  std::uint32_t entry = 0;
+  std::uint32_t before = s.header.arena_used;
+  append_text_entry(s, EntryTag::kStatusMessage, message, &entry);
+  s.header.status_message_entry = s.header.arena_used > before ? entry + 1 : 0;
+}
+
+// ---- ending ------------------------------------------------------------------------------------------------
+
+// Queues a finished record from `t`'s thread and counts the outcome.
+void queue_record(ThreadState& t, OpenSpan& s) noexcept {
+  ThreadCounters::bump(t.counters.produced);
+  Pipeline* p = t.pipeline;
+  if (__builtin_expect(p->stopped(), 0)) {
+    ThreadCounters::bump(t.counters.dropped_after_shutdown);
+    return;
+  }
+  s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
+  if (!t.queue.push(s.header, s.arena)) {
+    ThreadCounters::bump(t.counters.dropped_queue_full);
+    return;
+  }
+  if (t.queue.size() == p->batch_size) p->wake_exporter();
+}
+
+void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view type, std::string_view message,
+                            bool escaped) noexcept {
+  append_event(s, limits, "exception", now_ticks(),
+               {{"exception.type", type}, {"exception.message", message}, {"exception.escaped", escaped}});
+  s.header.bits |= RecordHeader::kHasException;
+}
+
+}  // namespace
+
+// ---- the public entry points -------------------------------------------------------------------------------
+
+void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
+                const StartOptions& options) noexcept {
+  Pipeline* p = g_pipeline.load(std::memory_order_acquire);
+  if (p == nullptr) return;
+  ThreadState* t = state_for(p);
+  if (t == nullptr) return;
+
+  const SpanContext* parent = nullptr;
+  if (!options.root) {
+    if (options.parent != nullptr)
+      parent = options.parent->is_valid() ? options.parent : nullptr;
+    else if (t->context_depth > 0 && t->contexts[t->context_depth - 1].context.is_valid())
+      parent = &t->contexts[t->context_depth - 1].context;
+  }
+  SamplingParameters params{parent, parent ? parent->trace_id : t->ids.trace_id(), name.text()};
+  bool sampled = p->sampler->should_sample(params) == SamplingDecision::kRecordAndSample;
+  std::uint8_t random = parent ? (parent->trace_flags & SpanContext::kRandomFlag) : SpanContext::kRandomFlag;
+  h.context = SpanContext{params.trace_id, t->ids.span_id(),
+                          static_cast<std::uint8_t>(random | (sampled ? SpanContext::kSampledFlag : 0)), false};
+  if (!sampled) {
+    ThreadCounters::bump(t->counters.sampled_out);
+    return;
+  }
+  OpenSpan* s = take_slot(*t);
+  if (s == nullptr) {
+    ThreadCounters::bump(t->counters.produced);
+    ThreadCounters::bump(t->counters.dropped_no_slot);
+    h.context = {};  // its children attach to its parent instead of to a span that will not exist
+    return;
+  }
+  RecordHeader& r = s->header;
+  r.arena_used = 0;
+  r.trace_id = h.context.trace_id;
+  r.span_id = h.context.span_id;
+  r.parent_span_id = parent ? parent->span_id : SpanId{};
+  r.kind = static_cast<std::uint8_t>(options.kind);
+  r.status_code = 0;
+  r.trace_flags = h.context.trace_flags;
+  r.bits = parent ? static_cast<std::uint8_t>(RecordHeader::kHasParent |
+                                              (parent->is_remote ? RecordHeader::kParentRemote : 0))
+                  : 0;
+  r.attribute_count = r.event_count = r.link_count = 0;
+  r.group = group.id();
+  r.dropped_attributes = r.dropped_events = r.dropped_links = 0;
+  r.status_message_entry = 0;
+  if (name.is_static()) {
+    r.name = TextRef{name.text().data(), 0, static_cast<std::uint32_t>(name.text().size())};
+  } else {
+    std::uint32_t entry = 0;
+    std::string_view text = name.text().substr(0, kArenaBytes / 4);  // a runaway name must not fill the arena
+    append_text_entry(*s, EntryTag::kName, text, &entry);
+    r.name = TextRef{nullptr, entry + 8, static_cast<std::uint32_t>(text.size())};
+  }
+  if (attributes.size() != 0) append_attributes(*s, p->limits, attributes);
+  h.slot = s;
+  h.generation = s->generation.load(std::memory_order_relaxed);
+  r.start_tick = now_ticks();
+}
+
+void end_span(SpanHandle& h, bool by_exception) noexcept {
+  std::uint64_t end = now_ticks();
+  if (!owns(h)) return;  // truncated at shutdown: already exported
+  OpenSpan& s = *h.slot;
+  Pipeline* p = s.owner->pipeline;
+  if (by_exception) {
+    if (s.header.status_code != static_cast<std::uint8_t>(StatusCode::kOk)) {
+      s.header.status_code = static_cast<std::uint8_t>(StatusCode::kError);
+      set_status_message(s, "exception");
+    }
+    // Without a catch the exception object cannot be seen: its type and message come from record_exception()
+    // (lens::traced() does it); otherwise the event says only that an exception left the scope.
+    if (!(s.header.bits & RecordHeader::kHasException))
+      record_exception_entry(s, p->limits, "unknown", "the scope was left by a C++ exception", true);
+  }
+  s.header.end_tick = end;
+  // The record goes to the ending thread's queue (a Span may end on another thread than it started).
+  ThreadState* t = p->stopped() ? nullptr : state_for(p);
+  if (t == nullptr) {
+    p->count_late_drop();
+  } else {
+    queue_record(*t, s);
+  }
+  release_slot(s, t);
+  h.slot = nullptr;
+}
+
+void set_attributes(SpanHandle& h, std::initializer_list<Attribute> attributes) noexcept {
+  if (owns(h)) append_attributes(*h.slot, h.slot->owner->pipeline->limits, attributes);
+}
+
+void add_event(SpanHandle& h, SpanName name, std::initializer_list<Attribute> attributes) noexcept {
+  if (owns(h)) append_event(*h.slot, h.slot->owner->pipeline->limits, name, now_ticks(), attributes);
+}
+
+void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attribute> attributes) noexcept {
+  if (!owns(h)) return;
+  OpenSpan& s = *h.slot;
+  const Limits& limits = s.owner->pipeline->limits;
+  ArenaWriter w(s);
+  if (s.header.link_count >= limits.span_link_count || !w.fits(40)) {
+    ++s.header.dropped_links;
+    return;
+  }
+  w.u8(static_cast<std::uint8_t>(EntryTag::kLink));
+  w.u8(0);
+  w.u8(0);
+  w.u8(0);
+  w.bytes(link.trace_id.bytes.data(), 16);
+  w.bytes(link.span_id.bytes.data(), 8);
+  w.u8(link.trace_flags);
+  w.u8(link.is_remote ? 1 : 0);
+  w.u8(0);
+  w.u8(0);
+  std::uint32_t counts_at = w.position();
+  w.put(std::uint32_t{0});
+  w.put(std::uint32_t{0});
+  std::uint32_t dropped = 0;
+  std::uint32_t written =
+      put_nested_attributes(w, attributes, limits.link_attribute_count, max_value_length(limits), dropped);
+  std::memcpy(s.arena + counts_at, &written, 4);
+  std::memcpy(s.arena + counts_at + 4, &dropped, 4);
+  ++s.header.link_count;
+  w.commit();
+}
+
+void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexcept {
+  if (!owns(h)) return;
+  RecordHeader& r = h.slot->header;
+  // OpenTelemetry: Ok is final; Unset never overrides; a description only goes with Error.
+  if (code == StatusCode::kUnset || r.status_code == static_cast<std::uint8_t>(StatusCode::kOk)) return;
+  r.status_code = static_cast<std::uint8_t>(code);
+  r.status_message_entry = 0;
+  if (code == StatusCode::kError && !message.empty()) set_status_message(*h.slot, message);
+}
+
+void record_exception(SpanHandle& h, std::string_view type, std::string_view message, bool escaped) noexcept {
+  if (owns(h)) record_exception_entry(*h.slot, h.slot->owner->pipeline->limits, type, message, escaped);
+}
+
+std::string_view exception_type_name(const std::exception& e) noexcept {
+  // Demangled once per type and kept: the names of exception types are few.
+  const char* mangled = typeid(e).name();
+  thread_local const char* last_mangled = nullptr;
+  thread_local char* last_demangled = nullptr;
+  if (mangled != last_mangled) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    std::free(last_demangled);
+    last_demangled = status == 0 ? demangled : nullptr;
+    last_mangled = mangled;
+  }
+  return last_demangled ? last_demangled : mangled;
+}
+
+ThreadState* push_context(const SpanContext& context) noexcept {
+  ThreadState* t = current_state();
+  if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
+  t->contexts[t->context_depth++].context = context;
+  return t;
+}
+
+void pop_context(ThreadState* pushed_to) noexcept {
+  // The state the push went to, even if telemetry was shut down or set up again since.
+  if (pushed_to != nullptr && pushed_to->context_depth > 0) --pushed_to->context_depth;
+}
+
+ThreadState* current_thread_state_if_any() noexcept { return t_state; }
+void forget_thread_state() noexcept { t_state = nullptr; }
+
+}  // namespace internal
+
+SpanContext current_context() noexcept {
+  internal::ThreadState* t = internal::current_state();
+  if (t == nullptr || t->context_depth == 0) return {};
+  return t->contexts[t->context_depth - 1].context;
+}
+
+}  // namespace lens
