@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev                  # tests
   libbenchmark-dev                           # benchmarks
   libcli11-dev                               # command-line flags of the examples and tools
+  nlohmann-json3-dev                         # tests read exported OTLP/JSON back
 )
 
 missing=()

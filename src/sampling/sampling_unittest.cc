@@ -1,26 +1,11 @@
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <new>
 
 #include "lens/config.h"
 #include "lens/sampling.h"
 #include "sampling/build.h"
-
-// Counts heap allocations made by this test binary, to prove a sampling decision makes none.
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "support/alloc_counter.h"
 
 namespace lens {
 namespace {
@@ -121,13 +106,13 @@ TEST(Samplers, ADecisionDoesNotAllocate) {
   SpanContext p = parent(true, true);
   SamplingParameters with_parent;
   with_parent.parent = &p;
-  long before = g_allocations.load();
+  long before = lens::testing::allocation_count();
   int kept = 0;
   for (std::uint64_t i = 0; i < 10000; ++i) {
     kept += root_decision(*sampler, i * 0x9E3779B97F4A7C15ull) == kKeep;
     kept += sampler->should_sample(with_parent) == kKeep;
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(lens::testing::allocation_count() - before, 0);
   EXPECT_GT(kept, 10000);
 }
 

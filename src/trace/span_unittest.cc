@@ -1,0 +1,363 @@
+// Spans as a collector sees them: tree shape, parentage across threads, attributes, events, links, status,
+// exceptions, limits, and no heap allocation on the span path.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <thread>
+
+#include "lens/span.h"
+#include "support/alloc_counter.h"
+#include "support/capture.h"
+
+namespace lens {
+namespace {
+
+namespace mg = megatron::group;
+using testing::attribute;
+using testing::Capture;
+using testing::json;
+
+TEST(Spans, NestedScopesMakeOneTreeInOneTrace) {
+  Capture c;
+  {
+    LENS_SPAN(mg::job, "root");
+    {
+      LENS_SPAN(mg::step, "child", {"megatron.iteration", 3});
+      { LENS_SPAN(mg::layer, "grandchild"); }
+    }
+    { LENS_SPAN(mg::step, "sibling"); }
+  }
+  json root = c.span("root"), child = c.span("child"), grandchild = c.span("grandchild"), sibling = c.span("sibling");
+  ASSERT_FALSE(root.is_null());
+  EXPECT_FALSE(root.contains("parentSpanId"));
+  EXPECT_EQ(child["parentSpanId"], root["spanId"]);
+  EXPECT_EQ(grandchild["parentSpanId"], child["spanId"]);
+  EXPECT_EQ(sibling["parentSpanId"], root["spanId"]);
+  for (const json* s : {&child, &grandchild, &sibling}) EXPECT_EQ((*s)["traceId"], root["traceId"]);
+  EXPECT_EQ(attribute(child, "megatron.iteration")["intValue"], "3");
+  // Times nest.
+  auto t = [](const json& s, const char* k) { return std::stoull(s[k].get<std::string>()); };
+  EXPECT_LE(t(root, "startTimeUnixNano"), t(child, "startTimeUnixNano"));
+  EXPECT_LE(t(grandchild, "endTimeUnixNano"), t(child, "endTimeUnixNano"));
+  EXPECT_LE(t(child, "endTimeUnixNano"), t(root, "endTimeUnixNano"));
+  // Children end first: they are exported first.
+  std::vector<json> spans = c.spans();
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_EQ(spans[0]["name"], "grandchild");
+  EXPECT_EQ(spans[3]["name"], "root");
+}
+
+TEST(Spans, DisabledGroupEvaluatesNothingAndLeavesNoGapInTheTree) {
+  Capture c(testing::capture_config("job,layer"));
+  int evaluated = 0;
+  auto expensive = [&] {
+    ++evaluated;
+    return 1;
+  };
+  {
+    LENS_SPAN(mg::job, "root");
+    {
+      LENS_SPAN(mg::step, "off", {"x", expensive()});  // step is off: no span, arguments not evaluated
+      LENS_SPAN(mg::layer, "layer");
+    }
+  }
+  EXPECT_EQ(evaluated, 0);
+  EXPECT_TRUE(c.span("off").is_null());
+  EXPECT_EQ(c.span("layer")["parentSpanId"], c.span("root")["spanId"]);  // attaches to the nearest existing span
+}
+
+TEST(Spans, ContextCarriedIntoAnotherThread) {
+  Capture c;
+  {
+    LENS_SPAN(mg::job, "main");
+    SpanContext captured = current_context();
+    std::thread worker([captured] {
+      ContextScope scope(captured);
+      LENS_SPAN(mg::data_loading, "worker");
+    });
+    worker.join();
+    std::thread orphan([] { LENS_SPAN(mg::data_loading, "orphan"); });
+    orphan.join();
+  }
+  EXPECT_EQ(c.span("worker")["parentSpanId"], c.span("main")["spanId"]);
+  EXPECT_EQ(c.span("worker")["traceId"], c.span("main")["traceId"]);
+  EXPECT_FALSE(c.span("orphan").contains("parentSpanId"));
+  EXPECT_NE(c.span("orphan")["traceId"], c.span("main")["traceId"]);
+}
+
+TEST(Spans, ExplicitParentAndExplicitRoot) {
+  Capture c;
+  SpanContext remote = *from_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+  {
+    LENS_SPAN(mg::job, "current");
+    Span with_parent(mg::step, "with_parent", {}, {.parent = &remote});
+    Span new_trace(mg::step, "new_trace", {}, {.root = true});
+    with_parent.end();
+  }
+  json p = c.span("with_parent"), r = c.span("new_trace");
+  EXPECT_EQ(p["traceId"], "0af7651916cd43dd8448eb211c80319c");
+  EXPECT_EQ(p["parentSpanId"], "b7ad6b7169203331");
+  EXPECT_EQ(p["flags"].get<int>() & 0x300, 0x300);  // the parent is known to be remote
+  EXPECT_FALSE(r.contains("parentSpanId"));
+  EXPECT_NE(r["traceId"], c.span("current")["traceId"]);
+  EXPECT_EQ(r["flags"].get<int>() & 0xff, 0x03);  // sampled, and a root trace id is random (W3C level 2)
+}
+
+TEST(Spans, SpanEndedOnAnotherThread) {
+  Capture c;
+  Span s(mg::step, "moved");
+  std::thread([s = std::move(s)]() mutable { s.end(); }).join();
+  EXPECT_FALSE(c.span("moved").is_null());
+  EXPECT_EQ(c.telemetry().span_stats().produced, 1u);
+}
+
+TEST(Spans, EveryAttributeType) {
+  Capture c;
+  {
+    const bool flags[] = {true, false};
+    const std::int64_t ints[] = {1, -2, 3};
+    const double reals[] = {0.5, -1.25};
+    const std::string_view names[] = {"a", "b\"c"};
+    std::string dynamic_key = "dyn.key";
+    LENS_SPAN_NAMED(s, mg::job, "typed", {"b", true}, {"i", std::int64_t{-7}}, {"d", 2.5}, {"s", "text"});
+    s.set_attributes({{"ba", std::span<const bool>(flags)}, {"ia", std::span<const std::int64_t>(ints)},
+                      {"da", std::span<const double>(reals)}, {"sa", std::span<const std::string_view>(names)}});
+    s.set_attribute(dynamic_key, std::string("value"));
+    s.set_attribute("i", 8);  // a repeated key: the last value wins
+  }
+  json s = c.span("typed");
+  EXPECT_EQ(attribute(s, "b"), json({{"boolValue", true}}));
+  EXPECT_EQ(attribute(s, "i"), json({{"intValue", "8"}}));
+  EXPECT_EQ(attribute(s, "d"), json({{"doubleValue", 2.5}}));
+  EXPECT_EQ(attribute(s, "s"), json({{"stringValue", "text"}}));
+  EXPECT_EQ(attribute(s, "dyn.key"), json({{"stringValue", "value"}}));
+  EXPECT_EQ(attribute(s, "ba")["arrayValue"]["values"],
+            json::parse(R"([{"boolValue":true},{"boolValue":false}])"));
+  EXPECT_EQ(attribute(s, "ia")["arrayValue"]["values"],
+            json::parse(R"([{"intValue":"1"},{"intValue":"-2"},{"intValue":"3"}])"));
+  EXPECT_EQ(attribute(s, "da")["arrayValue"]["values"],
+            json::parse(R"([{"doubleValue":0.5},{"doubleValue":-1.25}])"));
+  EXPECT_EQ(attribute(s, "sa")["arrayValue"]["values"],
+            json::parse(R"([{"stringValue":"a"},{"stringValue":"b\"c"}])"));
+  int count_i = 0;
+  for (const json& kv : s["attributes"]) count_i += kv["key"] == "i";
+  EXPECT_EQ(count_i, 1);
+}
+
+TEST(Spans, EventsLinksStatusAndKind) {
+  Capture c;
+  SpanContext linked = *from_traceparent("00-11111111111111111111111111111111-2222222222222222-01");
+  {
+    Span s(mg::checkpoint, "save", {}, {.kind = SpanKind::kClient});
+    s.add_event("shard.written", {{"bytes", 4096}});
+    s.add_link(linked, {{"link.reason", "previous segment"}});
+    s.set_status(StatusCode::kError, "disk full");
+  }
+  json s = c.span("save");
+  EXPECT_EQ(s["kind"], 3);
+  ASSERT_EQ(s["events"].size(), 1u);
+  EXPECT_EQ(s["events"][0]["name"], "shard.written");
+  EXPECT_EQ(attribute(s["events"][0], "bytes")["intValue"], "4096");
+  ASSERT_EQ(s["links"].size(), 1u);
+  EXPECT_EQ(s["links"][0]["traceId"], "11111111111111111111111111111111");
+  EXPECT_EQ(s["links"][0]["spanId"], "2222222222222222");
+  EXPECT_EQ(attribute(s["links"][0], "link.reason")["stringValue"], "previous segment");
+  EXPECT_EQ(s["status"], json({{"code", 2}, {"message", "disk full"}}));
+}
+
+TEST(Spans, StatusRules) {
+  Capture c;
+  {
+    Span ok(mg::job, "ok");
+    ok.set_status(StatusCode::kOk, "ignored: only errors carry a description");
+    ok.set_status(StatusCode::kError, "too late: ok is final");
+    Span unset(mg::job, "unset");
+  }
+  EXPECT_EQ(c.span("ok")["status"], json({{"code", 1}}));
+  EXPECT_EQ(c.span("unset")["status"], json::object());
+}
+
+TEST(Spans, ExceptionLeavingAScopeIsRecordedAndPropagatesUnchanged) {
+  Capture c;
+  struct TrainingDiverged : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  try {
+    LENS_SPAN(mg::step, "scoped");
+    throw TrainingDiverged("loss is nan");
+  } catch (const TrainingDiverged& e) {
+    EXPECT_STREQ(e.what(), "loss is nan");
+  }
+  auto step = traced(mg::step, "traced", [](int x) -> int {
+    if (x < 0) throw std::invalid_argument("negative batch");
+    return 2 * x;
+  });
+  EXPECT_EQ(step(21), 42);
+  EXPECT_THROW(step(-1), std::invalid_argument);
+
+  json scoped = c.span("scoped");
+  EXPECT_EQ(scoped["status"]["code"], 2);
+  ASSERT_EQ(scoped["events"].size(), 1u);
+  EXPECT_EQ(scoped["events"][0]["name"], "exception");
+  EXPECT_EQ(attribute(scoped["events"][0], "exception.escaped")["boolValue"], true);
+
+  std::vector<json> traced_spans;
+  for (const json& s : c.spans())
+    if (s["name"] == "traced") traced_spans.push_back(s);
+  ASSERT_EQ(traced_spans.size(), 2u);
+  EXPECT_FALSE(traced_spans[0].contains("events"));
+  const json& failed = traced_spans[1];
+  EXPECT_EQ(failed["status"]["code"], 2);
+  ASSERT_EQ(failed["events"].size(), 1u);  // one exception event, with the real type and message
+  EXPECT_EQ(attribute(failed["events"][0], "exception.type")["stringValue"], "std::invalid_argument");
+  EXPECT_EQ(attribute(failed["events"][0], "exception.message")["stringValue"], "negative batch");
+}
+
+TEST(Spans, TracedChecksTheGroupAtEachCall) {
+  Capture c(testing::capture_config("job"));
+  int calls = 0;
+  auto f = traced(mg::step, "maybe", [&] { ++calls; });
+  f();
+  set_enabled_span_groups(GroupSet{mg::step});
+  f();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(c.spans().size(), 1u);
+}
+
+TEST(Spans, TraceRegionIsASpanInItsGroup) {
+  Capture c(testing::capture_config("trace_region"));
+  { LENS_TRACE_REGION("dataset.build_index"); }
+  EXPECT_FALSE(c.span("dataset.build_index").is_null());
+  Capture off(testing::capture_config("per_step"));
+  { LENS_TRACE_REGION("dataset.build_index"); }
+  EXPECT_TRUE(off.spans().empty());
+}
+
+TEST(Spans, NamesFromLiteralsAndFromStrings) {
+  Capture c;
+  {
+    std::string name = "dynamic.";
+    name += std::to_string(7);
+    Span s(mg::job, name);
+    name = "changed";  // the span copied the name when it started
+  }
+  EXPECT_FALSE(c.span("dynamic.7").is_null());
+}
+
+TEST(Limits, CountsAndLengthsWithDroppedCounts) {
+  Config config = testing::capture_config();
+  config.limits.span_attribute_count = 2;
+  config.limits.span_attribute_value_length = 4;
+  config.limits.span_event_count = 1;
+  config.limits.span_link_count = 1;
+  config.limits.event_attribute_count = 1;
+  Capture c(config);
+  SpanContext other = *from_traceparent("00-11111111111111111111111111111111-2222222222222222-01");
+  {
+    LENS_SPAN_NAMED(s, mg::job, "limited", {"a", "abcdefgh"}, {"b", 1}, {"c", 2});
+    s.add_event("e1", {{"x", 1}, {"y", 2}});
+    s.add_event("e2");
+    s.add_link(other);
+    s.add_link(other);
+  }
+  json s = c.span("limited");
+  EXPECT_EQ(s["attributes"].size(), 2u);
+  EXPECT_EQ(attribute(s, "a")["stringValue"], "abcd");
+  EXPECT_EQ(s["droppedAttributesCount"], 1);
+  EXPECT_EQ(s["events"].size(), 1u);
+  EXPECT_EQ(s["droppedEventsCount"], 1);
+  EXPECT_EQ(s["events"][0]["droppedAttributesCount"], 1);
+  EXPECT_EQ(s["links"].size(), 1u);
+  EXPECT_EQ(s["droppedLinksCount"], 1);
+}
+
+TEST(Limits, AFullArenaDropsAndCountsInsteadOfAllocating) {
+  Capture c;
+  {
+    Span s(mg::job, "big");
+    std::string value(600, 'x');
+    for (int i = 0; i < 8; ++i) s.set_attribute(std::string("k") + std::to_string(i), value);
+  }
+  json s = c.span("big");
+  EXPECT_GT(s["droppedAttributesCount"].get<int>(), 0);
+  EXPECT_EQ(s["attributes"].size() + s["droppedAttributesCount"].get<std::size_t>(), 8u);
+}
+
+TEST(Sampling, SampledOutSpansAreNotExportedAndTheirChildrenFollow) {
+  Config config = testing::capture_config();
+  config.traces_sampler = TracesSampler::kParentBasedAlwaysOff;
+  Capture c(config);
+  {
+    LENS_SPAN(mg::job, "root");
+    LENS_SPAN(mg::step, "child");
+    EXPECT_TRUE(current_context().is_valid());
+    EXPECT_FALSE(current_context().is_sampled());
+  }
+  EXPECT_TRUE(c.spans().empty());
+  EXPECT_EQ(c.telemetry().span_stats().sampled_out, 2u);
+}
+
+TEST(Shutdown, OpenSpansAreEndedInnermostFirstAsTruncated) {
+  auto shared = std::make_shared<internal::MemoryExporter::Shared>();
+  Telemetry t = internal::setup(testing::capture_config(), 0, 1, {}, SetupOptions{.reinit = true},
+                                std::make_unique<internal::MemoryExporter>(shared));
+  {
+    LENS_SPAN(mg::job, "outer");
+    { LENS_SPAN(mg::step, "done"); }
+    LENS_SPAN(mg::step, "inner");
+    EXPECT_TRUE(t.shutdown());
+  }  // the scopes end after shutdown: nothing more is exported, nothing is counted twice
+  std::vector<json> spans;
+  for (const std::string& r : shared->requests) {
+    json request = json::parse(r);
+    for (const json& s : request["resourceSpans"][0]["scopeSpans"][0]["spans"]) spans.push_back(s);
+  }
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0]["name"], "done");
+  EXPECT_EQ(spans[1]["name"], "inner");
+  EXPECT_EQ(spans[2]["name"], "outer");
+  for (int i : {1, 2}) {
+    EXPECT_EQ(attribute(spans[i], "nemo.span.truncated")["boolValue"], true);
+    ASSERT_TRUE(spans[i].contains("events"));
+    const json& e = spans[i]["events"].back();
+    EXPECT_EQ(e["name"], "nemo.span.truncated");
+    EXPECT_EQ(attribute(e, "reason")["stringValue"], "still open at telemetry shutdown");
+    EXPECT_FALSE(spans[i]["status"].contains("code"));  // not an error
+  }
+  EXPECT_TRUE(attribute(spans[0], "nemo.span.truncated").is_null());
+  SpanStats stats = t.span_stats();
+  EXPECT_EQ(stats.produced, 3u);
+  EXPECT_EQ(stats.exported, 3u);
+  EXPECT_EQ(stats.dropped(), 0u);
+  EXPECT_TRUE(shared->shut_down);
+}
+
+TEST(Shutdown, SpansEndedAfterShutdownAreCountedAsDropped) {
+  Capture c;
+  Span late(mg::job, "late");
+  std::thread other([&] {
+    LENS_SPAN(mg::job, "other-thread");  // a thread's spans are not truncated by another thread's shutdown
+    c.telemetry().shutdown();
+  });
+  other.join();
+  late.end();
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.produced, s.exported + s.dropped());
+}
+
+TEST(Allocation, TheSpanPathAllocatesNothingEnabledOrDisabled) {
+  Capture c(testing::capture_config("per_step"));
+  { LENS_SPAN(mg::step, "warm-up"); }  // the thread's first span creates its state
+  long before = lens::testing::allocation_count();
+  for (int i = 0; i < 1000; ++i) {
+    LENS_SPAN(mg::step, "enabled", {"i", i}, {"loss", 1.5}, {"phase", "train"});
+    LENS_SPAN_NAMED(s, mg::layer, "disabled", {"i", i});
+    s.set_attribute("x", 1);
+    { LENS_SPAN(mg::optimizer, "nested"); }
+  }
+  EXPECT_EQ(lens::testing::allocation_count() - before, 0);
+  EXPECT_EQ(c.telemetry().span_stats().produced, 2001u);
+}
+
+}  // namespace
+}  // namespace lens
