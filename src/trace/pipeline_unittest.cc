@@ -1,0 +1,119 @@
+// The pipeline under pressure: a full queue, a failing exporter, a hanging exporter, several producers. Also
+// run under ThreadSanitizer.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "support/capture.h"
+
+namespace lens {
+namespace {
+
+namespace mg = megatron::group;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+TEST(Pipeline, AFullQueueDropsAndCountsExactly) {
+  Config config = testing::capture_config("job");
+  config.span_batch.max_queue_size = 64;
+  config.span_batch.max_export_batch_size = 16;
+  testing::Capture c(config);
+  c.exporter().hang = true;  // nothing leaves the queue until released
+  constexpr int kProduced = 1000;
+  for (int i = 0; i < kProduced; ++i) {
+    LENS_SPAN(mg::job, "flood", {"i", i});
+  }
+  SpanStats during = c.telemetry().span_stats();
+  EXPECT_GT(during.dropped_queue_full, 0u);
+  c.exporter().release();
+  ASSERT_TRUE(c.telemetry().shutdown());
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.produced, static_cast<std::uint64_t>(kProduced));
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+  EXPECT_EQ(s.exported, c.exporter().spans);
+  EXPECT_EQ(s.queued, 0u);
+}
+
+TEST(Pipeline, AFailingExporterCountsEverySpanOfItsBatches) {
+  testing::Capture c(testing::capture_config("job"));
+  c.exporter().fail = true;
+  for (int i = 0; i < 100; ++i) {
+    LENS_SPAN(mg::job, "doomed");
+  }
+  ASSERT_TRUE(c.telemetry().shutdown());
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.produced, 100u);
+  EXPECT_EQ(s.dropped_export_failed, 100u);
+  EXPECT_GE(s.export_failures, 1u);
+  EXPECT_EQ(s.exported, 0u);
+}
+
+TEST(Pipeline, AHangingExporterCannotHoldShutdownPastItsDeadline) {
+  testing::Capture c(testing::capture_config("job"));
+  c.exporter().hang = true;
+  { LENS_SPAN(mg::job, "stuck"); }
+  auto start = steady_clock::now();
+  EXPECT_FALSE(c.telemetry().force_flush(milliseconds(100)));
+  EXPECT_FALSE(c.telemetry().shutdown(milliseconds(200)));
+  auto took = steady_clock::now() - start;
+  EXPECT_LT(took, milliseconds(2000));
+  EXPECT_TRUE(c.telemetry().shutdown(milliseconds(10)));  // idempotent: the second call has nothing to do
+  // Spans after shutdown are not recorded and the training thread never blocks.
+  auto t0 = steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    LENS_SPAN(mg::job, "after");
+  }
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(500));
+  c.exporter().release();  // let the stuck thread finish before the process ends
+}
+
+TEST(Pipeline, ForceFlushExportsEverythingEndedBefore) {
+  testing::Capture c(testing::capture_config("job"));
+  for (int i = 0; i < 10; ++i) {
+    LENS_SPAN(mg::job, "flushed");
+  }
+  ASSERT_TRUE(c.telemetry().force_flush());
+  EXPECT_EQ(c.exporter().spans, 10u);
+}
+
+TEST(Pipeline, ManyProducersNothingLostUncounted) {
+  Config config = testing::capture_config("job,step");
+  config.span_batch.max_queue_size = 256;
+  testing::Capture c(config);
+  constexpr int kThreads = 4, kSpans = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < kSpans; ++i) {
+        LENS_SPAN(mg::job, "outer");
+        LENS_SPAN(mg::step, "inner", {"i", i});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(c.telemetry().shutdown());
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.produced, static_cast<std::uint64_t>(2 * kThreads * kSpans));
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+  EXPECT_EQ(s.exported, c.exporter().spans);
+}
+
+TEST(Pipeline, SwitchingGroupsWhileThreadsRecord) {
+  testing::Capture c(testing::capture_config("job"));
+  std::atomic<bool> stop{false};
+  std::thread producer([&] {
+    while (!stop.load()) {
+      LENS_SPAN(mg::layer, "maybe");
+    }
+  });
+  for (int i = 0; i < 200; ++i) set_enabled_span_groups(i % 2 ? GroupSet{mg::layer} : GroupSet{});
+  stop.store(true);
+  producer.join();
+  ASSERT_TRUE(c.telemetry().shutdown());
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+}
+
+}  // namespace
+}  // namespace lens

@@ -1,0 +1,61 @@
+// A process that records spans for the multi-process tests. Telemetry comes from the environment
+// (MEGATRON_OTEL_*), so the test decides exporter, directory and run id.
+//   span_probe ids N     seed every user RNG identically, record N root spans, exit normally
+//   span_probe sigterm   record 5 spans, open two, say "ready", wait to be killed
+//   span_probe sigterm-user-handler   the same with the program's own SIGTERM handler installed first
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "lens/megatron.h"
+#include "lens/telemetry.h"
+
+namespace mg = lens::megatron::group;
+
+namespace {
+
+void user_handler(int) {
+  const char text[] = "user handler ran\n";
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, text, sizeof text - 1);
+  ::_exit(7);
+}
+
+int wait_for_sigterm() {
+  { LENS_SPAN(mg::job, "before.0"); }
+  { LENS_SPAN(mg::job, "before.1"); }
+  { LENS_SPAN(mg::job, "before.2"); }
+  { LENS_SPAN(mg::job, "before.3"); }
+  { LENS_SPAN(mg::job, "before.4"); }
+  LENS_SPAN(mg::job, "open.outer");
+  LENS_SPAN(mg::step, "open.inner");
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (;;) ::pause();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "sigterm-user-handler") ::signal(SIGTERM, user_handler);
+  // Identical user seeding on every rank, as training scripts do: lens ids must not follow it.
+  std::srand(42);
+  std::mt19937 user_rng(42);
+  lens::Telemetry telemetry = lens::setup_telemetry(lens::megatron::config_from_env());
+  if (mode == "ids") {
+    int n = argc > 2 ? std::atoi(argv[2]) : 100;
+    for (int i = 0; i < n; ++i) {
+      LENS_SPAN(mg::job, "id.root", {"user.random", static_cast<std::int64_t>(user_rng())});
+      LENS_SPAN(mg::step, "id.child");
+    }
+    return telemetry.shutdown() ? 0 : 1;
+  }
+  if (mode == "sigterm" || mode == "sigterm-user-handler") return wait_for_sigterm();
+  std::fprintf(stderr, "usage: span_probe ids N | sigterm | sigterm-user-handler\n");
+  return 2;
+}
