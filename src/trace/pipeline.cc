@@ -200,11 +200,16 @@ bool Pipeline::shutdown(Deadline deadline) {
   }
   std::unique_lock lock(mutex_);
   if (!done_.wait_until(lock, deadline, [&] { return finished_.load(); })) {
+    lock.unlock();
     log_warning("shutdown: the exporter did not finish by the deadline; %llu spans may be lost",
                 static_cast<unsigned long long>(stats().queued));
+    // Left to finish on its own: the pipeline is never freed, so it touches nothing that goes away.
+    std::lock_guard join_lock(join_mutex_);
+    if (thread_.joinable()) thread_.detach();
     return false;
   }
   lock.unlock();
+  std::lock_guard join_lock(join_mutex_);  // shutdown may be called from two threads at once
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   return true;
 }

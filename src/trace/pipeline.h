@@ -106,6 +106,7 @@ class Pipeline {
   std::atomic<std::uint64_t> export_failures_{0};
   std::atomic<std::uint64_t> late_drops_{0};
 
+  std::mutex join_mutex_;
   std::thread thread_;
 };
 
