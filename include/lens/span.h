@@ -112,7 +112,9 @@ class Span {
   }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
-  ~Span() { end_now(std::uncaught_exceptions() > uncaught_); }
+  ~Span() {
+    if (h_.slot) internal::end_span(h_, std::uncaught_exceptions() > uncaught_);
+  }
 
   // True while the span records (its group was on and the sampler kept it).
   bool is_recording() const noexcept { return h_.slot != nullptr; }
@@ -163,7 +165,9 @@ class Span {
 class ContextScope {
  public:
   explicit ContextScope(const SpanContext& context) noexcept : pushed_to_(internal::push_context(context)) {}
-  ~ContextScope() { internal::pop_context(pushed_to_); }
+  ~ContextScope() {
+    if (pushed_to_) internal::pop_context(pushed_to_);
+  }
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
 
@@ -177,7 +181,9 @@ class ScopedSpan : public Span {
   ScopedSpan() noexcept = default;
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
-  ~ScopedSpan() { internal::pop_context(pushed_to_); }  // the Span base ends the span afterwards
+  ~ScopedSpan() {  // the Span base ends the span afterwards
+    if (pushed_to_) internal::pop_context(pushed_to_);
+  }
 
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
              const StartOptions& options = {}) noexcept {

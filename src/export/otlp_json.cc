@@ -1,5 +1,6 @@
 #include "export/otlp_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -13,139 +14,157 @@ namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
 
-// A small JSON writer over a reused string: no allocation once the string has grown to a batch's size.
+// Two hex digits per byte value, so ids are written two characters at a time.
+struct HexTable {
+  char pairs[256][2];
+  constexpr HexTable() : pairs() {
+    for (int i = 0; i < 256; ++i) {
+      pairs[i][0] = kHex[i >> 4];
+      pairs[i][1] = kHex[i & 15];
+    }
+  }
+};
+constexpr HexTable kHexPairs;
+
+// A JSON writer that appends to a reused string through a raw cursor: the string is grown ahead (rarely once
+// it has reached a batch's size) and trimmed at the end, so each character costs a store, not a call.
 class Json {
  public:
-  explicit Json(std::string& out) : out_(out) {}
+  explicit Json(std::string& out) : out_(out), len_(out.size()) {}
+  ~Json() { out_.resize(len_); }
 
-  Json& raw(std::string_view s) {
-    out_.append(s);
-    return *this;
-  }
-  Json& key(std::string_view k) {  // `,"k":` with the comma when needed
-    comma();
-    out_ += '"';
-    out_.append(k);
-    out_ += "\":";
+  template <std::size_t N>
+  Json& key(const char (&k)[N]) {  // `,"k":` with the comma when needed
+    char* p = room(N + 4);
+    if (!first_) *p++ = ',';
+    *p++ = '"';
+    std::memcpy(p, k, N - 1);
+    p += N - 1;
+    *p++ = '"';
+    *p++ = ':';
+    done(p);
     first_ = true;  // the value follows, no comma before it
     return *this;
   }
   Json& open(char c) {
-    comma();
-    out_ += c;
+    char* p = room(2);
+    if (!first_) *p++ = ',';
+    *p++ = c;
+    done(p);
     first_ = true;
     return *this;
   }
   Json& close(char c) {
-    out_ += c;
+    *room(1) = c;
+    ++len_;
     first_ = false;
     return *this;
   }
   Json& string(std::string_view s) {
-    comma();
-    out_ += '"';
+    char* p = room(3);
+    if (!first_) *p++ = ',';
+    *p++ = '"';
+    done(p);
     escape(s);
-    out_ += '"';
+    p = room(1);
+    *p++ = '"';
+    done(p);
     first_ = false;
     return *this;
   }
   Json& hex(const std::uint8_t* bytes, std::size_t n) {
-    comma();
-    out_ += '"';
-    for (std::size_t i = 0; i < n; ++i) {
-      out_ += kHex[bytes[i] >> 4];
-      out_ += kHex[bytes[i] & 15];
-    }
-    out_ += '"';
+    char* p = room(2 * n + 3);
+    if (!first_) *p++ = ',';
+    *p++ = '"';
+    for (std::size_t i = 0; i < n; ++i, p += 2) std::memcpy(p, kHexPairs.pairs[bytes[i]], 2);
+    *p++ = '"';
+    done(p);
     first_ = false;
     return *this;
   }
-  Json& u64_string(std::uint64_t v) {  // OTLP/JSON: 64-bit integers are strings
-    comma();
-    char buf[24];
-    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-    out_ += '"';
-    out_.append(buf, end);
-    out_ += '"';
+  template <typename Int>
+  Json& integer(Int v, bool quoted) {  // OTLP/JSON: 64-bit integers are strings
+    char* p = room(24);
+    if (!first_) *p++ = ',';
+    if (quoted) *p++ = '"';
+    p = std::to_chars(p, p + 21, v).ptr;
+    if (quoted) *p++ = '"';
+    done(p);
     first_ = false;
     return *this;
   }
-  Json& i64_string(std::int64_t v) {
-    comma();
-    char buf[24];
-    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-    out_ += '"';
-    out_.append(buf, end);
-    out_ += '"';
-    first_ = false;
-    return *this;
-  }
-  Json& number(std::uint64_t v) {
-    comma();
-    char buf[24];
-    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-    out_.append(buf, end);
-    first_ = false;
-    return *this;
-  }
+  Json& u64_string(std::uint64_t v) { return integer(v, true); }
+  Json& i64_string(std::int64_t v) { return integer(v, true); }
+  Json& number(std::uint64_t v) { return integer(v, false); }
   Json& real(double v) {  // proto3 JSON: NaN and infinities as strings
     if (std::isnan(v)) return string("NaN");
     if (std::isinf(v)) return string(v > 0 ? "Infinity" : "-Infinity");
-    comma();
-    char buf[32];
-    auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-    out_.append(buf, end);
+    char* p = room(34);
+    if (!first_) *p++ = ',';
+    p = std::to_chars(p, p + 32, v).ptr;
+    done(p);
     first_ = false;
     return *this;
   }
   Json& boolean(bool v) {
-    comma();
-    out_ += v ? "true" : "false";
+    char* p = room(6);
+    if (!first_) *p++ = ',';
+    std::memcpy(p, v ? "true" : "false", v ? 4 : 5);
+    done(p + (v ? 4 : 5));
     first_ = false;
     return *this;
   }
 
  private:
-  void comma() {
-    if (!first_) out_ += ',';
+  // A cursor with at least n writable bytes.
+  char* room(std::size_t n) {
+    if (len_ + n > out_.size()) out_.resize(std::max(2 * out_.size(), len_ + n + 65536));
+    return out_.data() + len_;
   }
+  void done(char* p) { len_ = static_cast<std::size_t>(p - out_.data()); }
+
   // JSON string escaping; invalid UTF-8 becomes U+FFFD so every line stays valid JSON.
   void escape(std::string_view s) {
+    char* p = room(6 * s.size());  // the worst case: every byte escaped
     for (std::size_t i = 0; i < s.size();) {
       auto c = static_cast<unsigned char>(s[i]);
-      if (c == '"' || c == '\\') {
-        out_ += '\\';
-        out_ += static_cast<char>(c);
+      if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+        *p++ = static_cast<char>(c);
+        ++i;
+      } else if (c == '"' || c == '\\') {
+        *p++ = '\\';
+        *p++ = static_cast<char>(c);
         ++i;
       } else if (c < 0x20) {
-        static const char* names[] = {"\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006",
-                                      "\\u0007", "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r"};
-        if (c < 14) {
-          out_ += names[c];
+        const char* named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b"
+                          : c == '\f' ? "\\f" : nullptr;
+        if (named) {
+          std::memcpy(p, named, 2);
+          p += 2;
         } else {
-          out_ += "\\u00";
-          out_ += kHex[c >> 4];
-          out_ += kHex[c & 15];
+          std::memcpy(p, "\\u00", 4);
+          std::memcpy(p + 4, kHexPairs.pairs[c], 2);
+          p += 6;
         }
-        ++i;
-      } else if (c < 0x80) {
-        out_ += static_cast<char>(c);
         ++i;
       } else {
         std::size_t n = utf8_sequence_length(s, i);
         if (n == 0) {
-          out_ += "\xEF\xBF\xBD";
+          std::memcpy(p, "\xEF\xBF\xBD", 3);  // U+FFFD
+          p += 3;
           ++i;
         } else {
-          out_.append(s.substr(i, n));
+          std::memcpy(p, s.data() + i, n);
+          p += n;
           i += n;
         }
       }
     }
+    done(p);
   }
   static std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
     auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+    std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
     if (n == 0 || i + n > s.size()) return 0;
     for (std::size_t k = 1; k < n; ++k)
       if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
@@ -153,6 +172,7 @@ class Json {
   }
 
   std::string& out_;
+  std::size_t len_;
   bool first_ = true;
 };
 

@@ -1,6 +1,8 @@
 #include "trace/pipeline.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -48,7 +50,13 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<SpanExporter> expo
   done_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   batch_spans_.reserve(batch_size);
   batch_offsets_.reserve(batch_size);
+  // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
+  // inherited from this thread's at creation.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   thread_ = std::thread([this] { run(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 ThreadState* Pipeline::thread_state() noexcept {
@@ -81,8 +89,10 @@ std::vector<ThreadState*> Pipeline::snapshot_threads() {
 
 void Pipeline::run() {
   const int delay_ms = static_cast<int>(std::min<std::int64_t>(settings_.batch.schedule_delay_ms, INT32_MAX));
+  bool busy = false;
   for (;;) {
-    wait_fd(wake_fd_, delay_ms);
+    // While producers keep queues filling, go straight on; otherwise sleep until woken or the delay passes.
+    wait_fd(wake_fd_, busy ? 0 : delay_ms);
     clear_fd(wake_fd_);
     wake_pending_.store(false, std::memory_order_release);
 
@@ -101,7 +111,7 @@ void Pipeline::run() {
     if (stop) stopped_.store(true, std::memory_order_release);
     auto export_deadline = std::chrono::steady_clock::now() +
                            std::chrono::milliseconds(settings_.batch.export_timeout_ms);
-    drain_and_export(export_deadline);
+    busy = drain_and_export(export_deadline);
     if (stop) {
       finish();
       return;
@@ -115,7 +125,7 @@ void Pipeline::run() {
 }
 
 bool Pipeline::drain_and_export(Deadline deadline) {
-  bool any = false;
+  bool full_batch = false;
   for (ThreadState* t : snapshot_threads()) {
     // At most what is queued now, so a producer that never pauses cannot keep a flush from ending.
     std::uint64_t available = t->queue.size();
@@ -130,12 +140,14 @@ bool Pipeline::drain_and_export(Deadline deadline) {
       });
       if (n == 0) break;
       available -= n;
-      any = true;
-      if (batch_spans_.size() >= batch_size) export_batch(deadline);
+      if (batch_spans_.size() >= batch_size) {
+        export_batch(deadline);
+        full_batch = true;
+      }
     }
   }
   if (!batch_spans_.empty()) export_batch(deadline);
-  return any;
+  return full_batch;
 }
 
 void Pipeline::export_batch(Deadline deadline) {

@@ -69,6 +69,7 @@ class Pipeline {
 
  private:
   void run();
+  // Exports what is queued now; true when at least one full batch went (producers are keeping up the pace).
   bool drain_and_export(Deadline deadline);
   void export_batch(Deadline deadline);
   std::vector<ThreadState*> snapshot_threads();
@@ -87,8 +88,8 @@ class Pipeline {
   std::atomic<bool> finished_{false};
   std::uint64_t flush_requested_ = 0;
   std::uint64_t flush_done_ = 0;
-  std::atomic<bool> wake_pending_{false};
-  std::atomic<bool> stopped_{false};  // no more spans are accepted
+  alignas(64) std::atomic<bool> wake_pending_{false};
+  alignas(64) std::atomic<bool> stopped_{false};  // no more spans are accepted; read on every span end
   std::atomic<bool> shutdown_started_{false};
   int wake_fd_ = -1;  // eventfd: producers, flush, shutdown and the SIGTERM handler wake the thread
   int done_fd_ = -1;  // eventfd: the thread tells the SIGTERM handler it has finished
@@ -101,7 +102,7 @@ class Pipeline {
   std::vector<const std::uint8_t*> batch_spans_;
   std::vector<std::size_t> batch_offsets_;
 
-  std::atomic<std::uint64_t> exported_{0};
+  alignas(64) std::atomic<std::uint64_t> exported_{0};
   std::atomic<std::uint64_t> dropped_export_failed_{0};
   std::atomic<std::uint64_t> export_failures_{0};
   std::atomic<std::uint64_t> late_drops_{0};

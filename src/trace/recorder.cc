@@ -63,30 +63,36 @@ bool owns(const SpanHandle& h) noexcept {
 
 // ---- arena writing -----------------------------------------------------------------------------------------
 
+// Writes entries at the end of a span's arena through a local cursor (so the compiler keeps it in a register
+// despite the byte stores), published by commit().
 class ArenaWriter {
  public:
-  explicit ArenaWriter(OpenSpan& s) noexcept : s_(s), at_(s.header.arena_used) {}
-  bool fits(std::size_t bytes) const noexcept { return at_ + bytes <= kArenaBytes; }
-  void u8(std::uint8_t v) noexcept { s_.arena[at_++] = v; }
+  explicit ArenaWriter(OpenSpan& s) noexcept : s_(s), begin_(s.arena), at_(s.arena + s.header.arena_used) {}
+  bool fits(std::size_t bytes) const noexcept { return static_cast<std::size_t>(at_ - begin_) + bytes <= kArenaBytes; }
+  void u8(std::uint8_t v) noexcept { *at_++ = v; }
   template <typename T>
   void put(const T& v) noexcept {
-    std::memcpy(s_.arena + at_, &v, sizeof v);
+    std::memcpy(at_, &v, sizeof v);
     at_ += sizeof v;
   }
   void bytes(const void* p, std::size_t n) noexcept {
-    std::memcpy(s_.arena + at_, p, n);
-    at_ += static_cast<std::uint32_t>(n);
+    std::memcpy(at_, p, n);
+    at_ += n;
   }
-  std::uint32_t position() const noexcept { return at_; }
+  std::uint32_t position() const noexcept { return static_cast<std::uint32_t>(at_ - begin_); }
+  std::uint8_t* cursor() const noexcept { return at_; }
+  const std::uint8_t* limit() const noexcept { return begin_ + kArenaBytes; }
+  void set_cursor(std::uint8_t* at) noexcept { at_ = at; }
   // Publishes what was written: a truncation that interrupts a write sees only complete entries.
   void commit() noexcept {
     std::atomic_signal_fence(std::memory_order_release);
-    s_.header.arena_used = at_;
+    s_.header.arena_used = position();
   }
 
  private:
   OpenSpan& s_;
-  std::uint32_t at_;
+  std::uint8_t* const begin_;
+  std::uint8_t* at_;
 };
 
 std::size_t text_bytes(bool is_static, std::size_t length) noexcept { return is_static ? sizeof(const char*) : length; }
@@ -118,41 +124,99 @@ std::size_t value_bytes(const AttributeValue& v, std::size_t max_length) noexcep
   return 0;
 }
 
-void put_value(ArenaWriter& w, const AttributeValue& v, std::size_t max_length) noexcept {
+struct ArenaCursor {
+  std::uint8_t* at;
+  void u8(std::uint8_t v) noexcept { *at++ = v; }
+  void u32(std::uint32_t v) noexcept {
+    std::memcpy(at, &v, 4);
+    at += 4;
+  }
+  void bytes(const void* p, std::size_t n) noexcept {
+    std::memcpy(at, p, n);
+    at += n;
+  }
+};
+
+// Array values (the rare case).
+void put_array(ArenaCursor& c, const AttributeValue& v, std::size_t max_length) noexcept {
   switch (v.type()) {
-    case ValueType::kBool: w.u8(v.as_bool() ? 1 : 0); break;
-    case ValueType::kInt: w.put(v.as_int()); break;
-    case ValueType::kDouble: w.put(v.as_double()); break;
-    case ValueType::kString: w.bytes(v.as_string().data(), std::min(v.as_string().size(), max_length)); break;
     case ValueType::kBoolArray:
-      for (bool b : v.as_bools()) w.u8(b ? 1 : 0);
+      for (bool b : v.as_bools()) c.u8(b ? 1 : 0);
       break;
-    case ValueType::kIntArray: w.bytes(v.as_ints().data(), 8 * v.as_ints().size()); break;
-    case ValueType::kDoubleArray: w.bytes(v.as_doubles().data(), 8 * v.as_doubles().size()); break;
+    case ValueType::kIntArray: c.bytes(v.as_ints().data(), 8 * v.as_ints().size()); break;
+    case ValueType::kDoubleArray: c.bytes(v.as_doubles().data(), 8 * v.as_doubles().size()); break;
     case ValueType::kStringArray:
-      w.put(static_cast<std::uint32_t>(v.as_strings().size()));
+      c.u32(static_cast<std::uint32_t>(v.as_strings().size()));
       for (std::string_view s : v.as_strings()) {
-        std::uint32_t n = static_cast<std::uint32_t>(std::min(s.size(), max_length));
-        w.put(n);
-        w.bytes(s.data(), n);
+        auto n = static_cast<std::uint32_t>(std::min(s.size(), max_length));
+        c.u32(n);
+        c.bytes(s.data(), n);
       }
       break;
+    default: break;
   }
 }
 
-// Appends one attribute entry; false when the arena has no room.
+// The fixed start of an attribute entry.
+struct AttributeHead {
+  std::uint8_t tag;
+  std::uint8_t type;
+  std::uint8_t key_is_static;
+  std::uint8_t pad;
+  std::uint32_t key_length;
+};
+static_assert(sizeof(AttributeHead) == 8);
+
+// Appends one attribute entry at `at`; returns the end of the entry, or null when it does not fit before
+// `end`. Works on a local pointer (not through the writer) so that the byte stores, which may alias anything,
+// do not force the cursor back to memory after each one.
+std::uint8_t* put_attribute(std::uint8_t* at, const std::uint8_t* end, const Attribute& a,
+                            std::size_t max_length) noexcept {
+  const bool key_static = a.key.is_static();
+  const std::string_view key = a.key.text();
+  const std::size_t n = value_bytes(a.value, max_length);
+  if (static_cast<std::size_t>(end - at) < sizeof(AttributeHead) + text_bytes(key_static, key.size()) + 4 + n)
+    return nullptr;
+  AttributeHead head{static_cast<std::uint8_t>(EntryTag::kAttribute), static_cast<std::uint8_t>(a.value.type()),
+                     static_cast<std::uint8_t>(key_static ? 1 : 0), 0, static_cast<std::uint32_t>(key.size())};
+  std::memcpy(at, &head, sizeof head);
+  at += sizeof head;
+  if (key_static) {
+    const char* pointer = key.data();
+    std::memcpy(at, &pointer, sizeof pointer);
+    at += sizeof pointer;
+  } else {
+    std::memcpy(at, key.data(), key.size());
+    at += key.size();
+  }
+  const auto n32 = static_cast<std::uint32_t>(n);
+  std::memcpy(at, &n32, 4);
+  at += 4;
+  switch (a.value.type()) {
+    case ValueType::kInt: {
+      std::int64_t v = a.value.as_int();
+      std::memcpy(at, &v, 8);
+      return at + 8;
+    }
+    case ValueType::kDouble: {
+      double v = a.value.as_double();
+      std::memcpy(at, &v, 8);
+      return at + 8;
+    }
+    case ValueType::kBool: *at = a.value.as_bool() ? 1 : 0; return at + 1;
+    case ValueType::kString: std::memcpy(at, a.value.as_string().data(), n); return at + n;
+    default: {
+      ArenaCursor c{at};
+      put_array(c, a.value, max_length);
+      return c.at;
+    }
+  }
+}
+
 bool put_attribute(ArenaWriter& w, const Attribute& a, std::size_t max_length) noexcept {
-  std::size_t key_bytes = text_bytes(a.key.is_static(), a.key.text().size());
-  std::size_t n = value_bytes(a.value, max_length);
-  if (!w.fits(8 + key_bytes + 4 + n)) return false;
-  w.u8(static_cast<std::uint8_t>(EntryTag::kAttribute));
-  w.u8(static_cast<std::uint8_t>(a.value.type()));
-  w.u8(a.key.is_static() ? 1 : 0);
-  w.u8(0);
-  w.put(static_cast<std::uint32_t>(a.key.text().size()));
-  put_text(w, a.key.text(), a.key.is_static());
-  w.put(static_cast<std::uint32_t>(n));
-  put_value(w, a.value, max_length);
+  std::uint8_t* next = put_attribute(w.cursor(), w.limit(), a, max_length);
+  if (next == nullptr) return false;
+  w.set_cursor(next);
   return true;
 }
 
@@ -177,14 +241,22 @@ std::uint32_t put_nested_attributes(ArenaWriter& w, std::initializer_list<Attrib
 
 void append_attributes(OpenSpan& s, const Limits& limits, std::initializer_list<Attribute> attributes) noexcept {
   ArenaWriter w(s);
-  std::size_t max_length = max_value_length(limits);
+  std::uint8_t* at = w.cursor();
+  const std::uint8_t* end = w.limit();
+  const std::size_t max_length = max_value_length(limits);
+  std::uint32_t count = s.header.attribute_count, dropped = 0;
   for (const Attribute& a : attributes) {
-    if (s.header.attribute_count >= limits.span_attribute_count || !put_attribute(w, a, max_length)) {
-      ++s.header.dropped_attributes;
+    std::uint8_t* next = count < limits.span_attribute_count ? put_attribute(at, end, a, max_length) : nullptr;
+    if (next == nullptr) {
+      ++dropped;
       continue;
     }
-    ++s.header.attribute_count;
+    at = next;
+    ++count;
   }
+  w.set_cursor(at);
+  s.header.attribute_count = static_cast<std::uint16_t>(count);
+  s.header.dropped_attributes += dropped;
   w.commit();
 }
 
@@ -251,7 +323,7 @@ void queue_record(ThreadState& t, OpenSpan& s) noexcept {
     ThreadCounters::bump(t.counters.dropped_queue_full);
     return;
   }
-  if (t.queue.size() == p->batch_size) p->wake_exporter();
+  if (t.queue.pending_estimate() == p->batch_size) p->wake_exporter();
 }
 
 void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view type, std::string_view message,

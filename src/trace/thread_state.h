@@ -34,6 +34,10 @@ class SpanQueue {
   // Consumer: calls f(record bytes) for up to `max` records; returns how many.
   template <typename F>
   std::size_t pop(std::size_t max, F&& f);
+  // Producer only, without touching the consumer's cache line: at least the spans waiting now.
+  std::uint64_t pending_estimate() const noexcept {
+    return pushed_.load(std::memory_order_relaxed) - cached_popped_;
+  }
   std::uint64_t size() const noexcept {
     return pushed_.load(std::memory_order_acquire) - popped_.load(std::memory_order_acquire);
   }
