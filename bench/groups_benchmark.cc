@@ -15,8 +15,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "lens/megatron.h"
-#include "lens/telemetry.h"
+#include "bench_support.h"
 
 namespace {
 
@@ -34,21 +33,8 @@ void BM_Baseline_RelaxedLoadAndBranch(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_RelaxedLoadAndBranch);
 
-// Telemetry set up with the Megatron `per_step` preset: step is on, layer is off.
-void set_up_per_step() {
-  static lens::Telemetry telemetry = [] {
-    lens::Config config;
-    config.catalogue = lens::megatron::catalogue();
-    config.enabled = true;
-    config.span_groups = "per_step";
-    config.exporter = lens::Exporter::kFile;
-    config.file_dir = "/tmp/lens-groups-benchmark";
-    return lens::setup_telemetry(config, 0, 1);
-  }();
-}
-
 void BM_IsEnabled_EnabledGroup(benchmark::State& state) {
-  set_up_per_step();
+  lens::bench::set_up();
   std::uint64_t hits = 0;
   for (auto _ : state) {
     if (LENS_GROUP_ENABLED(mg::step)) ++hits;
@@ -59,7 +45,7 @@ void BM_IsEnabled_EnabledGroup(benchmark::State& state) {
 BENCHMARK(BM_IsEnabled_EnabledGroup);
 
 void BM_IsEnabled_DisabledGroup(benchmark::State& state) {
-  set_up_per_step();
+  lens::bench::set_up();
   std::uint64_t hits = 0;
   for (auto _ : state) {
     if (LENS_GROUP_ENABLED(mg::layer)) ++hits;
