@@ -173,6 +173,29 @@ static_assert(sizeof(AttributeHead) == 8);
 std::uint8_t* put_attribute(std::uint8_t* at, const std::uint8_t* end, const Attribute& a,
                             std::size_t max_length) noexcept {
   const bool key_static = a.key.is_static();
+  const ValueType type = a.value.type();
+  if (key_static && (type == ValueType::kInt || type == ValueType::kDouble)) {
+    // The common case, a literal key and an 8-byte number: one fixed 28-byte entry.
+    constexpr std::size_t kSize = sizeof(AttributeHead) + sizeof(const char*) + 4 + 8;
+    if (static_cast<std::size_t>(end - at) < kSize) return nullptr;
+    AttributeHead head{static_cast<std::uint8_t>(EntryTag::kAttribute), static_cast<std::uint8_t>(type), 1, 0,
+                       static_cast<std::uint32_t>(a.key.text().size())};
+    const char* key = a.key.text().data();
+    const std::uint32_t eight = 8;
+    std::uint64_t bits;
+    if (type == ValueType::kInt) {
+      std::int64_t v = a.value.as_int();
+      std::memcpy(&bits, &v, 8);
+    } else {
+      double v = a.value.as_double();
+      std::memcpy(&bits, &v, 8);
+    }
+    std::memcpy(at, &head, 8);
+    std::memcpy(at + 8, &key, 8);
+    std::memcpy(at + 16, &eight, 4);
+    std::memcpy(at + 20, &bits, 8);
+    return at + kSize;
+  }
   const std::string_view key = a.key.text();
   const std::size_t n = value_bytes(a.value, max_length);
   if (static_cast<std::size_t>(end - at) < sizeof(AttributeHead) + text_bytes(key_static, key.size()) + 4 + n)
