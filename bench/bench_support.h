@@ -18,20 +18,18 @@ class DiscardExporter final : public internal::SpanExporter {
   }
 };
 
-// Every group of `per_step` and `microbatch` on (so `step` is on and `layer` is off); the sampler as asked.
-inline void set_up(TracesSampler sampler = TracesSampler::kParentBasedAlwaysOn) {
-  static bool ready = false;
-  static TracesSampler current;
-  static Telemetry telemetry;
-  if (ready && current == sampler) return;
-  Config config;
-  config.catalogue = megatron::catalogue();
-  config.enabled = true;
-  config.span_groups = "per_step,microbatch";
-  config.traces_sampler = sampler;
-  telemetry = internal::setup(config, 0, 1, {}, SetupOptions{.reinit = true}, std::make_unique<DiscardExporter>());
-  current = sampler;
-  ready = true;
+// Every group of `per_step` and `microbatch` on (so `step` is on and `layer` is off), the default sampler
+// (parentbased_always_on). Set up once: a new setup would give the next benchmark cold queues to fault in.
+inline void set_up() {
+  static Telemetry telemetry = internal::setup(
+      [] {
+        Config config;
+        config.catalogue = megatron::catalogue();
+        config.enabled = true;
+        config.span_groups = "per_step,microbatch";
+        return config;
+      }(),
+      0, 1, {}, SetupOptions{.reinit = true}, std::make_unique<DiscardExporter>());
 }
 
 }  // namespace lens::bench

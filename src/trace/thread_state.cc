@@ -12,6 +12,8 @@ namespace lens::internal {
 SpanQueue::SpanQueue(std::size_t max_spans, std::size_t bytes)
     : capacity_(std::bit_ceil(bytes < 4096 ? std::size_t{4096} : bytes)), max_spans_(max_spans) {
   buffer_.reset(new std::uint8_t[capacity_]);
+  // Touched now, on the thread's first span, rather than page by page in the middle of training steps.
+  std::memset(buffer_.get(), 0, capacity_);
 }
 
 bool SpanQueue::push(const RecordHeader& header, const std::uint8_t* arena) noexcept {
