@@ -64,6 +64,10 @@ struct SpanContext {
   constexpr bool is_sampled() const noexcept { return (trace_flags & kSampledFlag) != 0; }
 };
 
+LENS_ABI_NAMESPACE_BEGIN
+
+#if !defined(LENS_DISABLED)
+
 // W3C Trace Context, `traceparent`: "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>".
 LENS_API std::string to_traceparent(const SpanContext& context);
 // Parses a traceparent as the W3C specification says: lower-case hex only; version ff and all-zero ids are
@@ -81,5 +85,18 @@ using BinaryContext = std::array<std::uint8_t, 26>;
 LENS_API BinaryContext to_binary(const SpanContext& context) noexcept;
 // nullopt for an unknown version or all-zero ids. The result is remote.
 LENS_API std::optional<SpanContext> from_binary(const BinaryContext& bytes) noexcept;
+
+#else  // LENS_DISABLED: no context ever exists.
+
+inline std::string to_traceparent(const SpanContext&) { return {}; }
+inline std::optional<SpanContext> from_traceparent(std::string_view) noexcept { return std::nullopt; }
+inline std::string normalize_tracestate(std::string_view) { return {}; }
+using BinaryContext = std::array<std::uint8_t, 26>;
+inline BinaryContext to_binary(const SpanContext&) noexcept { return {}; }
+inline std::optional<SpanContext> from_binary(const BinaryContext&) noexcept { return std::nullopt; }
+
+#endif
+
+LENS_ABI_NAMESPACE_END
 
 }  // namespace lens

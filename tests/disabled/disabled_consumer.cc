@@ -20,6 +20,20 @@ int main() {
   bool any = LENS_GROUP_ENABLED(expensive_group()) || lens::is_enabled(lens::megatron::group::layer) ||
              telemetry.is_exporting() || !lens::enabled_span_groups().empty() ||
              !lens::resolve(lens::megatron::catalogue(), "all", "x").empty();
+  {
+    LENS_SPAN(expensive_group(), "never", {"x", ++g_side_effects});
+    LENS_SPAN_NAMED(named, lens::megatron::group::step, "never.named");
+    named.set_attribute("k", 1);
+    named.add_event("e");
+    LENS_TRACE_REGION("region");
+    lens::Span manual(lens::group::job, "manual");
+    manual.set_status(lens::StatusCode::kError, "x");
+    manual.end();
+    lens::ContextScope scope(lens::current_context());
+    auto f = lens::traced(lens::group::step, "traced", [](int x) { return x + 1; });
+    any = any || f(1) != 2 || manual.is_recording() || lens::from_traceparent(lens::to_traceparent({})).has_value();
+  }
+  any = any || !telemetry.force_flush() || telemetry.span_stats().produced != 0;
   telemetry.shutdown();
   if (any || g_side_effects != 0) {
     std::fprintf(stderr, "LENS_DISABLED build did something\n");
