@@ -19,13 +19,14 @@
 
 namespace lens {
 
-// A key: a literal is stored as a pointer (it lives as long as the program), anything else is copied.
-class AttributeKey {
+// Text lens may keep: a string literal is stored as a pointer (it lives as long as the program), anything
+// else is copied when it is recorded. Attribute keys and span and event names are TextArgs.
+class TextArg {
  public:
   template <std::size_t N>
-  constexpr AttributeKey(const char (&literal)[N]) noexcept : text_(literal, N - 1), is_static_(true) {}  // NOLINT
-  AttributeKey(std::string_view text) noexcept : text_(text), is_static_(false) {}               // NOLINT
-  AttributeKey(const std::string& text) noexcept : text_(text), is_static_(false) {}             // NOLINT
+  constexpr TextArg(const char (&literal)[N]) noexcept : text_(literal, N - 1), is_static_(true) {}  // NOLINT
+  TextArg(std::string_view text) noexcept : text_(text), is_static_(false) {}                      // NOLINT
+  TextArg(const std::string& text) noexcept : text_(text), is_static_(false) {}                    // NOLINT
 
   constexpr std::string_view text() const noexcept { return text_; }
   constexpr bool is_static() const noexcept { return is_static_; }
@@ -34,6 +35,8 @@ class AttributeKey {
   std::string_view text_;
   bool is_static_;
 };
+
+using AttributeKey = TextArg;
 
 enum class ValueType : std::uint8_t {
   kBool = 1,

@@ -46,20 +46,8 @@ struct StartOptions {
   bool root = false;  // start a new trace whatever the current span is
 };
 
-// A span name: a literal is stored as a pointer, anything else is copied when the span starts.
-class SpanName {
- public:
-  template <std::size_t N>
-  constexpr SpanName(const char (&literal)[N]) noexcept : text_(literal, N - 1), is_static_(true) {}  // NOLINT
-  SpanName(std::string_view text) noexcept : text_(text), is_static_(false) {}                      // NOLINT
-  SpanName(const std::string& text) noexcept : text_(text), is_static_(false) {}                    // NOLINT
-  constexpr std::string_view text() const noexcept { return text_; }
-  constexpr bool is_static() const noexcept { return is_static_; }
-
- private:
-  std::string_view text_;
-  bool is_static_;
-};
+// A span or event name: a literal is kept as a pointer, anything else is copied when the span starts.
+using SpanName = TextArg;
 
 namespace internal {
 struct OpenSpan;

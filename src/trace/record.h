@@ -138,6 +138,9 @@ class SpanView {
 
  private:
   bool is_overridden(const std::uint8_t* attribute_entry, std::string_view key) const noexcept;
+  // Calls f(entry) for each top-level entry with `tag`.
+  template <typename F>
+  void for_each_entry(EntryTag tag, F&& f) const;
 
   RecordHeader header_;
   const std::uint8_t* arena_;
@@ -161,28 +164,25 @@ void SpanView::for_each_attribute(F&& f) const {
 
 template <typename F>
 void SpanView::for_each_event(F&& f) const {
-  const std::uint8_t* at = arena_;
-  const std::uint8_t* end = arena_ + header_.arena_used;
-  while (at < end) {
-    if (static_cast<EntryTag>(*at) == EntryTag::kEvent) {
-      const std::uint8_t* next;
-      f(read_event(at, &next));
-    }
-    at = skip_entry(at);
-  }
+  for_each_entry(EntryTag::kEvent, [&](const std::uint8_t* at) {
+    const std::uint8_t* next;
+    f(read_event(at, &next));
+  });
 }
 
 template <typename F>
 void SpanView::for_each_link(F&& f) const {
-  const std::uint8_t* at = arena_;
+  for_each_entry(EntryTag::kLink, [&](const std::uint8_t* at) {
+    const std::uint8_t* next;
+    f(read_link(at, &next));
+  });
+}
+
+template <typename F>
+void SpanView::for_each_entry(EntryTag tag, F&& f) const {
   const std::uint8_t* end = arena_ + header_.arena_used;
-  while (at < end) {
-    if (static_cast<EntryTag>(*at) == EntryTag::kLink) {
-      const std::uint8_t* next;
-      f(read_link(at, &next));
-    }
-    at = skip_entry(at);
-  }
+  for (const std::uint8_t* at = arena_; at < end; at = skip_entry(at))
+    if (static_cast<EntryTag>(*at) == tag) f(at);
 }
 
 template <typename F>

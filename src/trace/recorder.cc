@@ -247,11 +247,12 @@ std::size_t max_value_length(const Limits& l) noexcept {
   return l.span_attribute_value_length ? static_cast<std::size_t>(*l.span_attribute_value_length) : SIZE_MAX;
 }
 
-// Appends a list of attributes that belong to an event or a link: returns how many were written; the rest are
-// counted in `dropped`.
-std::uint32_t put_nested_attributes(ArenaWriter& w, std::initializer_list<Attribute> attributes, std::int64_t limit,
-                                    std::size_t max_length, std::uint32_t& dropped) noexcept {
-  std::uint32_t written = 0;
+// The attributes of an event or a link: a u32 count written and a u32 count dropped, then the entries.
+void put_counted_attributes(ArenaWriter& w, std::initializer_list<Attribute> attributes, std::int64_t limit,
+                            std::size_t max_length) noexcept {
+  std::uint8_t* counts = w.cursor();
+  w.put(std::uint64_t{0});
+  std::uint32_t written = 0, dropped = 0;
   for (const Attribute& a : attributes) {
     if (written >= limit || !put_attribute(w, a, max_length)) {
       ++dropped;
@@ -259,7 +260,8 @@ std::uint32_t put_nested_attributes(ArenaWriter& w, std::initializer_list<Attrib
     }
     ++written;
   }
-  return written;
+  std::memcpy(counts, &written, 4);
+  std::memcpy(counts + 4, &dropped, 4);
 }
 
 void append_attributes(OpenSpan& s, const Limits& limits, std::initializer_list<Attribute> attributes) noexcept {
@@ -298,14 +300,7 @@ void append_event(OpenSpan& s, const Limits& limits, SpanName name, std::uint64_
   w.put(static_cast<std::uint32_t>(name.text().size()));
   put_text(w, name.text(), name.is_static());
   w.put(tick);
-  std::uint32_t counts_at = w.position();
-  w.put(std::uint32_t{0});
-  w.put(std::uint32_t{0});
-  std::uint32_t dropped = 0;
-  std::uint32_t written =
-      put_nested_attributes(w, attributes, limits.event_attribute_count, max_value_length(limits), dropped);
-  std::memcpy(s.arena + counts_at, &written, 4);
-  std::memcpy(s.arena + counts_at + 4, &dropped, 4);
+  put_counted_attributes(w, attributes, limits.event_attribute_count, max_value_length(limits));
   ++s.header.event_count;
   w.commit();
 }
@@ -473,14 +468,7 @@ void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attr
   w.u8(link.is_remote ? 1 : 0);
   w.u8(0);
   w.u8(0);
-  std::uint32_t counts_at = w.position();
-  w.put(std::uint32_t{0});
-  w.put(std::uint32_t{0});
-  std::uint32_t dropped = 0;
-  std::uint32_t written =
-      put_nested_attributes(w, attributes, limits.link_attribute_count, max_value_length(limits), dropped);
-  std::memcpy(s.arena + counts_at, &written, 4);
-  std::memcpy(s.arena + counts_at + 4, &dropped, 4);
+  put_counted_attributes(w, attributes, limits.link_attribute_count, max_value_length(limits));
   ++s.header.link_count;
   w.commit();
 }
