@@ -14,6 +14,7 @@
 #include "lens/config.h"
 #include "lens/groups.h"
 #include "lens/span.h"
+#include "lens/telemetry.h"
 
 namespace lens::megatron {
 
@@ -51,6 +52,35 @@ constexpr Catalogue catalogue() {
 
 static_assert(catalogue().group_count() == 16, "the Megatron catalogue has 16 groups");
 static_assert(catalogue().group_name(group::inference) == "inference", "group constants follow catalogue order");
+
+// What the Megatron resource attributes are built from: the trainer's arguments.
+struct TrainingArgs {
+  int local_rank = 0;
+  int tensor_model_parallel_size = 1;
+  int pipeline_model_parallel_size = 1;
+  int data_parallel_size = 1;
+  std::int64_t global_batch_size = 0;
+  std::int64_t seq_length = 0;
+  int num_layers = 0;
+  int hidden_size = 0;
+  int num_attention_heads = 0;
+  std::int64_t train_iters = 0;
+  int micro_batch_size = 0;
+  std::string ckpt_format;
+  bool fp16 = false;
+  bool bf16 = false;
+};
+
+// The Megatron consumer attributes of SPEC §5: dl.*, megatron.*, the GPU identity (NVML), copies of the SLURM
+// ids, and the job and run uuids. One function for the trainer and its checkpoint worker, so the two never
+// drift apart. Touches NVML: call it only on an exporting rank (resource_provider() does).
+LENS_API ResourceAttributes resource_attributes(const TrainingArgs& args);
+
+// SetupOptions{.resource_provider = lens::megatron::resource_provider(args)}: the attributes, built only where
+// they are exported.
+inline std::function<ResourceAttributes()> resource_provider(TrainingArgs args) {
+  return [args = std::move(args)] { return resource_attributes(args); };
+}
 
 // Config::from_env with the Megatron prefix, the NEMO_LENS fallback, `megatron-lm` and the Megatron catalogue.
 inline Config config_from_env() {

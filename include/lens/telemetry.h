@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -59,6 +60,9 @@ struct SpanStats {
 
 struct SetupOptions {
   std::optional<int> local_rank{};  // else from the launcher's environment
+  // Called only on an exporting rank, for resource attributes that cost something to find (NVML): a disabled
+  // or non-exporting rank never runs it. Added after `resource_attributes` (later wins).
+  std::function<ResourceAttributes()> resource_provider{};
   // A second setup while an enabled one is live throws ConfigError unless this is set, in which case the live
   // one is shut down first.
   bool reinit = false;

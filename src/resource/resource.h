@@ -1,4 +1,4 @@
-// Run identity and the resource every exported item carries (SPEC §5).
+// Run identity and the resource every exported item carries (SPEC §5), over an injectable environment.
 #pragma once
 
 #include <string>
@@ -7,6 +7,7 @@
 #include "export/exporter.h"
 #include "lens/config.h"
 #include "lens/ranks.h"
+#include "lens/resource.h"
 #include "lens/telemetry.h"
 
 namespace lens::internal {
@@ -16,7 +17,19 @@ namespace lens::internal {
 // digits (then only this process has it: the consumer should broadcast rank 0's).
 std::string resolve_run_id(const Config& config, const EnvLookup& env);
 
-// The lens keys, then the consumer's attributes (later wins).
+RunUuids run_uuids_from(const EnvLookup& env);
+
+// CUDA_VISIBLE_DEVICES[local_rank] when numeric, else local_rank; nullopt for a UUID or MIG entry or a rank
+// beyond the list.
+std::optional<int> gpu_index_for(const EnvLookup& env, int local_rank);
+std::optional<GpuIdentity> detect_gpu_identity_from(const EnvLookup& env, int local_rank);
+
+// Parses OTEL_RESOURCE_ATTRIBUTES (`k=v,k2=v2`, percent-decoded). A malformed value is reported (a warning
+// that names the variable, not its content) and ignored whole, as the specification says.
+ResourceAttributes parse_resource_attributes(const std::string& raw);
+
+// In SPEC §5's order, later wins: (1) lens keys, (2) the consumer's attributes, (3) detected keys (host,
+// process, host.gpu.count, SLURM, Kubernetes); then (4) OTEL_RESOURCE_ATTRIBUTES fills keys still missing.
 Resource build_resource(const Config& config, const RankInfo& ranks, const std::string& run_id,
                         const ResourceAttributes& consumer, const EnvLookup& env);
 

@@ -92,6 +92,8 @@ Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int
     if (state->exporting) {
       // Built only on exporting ranks (SPEC §3: no resource detection elsewhere).
       state->run_id = resolve_run_id(config, process_env());
+      if (options.resource_provider)
+        for (auto& kv : options.resource_provider()) state->resource_attributes.push_back(std::move(kv));
       state->resource =
           build_resource(config, state->ranks, state->run_id, state->resource_attributes, process_env());
       if (config.traces_enabled) state->pipeline = build_pipeline(*state, std::move(exporter));

@@ -1,0 +1,41 @@
+// lens/resource.h: run identity and the resource every exported item carries (SPEC §5).
+//
+// The run id is shared by every rank of a job without communication: MYTRAINER_OTEL_RUN_ID / NEMO_LENS_RUN_ID,
+// else SLURM_JOB_ID, else the launcher's job id (torchrun's TORCHELASTIC_RUN_ID unless `none`, the OpenMPI/PMIx
+// job namespace), else 12 random hex digits (then broadcast rank 0's). The job and run uuids are UUIDv5 values
+// that every rank and the checkpoint worker derive alike from the SLURM and torchelastic environment.
+//
+//   lens::RunUuids ids = lens::run_uuids();            // nemo.lens.job_uuid / nemo.lens.run_uuid
+//   std::optional<lens::GpuIdentity> gpu = lens::detect_gpu_identity(local_rank);   // NVML, never an error
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "lens/internal/export.h"
+
+namespace lens {
+
+// UUIDv5 (SHA-1) of `name` in the URL namespace 6ba7b811-9dad-11d1-80b4-00c04fd430c8, in canonical text.
+LENS_API std::string uuid5_url(std::string_view name);
+
+struct RunUuids {
+  std::string job_uuid;  // stable across restarts and requeues of one job
+  std::string run_uuid;  // changes with every restart
+  std::optional<std::string> torchelastic_restart_count;  // when TORCHELASTIC_RESTART_COUNT is set
+};
+// From SLURM_CLUSTER_NAME, SLURM_JOB_ID, SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID, SLURM_RESTART_COUNT and
+// TORCHELASTIC_RESTART_COUNT, exactly as SPEC §5 says.
+LENS_API RunUuids run_uuids();
+
+struct GpuIdentity {
+  int index = 0;
+  std::string name, uuid, serial, pci_bus_id;
+};
+// The GPU of a local rank through NVML, loaded at run time (libnvidia-ml.so.1, or the library that
+// LENS_NVML_LIBRARY names). The device is CUDA_VISIBLE_DEVICES[local_rank] when that entry is numeric, else
+// local_rank; a UUID or MIG entry, a missing library or symbol, or any NVML error gives nullopt, never an error.
+LENS_API std::optional<GpuIdentity> detect_gpu_identity(int local_rank);
+
+}  // namespace lens

@@ -1,0 +1,233 @@
+// Run identity, uuids, resource precedence, OTEL_RESOURCE_ATTRIBUTES, and GPU identity through a fake NVML
+// library loaded with dlopen.
+#include <gtest/gtest.h>
+#include <dlfcn.h>
+
+#include <map>
+
+#include "lens/megatron.h"
+#include "lens/resource.h"
+#include "resource/nvml.h"
+#include "resource/resource.h"
+
+namespace lens {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+internal::EnvLookup lookup(Env env) {
+  return [env = std::move(env)](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
+const ResourceValue* find(const ResourceAttributes& r, const std::string& key) {
+  for (const auto& [k, v] : r)
+    if (k == key) return &v;
+  return nullptr;
+}
+std::string str(const ResourceAttributes& r, const std::string& key) {
+  const ResourceValue* v = find(r, key);
+  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : "<absent>";
+}
+std::int64_t num(const ResourceAttributes& r, const std::string& key) {
+  const ResourceValue* v = find(r, key);
+  return v && std::holds_alternative<std::int64_t>(*v) ? std::get<std::int64_t>(*v) : -999;
+}
+
+TEST(Uuids, TheFourVectorsOfTheSpec) {
+  RunUuids none = internal::run_uuids_from(lookup({}));
+  EXPECT_EQ(none.job_uuid, "d2badfc7-0e4c-537b-b4ea-8785f79f8679");
+  EXPECT_EQ(none.run_uuid, "b19cd435-659e-5816-b7eb-724bc636e47b");
+  RunUuids eos = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"}, {"SLURM_JOB_ID", "12345"},
+                                                  {"SLURM_RESTART_COUNT", "0"}}));
+  EXPECT_EQ(eos.job_uuid, "b65b814f-1489-5070-b0e3-b2b0e6a3f643");
+  EXPECT_EQ(eos.run_uuid, "ccaf9f6c-8189-58ea-a374-ef47a8053f95");
+  RunUuids restarted = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"}, {"SLURM_JOB_ID", "12345"},
+                                                        {"SLURM_RESTART_COUNT", "2"},
+                                                        {"TORCHELASTIC_RESTART_COUNT", "1"}}));
+  EXPECT_EQ(restarted.job_uuid, "b65b814f-1489-5070-b0e3-b2b0e6a3f643");
+  EXPECT_EQ(restarted.run_uuid, "d032fbad-d34b-54bf-93ab-b9892e36bb8f");
+  EXPECT_EQ(restarted.torchelastic_restart_count, "1");
+  RunUuids array = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"}, {"SLURM_ARRAY_JOB_ID", "777"},
+                                                    {"SLURM_ARRAY_TASK_ID", "3"}, {"SLURM_JOB_ID", "778"}}));
+  EXPECT_EQ(array.job_uuid, "9fee113f-ce3c-5a96-b8dc-119b84e9daec");
+  EXPECT_EQ(array.run_uuid, "ebbc5afd-0e4a-5911-add2-42c535e40505");
+}
+
+TEST(RunId, Precedence) {
+  Config c;
+  Env all{{"SLURM_JOB_ID", "slurm-9"}, {"TORCHELASTIC_RUN_ID", "te-run"}, {"PMIX_NAMESPACE", "pmix-ns"}};
+  c.run_id = "explicit";
+  EXPECT_EQ(internal::resolve_run_id(c, lookup(all)), "explicit");
+  c.run_id.clear();
+  EXPECT_EQ(internal::resolve_run_id(c, lookup(all)), "slurm-9");
+  all.erase("SLURM_JOB_ID");
+  EXPECT_EQ(internal::resolve_run_id(c, lookup(all)), "te-run");
+  all["TORCHELASTIC_RUN_ID"] = "none";  // torchrun without --rdzv_id
+  EXPECT_EQ(internal::resolve_run_id(c, lookup(all)), "pmix-ns");
+  EXPECT_EQ(internal::resolve_run_id(c, lookup({{"OMPI_MCA_ess_base_jobid", "ompi-1"}})), "ompi-1");
+  std::string random = internal::resolve_run_id(c, lookup({}));
+  EXPECT_EQ(random.size(), 12u);
+  EXPECT_NE(random, internal::resolve_run_id(c, lookup({})));
+}
+
+TEST(Resource, LensKeysThenConsumerThenDetectedThenOtelFillsTheRest) {
+  Config c;
+  c.service_name = "svc";
+  c.user_id = "team-a";
+  c.resource_attributes = "service.name=from-otel,extra.key=hello%20world,host.name=from-otel";
+  ResourceAttributes consumer = {{"service.name", "consumer-svc"}, {"dl.custom", std::int64_t{5}}};
+  Env env{{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NAME", "gpt"}, {"SLURM_NNODES", "2"}, {"DEPLOYMENT_ENV", "prod"},
+          {"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"HOSTNAME", "pod-7"}, {"K8S_NAMESPACE", "ml"},
+          {"CUDA_VISIBLE_DEVICES", "0,1,2"}};
+  internal::Resource r = internal::build_resource(c, RankInfo{3, 8, 3}, "run-1", consumer, lookup(env));
+  const ResourceAttributes& a = r.attributes;
+  EXPECT_EQ(str(a, "service.name"), "consumer-svc");  // the consumer beats lens; OTEL_* only fills gaps
+  EXPECT_EQ(str(a, "telemetry.sdk.name"), "lens");
+  EXPECT_EQ(num(a, "dl.rank"), 3);
+  EXPECT_EQ(num(a, "dl.world_size"), 8);
+  EXPECT_EQ(str(a, "nemo.run.id"), "run-1");
+  EXPECT_EQ(str(a, "service.instance.id"), "run-1-rank3");
+  EXPECT_EQ(str(a, "nemo.user.id"), "team-a");
+  EXPECT_EQ(str(a, "deployment.environment"), "prod");
+  EXPECT_EQ(num(a, "dl.custom"), 5);
+  EXPECT_NE(str(a, "host.name"), "from-otel");  // detected beats OTEL_RESOURCE_ATTRIBUTES
+  EXPECT_EQ(num(a, "host.gpu.count"), 3);
+  EXPECT_EQ(str(a, "slurm.job.id"), "42");
+  EXPECT_EQ(str(a, "slurm.job.name"), "gpt");
+  EXPECT_EQ(num(a, "slurm.nnodes"), 2);
+  EXPECT_EQ(str(a, "k8s.pod.name"), "pod-7");
+  EXPECT_EQ(str(a, "k8s.namespace.name"), "ml");
+  EXPECT_EQ(str(a, "extra.key"), "hello world");
+  EXPECT_GT(num(a, "process.pid"), 0);
+}
+
+TEST(Resource, NoSlurmOrKubernetesKeysWithoutThem) {
+  internal::Resource r = internal::build_resource(Config{}, RankInfo{}, "r", {}, lookup({{"K8S_NAMESPACE", "ml"}}));
+  EXPECT_EQ(find(r.attributes, "slurm.job.id"), nullptr);
+  EXPECT_EQ(find(r.attributes, "k8s.namespace.name"), nullptr);
+  EXPECT_EQ(find(r.attributes, "deployment.environment"), nullptr);
+}
+
+TEST(Resource, MalformedOtelResourceAttributesAreIgnoredWhole) {
+  EXPECT_EQ(internal::parse_resource_attributes("a=1,b=2").size(), 2u);
+  for (const char* bad : {"a=1,novalue", "a=1,=x", "a=%zz", "a=1,b=%4"}) {
+    ::testing::internal::CaptureStderr();
+    EXPECT_TRUE(internal::parse_resource_attributes(bad).empty()) << bad;
+    std::string err = ::testing::internal::GetCapturedStderr();
+    // Reported (or rate-limited after the first), never with the value.
+    EXPECT_EQ(err.find("%zz"), std::string::npos) << err;
+  }
+  Config c;
+  c.resource_attributes = "good=1,bad";
+  internal::Resource r = internal::build_resource(c, RankInfo{}, "r", {}, lookup({}));
+  EXPECT_EQ(find(r.attributes, "good"), nullptr);
+}
+
+// The fake NVML library, chosen through LENS_NVML_LIBRARY.
+class FakeNvml : public ::testing::Test {
+ protected:
+  void use(const char* library) {
+    ::setenv("LENS_NVML_LIBRARY", library, 1);
+    internal::reset_nvml_for_testing();
+  }
+  void TearDown() override {
+    ::unsetenv("LENS_NVML_LIBRARY");
+    ::unsetenv("FAKE_NVML_FAIL");
+    internal::reset_nvml_for_testing();
+  }
+  static int calls() {
+    void* h = dlopen(LENS_FAKE_NVML, RTLD_NOW | RTLD_NOLOAD);
+    int* counter = h ? static_cast<int*>(dlsym(h, "fake_nvml_calls")) : nullptr;
+    int n = counter ? *counter : 0;
+    if (h) dlclose(h);
+    return n;
+  }
+};
+
+TEST_F(FakeNvml, IdentityOfTheLocalRanksDevice) {
+  use(LENS_FAKE_NVML);
+  std::optional<GpuIdentity> g = internal::detect_gpu_identity_from(lookup({}), 1);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->index, 1);
+  EXPECT_EQ(g->name, "NVIDIA H200");
+  EXPECT_EQ(g->uuid, "GPU-00000000-1111-2222-3333-000000000001");
+  EXPECT_EQ(g->serial, "1650023001");
+  EXPECT_EQ(g->pci_bus_id, "00000000:19:00.0");
+}
+
+TEST_F(FakeNvml, CudaVisibleDevicesMapsTheIndex) {
+  use(LENS_FAKE_NVML);
+  std::optional<GpuIdentity> g = internal::detect_gpu_identity_from(lookup({{"CUDA_VISIBLE_DEVICES", "2,3"}}), 1);
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->index, 3);
+  EXPECT_FALSE(internal::detect_gpu_identity_from(lookup({{"CUDA_VISIBLE_DEVICES", "2,3"}}), 2).has_value());
+}
+
+TEST_F(FakeNvml, UuidOrMigEntriesGiveNoGpuKeys) {
+  use(LENS_FAKE_NVML);
+  EXPECT_FALSE(internal::detect_gpu_identity_from(
+                   lookup({{"CUDA_VISIBLE_DEVICES", "GPU-8a3c2d7e-1111-2222-3333-444455556666"}}), 0)
+                   .has_value());
+  EXPECT_FALSE(internal::detect_gpu_identity_from(
+                   lookup({{"CUDA_VISIBLE_DEVICES", "MIG-8a3c2d7e-1111-2222-3333-444455556666"}}), 0)
+                   .has_value());
+}
+
+TEST_F(FakeNvml, MissingLibraryMissingSymbolAndDeviceErrorGiveNothingAndNoError) {
+  use("/nonexistent/libnvidia-ml.so.1");
+  EXPECT_FALSE(internal::detect_gpu_identity_from(lookup({}), 0).has_value());
+  EXPECT_FALSE(internal::nvml_device_count().has_value());
+  use(LENS_FAKE_NVML_NO_PCI);
+  EXPECT_FALSE(internal::detect_gpu_identity_from(lookup({}), 0).has_value());
+  use(LENS_FAKE_NVML);
+  ::setenv("FAKE_NVML_FAIL", "device", 1);
+  EXPECT_FALSE(internal::detect_gpu_identity_from(lookup({}), 0).has_value());
+  ::setenv("FAKE_NVML_FAIL", "init", 1);
+  internal::reset_nvml_for_testing();
+  EXPECT_FALSE(internal::detect_gpu_identity_from(lookup({}), 0).has_value());
+}
+
+TEST_F(FakeNvml, GpuCountFromNvmlWhenCudaVisibleDevicesIsUnset) {
+  use(LENS_FAKE_NVML);
+  internal::Resource r = internal::build_resource(Config{}, RankInfo{}, "r", {}, lookup({}));
+  EXPECT_EQ(num(r.attributes, "host.gpu.count"), 4);
+}
+
+TEST_F(FakeNvml, MegatronAttributesAndNvmlOnlyOnExportingRanks) {
+  use(LENS_FAKE_NVML);
+  megatron::TrainingArgs args;
+  args.local_rank = 0;
+  args.tensor_model_parallel_size = 2;
+  args.global_batch_size = 256;
+  args.num_layers = 24;
+  args.bf16 = true;
+  args.ckpt_format = "torch_dist";
+  Config c;
+  c.catalogue = megatron::catalogue();
+  c.enabled = true;
+  c.exporter = Exporter::kFile;
+  c.file_dir = ::testing::TempDir() + "lens-nvml";
+  int before = calls();
+  // A non-exporting rank (single_rank: rank 3 of 4 exports) never runs the provider.
+  Telemetry quiet = setup_telemetry(c, 0, 4, {}, SetupOptions{.resource_provider = megatron::resource_provider(args),
+                                                              .reinit = true});
+  EXPECT_FALSE(quiet.is_exporting());
+  EXPECT_EQ(calls(), before);
+  quiet.shutdown();
+  ResourceAttributes a = megatron::resource_attributes(args);
+  EXPECT_GT(calls(), before);
+  EXPECT_EQ(num(a, "dl.tensor_parallel.size"), 2);
+  EXPECT_EQ(num(a, "dl.batch_size"), 256);
+  EXPECT_EQ(num(a, "megatron.num_layers"), 24);
+  EXPECT_EQ(str(a, "megatron.precision"), "bf16");
+  EXPECT_EQ(str(a, "megatron.ckpt_format"), "torch_dist");
+  EXPECT_EQ(str(a, "dl.gpu.name"), "NVIDIA H200");
+  EXPECT_EQ(num(a, "dl.gpu.index"), 0);
+  EXPECT_EQ(str(a, "nemo.lens.job_uuid").size(), 36u);
+}
+
+}  // namespace
+}  // namespace lens
