@@ -10,6 +10,9 @@ packages=(
   libbenchmark-dev                           # benchmarks
   libcli11-dev                               # command-line flags of the examples and tools
   nlohmann-json3-dev                         # tests read exported OTLP/JSON back
+  libcpp-httplib-dev                         # the Prometheus /metrics endpoint
+  libspdlog-dev                              # the spdlog sink (tests and examples)
+  prometheus                                 # a real Prometheus server scrapes lens in the tests
 )
 
 missing=()

@@ -11,6 +11,8 @@
 //   if (LENS_GROUP_ENABLED(lens::megatron::group::layer)) { ... }
 #pragma once
 
+#include <optional>
+
 #include "lens/config.h"
 #include "lens/groups.h"
 #include "lens/span.h"
@@ -81,6 +83,22 @@ LENS_API ResourceAttributes resource_attributes(const TrainingArgs& args);
 inline std::function<ResourceAttributes()> resource_provider(TrainingArgs args) {
   return [args = std::move(args)] { return resource_attributes(args); };
 }
+
+// One log interval's training metrics; what is absent is not recorded.
+struct TrainingMetrics {
+  std::optional<double> step_duration_ms;     // megatron.training.step_duration_ms (histogram, ms)
+  std::optional<double> loss;                 // megatron.training.loss (gauge)
+  std::optional<double> throughput_tflops;    // megatron.training.throughput_tflops (gauge)
+  std::optional<double> grad_norm;            // megatron.training.grad_norm (gauge)
+  std::optional<std::int64_t> skipped_iters;  // megatron.training.skipped_iters (counter: added)
+  std::optional<double> learning_rate;        // megatron.training.learning_rate (gauge)
+  std::optional<double> tokens_per_sec;       // megatron.training.tokens_per_sec (gauge)
+  std::optional<double> memory_allocated_gb;  // megatron.training.memory_allocated_gb (gauge)
+};
+
+// Records the eight megatron.training.* instruments of SPEC §8 (exact names, kinds, units, descriptions), no
+// metric attributes: identity rides the resource. Call it every --log-interval iterations.
+LENS_API void record_training_metrics(const TrainingMetrics& metrics);
 
 // Config::from_env with the Megatron prefix, the NEMO_LENS fallback, `megatron-lm` and the Megatron catalogue.
 inline Config config_from_env() {

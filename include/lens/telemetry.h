@@ -40,6 +40,13 @@ struct TelemetryState;
 struct TelemetryAccess;
 }
 
+// What happened to the log records of a setup; after shutdown produced == exported + dropped().
+struct LogStats {
+  std::uint64_t produced = 0, exported = 0, dropped_queue_full = 0, dropped_after_shutdown = 0,
+                dropped_export_failed = 0;
+  std::uint64_t dropped() const noexcept { return dropped_queue_full + dropped_after_shutdown + dropped_export_failed; }
+};
+
 // What happened to the spans of a setup. On an exporting rank, after shutdown:
 // produced == exported + dropped(), exactly.
 struct SpanStats {
@@ -81,8 +88,9 @@ class LENS_API Telemetry {
   bool is_exporting() const noexcept;
   // Exports every span ended so far, within `timeout`. False when it could not finish in time.
   bool force_flush(std::chrono::milliseconds timeout = kDefaultShutdownTimeout);
-  // Span counts (all zero where nothing is exported).
+  // Span and log record counts (all zero where nothing is exported).
   SpanStats span_stats() const;
+  LogStats log_stats() const;
   // The run id every rank of the job shares (SPEC §5); empty where telemetry is off.
   const std::string& run_id() const;
   // Ends this setup within `timeout`: flushes what is queued and stops what was started. Idempotent, safe from
@@ -116,6 +124,7 @@ class Telemetry {
   bool shutdown(std::chrono::milliseconds = kDefaultShutdownTimeout) { return true; }
   bool force_flush(std::chrono::milliseconds = kDefaultShutdownTimeout) { return true; }
   SpanStats span_stats() const { return {}; }
+  LogStats log_stats() const { return {}; }
   const std::string& run_id() const { return run_id_; }
   const Config& config() const { return config_; }
   RankInfo ranks() const { return {}; }

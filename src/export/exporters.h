@@ -1,6 +1,7 @@
 // The span exporters of this layer and the choice among them (MYTRAINER_OTEL_EXPORTER).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -9,17 +10,22 @@
 
 namespace lens::internal {
 
+enum class Signal { kTraces = 0, kMetrics = 1, kLogs = 2 };
+using SignalSet = std::array<bool, 3>;  // indexed by Signal
+
 // One compact OTLP/JSON request per line on stdout.
-std::unique_ptr<SpanExporter> make_console_exporter();
+std::unique_ptr<TelemetryExporter> make_console_exporter();
 
-// OTLP/JSON Lines appended to `path`, one request per line, each line written whole. Creates the directories;
-// throws ConfigError when the file cannot be opened.
-std::unique_ptr<SpanExporter> make_file_exporter(const std::string& path);
+// OTLP/JSON Lines appended to `<prefix>.traces.jsonl`, `.metrics.jsonl`, `.logs.jsonl`, one request per line,
+// each line written whole. Creates the directories and opens the files of `signals` now; throws ConfigError
+// when one cannot be opened.
+std::unique_ptr<TelemetryExporter> make_file_exporter(const std::string& prefix, SignalSet signals);
 
-// `<file_dir>/<run_id>/rank<R>.<signal>.jsonl`
-std::string telemetry_file_path(const Config& config, const std::string& run_id, int rank, const char* signal);
+// `<file_dir>/<run_id>/rank<R>`
+std::string telemetry_file_prefix(const Config& config, const std::string& run_id, int rank);
 
 // The exporter the configuration asks for. Throws ConfigError for one this build cannot provide.
-std::unique_ptr<SpanExporter> make_span_exporter(const Config& config, const std::string& run_id, int rank);
+std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std::string& run_id, int rank,
+                                                 SignalSet signals);
 
 }  // namespace lens::internal

@@ -14,7 +14,7 @@
 
 namespace lens::internal {
 
-class MemoryExporter final : public SpanExporter {
+class MemoryExporter final : public TelemetryExporter {
  public:
   struct Shared {
     std::mutex mutex;

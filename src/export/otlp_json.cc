@@ -296,24 +296,122 @@ void span(Json& j, const SpanView& v, const TimeMap& time) {
   j.close('}');
 }
 
-}  // namespace
-
-void encode_traces_json(const ExportBatch& batch, std::string& out) {
-  Json j(out);
-  j.open('{').key("resourceSpans").open('[').open('{');
-  j.key("resource").open('{').key("attributes").open('[');
-  for (const auto& [k, v] : batch.resource.attributes) {
+void owned_attributes(Json& j, const ResourceAttributes& attributes) {
+  j.key("attributes").open('[');
+  for (const auto& [k, v] : attributes) {
     j.open('{').key("key").string(k).key("value");
     resource_value(j, v);
     j.close('}');
   }
-  j.close(']').close('}');
-  j.key("scopeSpans").open('[').open('{');
+  j.close(']');
+}
+
+// `"resource":{...},` and `"scope":{...}` around the signal's list: the frame all three requests share.
+template <std::size_t A, std::size_t B, std::size_t C, typename F>
+void request(Json& j, const char (&resource_list)[A], const char (&scope_list)[B], const char (&items)[C],
+             const Resource& resource, F&& write_items) {
+  j.open('{').key(resource_list).open('[').open('{');
+  j.key("resource").open('{');
+  owned_attributes(j, resource.attributes);
+  j.close('}');
+  j.key(scope_list).open('[').open('{');
   j.key("scope").open('{').key("name").string("lens").key("version").string(LENS_VERSION_STRING).close('}');
-  j.key("spans").open('[');
-  for (const std::uint8_t* record : batch.spans) span(j, SpanView(record), batch.time);
+  j.key(items).open('[');
+  write_items();
   j.close(']').close('}').close(']');
   j.close('}').close(']').close('}');
+}
+
+void data_point_head(Json& j, const MetricPoint& p) {
+  j.open('{');
+  if (!p.attributes.empty()) owned_attributes(j, p.attributes);
+  j.key("startTimeUnixNano").u64_string(p.start_unix_nanos).key("timeUnixNano").u64_string(p.time_unix_nanos);
+}
+
+void metric(Json& j, const MetricData& m) {
+  j.open('{').key("name").string(m.name);
+  if (!m.description.empty()) j.key("description").string(m.description);
+  if (!m.unit.empty()) j.key("unit").string(m.unit);
+  const bool delta = m.delta;
+  switch (m.kind) {
+    case InstrumentKind::kCounter:
+    case InstrumentKind::kUpDownCounter:
+    case InstrumentKind::kGauge: {
+      bool gauge = m.kind == InstrumentKind::kGauge;
+      if (gauge)
+        j.key("gauge");
+      else
+        j.key("sum");
+      j.open('{').key("dataPoints").open('[');
+      for (const MetricPoint& p : m.points) {
+        data_point_head(j, p);
+        if (m.integer)
+          j.key("asInt").i64_string(p.int_value);
+        else
+          j.key("asDouble").real(p.double_value);
+        j.close('}');
+      }
+      j.close(']');
+      if (!gauge) j.key("aggregationTemporality").number(delta ? 1 : 2).key("isMonotonic").boolean(m.monotonic);
+      j.close('}');
+      break;
+    }
+    case InstrumentKind::kHistogram: {
+      j.key("histogram").open('{').key("dataPoints").open('[');
+      for (const MetricPoint& p : m.points) {
+        data_point_head(j, p);
+        j.key("count").u64_string(p.count).key("sum").real(p.sum);
+        j.key("bucketCounts").open('[');
+        for (std::uint64_t c : p.bucket_counts) j.u64_string(c);
+        j.close(']').key("explicitBounds").open('[');
+        for (double b : m.bounds) j.real(b);
+        j.close(']');
+        if (p.count > 0) j.key("min").real(p.min).key("max").real(p.max);
+        j.close('}');
+      }
+      j.close(']').key("aggregationTemporality").number(delta ? 1 : 2).close('}');
+      break;
+    }
+  }
+  j.close('}');
+}
+
+void log_record(Json& j, const LogRecordData& r) {
+  j.open('{').key("timeUnixNano").u64_string(r.time_unix_nanos);
+  j.key("observedTimeUnixNano").u64_string(r.observed_unix_nanos);
+  if (r.severity_number > 0) j.key("severityNumber").number(static_cast<std::uint64_t>(r.severity_number));
+  if (!r.severity_text.empty()) j.key("severityText").string(r.severity_text);
+  j.key("body").open('{').key("stringValue").string(r.body).close('}');
+  if (!r.attributes.empty()) owned_attributes(j, r.attributes);
+  if (r.span.is_valid()) {
+    j.key("traceId").hex(r.span.trace_id.bytes.data(), 16);
+    j.key("spanId").hex(r.span.span_id.bytes.data(), 8);
+    j.key("flags").number(r.span.trace_flags & SpanContext::kSampledFlag);
+  }
+  j.close('}');
+}
+
+}  // namespace
+
+void encode_metrics_json(const MetricsBatch& batch, std::string& out) {
+  Json j(out);
+  request(j, "resourceMetrics", "scopeMetrics", "metrics", batch.resource, [&] {
+    for (const MetricData& m : batch.metrics) metric(j, m);
+  });
+}
+
+void encode_logs_json(const LogsBatch& batch, std::string& out) {
+  Json j(out);
+  request(j, "resourceLogs", "scopeLogs", "logRecords", batch.resource, [&] {
+    for (const LogRecordData& r : batch.logs) log_record(j, r);
+  });
+}
+
+void encode_traces_json(const ExportBatch& batch, std::string& out) {
+  Json j(out);
+  request(j, "resourceSpans", "scopeSpans", "spans", batch.resource, [&] {
+    for (const std::uint8_t* record : batch.spans) span(j, SpanView(record), batch.time);
+  });
 }
 
 }  // namespace lens::internal

@@ -8,8 +8,11 @@
 
 namespace lens::internal {
 
-// Appends one compact request (no newline) for the batch to `out`.
+// Append one compact request (no newline) for the batch to `out`: ExportTraceServiceRequest,
+// ExportMetricsServiceRequest, ExportLogsServiceRequest.
 void encode_traces_json(const ExportBatch& batch, std::string& out);
+void encode_metrics_json(const MetricsBatch& batch, std::string& out);
+void encode_logs_json(const LogsBatch& batch, std::string& out);
 
 // The text lens adds to a span truncated at shutdown (SPEC §6).
 inline constexpr const char* kTruncatedAttribute = "nemo.span.truncated";

@@ -21,7 +21,8 @@ struct sigaction g_previous_sigterm;
 void on_sigterm(int signal, siginfo_t* info, void* context) {
   // Only async-signal-safe work here: the background thread truncates this thread's open spans (it is parked
   // here) and exports, and this handler waits for it, at most the shutdown timeout.
-  if (Pipeline* p = g_pipeline.exchange(nullptr)) {
+  if (Pipeline* p = g_export_pipeline.exchange(nullptr)) {
+    g_pipeline.store(nullptr, std::memory_order_relaxed);
     g_enabled_group_bits.store(0, std::memory_order_relaxed);
     p->shutdown_from_signal(current_thread_state_if_any(), static_cast<int>(kDefaultShutdownTimeout.count()));
   }

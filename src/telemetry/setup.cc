@@ -4,7 +4,9 @@
 
 #include "config/env.h"
 #include "export/exporters.h"
+#include "export/prometheus.h"
 #include "groups/switch.h"
+#include "lens/log.h"
 #include "lens/telemetry.h"
 #include "resource/resource.h"
 #include "sampling/build.h"
@@ -15,6 +17,8 @@
 namespace lens {
 
 namespace internal {
+
+extern std::atomic<Pipeline*> g_logs_pipeline;  // logs/log.cc
 
 namespace {
 
@@ -36,12 +40,20 @@ bool is_live_and_enabled(const std::shared_ptr<TelemetryState>& s) {
   return s && s->config.active() && !s->inert();
 }
 
-// Stops spans going to `state`'s pipeline. Caller holds the live mutex.
+// Points spans, metrics and logs at `p` (null: nowhere).
+void route_signals(Pipeline* p, const Config& c) {
+  g_export_pipeline.store(p, std::memory_order_release);
+  g_pipeline.store(p && c.traces_enabled ? p : nullptr, std::memory_order_release);
+  g_logs_pipeline.store(p && c.logs_enabled ? p : nullptr, std::memory_order_release);
+  g_logs_enabled.store(p && c.logs_enabled, std::memory_order_relaxed);
+  set_metrics_recording(p && c.metrics_enabled);
+}
+
+// Stops spans, metrics and logs going to `state`'s pipeline. Caller holds the live mutex.
 void detach_locked(Live& l, const std::shared_ptr<TelemetryState>& state) {
   if (l.state != state) return;
   install_span_groups({}, {});
-  Pipeline* expected = state->pipeline;
-  g_pipeline.compare_exchange_strong(expected, nullptr);
+  route_signals(nullptr, state->config);
   l.state.reset();
 }
 
@@ -55,12 +67,21 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
 }
 
 // The exporting rank's pipeline: built before anything live changes, so an error leaves things as they were.
-Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<SpanExporter> exporter) {
+Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> exporter) {
   const Config& c = s.config;
   std::unique_ptr<Sampler> sampler = build_sampler(c, s.ranks);
-  if (!exporter) exporter = make_span_exporter(c, s.run_id, s.ranks.rank);
+  bool push_metrics = c.metrics_enabled && c.metrics_exporter != MetricsExporter::kPrometheus &&
+                      c.metrics_exporter != MetricsExporter::kNone;
+  if (!exporter) exporter = make_exporter(c, s.run_id, s.ranks.rank, {c.traces_enabled, push_metrics, c.logs_enabled});
   init_clock();
-  PipelineSettings settings{c.span_batch, c.limits, s.resource};
+  PipelineSettings settings;
+  settings.batch = c.span_batch;
+  settings.log_batch = c.log_batch;
+  settings.limits = c.limits;
+  settings.resource = s.resource;
+  settings.metrics = push_metrics;
+  settings.metric_interval_ms = c.metric_export_interval_ms;
+  settings.temporality = c.metrics_temporality;
   return new Pipeline(std::move(settings), std::move(exporter), std::move(sampler));
 }
 
@@ -73,7 +94,7 @@ struct TelemetryAccess {
 bool TelemetryState::inert() const noexcept { return shut_down.load() || pid != ::getpid(); }
 
 Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int> world_size,
-                ResourceAttributes resource_attributes, SetupOptions options, std::unique_ptr<SpanExporter> exporter) {
+                ResourceAttributes resource_attributes, SetupOptions options, std::unique_ptr<TelemetryExporter> exporter) {
   auto state = std::make_shared<TelemetryState>();
   state->config = config;
   state->resource_attributes = std::move(resource_attributes);
@@ -96,13 +117,17 @@ Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int
         for (auto& kv : options.resource_provider()) state->resource_attributes.push_back(std::move(kv));
       state->resource =
           build_resource(config, state->ranks, state->run_id, state->resource_attributes, process_env());
-      if (config.traces_enabled) state->pipeline = build_pipeline(*state, std::move(exporter));
+      if (config.traces_enabled || config.metrics_enabled || config.logs_enabled)
+        state->pipeline = build_pipeline(*state, std::move(exporter));
+      if (state->pipeline && config.metrics_enabled && config.metrics_exporter == MetricsExporter::kPrometheus)
+        state->prometheus = start_prometheus_endpoint(config, *state->pipeline);  // throws when it cannot bind
     }
   }
   if (l.state) {
     std::shared_ptr<TelemetryState> previous = l.state;
     detach_locked(l, previous);
     previous->shut_down.store(true);
+    if (previous->prometheus) previous->prometheus->stop();
     if (previous->pipeline && !previous->pipeline->shutdown(std::chrono::steady_clock::now() +
                                                             kDefaultShutdownTimeout))
       retired_pipelines().push_back(previous->pipeline);
@@ -110,8 +135,11 @@ Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int
 
   if (state->pipeline) {
     retired_pipelines().push_back(state->pipeline);  // reachable for good, whatever happens to the handles
-    g_pipeline.store(state->pipeline, std::memory_order_release);
-    install_span_groups(config.catalogue.all(), state->resolved_span_groups);
+    route_signals(state->pipeline, config);
+    if (config.traces_enabled)
+      install_span_groups(config.catalogue.all(), state->resolved_span_groups);
+    else
+      install_span_groups({}, {});
   } else {
     install_span_groups({}, {});
   }
@@ -127,6 +155,7 @@ bool shutdown_state(const std::shared_ptr<TelemetryState>& state, std::chrono::m
     std::lock_guard lock(l.mutex);
     detach_locked(l, state);
   }
+  if (state->prometheus) state->prometheus->stop();
   return state->pipeline ? state->pipeline->shutdown(std::chrono::steady_clock::now() + timeout) : true;
 }
 
@@ -142,7 +171,11 @@ void shutdown_live_setup() noexcept {
 
 void forget_live_setup_after_fork() noexcept {
   // The child's copies of the live mutex and the pipeline's threads are not to be trusted: start afresh.
-  if (Pipeline* p = g_pipeline.exchange(nullptr)) p->mark_stopped_in_child();
+  g_pipeline.store(nullptr);
+  g_logs_pipeline.store(nullptr);
+  if (Pipeline* p = g_export_pipeline.exchange(nullptr)) p->mark_stopped_in_child();
+  g_logs_enabled.store(false);
+  set_metrics_recording(false);
   install_span_groups({}, {});
   g_live.store(new Live);
 }
@@ -167,6 +200,12 @@ SpanStats Telemetry::span_stats() const {
   return state_ && state_->pipeline ? state_->pipeline->stats() : SpanStats{};
 }
 
+LogStats Telemetry::log_stats() const {
+  if (!state_ || !state_->pipeline) return {};
+  internal::LogCounts c = state_->pipeline->log_counts();
+  return LogStats{c.produced, c.exported, c.dropped_queue_full, c.dropped_after_shutdown, c.dropped_export_failed};
+}
+
 const std::string& Telemetry::run_id() const {
   static const auto* empty = new std::string;
   return state_ ? state_->run_id : *empty;
@@ -181,6 +220,8 @@ RankInfo Telemetry::ranks() const { return state_ ? state_->ranks : RankInfo{}; 
 
 GroupSet Telemetry::resolved_span_groups() const { return state_ ? state_->resolved_span_groups : GroupSet{}; }
 
-const Sampler* Telemetry::sampler() const { return state_ && state_->pipeline ? state_->pipeline->sampler : nullptr; }
+const Sampler* Telemetry::sampler() const {
+  return state_ && state_->pipeline && state_->config.traces_enabled ? state_->pipeline->sampler : nullptr;
+}
 
 }  // namespace lens

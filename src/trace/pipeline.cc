@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cstdio>
 
 #include "common/log.h"
@@ -15,6 +16,7 @@
 namespace lens::internal {
 
 std::atomic<Pipeline*> g_pipeline{nullptr};
+std::atomic<Pipeline*> g_export_pipeline{nullptr};
 
 ThreadState* current_thread_state_if_any() noexcept;  // recorder.cc
 
@@ -38,14 +40,16 @@ bool wait_fd(int fd, int timeout_ms) noexcept {
 
 }  // namespace
 
-Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<SpanExporter> exporter,
+Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter> exporter,
                    std::unique_ptr<Sampler> sampler_in)
     : owned_sampler_(std::move(sampler_in)),
       sampler(owned_sampler_.get()),
       limits(settings.limits),
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
       settings_(std::move(settings)),
-      exporter_(std::move(exporter)) {
+      exporter_(std::move(exporter)),
+      metric_collector_(settings_.temporality),
+      next_metrics_(std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.metric_interval_ms)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   done_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   batch_spans_.reserve(batch_size);
@@ -88,11 +92,17 @@ std::vector<ThreadState*> Pipeline::snapshot_threads() {
 }
 
 void Pipeline::run() {
-  const int delay_ms = static_cast<int>(std::min<std::int64_t>(settings_.batch.schedule_delay_ms, INT32_MAX));
+  const std::int64_t delay_ms = std::min(settings_.batch.schedule_delay_ms, settings_.log_batch.schedule_delay_ms);
   bool busy = false;
   for (;;) {
-    // While producers keep queues filling, go straight on; otherwise sleep until woken or the delay passes.
-    wait_fd(wake_fd_, busy ? 0 : delay_ms);
+    // While producers keep queues filling, go straight on; otherwise sleep until woken, the delay passes or
+    // metrics are due.
+    std::int64_t wait_ms = delay_ms;
+    if (settings_.metrics) {
+      auto until = std::chrono::duration_cast<std::chrono::milliseconds>(next_metrics_ - std::chrono::steady_clock::now());
+      wait_ms = std::clamp<std::int64_t>(until.count(), 0, wait_ms);
+    }
+    wait_fd(wake_fd_, busy ? 0 : static_cast<int>(std::min<std::int64_t>(wait_ms, INT32_MAX)));
     clear_fd(wake_fd_);
     wake_pending_.store(false, std::memory_order_release);
 
@@ -112,6 +122,11 @@ void Pipeline::run() {
     auto export_deadline = std::chrono::steady_clock::now() +
                            std::chrono::milliseconds(settings_.batch.export_timeout_ms);
     busy = drain_and_export(export_deadline);
+    export_logs(export_deadline);
+    if (settings_.metrics && (stop || flush_target != 0 || std::chrono::steady_clock::now() >= next_metrics_)) {
+      export_metrics(std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.batch.export_timeout_ms));
+      next_metrics_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.metric_interval_ms);
+    }
     if (stop) {
       finish();
       return;
@@ -168,6 +183,107 @@ void Pipeline::export_batch(Deadline deadline) {
   batch_spans_.clear();
   batch_offsets_.clear();
   batch_bytes_.clear();
+}
+
+void Pipeline::emit_log(LogRecordData record) {
+  std::lock_guard lock(logs_mutex_);
+  ++log_counts_.produced;
+  if (stopped()) {
+    ++log_counts_.dropped_after_shutdown;
+    return;
+  }
+  if (logs_.size() >= static_cast<std::size_t>(settings_.log_batch.max_queue_size)) {
+    ++log_counts_.dropped_queue_full;
+    return;
+  }
+  logs_.push_back(std::move(record));
+  if (logs_.size() == static_cast<std::size_t>(settings_.log_batch.max_export_batch_size)) wake_exporter();
+}
+
+void Pipeline::export_logs(Deadline deadline) {
+  std::vector<LogRecordData> pending;
+  {
+    std::lock_guard lock(logs_mutex_);
+    pending.swap(logs_);
+  }
+  const std::size_t batch = static_cast<std::size_t>(settings_.log_batch.max_export_batch_size);
+  for (std::size_t at = 0; at < pending.size(); at += batch) {
+    std::vector<LogRecordData> part(std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(at)),
+                                    std::make_move_iterator(pending.begin() + static_cast<std::ptrdiff_t>(
+                                                                std::min(pending.size(), at + batch))));
+    ExportResult result = ExportResult::kFailure;
+    try {
+      result = exporter_->export_logs(LogsBatch{settings_.resource, part}, deadline);
+    } catch (const std::exception& e) {
+      log_warning("log export threw: %s", e.what());
+    }
+    std::lock_guard lock(logs_mutex_);
+    (result == ExportResult::kSuccess ? log_counts_.exported : log_counts_.dropped_export_failed) += part.size();
+  }
+}
+
+LogCounts Pipeline::log_counts() const {
+  std::lock_guard lock(logs_mutex_);
+  LogCounts c = log_counts_;
+  if (finished_.load()) {  // what a racing thread queued after the last drain is never exported
+    c.dropped_after_shutdown += logs_.size();
+  }
+  return c;
+}
+
+void Pipeline::append_self_metrics(std::vector<MetricData>& out) const {
+  SpanStats s = stats();
+  std::uint64_t now = unix_nanos_now();
+  auto sum = [&](const char* name, const char* description, std::vector<std::pair<const char*, std::uint64_t>> by) {
+    MetricData d{name, "{span}", description, InstrumentKind::kCounter, true, true, false, {}, {}};
+    for (auto& [reason, value] : by) {
+      MetricPoint p;
+      if (reason) p.attributes = {{"reason", std::string(reason)}};
+      p.int_value = static_cast<std::int64_t>(value);
+      p.start_unix_nanos = start_unix_nanos_;
+      p.time_unix_nanos = now;
+      d.points.push_back(std::move(p));
+    }
+    out.push_back(std::move(d));
+  };
+  sum("lens.spans.exported", "Spans the exporter accepted.", {{nullptr, s.exported}});
+  sum("lens.spans.dropped", "Spans dropped, by reason.",
+      {{"queue_full", s.dropped_queue_full}, {"no_slot", s.dropped_no_slot},
+       {"after_shutdown", s.dropped_after_shutdown}, {"export_failed", s.dropped_export_failed}});
+  MetricData failures{"lens.export.failures", "{call}", "Export calls that failed.", InstrumentKind::kCounter, true,
+                      true, false, {}, {}};
+  MetricPoint f;
+  f.int_value = static_cast<std::int64_t>(s.export_failures);
+  f.start_unix_nanos = start_unix_nanos_;
+  f.time_unix_nanos = now;
+  failures.points.push_back(std::move(f));
+  out.push_back(std::move(failures));
+  MetricData fill{"lens.queue.fill", "{span}", "Spans waiting in the queues at collection.", InstrumentKind::kGauge,
+                  true, false, false, {}, {}};
+  MetricPoint q;
+  q.int_value = static_cast<std::int64_t>(s.queued);
+  q.time_unix_nanos = now;
+  fill.points.push_back(std::move(q));
+  out.push_back(std::move(fill));
+}
+
+void Pipeline::export_metrics(Deadline deadline) {
+  std::vector<MetricData> metrics = metric_collector_.collect();
+  append_self_metrics(metrics);
+  ExportResult result = ExportResult::kFailure;
+  try {
+    result = exporter_->export_metrics(MetricsBatch{settings_.resource, metrics}, deadline);
+  } catch (const std::exception& e) {
+    log_warning("metric export threw: %s", e.what());
+  }
+  if (result != ExportResult::kSuccess) export_failures_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::vector<MetricData> Pipeline::collect_for_pull() {
+  std::lock_guard lock(pull_mutex_);
+  std::vector<MetricData> metrics = pull_collector_.collect();
+  append_self_metrics(metrics);
+  return metrics;
 }
 
 void Pipeline::finish() {

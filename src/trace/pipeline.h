@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "export/exporter.h"
+#include "logs/log_record.h"
+#include "metrics/instruments.h"
 #include "lens/config.h"
 #include "lens/sampling.h"
 #include "lens/telemetry.h"
@@ -20,14 +22,25 @@
 namespace lens::internal {
 
 struct PipelineSettings {
-  BatchConfig batch;
+  BatchConfig batch;       // spans (OTEL_BSP_*)
+  BatchConfig log_batch;   // log records (OTEL_BLRP_*)
   Limits limits;
   Resource resource;
+  bool metrics = false;             // push metrics every metric_interval_ms (not with Prometheus, which pulls)
+  std::int64_t metric_interval_ms = 10000;
+  Temporality temporality = Temporality::kCumulative;
+};
+
+// What happened to the log records of a setup; after shutdown produced == exported + dropped().
+struct LogCounts {
+  std::uint64_t produced = 0, exported = 0, dropped_queue_full = 0, dropped_after_shutdown = 0,
+                dropped_export_failed = 0;
+  std::uint64_t dropped() const noexcept { return dropped_queue_full + dropped_after_shutdown + dropped_export_failed; }
 };
 
 class Pipeline {
  public:
-  Pipeline(PipelineSettings settings, std::unique_ptr<SpanExporter> exporter, std::unique_ptr<Sampler> sampler);
+  Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter> exporter, std::unique_ptr<Sampler> sampler);
   Pipeline(const Pipeline&) = delete;
 
   // The calling thread's state, created and registered on its first span.
@@ -43,6 +56,13 @@ class Pipeline {
   void shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept;
 
   SpanStats stats() const;
+  LogCounts log_counts() const;
+
+  // A log record from any thread: queued (bounded by OTEL_BLRP_MAX_QUEUE_SIZE) or dropped and counted.
+  void emit_log(LogRecordData record);
+  // The metrics as now, cumulative (for a Prometheus scrape): the instruments and lens's own.
+  std::vector<MetricData> collect_for_pull();
+  const Resource& resource() const noexcept { return settings_.resource; }
   bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
 
   // Producer side: a queue just reached the batch size.
@@ -71,12 +91,15 @@ class Pipeline {
   void run();
   // Exports what is queued now; true when at least one full batch went (producers are keeping up the pace).
   bool drain_and_export(Deadline deadline);
+  void export_metrics(Deadline deadline);
+  void export_logs(Deadline deadline);
+  void append_self_metrics(std::vector<MetricData>& out) const;
   void export_batch(Deadline deadline);
   std::vector<ThreadState*> snapshot_threads();
   void finish();
 
   PipelineSettings settings_;
-  std::unique_ptr<SpanExporter> exporter_;
+  std::unique_ptr<TelemetryExporter> exporter_;
 
   std::mutex threads_mutex_;
   std::vector<std::unique_ptr<ThreadState>> threads_;
@@ -108,10 +131,23 @@ class Pipeline {
   std::atomic<std::uint64_t> late_drops_{0};
 
   std::mutex join_mutex_;
+  MetricCollector metric_collector_;
+  std::mutex pull_mutex_;
+  MetricCollector pull_collector_{Temporality::kCumulative};  // Prometheus scrapes: always cumulative
+  const std::uint64_t start_unix_nanos_ = unix_nanos_now();
+  std::chrono::steady_clock::time_point next_metrics_;
+
+  mutable std::mutex logs_mutex_;
+  std::vector<LogRecordData> logs_;
+  LogCounts log_counts_;  // guarded by logs_mutex_ (exported/dropped_export_failed: export thread, same lock)
+
   std::thread thread_;
 };
 
-// The pipeline spans are recorded into now; null when none (disabled, non-exporting, after shutdown).
+// The pipeline spans are recorded into now; null when none (disabled, non-exporting, traces off, after
+// shutdown).
 extern std::atomic<Pipeline*> g_pipeline;
+// The live pipeline whatever signals it carries (what SIGTERM flushes).
+extern std::atomic<Pipeline*> g_export_pipeline;
 
 }  // namespace lens::internal

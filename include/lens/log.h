@@ -1,0 +1,43 @@
+// lens/log.h: log records exported as OpenTelemetry log records (SPEC §8).
+//
+// With LOGS_ENABLED=1 on an exporting rank, each record carries the current span's trace and span ids, is
+// queued (bounded by OTEL_BLRP_MAX_QUEUE_SIZE; a full queue drops and counts) and exported in batches by the
+// background thread (rank<R>.logs.jsonl with the file exporter). Elsewhere lens::should_log() is false and
+// lens::log() returns at once. <lens/spdlog_sink.h> routes spdlog through it.
+//
+//   if (lens::should_log(lens::Severity::kInfo))
+//     lens::log(lens::Severity::kInfo, "checkpoint saved", {{"megatron.iteration", it}});
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <initializer_list>
+#include <string_view>
+
+#include "lens/attributes.h"
+#include "lens/internal/export.h"
+
+namespace lens {
+
+// OpenTelemetry SeverityNumber: each level is the first of its range of four.
+enum class Severity : int { kTrace = 1, kDebug = 5, kInfo = 9, kWarn = 13, kError = 17, kFatal = 21 };
+
+namespace internal {
+extern LENS_API std::atomic<bool> g_logs_enabled;
+LENS_API void emit_log(int severity_number, std::string_view severity_text, std::string_view body,
+                       std::initializer_list<Attribute> attributes, std::chrono::system_clock::time_point time);
+}  // namespace internal
+
+// The cheap check before building a message: one relaxed load.
+inline bool should_log(Severity) noexcept { return internal::g_logs_enabled.load(std::memory_order_relaxed); }
+
+// "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL".
+LENS_API std::string_view severity_text(Severity severity) noexcept;
+
+inline void log(Severity severity, std::string_view body, std::initializer_list<Attribute> attributes = {},
+                std::chrono::system_clock::time_point time = std::chrono::system_clock::now()) {
+  if (should_log(severity))
+    internal::emit_log(static_cast<int>(severity), severity_text(severity), body, attributes, time);
+}
+
+}  // namespace lens

@@ -1,0 +1,54 @@
+#include "lens/log.h"
+
+#include "lens/span.h"
+#include "logs/log_record.h"
+#include "metrics/instruments.h"
+#include "trace/pipeline.h"
+
+namespace lens {
+
+namespace internal {
+
+std::atomic<bool> g_logs_enabled{false};
+std::atomic<Pipeline*> g_logs_pipeline{nullptr};
+
+void emit_log(int severity_number, std::string_view severity_text, std::string_view body,
+              std::initializer_list<Attribute> attributes, std::chrono::system_clock::time_point time) {
+  Pipeline* p = g_logs_pipeline.load(std::memory_order_acquire);
+  if (p == nullptr) return;
+  LogRecordData r;
+  r.time_unix_nanos = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count());
+  r.observed_unix_nanos = unix_nanos_now();
+  r.severity_number = severity_number;
+  r.severity_text = std::string(severity_text);
+  r.body = std::string(body);
+  for (const Attribute& a : attributes) {
+    std::string key(a.key.text());
+    switch (a.value.type()) {
+      case ValueType::kBool: r.attributes.emplace_back(key, a.value.as_bool()); break;
+      case ValueType::kInt: r.attributes.emplace_back(key, a.value.as_int()); break;
+      case ValueType::kDouble: r.attributes.emplace_back(key, a.value.as_double()); break;
+      case ValueType::kString: r.attributes.emplace_back(key, std::string(a.value.as_string())); break;
+      default: break;
+    }
+  }
+  r.span = current_context();
+  p->emit_log(std::move(r));
+}
+
+}  // namespace internal
+
+std::string_view severity_text(Severity severity) noexcept {
+  switch (severity) {
+    case Severity::kTrace: return "TRACE";
+    case Severity::kDebug: return "DEBUG";
+    case Severity::kInfo: return "INFO";
+    case Severity::kWarn: return "WARN";
+    case Severity::kError: return "ERROR";
+    case Severity::kFatal: return "FATAL";
+  }
+  return "";
+}
+
+}  // namespace lens
