@@ -19,7 +19,9 @@ class MemoryExporter final : public TelemetryExporter {
   struct Shared {
     std::mutex mutex;
     std::condition_variable released_cv;
-    std::vector<std::string> requests;  // one OTLP/JSON request per batch
+    std::vector<std::string> requests;  // one OTLP/JSON request per span batch
+    std::vector<std::string> metrics;   // ... per metric collection
+    std::vector<std::string> logs;      // ... per log batch
     std::size_t spans = 0;
     bool fail = false;  // answer every batch with a failure
     bool hang = false;  // block in export until release()
@@ -41,6 +43,23 @@ class MemoryExporter final : public TelemetryExporter {
     if (shared_->fail) return ExportResult::kFailure;
     shared_->requests.push_back(std::move(json));
     shared_->spans += batch.spans.size();
+    return ExportResult::kSuccess;
+  }
+  ExportResult export_metrics(const MetricsBatch& batch, Deadline) override {
+    std::string json;
+    encode_metrics_json(batch, json);
+    std::lock_guard lock(shared_->mutex);
+    if (shared_->fail) return ExportResult::kFailure;
+    shared_->metrics.push_back(std::move(json));
+    return ExportResult::kSuccess;
+  }
+  ExportResult export_logs(const LogsBatch& batch, Deadline) override {
+    std::string json;
+    encode_logs_json(batch, json);
+    std::unique_lock lock(shared_->mutex);
+    shared_->released_cv.wait(lock, [&] { return !shared_->hang; });
+    if (shared_->fail) return ExportResult::kFailure;
+    shared_->logs.push_back(std::move(json));
     return ExportResult::kSuccess;
   }
   void shutdown() override {

@@ -148,6 +148,9 @@ class HttplibEndpoint final : public PrometheusEndpoint {
     }
     port_ = config.prometheus_port;
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() before the listening loop started would be lost and the join would wait forever.
+    for (int waited = 0; !server_.is_running() && waited < 5000; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ~HttplibEndpoint() override { stop(); }
   void stop() override {

@@ -1,0 +1,141 @@
+// The Prometheus exposition: names, labels, target_info, histograms, and the endpoint itself (bind errors,
+// a scrape over HTTP).
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "export/prometheus.h"
+#include "lens/megatron.h"
+#include "lens/metrics.h"
+#include "support/capture.h"
+
+namespace lens {
+namespace {
+
+using internal::MetricData;
+using internal::MetricPoint;
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+MetricData data(std::string name, std::string unit, InstrumentKind kind) {
+  MetricData m{std::move(name), std::move(unit), "", kind, false, kind == InstrumentKind::kCounter, false, {}, {}};
+  return m;
+}
+
+TEST(PrometheusNames, FollowTheOpenTelemetryRules) {
+  EXPECT_EQ(internal::prometheus_name(data("megatron.training.step_duration_ms", "ms", InstrumentKind::kHistogram)),
+            "megatron_training_step_duration_ms_milliseconds");
+  EXPECT_EQ(internal::prometheus_name(data("megatron.training.loss", "", InstrumentKind::kGauge)),
+            "megatron_training_loss");
+  EXPECT_EQ(internal::prometheus_name(data("megatron.training.skipped_iters", "", InstrumentKind::kCounter)),
+            "megatron_training_skipped_iters_total");
+  EXPECT_EQ(internal::prometheus_name(data("lens.spans.exported", "{span}", InstrumentKind::kCounter)),
+            "lens_spans_exported_total");
+  EXPECT_EQ(internal::prometheus_name(data("io.read", "By", InstrumentKind::kCounter)), "io_read_bytes_total");
+  EXPECT_EQ(internal::prometheus_name(data("gpu.util", "1", InstrumentKind::kGauge)), "gpu_util_ratio");
+  EXPECT_EQ(internal::prometheus_name(data("wait_seconds", "s", InstrumentKind::kGauge)), "wait_seconds");
+}
+
+TEST(PrometheusText, TargetInfoIdentityLabelsAndCumulativeBuckets) {
+  internal::Resource resource{{{"service.name", std::string("svc")},
+                               {"nemo.run.id", std::string("run-7")},
+                               {"service.instance.id", std::string("run-7-rank0")},
+                               {"dl.rank", std::int64_t{0}}}};
+  MetricData loss = data("megatron.training.loss", "", InstrumentKind::kGauge);
+  loss.description = "Training loss value at each log interval.";
+  MetricPoint p;
+  p.double_value = 2.5;
+  loss.points.push_back(p);
+  MetricData h = data("step", "ms", InstrumentKind::kHistogram);
+  h.bounds = {10, 100};
+  MetricPoint hp;
+  hp.bucket_counts = {1, 2, 3};
+  hp.count = 6;
+  hp.sum = 700;
+  hp.attributes = {{"phase", std::string("train")}};
+  h.points.push_back(hp);
+  std::string text = internal::render_prometheus(resource, {loss, h});
+  EXPECT_NE(text.find("target_info{service_name=\"svc\",nemo_run_id=\"run-7\",service_instance_id=\"run-7-rank0\","
+                      "dl_rank=\"0\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# TYPE megatron_training_loss gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# HELP megatron_training_loss Training loss value at each log interval.\n"), std::string::npos);
+  EXPECT_NE(text.find("megatron_training_loss{nemo_run_id=\"run-7\",service_instance_id=\"run-7-rank0\"} 2.5\n"),
+            std::string::npos)
+      << text;
+  const std::string l = "{nemo_run_id=\"run-7\",service_instance_id=\"run-7-rank0\",phase=\"train\"";
+  EXPECT_NE(text.find("step_milliseconds_bucket" + l + ",le=\"10\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("step_milliseconds_bucket" + l + ",le=\"100\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("step_milliseconds_bucket" + l + ",le=\"+Inf\"} 6\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("step_milliseconds_count" + l + "} 6\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("step_milliseconds_sum" + l + "} 700\n"), std::string::npos) << text;
+}
+
+Config prometheus_config(int port) {
+  Config c = testing::capture_config("job");
+  c.exporter = Exporter::kConsole;
+  c.traces_enabled = false;
+  c.metrics_exporter = MetricsExporter::kPrometheus;
+  c.prometheus_host = "127.0.0.1";
+  c.prometheus_port = port;
+  c.run_id = "prom-run";
+  return c;
+}
+
+TEST(PrometheusEndpoint, ServesTheTrainingMetricsOverHttp) {
+  int port = free_port();
+  Telemetry t = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  megatron::record_training_metrics({.step_duration_ms = 250.0, .loss = 2.75, .skipped_iters = 1});
+  httplib::Client client("127.0.0.1", port);
+  auto response = client.Get("/metrics");
+  ASSERT_TRUE(response);
+  EXPECT_EQ(response->status, 200);
+  const std::string& body = response->body;
+  EXPECT_NE(body.find("megatron_training_loss{nemo_run_id=\"prom-run\",service_instance_id=\"prom-run-rank0\"} 2.75"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("megatron_training_skipped_iters_total{"), std::string::npos);
+  EXPECT_NE(body.find("megatron_training_step_duration_ms_milliseconds_count{"), std::string::npos);
+  EXPECT_NE(body.find("lens_spans_dropped_total{"), std::string::npos);
+  EXPECT_TRUE(t.shutdown());
+  EXPECT_FALSE(client.Get("/metrics"));  // stopped with the setup
+}
+
+TEST(PrometheusEndpoint, APortInUseIsASetupError) {
+  int port = free_port();
+  Telemetry first = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  first.shutdown();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  try {
+    setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("OTEL_EXPORTER_PROMETHEUS_PORT"), std::string::npos);
+  }
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace lens
