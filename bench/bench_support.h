@@ -19,7 +19,7 @@ class DiscardExporter final : public internal::TelemetryExporter {
 };
 
 // Every group of `per_step` and `microbatch` on (so `step` is on and `layer` is off), the default sampler
-// (parentbased_always_on). Set up once: a new setup would give the next benchmark cold queues to fault in.
+// (parentbased_always_on), metrics and logs on. Set up once: a new setup would give the next benchmark cold queues to fault in.
 inline void set_up() {
   static Telemetry telemetry = internal::setup(
       [] {
@@ -27,6 +27,7 @@ inline void set_up() {
         config.catalogue = megatron::catalogue();
         config.enabled = true;
         config.span_groups = "per_step,microbatch";
+        config.logs_enabled = true;
         return config;
       }(),
       0, 1, {}, SetupOptions{.reinit = true}, std::make_unique<DiscardExporter>());

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -129,6 +130,55 @@ TEST(OtlpJson, ConsoleExporterWritesOneRequestPerLineOnStdout) {
   }
   EXPECT_EQ(traces, 1);
   EXPECT_EQ(metrics, 1);  // collected once more at shutdown
+}
+
+}  // namespace
+}  // namespace lens
+
+namespace lens {
+namespace {
+
+// The file exporter's metrics line, field by field: the eight megatron.training.* instruments and lens's own.
+TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
+  std::string dir = ::testing::TempDir() + "lens-otlp-metrics-" + std::to_string(::getpid());
+  Config c = exporter_config(Exporter::kFile, dir);
+  c.metrics_temporality = Temporality::kDelta;
+  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  megatron::record_training_metrics({.step_duration_ms = 310.0, .loss = 2.5, .throughput_tflops = 180.0,
+                                     .grad_norm = 1.25, .skipped_iters = 1, .learning_rate = 1e-4,
+                                     .tokens_per_sec = 52000.0, .memory_allocated_gb = 61.5});
+  { LENS_SPAN(mg::job, "one"); }
+  ASSERT_TRUE(t.shutdown());
+  std::ifstream in(dir + "/json-run/rank0.metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  ASSERT_FALSE(last.empty());
+  json request = json::parse(last);
+  EXPECT_EQ(attribute(request["resourceMetrics"][0]["resource"], "nemo.run.id")["stringValue"], "json-run");
+  std::map<std::string, json> by_name;
+  for (const json& m : request["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]) by_name[m["name"]] = m;
+  const json& step = by_name["megatron.training.step_duration_ms"];
+  EXPECT_EQ(step["unit"], "ms");
+  EXPECT_EQ(step["description"], "Duration of one training step in milliseconds.");
+  ASSERT_TRUE(step.contains("histogram"));
+  EXPECT_EQ(step["histogram"]["aggregationTemporality"], 1);  // delta, as asked
+  EXPECT_EQ(step["histogram"]["dataPoints"][0]["count"], "1");  // fixed64 as a string
+  EXPECT_EQ(step["histogram"]["dataPoints"][0]["bucketCounts"].size(), 16u);
+  for (const char* gauge : {"megatron.training.loss", "megatron.training.throughput_tflops",
+                            "megatron.training.grad_norm", "megatron.training.learning_rate",
+                            "megatron.training.tokens_per_sec", "megatron.training.memory_allocated_gb"}) {
+    ASSERT_TRUE(by_name[gauge].contains("gauge")) << gauge;
+    EXPECT_FALSE(by_name[gauge].contains("unit")) << gauge;  // only the step duration declares a unit
+  }
+  EXPECT_EQ(by_name["megatron.training.loss"]["description"], "Training loss value at each log interval.");
+  EXPECT_EQ(by_name["megatron.training.loss"]["gauge"]["dataPoints"][0]["asDouble"], 2.5);
+  const json& skipped = by_name["megatron.training.skipped_iters"];
+  EXPECT_EQ(skipped["sum"]["isMonotonic"], true);
+  EXPECT_EQ(skipped["sum"]["dataPoints"][0]["asInt"], "1");
+  EXPECT_EQ(by_name["lens.spans.exported"]["sum"]["dataPoints"][0]["asInt"], "1");
+  EXPECT_TRUE(by_name.count("lens.spans.dropped"));
+  EXPECT_TRUE(by_name.count("lens.export.failures"));
+  EXPECT_TRUE(by_name.count("lens.queue.fill"));
 }
 
 }  // namespace
