@@ -5,6 +5,8 @@
 #include <chrono>
 #include <thread>
 
+#include "lens/log.h"
+#include "lens/metrics.h"
 #include "support/capture.h"
 
 namespace lens {
@@ -113,6 +115,41 @@ TEST(Pipeline, SwitchingGroupsWhileThreadsRecord) {
   ASSERT_TRUE(c.telemetry().shutdown());
   SpanStats s = c.telemetry().span_stats();
   EXPECT_EQ(s.exported + s.dropped(), s.produced);
+}
+
+TEST(Pipeline, MetricsAndLogsFromManyThreadsWhileExporting) {
+  Config config = testing::capture_config("job");
+  config.logs_enabled = true;
+  config.log_batch.max_queue_size = 512;
+  config.log_batch.max_export_batch_size = 64;
+  config.metric_export_interval_ms = 5;
+  testing::Capture c(config);
+  auto counter = metrics::counter<std::int64_t>("concurrency.counter");
+  auto histogram = metrics::histogram<double>("concurrency.histogram");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        counter.add(1);
+        counter.add(1, {{"thread", t}});
+        histogram.record(i);
+        if (i % 4 == 0) log(Severity::kInfo, "tick", {{"i", i}});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(c.telemetry().shutdown());
+  LogStats logs = c.telemetry().log_stats();
+  EXPECT_EQ(logs.produced, 4u * 500u);
+  EXPECT_EQ(logs.exported + logs.dropped(), logs.produced);
+  std::lock_guard lock(c.exporter().mutex);
+  ASSERT_FALSE(c.exporter().metrics.empty());
+  testing::json last = testing::json::parse(c.exporter().metrics.back());
+  std::int64_t total = 0;
+  for (const auto& m : last["resourceMetrics"][0]["scopeMetrics"][0]["metrics"])
+    if (m["name"] == "concurrency.counter")
+      for (const auto& p : m["sum"]["dataPoints"]) total += std::stoll(p["asInt"].get<std::string>());
+  EXPECT_EQ(total, 2 * 4 * 2000);  // cumulative: every add counted once
 }
 
 }  // namespace
