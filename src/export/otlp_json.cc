@@ -5,8 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "lens/version.h"
-#include "trace/record.h"
+#include "export/otlp_walk.h"
 
 namespace lens::internal {
 
@@ -33,13 +32,12 @@ class Json {
   explicit Json(std::string& out) : out_(out), len_(out.size()) {}
   ~Json() { out_.resize(len_); }
 
-  template <std::size_t N>
-  Json& key(const char (&k)[N]) {  // `,"k":` with the comma when needed
-    char* p = room(N + 4);
+  Json& key(std::string_view k) {  // `,"k":` with the comma when needed
+    char* p = room(k.size() + 4);
     if (!first_) *p++ = ',';
     *p++ = '"';
-    std::memcpy(p, k, N - 1);
-    p += N - 1;
+    std::memcpy(p, k.data(), k.size());
+    p += k.size();
     *p++ = '"';
     *p++ = ':';
     done(p);
@@ -176,242 +174,65 @@ class Json {
   bool first_ = true;
 };
 
-void any_value(Json& j, const AttributeView& a) {
-  j.open('{');
-  switch (a.type) {
-    case ValueType::kBool: j.key("boolValue").boolean(a.as_bool()); break;
-    case ValueType::kInt: j.key("intValue").i64_string(a.as_int()); break;
-    case ValueType::kDouble: j.key("doubleValue").real(a.as_double()); break;
-    case ValueType::kString: j.key("stringValue").string(a.as_string()); break;
-    default: {
-      j.key("arrayValue").open('{').key("values").open('[');
-      std::uint32_t n = a.array_size();
-      std::uint32_t cursor = 0;
-      for (std::uint32_t i = 0; i < n; ++i) {
-        j.open('{');
-        switch (a.type) {
-          case ValueType::kBoolArray: j.key("boolValue").boolean(a.bool_at(i)); break;
-          case ValueType::kIntArray: j.key("intValue").i64_string(a.int_at(i)); break;
-          case ValueType::kDoubleArray: j.key("doubleValue").real(a.double_at(i)); break;
-          default: j.key("stringValue").string(a.next_string(cursor)); break;
-        }
-        j.close('}');
-      }
-      j.close(']').close('}');
-    }
+// The OTLP/JSON side of the walk in otlp_walk.h: field numbers are not needed, names are.
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string& out) : j_(out) {}
+  void open_request() { j_.open('{'); }
+  void close_request() { j_.close('}'); }
+
+  void begin(int, std::string_view name) { j_.key(name).open('{'); }
+  void end() { j_.close('}'); }
+  void begin_list(int, std::string_view name) { j_.key(name).open('['); }
+  void end_list() { j_.close(']'); }
+  void item_begin() { j_.open('{'); }
+  void item_end() { j_.close('}'); }
+
+  void string(int, std::string_view name, std::string_view v) { j_.key(name).string(v); }
+  void bytes(int, std::string_view name, const std::uint8_t* data, std::size_t n) { j_.key(name).hex(data, n); }
+  void fixed64(int, std::string_view name, std::uint64_t v) { j_.key(name).u64_string(v); }
+  void sfixed64(int, std::string_view name, std::int64_t v) { j_.key(name).i64_string(v); }
+  void int64(int, std::string_view name, std::int64_t v) { j_.key(name).i64_string(v); }
+  void fixed32(int, std::string_view name, std::uint32_t v) { j_.key(name).number(v); }
+  void uint32(int, std::string_view name, std::uint32_t v) { j_.key(name).number(v); }
+  void enumeration(int, std::string_view name, int v) { j_.key(name).number(static_cast<std::uint64_t>(v)); }
+  void boolean(int, std::string_view name, bool v) { j_.key(name).boolean(v); }
+  void real(int, std::string_view name, double v) { j_.key(name).real(v); }
+  void packed_fixed64(int, std::string_view name, std::span<const std::uint64_t> values) {
+    j_.key(name).open('[');
+    for (std::uint64_t v : values) j_.u64_string(v);
+    j_.close(']');
   }
-  j.close('}');
-}
-
-void attribute(Json& j, const AttributeView& a) {
-  j.open('{').key("key").string(a.key).key("value");
-  any_value(j, a);
-  j.close('}');
-}
-
-void string_attribute(Json& j, std::string_view key, std::string_view value) {
-  j.open('{').key("key").string(key).key("value").open('{').key("stringValue").string(value).close('}').close('}');
-}
-
-void resource_value(Json& j, const ResourceValue& v) {
-  j.open('{');
-  if (auto* s = std::get_if<std::string>(&v)) j.key("stringValue").string(*s);
-  if (auto* b = std::get_if<bool>(&v)) j.key("boolValue").boolean(*b);
-  if (auto* i = std::get_if<std::int64_t>(&v)) j.key("intValue").i64_string(*i);
-  if (auto* d = std::get_if<double>(&v)) j.key("doubleValue").real(*d);
-  j.close('}');
-}
-
-void nested_attributes(Json& j, const std::uint8_t* at, std::uint32_t count, std::uint32_t dropped) {
-  if (count > 0) {
-    j.key("attributes").open('[');
-    SpanView::for_each_attribute_at(at, count, [&](const AttributeView& a) { attribute(j, a); });
-    j.close(']');
+  void packed_double(int, std::string_view name, std::span<const double> values) {
+    j_.key(name).open('[');
+    for (double v : values) j_.real(v);
+    j_.close(']');
   }
-  if (dropped > 0) j.key("droppedAttributesCount").number(dropped);
-}
 
-// W3C flags in bits 0-7, then "the parent's remoteness is known" and "the parent is remote" (OTLP SpanFlags).
-std::uint32_t span_flags(const RecordHeader& h) {
-  std::uint32_t flags = h.trace_flags | 0x100u;
-  if (h.bits & RecordHeader::kParentRemote) flags |= 0x200u;
-  return flags;
-}
+ private:
+  Json j_;
+};
 
-void span(Json& j, const SpanView& v, const TimeMap& time) {
-  const RecordHeader& h = v.header();
-  j.open('{');
-  j.key("traceId").hex(h.trace_id.bytes.data(), 16);
-  j.key("spanId").hex(h.span_id.bytes.data(), 8);
-  if (h.bits & RecordHeader::kHasParent) j.key("parentSpanId").hex(h.parent_span_id.bytes.data(), 8);
-  j.key("flags").number(span_flags(h));
-  j.key("name").string(v.name());
-  j.key("kind").number(h.kind);
-  std::uint64_t end = time.to_unix_nanos(h.end_tick);
-  j.key("startTimeUnixNano").u64_string(time.to_unix_nanos(h.start_tick));
-  j.key("endTimeUnixNano").u64_string(end);
-  bool truncated = (h.bits & RecordHeader::kTruncated) != 0;
-  if (h.attribute_count > 0 || truncated) {
-    j.key("attributes").open('[');
-    v.for_each_attribute([&](const AttributeView& a) { attribute(j, a); });
-    if (truncated) {
-      j.open('{').key("key").string(kTruncatedAttribute).key("value").open('{').key("boolValue").boolean(true);
-      j.close('}').close('}');
-    }
-    j.close(']');
-  }
-  if (h.dropped_attributes > 0) j.key("droppedAttributesCount").number(h.dropped_attributes);
-  if (h.event_count > 0 || truncated) {
-    j.key("events").open('[');
-    v.for_each_event([&](const EventView& e) {
-      j.open('{').key("timeUnixNano").u64_string(time.to_unix_nanos(e.tick)).key("name").string(e.name);
-      nested_attributes(j, e.attributes, e.attribute_count, e.dropped_attributes);
-      j.close('}');
-    });
-    if (truncated) {
-      j.open('{').key("timeUnixNano").u64_string(end).key("name").string(kTruncatedAttribute);
-      j.key("attributes").open('[');
-      string_attribute(j, "reason", kTruncatedReason);
-      j.close(']').close('}');
-    }
-    j.close(']');
-  }
-  if (h.dropped_events > 0) j.key("droppedEventsCount").number(h.dropped_events);
-  if (h.link_count > 0) {
-    j.key("links").open('[');
-    v.for_each_link([&](const LinkView& l) {
-      j.open('{').key("traceId").hex(l.context.trace_id.bytes.data(), 16);
-      j.key("spanId").hex(l.context.span_id.bytes.data(), 8);
-      nested_attributes(j, l.attributes, l.attribute_count, l.dropped_attributes);
-      j.key("flags").number(l.context.trace_flags | 0x100u | (l.context.is_remote ? 0x200u : 0u));
-      j.close('}');
-    });
-    j.close(']');
-  }
-  if (h.dropped_links > 0) j.key("droppedLinksCount").number(h.dropped_links);
-  j.key("status").open('{');
-  if (h.status_code != 0) j.key("code").number(h.status_code);
-  if (!v.status_message().empty()) j.key("message").string(v.status_message());
-  j.close('}');
-  j.close('}');
-}
-
-void owned_attributes(Json& j, const ResourceAttributes& attributes) {
-  j.key("attributes").open('[');
-  for (const auto& [k, v] : attributes) {
-    j.open('{').key("key").string(k).key("value");
-    resource_value(j, v);
-    j.close('}');
-  }
-  j.close(']');
-}
-
-// `"resource":{...},` and `"scope":{...}` around the signal's list: the frame all three requests share.
-template <std::size_t A, std::size_t B, std::size_t C, typename F>
-void request(Json& j, const char (&resource_list)[A], const char (&scope_list)[B], const char (&items)[C],
-             const Resource& resource, F&& write_items) {
-  j.open('{').key(resource_list).open('[').open('{');
-  j.key("resource").open('{');
-  owned_attributes(j, resource.attributes);
-  j.close('}');
-  j.key(scope_list).open('[').open('{');
-  j.key("scope").open('{').key("name").string("lens").key("version").string(LENS_VERSION_STRING).close('}');
-  j.key(items).open('[');
-  write_items();
-  j.close(']').close('}').close(']');
-  j.close('}').close(']').close('}');
-}
-
-void data_point_head(Json& j, const MetricPoint& p) {
-  j.open('{');
-  if (!p.attributes.empty()) owned_attributes(j, p.attributes);
-  j.key("startTimeUnixNano").u64_string(p.start_unix_nanos).key("timeUnixNano").u64_string(p.time_unix_nanos);
-}
-
-void metric(Json& j, const MetricData& m) {
-  j.open('{').key("name").string(m.name);
-  if (!m.description.empty()) j.key("description").string(m.description);
-  if (!m.unit.empty()) j.key("unit").string(m.unit);
-  const bool delta = m.delta;
-  switch (m.kind) {
-    case InstrumentKind::kCounter:
-    case InstrumentKind::kUpDownCounter:
-    case InstrumentKind::kGauge: {
-      bool gauge = m.kind == InstrumentKind::kGauge;
-      if (gauge)
-        j.key("gauge");
-      else
-        j.key("sum");
-      j.open('{').key("dataPoints").open('[');
-      for (const MetricPoint& p : m.points) {
-        data_point_head(j, p);
-        if (m.integer)
-          j.key("asInt").i64_string(p.int_value);
-        else
-          j.key("asDouble").real(p.double_value);
-        j.close('}');
-      }
-      j.close(']');
-      if (!gauge) j.key("aggregationTemporality").number(delta ? 1 : 2).key("isMonotonic").boolean(m.monotonic);
-      j.close('}');
-      break;
-    }
-    case InstrumentKind::kHistogram: {
-      j.key("histogram").open('{').key("dataPoints").open('[');
-      for (const MetricPoint& p : m.points) {
-        data_point_head(j, p);
-        j.key("count").u64_string(p.count).key("sum").real(p.sum);
-        j.key("bucketCounts").open('[');
-        for (std::uint64_t c : p.bucket_counts) j.u64_string(c);
-        j.close(']').key("explicitBounds").open('[');
-        for (double b : m.bounds) j.real(b);
-        j.close(']');
-        if (p.count > 0) j.key("min").real(p.min).key("max").real(p.max);
-        j.close('}');
-      }
-      j.close(']').key("aggregationTemporality").number(delta ? 1 : 2).close('}');
-      break;
-    }
-  }
-  j.close('}');
-}
-
-void log_record(Json& j, const LogRecordData& r) {
-  j.open('{').key("timeUnixNano").u64_string(r.time_unix_nanos);
-  j.key("observedTimeUnixNano").u64_string(r.observed_unix_nanos);
-  if (r.severity_number > 0) j.key("severityNumber").number(static_cast<std::uint64_t>(r.severity_number));
-  if (!r.severity_text.empty()) j.key("severityText").string(r.severity_text);
-  j.key("body").open('{').key("stringValue").string(r.body).close('}');
-  if (!r.attributes.empty()) owned_attributes(j, r.attributes);
-  if (r.span.is_valid()) {
-    j.key("traceId").hex(r.span.trace_id.bytes.data(), 16);
-    j.key("spanId").hex(r.span.span_id.bytes.data(), 8);
-    j.key("flags").number(r.span.trace_flags & SpanContext::kSampledFlag);
-  }
-  j.close('}');
+template <typename Walk>
+void encode(std::string& out, Walk&& walk) {
+  JsonWriter w(out);
+  w.open_request();
+  walk(w);
+  w.close_request();
 }
 
 }  // namespace
 
+void encode_traces_json(const ExportBatch& batch, std::string& out) {
+  encode(out, [&](JsonWriter& w) { otlp::traces(w, batch); });
+}
+
 void encode_metrics_json(const MetricsBatch& batch, std::string& out) {
-  Json j(out);
-  request(j, "resourceMetrics", "scopeMetrics", "metrics", batch.resource, [&] {
-    for (const MetricData& m : batch.metrics) metric(j, m);
-  });
+  encode(out, [&](JsonWriter& w) { otlp::metrics(w, batch); });
 }
 
 void encode_logs_json(const LogsBatch& batch, std::string& out) {
-  Json j(out);
-  request(j, "resourceLogs", "scopeLogs", "logRecords", batch.resource, [&] {
-    for (const LogRecordData& r : batch.logs) log_record(j, r);
-  });
-}
-
-void encode_traces_json(const ExportBatch& batch, std::string& out) {
-  Json j(out);
-  request(j, "resourceSpans", "scopeSpans", "spans", batch.resource, [&] {
-    for (const std::uint8_t* record : batch.spans) span(j, SpanView(record), batch.time);
-  });
+  encode(out, [&](JsonWriter& w) { otlp::logs(w, batch); });
 }
 
 }  // namespace lens::internal

@@ -14,8 +14,4 @@ void encode_traces_json(const ExportBatch& batch, std::string& out);
 void encode_metrics_json(const MetricsBatch& batch, std::string& out);
 void encode_logs_json(const LogsBatch& batch, std::string& out);
 
-// The text lens adds to a span truncated at shutdown (SPEC §6).
-inline constexpr const char* kTruncatedAttribute = "nemo.span.truncated";
-inline constexpr const char* kTruncatedReason = "still open at telemetry shutdown";
-
 }  // namespace lens::internal
