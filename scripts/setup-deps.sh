@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config binutils  # toolchain (binutils: nm, for the LENS_DISABLED test)
+  nodejs                                     # runs the npm test peers (tests/peers; npm comes with it)
   libssl-dev                                 # md5 for the `sampled` rank rule; sha1 for run uuids
   libgtest-dev libgmock-dev                  # tests
   libbenchmark-dev                           # benchmarks
@@ -24,12 +25,18 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "setup-deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup-deps: installing ${missing[*]}"
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The npm test peers (exact versions in tests/peers/package.json), installed once into tests/peers.
+peers="$(dirname "$0")/../tests/peers"
+if [ ! -f "$peers/node_modules/.lens-installed" ] || [ "$peers/package.json" -nt "$peers/node_modules/.lens-installed" ]; then
+  echo "setup-deps: installing the npm test peers"
+  (cd "$peers" && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.lens-installed)
+fi
