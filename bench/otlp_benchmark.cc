@@ -1,0 +1,120 @@
+// Encoding one 512-span batch (4 attributes per span: 2 int, 1 double, 1 literal string) as OTLP protobuf and as
+// OTLP/JSON, beside a memcpy of as many bytes as the protobuf request has, in the same run. Target (issue 5):
+// protobuf <= 60 ns per span.
+//
+// Command:  ./scripts/bench.sh   (medians of 15 repetitions)
+// Machine and figures: docs/PERFORMANCE.md.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "export/otlp_json.h"
+#include "export/otlp_proto.h"
+#include "lens/megatron.h"
+#include "lens/span.h"
+#include "telemetry/setup_internal.h"
+
+namespace {
+
+namespace mg = lens::megatron::group;
+
+// Keeps the bytes of the first batch it is given.
+class KeepFirstBatch final : public lens::internal::TelemetryExporter {
+ public:
+  std::vector<std::vector<std::uint8_t>>* records;
+  lens::internal::ExportResult export_spans(const lens::internal::ExportBatch& batch,
+                                            lens::internal::Deadline) override {
+    if (records->empty()) {
+      for (const std::uint8_t* r : batch.spans) {
+        std::uint32_t size;
+        std::memcpy(&size, r, 4);
+        records->emplace_back(r, r + size);
+      }
+    }
+    return lens::internal::ExportResult::kSuccess;
+  }
+};
+
+struct Batch {
+  std::vector<std::vector<std::uint8_t>> records;
+  std::vector<const std::uint8_t*> spans;
+  lens::internal::Resource resource;
+  lens::internal::TimeMap time;
+};
+
+// 512 real spans, recorded through lens and captured as the exporter sees them.
+const Batch& batch() {
+  static Batch* b = [] {
+    auto* out = new Batch;
+    lens::Config config;
+    config.catalogue = lens::megatron::catalogue();
+    config.enabled = true;
+    config.span_groups = "step";
+    config.span_batch.max_export_batch_size = 512;
+    auto exporter = std::make_unique<KeepFirstBatch>();
+    exporter->records = &out->records;
+    lens::Telemetry t = lens::internal::setup(config, 0, 1, {{"service.name", std::string("bench")}},
+                                              lens::SetupOptions{.reinit = true}, std::move(exporter));
+    for (std::int64_t i = 0; i < 512; ++i) {
+      LENS_SPAN(mg::step, "megatron.train_step", {"megatron.iteration", i}, {"megatron.num_microbatches", 8},
+                {"megatron.loss", 2.31}, {"megatron.phase", "train"});
+    }
+    t.shutdown();
+    for (const auto& r : out->records) out->spans.push_back(r.data());
+    out->resource.attributes = {{"service.name", std::string("bench")}};
+    return out;
+  }();
+  return *b;
+}
+
+void BM_Otlp_ProtobufEncode512Spans(benchmark::State& state) {
+  const Batch& b = batch();
+  std::string out;
+  for (auto _ : state) {
+    lens::internal::encode_traces_proto(lens::internal::ExportBatch{b.resource, b.spans, b.time}, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(b.spans.size()));
+  state.counters["bytes_per_span"] = static_cast<double>(out.size()) / static_cast<double>(b.spans.size());
+  state.counters["ns_per_span"] = benchmark::Counter(static_cast<double>(b.spans.size()),
+                                                     benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Otlp_ProtobufEncode512Spans);
+
+void BM_Otlp_JsonEncode512Spans(benchmark::State& state) {
+  const Batch& b = batch();
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    lens::internal::encode_traces_json(lens::internal::ExportBatch{b.resource, b.spans, b.time}, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(b.spans.size()));
+  state.counters["ns_per_span"] = benchmark::Counter(static_cast<double>(b.spans.size()),
+                                                     benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Otlp_JsonEncode512Spans);
+
+// The baseline: copying as many bytes as the protobuf request of the batch has.
+void BM_Baseline_MemcpyOfTheProtobufBytes(benchmark::State& state) {
+  const Batch& b = batch();
+  std::string proto;
+  lens::internal::encode_traces_proto(lens::internal::ExportBatch{b.resource, b.spans, b.time}, proto);
+  std::string copy(proto.size(), '\0');
+  for (auto _ : state) {
+    std::memcpy(copy.data(), proto.data(), proto.size());
+    benchmark::DoNotOptimize(copy.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(b.spans.size()));
+  state.counters["ns_per_span"] = benchmark::Counter(static_cast<double>(b.spans.size()),
+                                                     benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Baseline_MemcpyOfTheProtobufBytes);
+
+}  // namespace
