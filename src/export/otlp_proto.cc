@@ -13,40 +13,53 @@ namespace {
 
 enum Wire : std::uint32_t { kVarint = 0, kFixed64 = 1, kLength = 2, kFixed32 = 5 };
 
-// The protobuf side of the walk. Nested messages get their length written back when they end: 5 bytes are
-// reserved, and the content is moved down when its length needs fewer (small messages, the many); a large
-// message (a whole batch) keeps a padded 5-byte length instead, which every protobuf parser accepts, so no
-// batch-sized copy happens.
+// The protobuf side of the walk. A nested message's length is written when the message ends:
+//  - the outer frames of a request (depth < 3: the resource and scope lists, and what holds a whole batch)
+//    reserve 5 bytes and keep a padded 5-byte varint, which every protobuf parser accepts, so no batch-sized
+//    copy ever happens;
+//  - every other message (a span, a key-value, a value: the many) reserves 1 byte, enough below 128 bytes of
+//    content; a longer one moves its content up by the extra bytes (a span: once, by one byte).
 class ProtoWriter {
  public:
   explicit ProtoWriter(std::string& out) : out_(out) {
-    out_.clear();
+    out_.resize(std::max<std::size_t>(out_.capacity(), 65536));  // written through a cursor, trimmed at the end
+    base_ = out_.data();
+    cur_ = base_;
+    end_ = base_ + out_.size();
     frames_.reserve(16);
     lists_.reserve(16);
   }
-  ~ProtoWriter() { out_.resize(len_); }
+  ~ProtoWriter() { out_.resize(static_cast<std::size_t>(cur_ - base_)); }
 
   void begin(int field, std::string_view = {}) {
-    tag(field, kLength);
-    room(5);
-    len_ += 5;
-    frames_.push_back(len_);
+    char* p = reserve(16);
+    p = put_tag(p, field, kLength);
+    std::size_t length_bytes = frames_.size() < kPaddedDepth ? 5 : 1;
+    p += length_bytes;
+    cur_ = p;
+    frames_.push_back(static_cast<std::size_t>(p - base_));
   }
   void end() {
     std::size_t start = frames_.back();
     frames_.pop_back();
-    std::size_t n = len_ - start;
-    char* at = out_.data() + start - 5;
-    if (n >= kPadAbove) {
+    std::size_t n = static_cast<std::size_t>(cur_ - base_) - start;
+    if (frames_.size() < kPaddedDepth) {
+      char* at = base_ + start - 5;
       for (int i = 0; i < 4; ++i) at[i] = static_cast<char>(((n >> (7 * i)) & 0x7f) | 0x80);
       at[4] = static_cast<char>((n >> 28) & 0x7f);
       return;
     }
-    char head[5];
-    std::size_t k = put_varint(head, n);
+    if (n < 0x80) {
+      base_[start - 1] = static_cast<char>(n);
+      return;
+    }
+    char head[10];
+    std::size_t k = static_cast<std::size_t>(put_varint(head, n) - head);
+    reserve(k);
+    char* at = base_ + start - 1;
+    std::memmove(at + k, at + 1, n);
     std::memcpy(at, head, k);
-    if (k < 5) std::memmove(at + k, at + 5, n);
-    len_ -= 5 - k;
+    cur_ += k - 1;
   }
   void begin_list(int field, std::string_view = {}) { lists_.push_back(field); }
   void end_list() { lists_.pop_back(); }
@@ -55,87 +68,95 @@ class ProtoWriter {
 
   void string(int field, std::string_view, std::string_view v) { bytes(field, {}, v.data(), v.size()); }
   void bytes(int field, std::string_view, const void* data, std::size_t n) {
-    tag(field, kLength);
-    varint(n);
-    room(n);
-    std::memcpy(out_.data() + len_, data, n);
-    len_ += n;
+    char* p = reserve(n + 16);
+    p = put_tag(p, field, kLength);
+    p = put_varint(p, n);
+    copy(p, static_cast<const char*>(data), n);
+    cur_ = p + n;
   }
-  void fixed64(int field, std::string_view, std::uint64_t v) {
-    tag(field, kFixed64);
-    raw(&v, 8);
-  }
-  void sfixed64(int field, std::string_view, std::int64_t v) {
-    tag(field, kFixed64);
-    raw(&v, 8);
-  }
-  void int64(int field, std::string_view, std::int64_t v) {
-    tag(field, kVarint);
-    varint(static_cast<std::uint64_t>(v));  // negative: ten bytes, as protobuf writes int64
-  }
-  void fixed32(int field, std::string_view, std::uint32_t v) {
-    tag(field, kFixed32);
-    raw(&v, 4);
-  }
-  void uint32(int field, std::string_view, std::uint32_t v) {
-    tag(field, kVarint);
-    varint(v);
-  }
+  void fixed64(int field, std::string_view, std::uint64_t v) { fixed(field, kFixed64, &v, 8); }
+  void sfixed64(int field, std::string_view, std::int64_t v) { fixed(field, kFixed64, &v, 8); }
+  void real(int field, std::string_view, double v) { fixed(field, kFixed64, &v, 8); }
+  void fixed32(int field, std::string_view, std::uint32_t v) { fixed(field, kFixed32, &v, 4); }
+  // int64: a negative value takes ten bytes, as protobuf writes it.
+  void int64(int field, std::string_view, std::int64_t v) { varint_field(field, static_cast<std::uint64_t>(v)); }
+  void uint32(int field, std::string_view, std::uint32_t v) { varint_field(field, v); }
   void enumeration(int field, std::string_view, int v) {
-    tag(field, kVarint);
-    varint(static_cast<std::uint64_t>(static_cast<std::int64_t>(v)));
+    varint_field(field, static_cast<std::uint64_t>(static_cast<std::int64_t>(v)));
   }
-  void boolean(int field, std::string_view, bool v) {
-    tag(field, kVarint);
-    varint(v ? 1 : 0);
-  }
-  void real(int field, std::string_view, double v) {
-    tag(field, kFixed64);
-    raw(&v, 8);
-  }
+  void boolean(int field, std::string_view, bool v) { varint_field(field, v ? 1 : 0); }
   void packed_fixed64(int field, std::string_view, std::span<const std::uint64_t> values) {
-    if (values.empty()) return;
-    tag(field, kLength);
-    varint(8 * values.size());
-    raw(values.data(), 8 * values.size());
+    if (!values.empty()) bytes(field, {}, values.data(), 8 * values.size());  // little-endian in memory
   }
   void packed_double(int field, std::string_view, std::span<const double> values) {
-    if (values.empty()) return;
-    tag(field, kLength);
-    varint(8 * values.size());
-    raw(values.data(), 8 * values.size());
+    if (!values.empty()) bytes(field, {}, values.data(), 8 * values.size());
   }
 
  private:
-  static constexpr std::size_t kPadAbove = 4096;
+  static constexpr std::size_t kPaddedDepth = 3;
 
-  static std::size_t put_varint(char* at, std::uint64_t v) {
-    std::size_t k = 0;
+  static char* put_varint(char* p, std::uint64_t v) {
     while (v >= 0x80) {
-      at[k++] = static_cast<char>((v & 0x7f) | 0x80);
+      *p++ = static_cast<char>((v & 0x7f) | 0x80);
       v >>= 7;
     }
-    at[k++] = static_cast<char>(v);
-    return k;
+    *p++ = static_cast<char>(v);
+    return p;
   }
-  void room(std::size_t n) {
-    if (len_ + n > out_.size()) out_.resize(std::max(2 * out_.size(), len_ + n + 65536));
+  static char* put_tag(char* p, int field, Wire wire) {
+    return put_varint(p, (static_cast<std::uint64_t>(field) << 3) | wire);
   }
-  void varint(std::uint64_t v) {
-    room(10);
-    len_ += put_varint(out_.data() + len_, v);
+  void varint_field(int field, std::uint64_t v) {
+    char* p = reserve(24);
+    cur_ = put_varint(put_tag(p, field, kVarint), v);
   }
-  void tag(int field, Wire wire) { varint((static_cast<std::uint64_t>(field) << 3) | wire); }
-  void raw(const void* data, std::size_t n) {  // little-endian on the machines lens runs on (x86-64, arm64)
-    room(n);
-    std::memcpy(out_.data() + len_, data, n);
-    len_ += n;
+  void fixed(int field, Wire wire, const void* v, std::size_t n) {
+    char* p = put_tag(reserve(16), field, wire);
+    std::memcpy(p, v, n);  // n is 4 or 8: a single move once inlined
+    cur_ = p + n;
+  }
+  // The cursor, with at least n writable bytes after it.
+  char* reserve(std::size_t n) {
+    if (__builtin_expect(static_cast<std::size_t>(end_ - cur_) < n, 0)) grow(n);
+    return cur_;
+  }
+  __attribute__((noinline)) void grow(std::size_t n) {
+    std::size_t used = static_cast<std::size_t>(cur_ - base_);
+    out_.resize(std::max(2 * out_.size(), used + n + 65536));
+    base_ = out_.data();
+    cur_ = base_ + used;
+    end_ = base_ + out_.size();
+  }
+  // Most fields are short (ids, keys, names): fixed-size moves instead of a call to memcpy.
+  static void copy(char* to, const char* from, std::size_t n) {
+    if (n > 64) {
+      std::memcpy(to, from, n);
+    } else if (n >= 16) {
+      for (std::size_t i = 0; i + 16 < n; i += 16) std::memcpy(to + i, from + i, 16);
+      std::memcpy(to + n - 16, from + n - 16, 16);
+    } else if (n >= 8) {
+      std::uint64_t a, b;
+      std::memcpy(&a, from, 8);
+      std::memcpy(&b, from + n - 8, 8);
+      std::memcpy(to, &a, 8);
+      std::memcpy(to + n - 8, &b, 8);
+    } else if (n >= 4) {
+      std::uint32_t a, b;
+      std::memcpy(&a, from, 4);
+      std::memcpy(&b, from + n - 4, 4);
+      std::memcpy(to, &a, 4);
+      std::memcpy(to + n - 4, &b, 4);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+    }
   }
 
   std::string& out_;
-  std::size_t len_ = 0;
-  std::vector<std::size_t> frames_;
-  std::vector<int> lists_;
+  char* base_;
+  char* cur_;
+  char* end_;
+  std::vector<std::size_t> frames_;  // offsets where each open message's content starts
+  std::vector<int> lists_;           // field numbers of the open repeated fields
 };
 
 static_assert(std::endian::native == std::endian::little, "the protobuf writer copies little-endian values");
