@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config binutils  # toolchain (binutils: nm, for the LENS_DISABLED test)
   nodejs                                     # runs the npm test peers (tests/peers; npm comes with it)
   libssl-dev                                 # md5 for the `sampled` rank rule; sha1 for run uuids
+  libcurl4-openssl-dev zlib1g-dev            # OTLP over HTTP, gzip
   libgtest-dev libgmock-dev                  # tests
   libbenchmark-dev                           # benchmarks
   libcli11-dev                               # command-line flags of the examples and tools

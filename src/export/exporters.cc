@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "export/otlp_http.h"
 #include "export/otlp_json.h"
 
 namespace lens::internal {
@@ -118,11 +119,9 @@ std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std
   switch (config.exporter) {
     case Exporter::kConsole: return make_console_exporter();
     case Exporter::kFile: return make_file_exporter(telemetry_file_prefix(config, run_id, rank), signals);
-    case Exporter::kOtlp: break;
+    case Exporter::kOtlp: return make_otlp_http_exporter(config);
   }
-  throw ConfigError(
-      "lens: the otlp exporter is not in this build yet; set <PREFIX>_EXPORTER=file (OTLP/JSON Lines under "
-      "<PREFIX>_FILE_DIR) or console");
+  throw ConfigError("lens: unknown exporter");
 }
 
 }  // namespace lens::internal

@@ -135,16 +135,18 @@ TEST_F(Setup, StrategiesDecide) {
   EXPECT_TRUE(setup_telemetry(c, 2, 8, {}, SetupOptions{.reinit = true}).is_exporting());
 }
 
-TEST_F(Setup, OtlpIsAClearErrorUntilItIsBuilt) {
+TEST_F(Setup, OtlpOverGrpcIsAClearErrorThatNamesHttpProtobuf) {
   Config c = enabled_megatron();
-  c.exporter = Exporter::kOtlp;
+  c.exporter = Exporter::kOtlp;  // protocol: grpc by default, not in this build
   try {
     setup_telemetry(c, 0, 1);
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("_EXPORTER=file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("http/protobuf"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(enabled_span_groups().empty());
+  c.otlp_traces.protocol = c.otlp_metrics.protocol = c.otlp_logs.protocol = OtlpProtocol::kHttpProtobuf;
+  EXPECT_TRUE(setup_telemetry(c, 0, 1).is_exporting());  // nothing is sent at setup: no collector needed
 }
 
 TEST_F(Setup, AnUnwritableFileDirIsASetupError) {
