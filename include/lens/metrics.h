@@ -59,41 +59,28 @@ namespace metrics {
 // The default histogram bounds of the OpenTelemetry specification.
 inline constexpr double kDefaultBounds[] = {0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000};
 
-template <typename T>
-class Counter {
+// Counters and up-down counters share the shape: add a value; a counter ignores negative increments.
+template <typename T, bool kMonotonic>
+class Sum {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>, "int64_t or double");
 
  public:
-  explicit Counter(internal::Instrument* i) noexcept : i_(i) {}
-  // A negative increment is ignored: counters only go up.
+  explicit Sum(internal::Instrument* i) noexcept : i_(i) {}
   void add(T v) noexcept {
-    if (internal::recording() && v >= 0) internal::add(i_, v);
+    if (internal::recording() && (!kMonotonic || v >= 0)) internal::add(i_, v);
   }
   void add(T v, std::initializer_list<Attribute> attributes) noexcept {
-    if (internal::recording() && v >= 0)
+    if (internal::recording() && (!kMonotonic || v >= 0))
       internal::add(i_, static_cast<double>(v), static_cast<std::int64_t>(v), attributes);
   }
 
  private:
   internal::Instrument* i_;
 };
-
 template <typename T>
-class UpDownCounter {
-  static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>, "int64_t or double");
-
- public:
-  explicit UpDownCounter(internal::Instrument* i) noexcept : i_(i) {}
-  void add(T v) noexcept {
-    if (internal::recording()) internal::add(i_, v);
-  }
-  void add(T v, std::initializer_list<Attribute> attributes) noexcept {
-    if (internal::recording()) internal::add(i_, static_cast<double>(v), static_cast<std::int64_t>(v), attributes);
-  }
-
- private:
-  internal::Instrument* i_;
-};
+using Counter = Sum<T, true>;
+template <typename T>
+using UpDownCounter = Sum<T, false>;
 
 // Histograms and gauges share the shape: record a value.
 template <typename T>

@@ -2,6 +2,8 @@
 // a scrape over HTTP).
 #include <gtest/gtest.h>
 #include <httplib.h>
+
+#include "support/net.h"
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,17 +19,6 @@ namespace {
 using internal::MetricData;
 using internal::MetricPoint;
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 MetricData data(std::string name, std::string unit, InstrumentKind kind) {
   MetricData m{std::move(name), std::move(unit), "", kind, false, kind == InstrumentKind::kCounter, false, {}, {}};
@@ -96,7 +87,7 @@ Config prometheus_config(int port) {
 }
 
 TEST(PrometheusEndpoint, ServesTheTrainingMetricsOverHttp) {
-  int port = free_port();
+  int port = lens::testing::free_port();
   Telemetry t = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
   megatron::record_training_metrics({.step_duration_ms = 250.0, .loss = 2.75, .skipped_iters = 1});
   httplib::Client client("127.0.0.1", port);
@@ -115,7 +106,7 @@ TEST(PrometheusEndpoint, ServesTheTrainingMetricsOverHttp) {
 }
 
 TEST(PrometheusEndpoint, APortInUseIsASetupError) {
-  int port = free_port();
+  int port = lens::testing::free_port();
   Telemetry first = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
   first.shutdown();
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -2,6 +2,8 @@
 // the query SPEC §8 documents, and the histogram's buckets must add up.
 #include <gtest/gtest.h>
 #include <httplib.h>
+
+#include "support/net.h"
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -25,17 +27,6 @@ namespace {
 
 using nlohmann::json;
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 class PrometheusServer {
  public:
@@ -84,7 +75,7 @@ class PrometheusServer {
 double value_of(const json& result) { return std::stod(result[0]["value"][1].get<std::string>()); }
 
 TEST(Prometheus, ScrapesLensAndAnswersTheSpecQuery) {
-  int lens_port = free_port();
+  int lens_port = lens::testing::free_port();
   lens::Config c = lens::megatron::config_from_env();
   c.enabled = true;
   c.traces_enabled = false;
@@ -99,7 +90,7 @@ TEST(Prometheus, ScrapesLensAndAnswersTheSpecQuery) {
   lens::megatron::record_training_metrics({.loss = 2.375, .skipped_iters = 2, .learning_rate = 3e-4});
 
   std::string dir = ::testing::TempDir() + "lens-prometheus-" + std::to_string(::getpid());
-  PrometheusServer prometheus(dir, free_port(), lens_port);
+  PrometheusServer prometheus(dir, lens::testing::free_port(), lens_port);
   ASSERT_TRUE(prometheus.started()) << "is Debian's prometheus installed (scripts/setup-deps.sh)?";
 
   json loss = prometheus.query("megatron_training_loss{nemo_run_id=\"" + c.run_id + "\"}");
