@@ -22,6 +22,7 @@ namespace lens {
 // OpenTelemetry SeverityNumber: each level is the first of its range of four.
 enum class Severity : int { kTrace = 1, kDebug = 5, kInfo = 9, kWarn = 13, kError = 17, kFatal = 21 };
 
+#if !defined(LENS_DISABLED)
 namespace internal {
 extern LENS_API std::atomic<bool> g_logs_enabled;
 LENS_API void emit_log(int severity_number, std::string_view severity_text, std::string_view body,
@@ -39,5 +40,15 @@ inline void log(Severity severity, std::string_view body, std::initializer_list<
   if (should_log(severity))
     internal::emit_log(static_cast<int>(severity), severity_text(severity), body, attributes, time);
 }
+#else  // LENS_DISABLED
+namespace internal {
+inline void emit_log(int, std::string_view, std::string_view, std::initializer_list<Attribute>,
+                     std::chrono::system_clock::time_point) {}
+}  // namespace internal
+constexpr bool should_log(Severity) noexcept { return false; }
+inline std::string_view severity_text(Severity) noexcept { return {}; }
+inline void log(Severity, std::string_view, std::initializer_list<Attribute> = {},
+                std::chrono::system_clock::time_point = {}) {}
+#endif
 
 }  // namespace lens

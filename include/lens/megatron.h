@@ -76,7 +76,11 @@ struct TrainingArgs {
 // The Megatron consumer attributes of SPEC §5: dl.*, megatron.*, the GPU identity (NVML), copies of the SLURM
 // ids, and the job and run uuids. One function for the trainer and its checkpoint worker, so the two never
 // drift apart. Touches NVML: call it only on an exporting rank (resource_provider() does).
+#if !defined(LENS_DISABLED)
 LENS_API ResourceAttributes resource_attributes(const TrainingArgs& args);
+#else
+inline ResourceAttributes resource_attributes(const TrainingArgs&) { return {}; }
+#endif
 
 // SetupOptions{.resource_provider = lens::megatron::resource_provider(args)}: the attributes, built only where
 // they are exported.
@@ -98,7 +102,11 @@ struct TrainingMetrics {
 
 // Records the eight megatron.training.* instruments of SPEC §8 (exact names, kinds, units, descriptions), no
 // metric attributes: identity rides the resource. Call it every --log-interval iterations.
+#if !defined(LENS_DISABLED)
 LENS_API void record_training_metrics(const TrainingMetrics& metrics);
+#else
+inline void record_training_metrics(const TrainingMetrics&) {}
+#endif
 
 // Config::from_env with the Megatron prefix, the NEMO_LENS fallback, `megatron-lm` and the Megatron catalogue.
 inline Config config_from_env() {

@@ -34,9 +34,10 @@ enum class InstrumentKind : std::uint8_t { kCounter, kUpDownCounter, kHistogram,
 
 namespace internal {
 
-extern LENS_API std::atomic<bool> g_metrics_recording;
-
 struct Instrument;  // src/metrics
+
+#if !defined(LENS_DISABLED)
+extern LENS_API std::atomic<bool> g_metrics_recording;
 
 LENS_API Instrument* find_or_create_instrument(std::string_view name, std::string_view unit,
                                                std::string_view description, InstrumentKind kind, bool integer,
@@ -51,6 +52,17 @@ LENS_API void add(Instrument* i, double v, std::int64_t iv, std::initializer_lis
 LENS_API void record(Instrument* i, double v, std::int64_t iv, std::initializer_list<Attribute> attributes) noexcept;
 
 inline bool recording() noexcept { return g_metrics_recording.load(std::memory_order_relaxed); }
+#else  // LENS_DISABLED: instruments exist as names only; nothing is recorded.
+inline Instrument* find_or_create_instrument(std::string_view, std::string_view, std::string_view, InstrumentKind,
+                                             bool, std::span<const double>) {
+  return nullptr;
+}
+template <typename... A>
+inline void add(A&&...) noexcept {}
+template <typename... A>
+inline void record(A&&...) noexcept {}
+constexpr bool recording() noexcept { return false; }
+#endif
 
 }  // namespace internal
 

@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "lens/lens.h"
+#include "lens/log.h"
+#include "lens/metrics.h"
 
 namespace {
 int g_side_effects = 0;
@@ -32,6 +34,17 @@ int main() {
     lens::ContextScope scope(lens::current_context());
     auto f = lens::traced(lens::group::step, "traced", [](int x) { return x + 1; });
     any = any || f(1) != 2 || manual.is_recording() || lens::from_traceparent(lens::to_traceparent({})).has_value();
+  }
+  {
+    static auto counter = lens::metrics::counter<std::int64_t>("never.counter");
+    static auto histogram = lens::metrics::histogram<double>("never.histogram", "ms");
+    counter.add(1);
+    counter.add(1, {{"k", "v"}});
+    histogram.record(2.5);
+    lens::megatron::record_training_metrics({.loss = 1.0});
+    lens::log(lens::Severity::kError, "never", {{"k", 1}});
+    any = any || lens::should_log(lens::Severity::kFatal) ||
+          !lens::megatron::resource_attributes(lens::megatron::TrainingArgs{}).empty();
   }
   any = any || !telemetry.force_flush() || telemetry.span_stats().produced != 0;
   telemetry.shutdown();
