@@ -69,6 +69,13 @@ const Batch& batch() {
   return *b;
 }
 
+// spans/s and ns per span, for a benchmark whose iteration handles the whole batch.
+void report_per_span(benchmark::State& state, const Batch& b) {
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(b.spans.size()));
+  state.counters["ns_per_span"] = benchmark::Counter(
+      static_cast<double>(b.spans.size()), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void BM_Otlp_ProtobufEncode512Spans(benchmark::State& state) {
   const Batch& b = batch();
   std::string out;
@@ -76,11 +83,8 @@ void BM_Otlp_ProtobufEncode512Spans(benchmark::State& state) {
     lens::internal::encode_traces_proto(lens::internal::ExportBatch{b.resource, b.spans, b.time}, out);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(b.spans.size()));
   state.counters["bytes_per_span"] = static_cast<double>(out.size()) / static_cast<double>(b.spans.size());
-  state.counters["ns_per_span"] = benchmark::Counter(static_cast<double>(b.spans.size()),
-                                                     benchmark::Counter::kIsIterationInvariantRate |
-                                                         benchmark::Counter::kInvert);
+  report_per_span(state, b);
 }
 BENCHMARK(BM_Otlp_ProtobufEncode512Spans);
 
@@ -92,10 +96,7 @@ void BM_Otlp_JsonEncode512Spans(benchmark::State& state) {
     lens::internal::encode_traces_json(lens::internal::ExportBatch{b.resource, b.spans, b.time}, out);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(b.spans.size()));
-  state.counters["ns_per_span"] = benchmark::Counter(static_cast<double>(b.spans.size()),
-                                                     benchmark::Counter::kIsIterationInvariantRate |
-                                                         benchmark::Counter::kInvert);
+  report_per_span(state, b);
 }
 BENCHMARK(BM_Otlp_JsonEncode512Spans);
 
@@ -110,10 +111,7 @@ void BM_Baseline_MemcpyOfTheProtobufBytes(benchmark::State& state) {
     benchmark::DoNotOptimize(copy.data());
     benchmark::ClobberMemory();
   }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(b.spans.size()));
-  state.counters["ns_per_span"] = benchmark::Counter(static_cast<double>(b.spans.size()),
-                                                     benchmark::Counter::kIsIterationInvariantRate |
-                                                         benchmark::Counter::kInvert);
+  report_per_span(state, b);
 }
 BENCHMARK(BM_Baseline_MemcpyOfTheProtobufBytes);
 

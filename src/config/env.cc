@@ -44,8 +44,6 @@ void throw_invalid(const EnvValue& value, std::string_view expected) {
   throw ConfigError("lens: " + value.variable + "=" + shown + " is invalid: expected " + std::string(expected));
 }
 
-std::string lowered(std::string_view s) { return to_lower(s); }
-
 bool parse_flag(const EnvValue& value) {
   return parse_choice<bool>(value, {{"1", true}, {"true", true}, {"yes", true}, {"on", true},
                                     {"0", false}, {"false", false}, {"no", false}, {"off", false}});

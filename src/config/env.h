@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/text.h"
 #include "lens/config.h"
 
 namespace lens::internal {
@@ -66,11 +67,10 @@ Config config_from(const EnvLookup& env, std::string_view prefix, std::string_vi
                    std::string_view default_service_name, const Catalogue& catalogue);
 
 // --- template definition ---
-std::string lowered(std::string_view s);
 
 template <typename T>
 T parse_choice(const EnvValue& value, std::initializer_list<std::pair<std::string_view, T>> choices) {
-  std::string want = lowered(value.text);
+  std::string want = to_lower(value.text);
   for (const auto& [name, result] : choices)
     if (want == name) return result;
   std::string names;

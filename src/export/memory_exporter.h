@@ -39,37 +39,18 @@ class MemoryExporter final : public TelemetryExporter {
   explicit MemoryExporter(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
   ExportResult export_spans(const ExportBatch& batch, Deadline) override {
-    std::string json, proto;
-    encode_traces_json(batch, json);
-    encode_traces_proto(batch, proto);
-    std::unique_lock lock(shared_->mutex);
-    shared_->released_cv.wait(lock, [&] { return !shared_->hang; });  // ignores the deadline, like a hung peer
-    if (shared_->fail) return ExportResult::kFailure;
-    shared_->requests.push_back(std::move(json));
-    shared_->span_protos.push_back(std::move(proto));
-    shared_->spans += batch.spans.size();
-    return ExportResult::kSuccess;
+    ExportResult r = keep(batch, encode_traces_json, encode_traces_proto, &Shared::requests, &Shared::span_protos, true);
+    if (r == ExportResult::kSuccess) {
+      std::lock_guard lock(shared_->mutex);
+      shared_->spans += batch.spans.size();
+    }
+    return r;
   }
   ExportResult export_metrics(const MetricsBatch& batch, Deadline) override {
-    std::string json, proto;
-    encode_metrics_json(batch, json);
-    encode_metrics_proto(batch, proto);
-    std::lock_guard lock(shared_->mutex);
-    if (shared_->fail) return ExportResult::kFailure;
-    shared_->metrics.push_back(std::move(json));
-    shared_->metric_protos.push_back(std::move(proto));
-    return ExportResult::kSuccess;
+    return keep(batch, encode_metrics_json, encode_metrics_proto, &Shared::metrics, &Shared::metric_protos, false);
   }
   ExportResult export_logs(const LogsBatch& batch, Deadline) override {
-    std::string json, proto;
-    encode_logs_json(batch, json);
-    encode_logs_proto(batch, proto);
-    std::unique_lock lock(shared_->mutex);
-    shared_->released_cv.wait(lock, [&] { return !shared_->hang; });
-    if (shared_->fail) return ExportResult::kFailure;
-    shared_->logs.push_back(std::move(json));
-    shared_->log_protos.push_back(std::move(proto));
-    return ExportResult::kSuccess;
+    return keep(batch, encode_logs_json, encode_logs_proto, &Shared::logs, &Shared::log_protos, true);
   }
   void shutdown() override {
     std::lock_guard lock(shared_->mutex);
@@ -77,6 +58,24 @@ class MemoryExporter final : public TelemetryExporter {
   }
 
  private:
+  using Texts = std::vector<std::string> Shared::*;
+
+  // Encodes the batch both ways and keeps both, unless told to fail; waits while told to hang (ignoring the
+  // deadline, like a hung peer) when `may_hang`.
+  template <typename Batch, typename Json, typename Proto>
+  ExportResult keep(const Batch& batch, Json json_encoder, Proto proto_encoder, Texts jsons, Texts protos,
+                    bool may_hang) {
+    std::string json, proto;
+    json_encoder(batch, json);
+    proto_encoder(batch, proto);
+    std::unique_lock lock(shared_->mutex);
+    if (may_hang) shared_->released_cv.wait(lock, [&] { return !shared_->hang; });
+    if (shared_->fail) return ExportResult::kFailure;
+    ((*shared_).*jsons).push_back(std::move(json));
+    ((*shared_).*protos).push_back(std::move(proto));
+    return ExportResult::kSuccess;
+  }
+
   std::shared_ptr<Shared> shared_;
 };
 

@@ -85,16 +85,18 @@ class ProtoWriter {
     varint_field(field, static_cast<std::uint64_t>(static_cast<std::int64_t>(v)));
   }
   void boolean(int field, std::string_view, bool v) { varint_field(field, v ? 1 : 0); }
-  void packed_fixed64(int field, std::string_view, std::span<const std::uint64_t> values) {
-    if (!values.empty()) bytes(field, {}, values.data(), 8 * values.size());  // little-endian in memory
-  }
-  void packed_double(int field, std::string_view, std::span<const double> values) {
-    if (!values.empty()) bytes(field, {}, values.data(), 8 * values.size());
-  }
+  void packed_fixed64(int field, std::string_view, std::span<const std::uint64_t> values) { packed(field, values); }
+  void packed_double(int field, std::string_view, std::span<const double> values) { packed(field, values); }
 
  private:
   static constexpr std::size_t kPaddedDepth = 3;
 
+  // A packed repeated field of 8-byte values: their little-endian bytes as they lie in memory.
+  template <typename T>
+  void packed(int field, std::span<const T> values) {
+    static_assert(sizeof(T) == 8);
+    if (!values.empty()) bytes(field, {}, values.data(), 8 * values.size());
+  }
   static char* put_varint(char* p, std::uint64_t v) {
     while (v >= 0x80) {
       *p++ = static_cast<char>((v & 0x7f) | 0x80);

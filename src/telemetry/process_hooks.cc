@@ -11,9 +11,6 @@
 
 namespace lens::internal {
 
-ThreadState* current_thread_state_if_any() noexcept;  // recorder.cc
-void forget_thread_state() noexcept;                  // recorder.cc
-
 namespace {
 
 struct sigaction g_previous_sigterm;

@@ -202,8 +202,7 @@ SpanStats Telemetry::span_stats() const {
 
 LogStats Telemetry::log_stats() const {
   if (!state_ || !state_->pipeline) return {};
-  internal::LogCounts c = state_->pipeline->log_counts();
-  return LogStats{c.produced, c.exported, c.dropped_queue_full, c.dropped_after_shutdown, c.dropped_export_failed};
+  return state_->pipeline->log_counts();
 }
 
 const std::string& Telemetry::run_id() const {

@@ -18,8 +18,6 @@ namespace lens::internal {
 std::atomic<Pipeline*> g_pipeline{nullptr};
 std::atomic<Pipeline*> g_export_pipeline{nullptr};
 
-ThreadState* current_thread_state_if_any() noexcept;  // recorder.cc
-
 namespace {
 
 void signal_fd(int fd) noexcept {
@@ -222,9 +220,9 @@ void Pipeline::export_logs(Deadline deadline) {
   }
 }
 
-LogCounts Pipeline::log_counts() const {
+LogStats Pipeline::log_counts() const {
   std::lock_guard lock(logs_mutex_);
-  LogCounts c = log_counts_;
+  LogStats c = log_counts_;
   if (finished_.load()) {  // what a racing thread queued after the last drain is never exported
     c.dropped_after_shutdown += logs_.size();
   }

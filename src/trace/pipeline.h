@@ -31,12 +31,6 @@ struct PipelineSettings {
   Temporality temporality = Temporality::kCumulative;
 };
 
-// What happened to the log records of a setup; after shutdown produced == exported + dropped().
-struct LogCounts {
-  std::uint64_t produced = 0, exported = 0, dropped_queue_full = 0, dropped_after_shutdown = 0,
-                dropped_export_failed = 0;
-  std::uint64_t dropped() const noexcept { return dropped_queue_full + dropped_after_shutdown + dropped_export_failed; }
-};
 
 class Pipeline {
  public:
@@ -56,7 +50,7 @@ class Pipeline {
   void shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept;
 
   SpanStats stats() const;
-  LogCounts log_counts() const;
+  LogStats log_counts() const;
 
   // A log record from any thread: queued (bounded by OTEL_BLRP_MAX_QUEUE_SIZE) or dropped and counted.
   void emit_log(LogRecordData record);
@@ -139,7 +133,7 @@ class Pipeline {
 
   mutable std::mutex logs_mutex_;
   std::vector<LogRecordData> logs_;
-  LogCounts log_counts_;  // guarded by logs_mutex_ (exported/dropped_export_failed: export thread, same lock)
+  LogStats log_counts_;  // guarded by logs_mutex_ (exported/dropped_export_failed: export thread, same lock)
 
   std::thread thread_;
 };

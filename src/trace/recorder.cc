@@ -328,14 +328,10 @@ void set_status_message(OpenSpan& s, std::string_view message) noexcept {
 
 // ---- ending ------------------------------------------------------------------------------------------------
 
-// Queues a finished record from `t`'s thread and counts the outcome.
+// Queues a finished record from `t`'s thread (its pipeline live) and counts the outcome.
 void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   ThreadCounters::bump(t.counters.produced);
   Pipeline* p = t.pipeline;
-  if (__builtin_expect(p->stopped(), 0)) {
-    ThreadCounters::bump(t.counters.dropped_after_shutdown);
-    return;
-  }
   s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
   if (!t.queue.push(s.header, s.arena)) {
     ThreadCounters::bump(t.counters.dropped_queue_full);

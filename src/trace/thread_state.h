@@ -100,6 +100,11 @@ struct ThreadState {
   ThreadCounters counters;
 };
 
+// The calling thread's state, whatever pipeline it belongs to (null before its first span), and forgetting it
+// (a forked child starts afresh). recorder.cc owns the thread-local.
+ThreadState* current_thread_state_if_any() noexcept;
+void forget_thread_state() noexcept;
+
 template <typename F>
 std::size_t SpanQueue::pop(std::size_t max, F&& f) {
   std::uint64_t tail = tail_.load(std::memory_order_relaxed);
