@@ -8,6 +8,8 @@ packages=(
   nodejs                                     # runs the npm test peers (tests/peers; npm comes with it)
   libssl-dev                                 # md5 for the `sampled` rank rule; sha1 for run uuids
   libcurl4-openssl-dev zlib1g-dev            # OTLP over HTTP, gzip
+  libgrpc++-dev                              # OTLP over gRPC (generic stub: no generated code)
+  openssl                                    # tests make a self-signed certificate for OTLP over TLS
   libgtest-dev libgmock-dev                  # tests
   libbenchmark-dev                           # benchmarks
   libcli11-dev                               # command-line flags of the examples and tools

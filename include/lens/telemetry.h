@@ -43,8 +43,10 @@ struct TelemetryAccess;
 // What happened to the log records of a setup; after shutdown produced == exported + dropped().
 struct LogStats {
   std::uint64_t produced = 0, exported = 0, dropped_queue_full = 0, dropped_after_shutdown = 0,
-                dropped_export_failed = 0;
-  std::uint64_t dropped() const noexcept { return dropped_queue_full + dropped_after_shutdown + dropped_export_failed; }
+                dropped_export_failed = 0, rejected_by_collector = 0;
+  std::uint64_t dropped() const noexcept {
+    return dropped_queue_full + dropped_after_shutdown + dropped_export_failed + rejected_by_collector;
+  }
 };
 
 // What happened to the spans of a setup. On an exporting rank, after shutdown:
@@ -57,11 +59,13 @@ struct SpanStats {
   std::uint64_t dropped_no_slot = 0;         // more than 64 spans open at once on one thread
   std::uint64_t dropped_after_shutdown = 0;  // ended after shutdown began
   std::uint64_t dropped_export_failed = 0;   // in a batch the exporter failed to deliver
+  std::uint64_t rejected_by_collector = 0;   // delivered, but refused by the collector (OTLP partial success)
   std::uint64_t export_failures = 0;         // failed export calls (batches)
   std::uint64_t sampled_out = 0;             // not recorded by the sampler's decision (not a drop)
 
   std::uint64_t dropped() const noexcept {
-    return dropped_queue_full + dropped_no_slot + dropped_after_shutdown + dropped_export_failed;
+    return dropped_queue_full + dropped_no_slot + dropped_after_shutdown + dropped_export_failed +
+           rejected_by_collector;
   }
 };
 

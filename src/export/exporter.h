@@ -39,7 +39,18 @@ struct LogsBatch {
   const std::vector<LogRecordData>& logs;
 };
 
-enum class ExportResult { kSuccess, kFailure };
+// What became of one batch. A collector that accepts a batch may still reject some of its items (OTLP partial
+// success): those are counted apart and never retried.
+struct ExportResult {
+  bool delivered = false;
+  std::uint64_t rejected = 0;
+
+  static const ExportResult kSuccess, kFailure;
+  static ExportResult delivered_with(std::uint64_t rejected_items) { return {true, rejected_items}; }
+  bool operator==(const ExportResult&) const = default;
+};
+inline constexpr ExportResult ExportResult::kSuccess{true, 0};
+inline constexpr ExportResult ExportResult::kFailure{false, 0};
 
 class TelemetryExporter {
  public:

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "common/log.h"
-#include "export/otlp_http.h"
+#include "export/otlp_exporter.h"
 #include "export/otlp_json.h"
 
 namespace lens::internal {
@@ -119,7 +119,7 @@ std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std
   switch (config.exporter) {
     case Exporter::kConsole: return make_console_exporter();
     case Exporter::kFile: return make_file_exporter(telemetry_file_prefix(config, run_id, rank), signals);
-    case Exporter::kOtlp: return make_otlp_http_exporter(config);
+    case Exporter::kOtlp: return make_otlp_exporter(config);
   }
   throw ConfigError("lens: unknown exporter");
 }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include "export/otlp_exporter.h"
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
 
@@ -135,9 +136,15 @@ TEST_F(Setup, StrategiesDecide) {
   EXPECT_TRUE(setup_telemetry(c, 2, 8, {}, SetupOptions{.reinit = true}).is_exporting());
 }
 
-TEST_F(Setup, OtlpOverGrpcIsAClearErrorThatNamesHttpProtobuf) {
+// grpc is the default protocol: a build with gRPC sets up (nothing is sent at setup, so no collector is needed);
+// a build without it (the sanitizer builds) refuses with a message that names the alternative.
+TEST_F(Setup, OtlpOverGrpcWorksOrIsAClearErrorThatNamesHttpProtobuf) {
   Config c = enabled_megatron();
-  c.exporter = Exporter::kOtlp;  // protocol: grpc by default, not in this build
+  c.exporter = Exporter::kOtlp;
+  if (internal::otlp_grpc_available()) {
+    EXPECT_TRUE(setup_telemetry(c, 0, 1).is_exporting());
+    return;
+  }
   try {
     setup_telemetry(c, 0, 1);
     FAIL();
@@ -146,7 +153,26 @@ TEST_F(Setup, OtlpOverGrpcIsAClearErrorThatNamesHttpProtobuf) {
   }
   EXPECT_TRUE(enabled_span_groups().empty());
   c.otlp_traces.protocol = c.otlp_metrics.protocol = c.otlp_logs.protocol = OtlpProtocol::kHttpProtobuf;
-  EXPECT_TRUE(setup_telemetry(c, 0, 1).is_exporting());  // nothing is sent at setup: no collector needed
+  EXPECT_TRUE(setup_telemetry(c, 0, 1).is_exporting());
+}
+
+TEST_F(Setup, AnUnreadableOtlpCertificateIsASetupErrorNamingTheFile) {
+  for (OtlpProtocol protocol : {OtlpProtocol::kHttpProtobuf, OtlpProtocol::kGrpc}) {
+    if (protocol == OtlpProtocol::kGrpc && !internal::otlp_grpc_available()) continue;
+    Config c = enabled_megatron();
+    c.exporter = Exporter::kOtlp;
+    c.otlp_traces.protocol = c.otlp_metrics.protocol = c.otlp_logs.protocol = protocol;
+    c.otlp_traces.endpoint = "https://localhost:4317";
+    c.otlp_traces.certificate = "/nonexistent/ca.pem";
+    try {
+      setup_telemetry(c, 0, 1);
+      FAIL();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("/nonexistent/ca.pem"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("CERTIFICATE"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(enabled_span_groups().empty());
+  }
 }
 
 TEST_F(Setup, AnUnwritableFileDirIsASetupError) {

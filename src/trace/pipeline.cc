@@ -172,8 +172,10 @@ void Pipeline::export_batch(Deadline deadline) {
   } catch (const std::exception& e) {
     log_warning("span export threw: %s", e.what());
   }
-  if (result == ExportResult::kSuccess) {
-    exported_.fetch_add(batch_spans_.size(), std::memory_order_relaxed);
+  if (result.delivered) {
+    const std::uint64_t rejected = std::min<std::uint64_t>(result.rejected, batch_spans_.size());
+    exported_.fetch_add(batch_spans_.size() - rejected, std::memory_order_relaxed);
+    rejected_by_collector_.fetch_add(rejected, std::memory_order_relaxed);
   } else {
     dropped_export_failed_.fetch_add(batch_spans_.size(), std::memory_order_relaxed);
     export_failures_.fetch_add(1, std::memory_order_relaxed);
@@ -216,7 +218,13 @@ void Pipeline::export_logs(Deadline deadline) {
       log_warning("log export threw: %s", e.what());
     }
     std::lock_guard lock(logs_mutex_);
-    (result == ExportResult::kSuccess ? log_counts_.exported : log_counts_.dropped_export_failed) += part.size();
+    if (result.delivered) {
+      const std::uint64_t rejected = std::min<std::uint64_t>(result.rejected, part.size());
+      log_counts_.exported += part.size() - rejected;
+      log_counts_.rejected_by_collector += rejected;
+    } else {
+      log_counts_.dropped_export_failed += part.size();
+    }
   }
 }
 
@@ -247,7 +255,8 @@ void Pipeline::append_self_metrics(std::vector<MetricData>& out) const {
   sum("lens.spans.exported", "Spans the exporter accepted.", {{nullptr, s.exported}});
   sum("lens.spans.dropped", "Spans dropped, by reason.",
       {{"queue_full", s.dropped_queue_full}, {"no_slot", s.dropped_no_slot},
-       {"after_shutdown", s.dropped_after_shutdown}, {"export_failed", s.dropped_export_failed}});
+       {"after_shutdown", s.dropped_after_shutdown}, {"export_failed", s.dropped_export_failed},
+       {"rejected", s.rejected_by_collector}});
   MetricData failures{"lens.export.failures", "{call}", "Export calls that failed.", InstrumentKind::kCounter, true,
                       true, false, {}, {}};
   MetricPoint f;
@@ -274,7 +283,7 @@ void Pipeline::export_metrics(Deadline deadline) {
   } catch (const std::exception& e) {
     log_warning("metric export threw: %s", e.what());
   }
-  if (result != ExportResult::kSuccess) export_failures_.fetch_add(1, std::memory_order_relaxed);
+  if (!result.delivered) export_failures_.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::vector<MetricData> Pipeline::collect_for_pull() {
@@ -292,12 +301,13 @@ void Pipeline::finish() {
   SpanStats s = stats();
   if (s.produced > 0 || s.dropped() > 0) {
     log_info("spans: %llu produced, %llu exported, %llu dropped (queue full %llu, no slot %llu, after shutdown %llu, "
-             "export failed %llu)",
+             "export failed %llu, rejected by the collector %llu)",
              static_cast<unsigned long long>(s.produced), static_cast<unsigned long long>(s.exported),
              static_cast<unsigned long long>(s.dropped()), static_cast<unsigned long long>(s.dropped_queue_full),
              static_cast<unsigned long long>(s.dropped_no_slot),
              static_cast<unsigned long long>(s.dropped_after_shutdown),
-             static_cast<unsigned long long>(s.dropped_export_failed));
+             static_cast<unsigned long long>(s.dropped_export_failed),
+             static_cast<unsigned long long>(s.rejected_by_collector));
   }
   {
     std::lock_guard lock(mutex_);
@@ -389,6 +399,7 @@ SpanStats Pipeline::stats() const {
   s.dropped_after_shutdown += late;
   s.exported = exported_.load(std::memory_order_relaxed);
   s.dropped_export_failed = dropped_export_failed_.load(std::memory_order_relaxed);
+  s.rejected_by_collector = rejected_by_collector_.load(std::memory_order_relaxed);
   s.export_failures = export_failures_.load(std::memory_order_relaxed);
   if (finished_.load(std::memory_order_acquire)) {
     // Whatever a racing thread queued after the last drain will never be exported.

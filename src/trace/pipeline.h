@@ -121,6 +121,7 @@ class Pipeline {
 
   alignas(64) std::atomic<std::uint64_t> exported_{0};
   std::atomic<std::uint64_t> dropped_export_failed_{0};
+  std::atomic<std::uint64_t> rejected_by_collector_{0};
   std::atomic<std::uint64_t> export_failures_{0};
   std::atomic<std::uint64_t> late_drops_{0};
 

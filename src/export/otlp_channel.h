@@ -1,0 +1,86 @@
+// What OTLP/HTTP and OTLP/gRPC share (OTLP exporter specification): one signal's destination, sending a
+// pre-encoded request with retries (exponential back-off with jitter, the server's retry hint honoured, never past
+// the deadline), the collector's partial-success answer (logged once per distinct message, its rejected items
+// counted, never retried), and refusals logged at a bounded rate. A transport only says what one attempt did.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "export/exporter.h"
+#include "lens/config.h"
+
+namespace lens::internal {
+
+// One OTLP signal's fixed names.
+struct OtlpSignal {
+  const char* name;         // "traces": for messages
+  const char* http_path;    // "v1/traces": appended to a general endpoint
+  const char* grpc_method;  // "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+};
+extern const OtlpSignal kOtlpTraces, kOtlpMetrics, kOtlpLogs;
+
+// Export<Signal>ServiceResponse.partial_success.
+struct PartialSuccess {
+  std::int64_t rejected = 0;
+  std::string message;
+};
+PartialSuccess parse_partial_success_proto(std::string_view response);
+PartialSuccess parse_partial_success_json(std::string_view response);
+
+// A google.rpc.Status error body: its message, and the delay of a google.rpc.RetryInfo among its details.
+struct RpcStatus {
+  std::string message;
+  std::optional<std::chrono::milliseconds> retry_delay;
+};
+RpcStatus parse_rpc_status_proto(std::string_view body);
+std::string parse_rpc_status_message_json(std::string_view body);
+
+// What one attempt did.
+struct Attempt {
+  enum class Outcome { kDelivered, kRetryable, kRefused };
+  Outcome outcome = Outcome::kRefused;
+  std::string error;  // why it failed, for the log ("HTTP 503: overloaded", "UNAVAILABLE: connection refused")
+  std::optional<std::chrono::milliseconds> retry_after;  // the server's hint
+  PartialSuccess partial;                                // when delivered
+};
+
+// Reads a TLS file named by OTEL_EXPORTER_OTLP_[<SIGNAL>_]<variable> (CERTIFICATE, CLIENT_KEY,
+// CLIENT_CERTIFICATE); throws ConfigError naming the file and the variable when it cannot be read.
+std::string read_tls_file(const std::string& path, const char* variable);
+
+class OtlpChannel {
+ public:
+  OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, std::string destination);
+  virtual ~OtlpChannel() = default;
+  OtlpChannel(const OtlpChannel&) = delete;
+  OtlpChannel& operator=(const OtlpChannel&) = delete;
+
+  // Sends one encoded request of `items` items; retries what may be retried until `deadline`.
+  ExportResult send(const std::string& payload, std::size_t items, Deadline deadline);
+  bool json() const { return settings_.protocol == OtlpProtocol::kHttpJson; }
+  const std::string& destination() const { return destination_; }
+  // Ends the connection (from the background thread, at shutdown).
+  virtual void close() {}
+
+ protected:
+  // One try, within `timeout`.
+  virtual Attempt attempt(const std::string& payload, std::chrono::milliseconds timeout) = 0;
+  const OtlpSignalConfig settings_;
+  const OtlpSignal& signal_;
+
+ private:
+  std::uint64_t take_partial_success(const PartialSuccess& partial, std::size_t items);
+  void warn_rate_limited(const std::string& message);
+
+  std::string destination_;  // for messages: URL or gRPC target, never a header
+  std::set<std::string> logged_partial_messages_;
+  std::chrono::steady_clock::time_point next_warning_{};
+  unsigned suppressed_warnings_ = 0;
+};
+
+}  // namespace lens::internal
