@@ -33,13 +33,15 @@ void log_info(const char* format, ...) {
   va_end(args);
 }
 
-void log_warning(const char* format, ...) {
+namespace {
+
+void warn(const void* source, const char* format, va_list args) {
   static std::mutex* mutex = new std::mutex;
-  static auto* limits = new std::map<const char*, RateLimit>;
+  static auto* limits = new std::map<std::pair<const char*, const void*>, RateLimit>;
   unsigned long suppressed;
   {
     std::lock_guard lock(*mutex);
-    RateLimit& r = (*limits)[format];
+    RateLimit& r = (*limits)[{format, source}];
     auto now = std::chrono::steady_clock::now();
     if (r.last != std::chrono::steady_clock::time_point{} && now - r.last < std::chrono::seconds(10)) {
       ++r.suppressed;
@@ -49,9 +51,22 @@ void log_warning(const char* format, ...) {
     suppressed = r.suppressed;
     r.suppressed = 0;
   }
+  write_line("warning: ", format, args, suppressed);
+}
+
+}  // namespace
+
+void log_warning(const char* format, ...) {
   va_list args;
   va_start(args, format);
-  write_line("warning: ", format, args, suppressed);
+  warn(nullptr, format, args);
+  va_end(args);
+}
+
+void log_warning_from(const void* source, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  warn(source, format, args);
   va_end(args);
 }
 

@@ -168,24 +168,23 @@ ExportResult OtlpChannel::send(const std::string& payload, std::size_t items, De
     auto timeout = std::min(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()),
                             milliseconds(settings_.timeout_ms));
     if (timeout.count() <= 0) {
-      warn_rate_limited("OTLP " + std::string(signal_.name) + " export to " + destination_ +
-                        " gave up: the deadline passed; the batch is dropped");
+      log_warning_from(this, "OTLP %s export to %s gave up: the deadline passed; the batch is dropped", signal_.name,
+                       destination_.c_str());
       return ExportResult::kFailure;
     }
     Attempt a = attempt(payload, timeout);
     if (a.outcome == Attempt::Outcome::kDelivered) return ExportResult::delivered_with(take_partial_success(a.partial, items));
     if (a.outcome == Attempt::Outcome::kRefused) {
-      warn_rate_limited("OTLP " + std::string(signal_.name) + " export to " + destination_ + " was refused (" +
-                        a.error + "); not retried, the batch is dropped");
+      log_warning_from(this, "OTLP %s export to %s was refused (%s); not retried, the batch is dropped",
+                       signal_.name, destination_.c_str(), a.error.c_str());
       return ExportResult::kFailure;
     }
     // Exponential back-off with jitter, or the server's hint; never past the deadline.
     auto wait = a.retry_after.value_or(
         std::chrono::duration_cast<milliseconds>(backoff * std::uniform_real_distribution<double>(0.8, 1.2)(jitter)));
     if (Clock::now() + wait >= deadline) {
-      warn_rate_limited("OTLP " + std::string(signal_.name) + " export to " + destination_ + " failed after " +
-                        std::to_string(tries) + (tries == 1 ? " attempt (" : " attempts (") + a.error +
-                        "); the batch is dropped");
+      log_warning_from(this, "OTLP %s export to %s failed after %d attempt(s), the last: %s; the batch is dropped",
+                       signal_.name, destination_.c_str(), tries, a.error.c_str());
       return ExportResult::kFailure;
     }
     std::this_thread::sleep_for(wait);
@@ -195,29 +194,17 @@ ExportResult OtlpChannel::send(const std::string& payload, std::size_t items, De
 
 std::uint64_t OtlpChannel::take_partial_success(const PartialSuccess& partial, std::size_t items) {
   if (partial.rejected == 0 && partial.message.empty()) return 0;
-  // Logged once per distinct message (a collector repeats the same reason for every batch); never retried.
-  if (logged_partial_messages_.size() < 64 && logged_partial_messages_.insert(partial.message).second) {
-    log_warning("OTLP %s export to %s: the collector rejected %lld of %zu items: %s", signal_.name,
-                destination_.c_str(), static_cast<long long>(partial.rejected), items,
-                partial.message.empty() ? "(no message)" : partial.message.c_str());
+  // Logged once per distinct message (a collector repeats the same reason for every batch); never retried. The
+  // message's own entry is the source, so distinct messages do not share a rate limit.
+  if (logged_partial_messages_.size() < 64) {
+    auto [entry, inserted] = logged_partial_messages_.insert(partial.message);
+    if (inserted) {
+      log_warning_from(&*entry, "OTLP %s export to %s: the collector rejected %lld of %zu items: %s", signal_.name,
+                       destination_.c_str(), static_cast<long long>(partial.rejected), items,
+                       partial.message.empty() ? "(no message)" : partial.message.c_str());
+    }
   }
   return static_cast<std::uint64_t>(std::clamp<std::int64_t>(partial.rejected, 0, static_cast<std::int64_t>(items)));
-}
-
-// A collector that is down produces one failure per batch: say so at most every 10 s, with how many were not said.
-void OtlpChannel::warn_rate_limited(const std::string& message) {
-  auto now = Clock::now();
-  if (now < next_warning_) {
-    ++suppressed_warnings_;
-    return;
-  }
-  if (suppressed_warnings_ > 0) {
-    log_warning("%s (and %u similar messages in the last 10 s)", message.c_str(), suppressed_warnings_);
-  } else {
-    log_warning("%s", message.c_str());
-  }
-  suppressed_warnings_ = 0;
-  next_warning_ = now + std::chrono::seconds(10);
 }
 
 }  // namespace lens::internal

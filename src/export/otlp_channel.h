@@ -1,7 +1,7 @@
 // What OTLP/HTTP and OTLP/gRPC share (OTLP exporter specification): one signal's destination, sending a
 // pre-encoded request with retries (exponential back-off with jitter, the server's retry hint honoured, never past
 // the deadline), the collector's partial-success answer (logged once per distinct message, its rejected items
-// counted, never retried), and refusals logged at a bounded rate. A transport only says what one attempt did.
+// counted, never retried), and failures logged at a bounded rate per channel. A transport only says what one attempt did.
 #pragma once
 
 #include <chrono>
@@ -75,12 +75,9 @@ class OtlpChannel {
 
  private:
   std::uint64_t take_partial_success(const PartialSuccess& partial, std::size_t items);
-  void warn_rate_limited(const std::string& message);
 
   std::string destination_;  // for messages: URL or gRPC target, never a header
   std::set<std::string> logged_partial_messages_;
-  std::chrono::steady_clock::time_point next_warning_{};
-  unsigned suppressed_warnings_ = 0;
 };
 
 }  // namespace lens::internal

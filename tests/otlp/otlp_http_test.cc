@@ -11,6 +11,7 @@
 
 #include "export/otlp_http.h"
 #include "support/capture.h"
+#include "support/test_collector.h"
 
 namespace lens {
 namespace {
@@ -33,44 +34,7 @@ std::string gunzip(const std::string& in) {
   return out;
 }
 
-// A collector that answers each request as `respond` says and keeps what it received.
-class TestCollector {
- public:
-  using Respond = std::function<void(const httplib::Request&, httplib::Response&, int attempt)>;
-  explicit TestCollector(Respond respond) : respond_(std::move(respond)) {
-    server_.Post(".*", [this](const httplib::Request& request, httplib::Response& response) {
-      int attempt = ++requests_;
-      {
-        std::lock_guard lock(mutex_);
-        received_.push_back(request);
-      }
-      respond_(request, response, attempt);
-    });
-    server_.set_keep_alive_max_count(1);  // close after each answer: stopping never waits on an idle connection
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(milliseconds(1));
-  }
-  ~TestCollector() {
-    server_.stop();
-    thread_.join();
-  }
-  int port() const { return port_; }
-  int requests() const { return requests_.load(); }
-  std::vector<httplib::Request> received() {
-    std::lock_guard lock(mutex_);
-    return received_;
-  }
-
- private:
-  Respond respond_;
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
-  std::atomic<int> requests_{0};
-  std::mutex mutex_;
-  std::vector<httplib::Request> received_;
-};
+using testing::TestCollector;
 
 Config http_config(int port, OtlpProtocol protocol = OtlpProtocol::kHttpJson) {
   Config c = testing::capture_config("job");
@@ -194,6 +158,104 @@ TEST(OtlpHttp, PartialSuccessIsNotRetriedAndIsLoggedOnce) {
   std::size_t first = log.find("span too old");
   ASSERT_NE(first, std::string::npos) << log;
   EXPECT_EQ(log.find("span too old", first + 1), std::string::npos) << log;  // once per distinct message
+  SpanStats s = t.span_stats();
+  EXPECT_EQ(s.rejected_by_collector, 2u);  // delivered, refused by the collector: counted apart
+  EXPECT_EQ(s.exported, 0u);
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+}
+
+TEST(OtlpHttp, ProtobufPartialSuccessCountsTheRejectedItems) {
+  TestCollector collector([](auto&, auto& response, int) {
+    // ExportTraceServiceResponse { partial_success (1) { rejected_spans (1) = 1, error_message (2) = "quota" } }
+    static const std::string body = std::string("\x0a\x09\x08\x01\x12\x05quota", 11);
+    response.set_content(body, "application/x-protobuf");
+  });
+  ::testing::internal::CaptureStderr();
+  Telemetry t =
+      setup_telemetry(http_config(collector.port(), OtlpProtocol::kHttpProtobuf), 0, 1, {}, SetupOptions{.reinit = true});
+  { LENS_SPAN(mg::job, "kept"); }
+  { LENS_SPAN(mg::job, "rejected"); }
+  ASSERT_TRUE(t.shutdown());
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("rejected 1 of 2 items: quota"), std::string::npos) << log;
+  SpanStats s = t.span_stats();
+  EXPECT_EQ(s.exported, 1u);
+  EXPECT_EQ(s.rejected_by_collector, 1u);
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+}
+
+TEST(OtlpHttp, ARefusalIsLoggedWithTheCollectorsMessageAtABoundedRate) {
+  TestCollector collector([](auto&, auto& response, int) {
+    response.status = 400;
+    response.set_content(R"({"code":3,"message":"span name is empty"})", "application/json");
+  });
+  ::testing::internal::CaptureStderr();
+  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  for (int i = 0; i < 5; ++i) {
+    { LENS_SPAN(mg::job, "refused"); }
+    t.force_flush();
+  }
+  ASSERT_TRUE(t.shutdown());
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(collector.requests(), 5);
+  std::size_t first = log.find("HTTP 400: span name is empty");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find("HTTP 400", first + 1), std::string::npos) << log;  // not once per batch
+  EXPECT_EQ(t.span_stats().dropped_export_failed, 5u);
+}
+
+TEST(OtlpHttp, ACollectorThatDiesAndComesBackGetsTheDataAfterItReturns) {
+  auto ok = [](auto&, auto& response, int) { response.set_content("{}", "application/json"); };
+  auto first = std::make_unique<TestCollector>(ok);
+  const int port = first->port();
+  Config c = http_config(port);
+  c.otlp_traces.timeout_ms = 300;
+  c.span_batch.export_timeout_ms = 800;
+  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  { LENS_SPAN(mg::job, "before"); }
+  ASSERT_TRUE(t.force_flush());
+  EXPECT_EQ(first->requests(), 1);
+  first.reset();  // the collector dies
+  { LENS_SPAN(mg::job, "while-down"); }
+  t.force_flush();
+  EXPECT_EQ(t.span_stats().dropped_export_failed, 1u);  // lost, and counted
+  TestCollector second(ok, port);  // and comes back on the same port
+  { LENS_SPAN(mg::job, "after"); }
+  ASSERT_TRUE(t.shutdown());
+  std::vector<httplib::Request> received = second.received();
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(json::parse(received[0].body)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"], "after");
+  SpanStats s = t.span_stats();
+  EXPECT_EQ(s.exported, 2u);
+  EXPECT_EQ(s.dropped_export_failed, 1u);
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+}
+
+// The collector holds every request until the training loop is done: if recording a span ever waited for the
+// network, the loop would never finish (and this test would time out). The overflow is dropped and counted.
+TEST(OtlpHttp, ASlowCollectorFillsTheQueueButNeverHoldsTheTrainingThread) {
+  std::atomic<bool> training_done{false};
+  TestCollector collector([&](auto&, auto& response, int) {
+    for (int i = 0; i < 600 && !training_done.load(); ++i) std::this_thread::sleep_for(milliseconds(10));  // bounded
+    response.set_content("{}", "application/json");
+  });
+  Config c = http_config(collector.port());
+  c.span_batch.max_queue_size = 256;
+  c.span_batch.max_export_batch_size = 64;
+  c.span_batch.schedule_delay_ms = 1;
+  c.otlp_traces.timeout_ms = 10000;
+  c.span_batch.export_timeout_ms = 10000;
+  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  for (int i = 0; i < 20000; ++i) {
+    LENS_SPAN(mg::job, "step", {"i", i});
+  }
+  training_done.store(true);
+  ASSERT_TRUE(t.shutdown(std::chrono::seconds(10)));
+  SpanStats s = t.span_stats();
+  EXPECT_EQ(s.produced, 20000u);
+  EXPECT_GT(s.dropped_queue_full, 10000u);
+  EXPECT_GT(s.exported, 0u);
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
 }
 
 TEST(OtlpHttp, AnAbsentCollectorCostsCountedDropsNotAHang) {
