@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "export/otlp_walk.h"
+#include "lens/internal/export.h"
 
 namespace lens::internal {
 
@@ -26,24 +27,21 @@ class ProtoWriter {
     base_ = out_.data();
     cur_ = base_;
     end_ = base_ + out_.size();
-    frames_.reserve(16);
-    lists_.reserve(16);
   }
   ~ProtoWriter() { out_.resize(static_cast<std::size_t>(cur_ - base_)); }
 
-  void begin(int field, std::string_view = {}) {
+  LENS_ALWAYS_INLINE void begin(int field, std::string_view = {}) {
     char* p = reserve(16);
     p = put_tag(p, field, kLength);
-    std::size_t length_bytes = frames_.size() < kPaddedDepth ? 5 : 1;
+    std::size_t length_bytes = depth_ < kPaddedDepth ? 5 : 1;
     p += length_bytes;
     cur_ = p;
-    frames_.push_back(static_cast<std::size_t>(p - base_));
+    frames_[depth_++] = static_cast<std::size_t>(p - base_);
   }
-  void end() {
-    std::size_t start = frames_.back();
-    frames_.pop_back();
+  LENS_ALWAYS_INLINE void end() {
+    std::size_t start = frames_[--depth_];
     std::size_t n = static_cast<std::size_t>(cur_ - base_) - start;
-    if (frames_.size() < kPaddedDepth) {
+    if (depth_ < kPaddedDepth) {
       char* at = base_ + start - 5;
       for (int i = 0; i < 4; ++i) at[i] = static_cast<char>(((n >> (7 * i)) & 0x7f) | 0x80);
       at[4] = static_cast<char>((n >> 28) & 0x7f);
@@ -61,10 +59,49 @@ class ProtoWriter {
     std::memcpy(at, head, k);
     cur_ += k - 1;
   }
-  void begin_list(int field, std::string_view = {}) { lists_.push_back(field); }
-  void end_list() { lists_.pop_back(); }
-  void item_begin() { begin(lists_.back()); }
-  void item_end() { end(); }
+  void begin_list(int field, std::string_view = {}) { lists_[list_depth_++] = field; }
+  void end_list() { --list_depth_; }
+  LENS_ALWAYS_INLINE void item_begin() { begin(lists_[list_depth_ - 1]); }
+  LENS_ALWAYS_INLINE void item_end() { end(); }
+
+  // A KeyValue with a scalar value whose sizes are all known up front and small (the usual attribute): written
+  // in one go with its one-byte lengths, no frames. False (nothing written) for anything else.
+  LENS_ALWAYS_INLINE bool scalar_attribute(const AttributeView& a) {
+    const int field = lists_[list_depth_ - 1];
+    std::uint64_t word = 0;
+    std::size_t value_size;  // the AnyValue's content
+    switch (a.type) {
+      case ValueType::kBool: value_size = 2; break;
+      case ValueType::kInt: word = static_cast<std::uint64_t>(a.as_int()); value_size = 1 + varint_size(word); break;
+      case ValueType::kDouble: value_size = 9; break;
+      case ValueType::kString: value_size = 2 + a.value_bytes; break;
+      default: return false;
+    }
+    const std::size_t key_size = a.key.size();
+    const std::size_t kv_size = 2 + key_size + 2 + value_size;
+    if (field >= 16 || key_size >= 0x80 || value_size >= 0x80 || kv_size >= 0x80) return false;
+    char* p = reserve(kv_size + 2);
+    *p++ = static_cast<char>((field << 3) | kLength);
+    *p++ = static_cast<char>(kv_size);
+    *p++ = 0x0a;  // KeyValue.key
+    *p++ = static_cast<char>(key_size);
+    copy(p, a.key.data(), key_size);
+    p += key_size;
+    *p++ = 0x12;  // KeyValue.value
+    *p++ = static_cast<char>(value_size);
+    switch (a.type) {
+      case ValueType::kBool: *p++ = 0x10; *p++ = a.as_bool() ? 1 : 0; break;
+      case ValueType::kInt: *p++ = 0x18; p = put_varint(p, word); break;
+      case ValueType::kDouble: *p++ = 0x21; std::memcpy(p, a.value, 8); p += 8; break;
+      default:
+        *p++ = 0x0a;
+        *p++ = static_cast<char>(a.value_bytes);
+        copy(p, reinterpret_cast<const char*>(a.value), a.value_bytes);
+        p += a.value_bytes;
+    }
+    cur_ = p;
+    return true;
+  }
 
   void string(int field, std::string_view, std::string_view v) { bytes(field, {}, v.data(), v.size()); }
   void bytes(int field, std::string_view, const void* data, std::size_t n) {
@@ -96,6 +133,9 @@ class ProtoWriter {
   void packed(int field, std::span<const T> values) {
     static_assert(sizeof(T) == 8);
     if (!values.empty()) bytes(field, {}, values.data(), 8 * values.size());
+  }
+  static std::size_t varint_size(std::uint64_t v) {
+    return static_cast<std::size_t>(std::bit_width(v | 1) + 6) / 7;
   }
   static char* put_varint(char* p, std::uint64_t v) {
     while (v >= 0x80) {
@@ -157,8 +197,12 @@ class ProtoWriter {
   char* base_;
   char* cur_;
   char* end_;
-  std::vector<std::size_t> frames_;  // offsets where each open message's content starts
-  std::vector<int> lists_;           // field numbers of the open repeated fields
+  // OTLP nests at most about ten messages deep; lens never writes arrays of arrays.
+  static constexpr std::size_t kMaxDepth = 32;
+  std::size_t frames_[kMaxDepth];  // offsets where each open message's content starts
+  std::size_t depth_ = 0;
+  int lists_[kMaxDepth];           // field numbers of the open repeated fields
+  std::size_t list_depth_ = 0;
 };
 
 static_assert(std::endian::native == std::endian::little, "the protobuf writer copies little-endian values");

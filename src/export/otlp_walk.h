@@ -77,6 +77,16 @@ void key_value(W& w, std::string_view key, Value&& write_value) {
   w.item_end();
 }
 
+// One span, event or link attribute as an element of the current list. A writer may write a small scalar one
+// whole (ProtoWriter::scalar_attribute: its sizes are known before it is written).
+template <typename W>
+void attribute(W& w, const AttributeView& a) {
+  if constexpr (requires { w.scalar_attribute(a); }) {
+    if (w.scalar_attribute(a)) return;
+  }
+  key_value(w, a.key, [&] { any_value(w, a); });
+}
+
 template <typename W>
 void owned_attributes(W& w, int field, const ResourceAttributes& attributes) {
   if (attributes.empty()) return;
@@ -91,8 +101,7 @@ void nested_attributes(W& w, int field, int dropped_field, const std::uint8_t* a
                        std::uint32_t dropped) {
   if (count > 0) {
     w.begin_list(field, "attributes");
-    SpanView::for_each_attribute_at(at, count,
-                                    [&](const AttributeView& a) { key_value(w, a.key, [&] { any_value(w, a); }); });
+    SpanView::for_each_attribute_at(at, count, [&](const AttributeView& a) { attribute(w, a); });
     w.end_list();
   }
   if (dropped > 0) w.uint32(dropped_field, "droppedAttributesCount", dropped);
@@ -146,7 +155,7 @@ void span(W& w, const SpanView& v, const TimeMap& time) {
   w.fixed64(8, "endTimeUnixNano", end);
   if (h.attribute_count > 0 || truncated) {
     w.begin_list(9, "attributes");
-    v.for_each_attribute([&](const AttributeView& a) { key_value(w, a.key, [&] { any_value(w, a); }); });
+    v.for_each_attribute([&](const AttributeView& a) { attribute(w, a); });
     if (truncated) key_value(w, kTruncatedAttribute, [&] { w.boolean(2, "boolValue", true); });
     w.end_list();
   }

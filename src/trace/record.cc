@@ -2,26 +2,8 @@
 
 namespace lens::internal {
 
-namespace {
-
-template <typename T>
-T load(const std::uint8_t* at) noexcept {
-  T v;
-  std::memcpy(&v, at, sizeof v);
-  return v;
-}
-
-// Key or name text: a pointer when static, else the bytes inline. Returns the text and where it ends.
-std::string_view read_text(const std::uint8_t* at, bool is_static, std::uint32_t length, const std::uint8_t** end) {
-  if (is_static) {
-    *end = at + sizeof(const char*);
-    return {load<const char*>(at), length};
-  }
-  *end = at + length;
-  return {reinterpret_cast<const char*>(at), length};
-}
-
-}  // namespace
+using record_detail::load;
+using record_detail::read_text;
 
 std::uint32_t AttributeView::array_size() const noexcept {
   switch (type) {
@@ -53,19 +35,6 @@ std::string_view SpanView::status_message() const noexcept {
   if (header_.status_message_entry == 0) return {};
   const std::uint8_t* at = arena_ + header_.status_message_entry - 1;
   return {reinterpret_cast<const char*>(at + 8), load<std::uint32_t>(at + 4)};
-}
-
-AttributeView SpanView::read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept {
-  AttributeView a;
-  a.type = static_cast<ValueType>(at[1]);
-  bool key_static = at[2] != 0;
-  auto key_length = load<std::uint32_t>(at + 4);
-  const std::uint8_t* after_key;
-  a.key = read_text(at + 8, key_static, key_length, &after_key);
-  a.value_bytes = load<std::uint32_t>(after_key);
-  a.value = after_key + 4;
-  *next = a.value + a.value_bytes;
-  return a;
 }
 
 EventView SpanView::read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept {

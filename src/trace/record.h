@@ -131,7 +131,7 @@ class SpanView {
   }
 
   // Decoding primitives (shared with the tests).
-  static AttributeView read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept;
+  static inline AttributeView read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept;
   static EventView read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept;
   static LinkView read_link(const std::uint8_t* at, const std::uint8_t** next) noexcept;
   static const std::uint8_t* skip_entry(const std::uint8_t* at) noexcept;
@@ -146,20 +146,86 @@ class SpanView {
   const std::uint8_t* arena_;
 };
 
+namespace record_detail {
+
+template <typename T>
+inline T load(const std::uint8_t* at) noexcept {
+  T v;
+  std::memcpy(&v, at, sizeof v);
+  return v;
+}
+
+// Key or name text: a pointer when static, else the bytes inline. Returns the text and where it ends.
+inline std::string_view read_text(const std::uint8_t* at, bool is_static, std::uint32_t length,
+                                  const std::uint8_t** end) noexcept {
+  if (is_static) {
+    *end = at + sizeof(const char*);
+    return {load<const char*>(at), length};
+  }
+  *end = at + length;
+  return {reinterpret_cast<const char*>(at), length};
+}
+
+}  // namespace record_detail
+
+// Inline: the exporter decodes every attribute of every span with it.
+AttributeView SpanView::read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept {
+  AttributeView a;
+  a.type = static_cast<ValueType>(at[1]);
+  bool key_static = at[2] != 0;
+  auto key_length = record_detail::load<std::uint32_t>(at + 4);
+  const std::uint8_t* after_key;
+  a.key = record_detail::read_text(at + 8, key_static, key_length, &after_key);
+  a.value_bytes = record_detail::load<std::uint32_t>(after_key);
+  a.value = after_key + 4;
+  *next = a.value + a.value_bytes;
+  return a;
+}
+
 template <typename F>
 void SpanView::for_each_attribute(F&& f) const {
+  // A key set twice keeps its last value. The usual span has a few attributes: decode each once into a small
+  // array and compare keys; only a span with more than kFew entries takes the rescan of the arena per entry.
+  constexpr std::size_t kFew = 16;
+  union Few {  // left uninitialized: only the first n are written and read
+    Few() {}
+    AttributeView views[kFew];
+  } storage;
+  AttributeView* few = storage.views;
+  std::size_t n = 0;
+  auto set_again_among_few = [&](std::size_t i) {
+    for (std::size_t j = i + 1; j < n; ++j)
+      if (few[j].key == few[i].key) return true;
+    return false;
+  };
   const std::uint8_t* at = arena_;
   const std::uint8_t* end = arena_ + header_.arena_used;
   while (at < end) {
-    if (static_cast<EntryTag>(*at) == EntryTag::kAttribute) {
-      const std::uint8_t* next;
-      AttributeView a = read_attribute(at, &next);
-      if (!is_overridden(next, a.key)) f(a);
-      at = next;
-    } else {
+    if (static_cast<EntryTag>(*at) != EntryTag::kAttribute) {
       at = skip_entry(at);
+      continue;
     }
+    const std::uint8_t* next;
+    AttributeView a = read_attribute(at, &next);
+    if (n == kFew) {  // many: report those decoded so far, then the rest with the rescan
+      for (std::size_t i = 0; i < n; ++i)
+        if (!set_again_among_few(i) && !is_overridden(at, few[i].key)) f(few[i]);
+      for (n = 0; at < end;) {
+        if (static_cast<EntryTag>(*at) == EntryTag::kAttribute) {
+          AttributeView b = read_attribute(at, &next);
+          if (!is_overridden(next, b.key)) f(b);
+          at = next;
+        } else {
+          at = skip_entry(at);
+        }
+      }
+      return;
+    }
+    few[n++] = a;
+    at = next;
   }
+  for (std::size_t i = 0; i < n; ++i)
+    if (!set_again_among_few(i)) f(few[i]);
 }
 
 template <typename F>

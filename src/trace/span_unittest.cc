@@ -47,6 +47,27 @@ TEST(Spans, NestedScopesMakeOneTreeInOneTrace) {
   EXPECT_EQ(spans[3]["name"], "root");
 }
 
+// A key set again keeps its last value and appears once, in a span with few attributes and in one with more than
+// the exporter decodes at once (16).
+TEST(Spans, AnAttributeSetAgainKeepsItsLastValue) {
+  static const char* const kKeys[] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9",
+                                      "k10", "k11", "k12", "k13", "k14", "k15", "k16", "k17", "k18", "k19"};
+  Capture c;
+  for (int distinct : {3, 20}) {
+    LENS_SPAN_NAMED(s, mg::job, std::string_view(distinct == 3 ? "few" : "many"), {"k0", -1});
+    for (int i = 0; i < distinct; ++i) s.set_attribute(std::string_view(kKeys[i]), i);
+    s.set_attribute("k1", 100);  // again, last
+  }
+  for (const char* name : {"few", "many"}) {
+    json span = c.span(name);
+    const std::size_t distinct = std::string(name) == "few" ? 3 : 20;
+    ASSERT_EQ(span["attributes"].size(), distinct) << span.dump();
+    EXPECT_EQ(attribute(span, "k0")["intValue"], "0");
+    EXPECT_EQ(attribute(span, "k1")["intValue"], "100");
+    EXPECT_EQ(attribute(span, "k2")["intValue"], "2");
+  }
+}
+
 TEST(Spans, DisabledGroupEvaluatesNothingAndLeavesNoGapInTheTree) {
   Capture c(testing::capture_config("job,layer"));
   int evaluated = 0;
