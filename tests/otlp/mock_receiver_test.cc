@@ -5,10 +5,6 @@
 // points and log records. The ports are fixed, so ctest runs these alone (RESOURCE_LOCK mockotlpserver).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <fstream>
@@ -16,9 +12,7 @@
 
 #include "export/otlp_exporter.h"
 #include "lens/lens.h"
-#include "support/net.h"
-
-extern char** environ;
+#include "support/mock_otlp_server.h"
 
 namespace lens {
 namespace {
@@ -30,29 +24,8 @@ namespace mg = megatron::group;
 // The receiver, started once for the suite; its stdout goes to a file the tests read.
 class Receiver {
  public:
-  Receiver() {
-    output_ = ::testing::TempDir() + "mockotlpserver.out";
-    std::string cli = std::string(LENS_PEERS_DIR) + "/node_modules/@elastic/mockotlpserver/lib/cli.js";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, output_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const char* argv[] = {"node", cli.c_str(), "--hostname", "127.0.0.1", "-o", "json", nullptr};
-    if (posix_spawnp(&pid_, "node", &actions, nullptr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~Receiver() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
-  // Both ports accept connections within 20 s.
-  bool ready() const {
-    for (int i = 0; i < 400 && pid_ > 0; ++i) {
-      if (testing::port_accepts(4317) && testing::port_accepts(4318)) return true;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    return false;
-  }
+  Receiver() : output_(::testing::TempDir() + "mockotlpserver.out"), server_(output_) {}
+  bool ready() const { return server_.ready(); }
   // The requests the receiver printed (its own log lines left out), waiting up to 10 s for `until` to hold.
   std::vector<json> requests(const std::function<bool(const std::vector<json>&)>& until) const {
     std::vector<json> out;
@@ -70,8 +43,8 @@ class Receiver {
   }
 
  private:
-  pid_t pid_ = -1;
   std::string output_;
+  testing::MockOtlpServer server_;
 };
 
 Receiver* receiver = nullptr;
