@@ -78,12 +78,12 @@ void report_per_span(benchmark::State& state, const Batch& b) {
 
 void BM_Otlp_ProtobufEncode512Spans(benchmark::State& state) {
   const Batch& b = batch();
-  std::string out;
+  lens::internal::WireBuffer out;
   for (auto _ : state) {
     lens::internal::encode_traces_proto(lens::internal::ExportBatch{b.resource, b.spans, b.time}, out);
-    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(out.view().data());
   }
-  state.counters["bytes_per_span"] = static_cast<double>(out.size()) / static_cast<double>(b.spans.size());
+  state.counters["bytes_per_span"] = static_cast<double>(out.view().size()) / static_cast<double>(b.spans.size());
   report_per_span(state, b);
 }
 BENCHMARK(BM_Otlp_ProtobufEncode512Spans);
@@ -103,8 +103,9 @@ BENCHMARK(BM_Otlp_JsonEncode512Spans);
 // The baseline: copying as many bytes as the protobuf request of the batch has.
 void BM_Baseline_MemcpyOfTheProtobufBytes(benchmark::State& state) {
   const Batch& b = batch();
-  std::string proto;
-  lens::internal::encode_traces_proto(lens::internal::ExportBatch{b.resource, b.spans, b.time}, proto);
+  lens::internal::WireBuffer wire;
+  lens::internal::encode_traces_proto(lens::internal::ExportBatch{b.resource, b.spans, b.time}, wire);
+  std::string proto(wire.view());
   std::string copy(proto.size(), '\0');
   for (auto _ : state) {
     std::memcpy(copy.data(), proto.data(), proto.size());

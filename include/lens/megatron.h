@@ -90,14 +90,14 @@ inline std::function<ResourceAttributes()> resource_provider(TrainingArgs args) 
 
 // One log interval's training metrics; what is absent is not recorded.
 struct TrainingMetrics {
-  std::optional<double> step_duration_ms;     // megatron.training.step_duration_ms (histogram, ms)
-  std::optional<double> loss;                 // megatron.training.loss (gauge)
-  std::optional<double> throughput_tflops;    // megatron.training.throughput_tflops (gauge)
-  std::optional<double> grad_norm;            // megatron.training.grad_norm (gauge)
-  std::optional<std::int64_t> skipped_iters;  // megatron.training.skipped_iters (counter: added)
-  std::optional<double> learning_rate;        // megatron.training.learning_rate (gauge)
-  std::optional<double> tokens_per_sec;       // megatron.training.tokens_per_sec (gauge)
-  std::optional<double> memory_allocated_gb;  // megatron.training.memory_allocated_gb (gauge)
+  std::optional<double> step_duration_ms{};     // megatron.training.step_duration_ms (histogram, ms)
+  std::optional<double> loss{};                 // megatron.training.loss (gauge)
+  std::optional<double> throughput_tflops{};    // megatron.training.throughput_tflops (gauge)
+  std::optional<double> grad_norm{};            // megatron.training.grad_norm (gauge)
+  std::optional<std::int64_t> skipped_iters{};  // megatron.training.skipped_iters (counter: added)
+  std::optional<double> learning_rate{};        // megatron.training.learning_rate (gauge)
+  std::optional<double> tokens_per_sec{};       // megatron.training.tokens_per_sec (gauge)
+  std::optional<double> memory_allocated_gb{};  // megatron.training.memory_allocated_gb (gauge)
 };
 
 // Records the eight megatron.training.* instruments of SPEC §8 (exact names, kinds, units, descriptions), no

@@ -65,9 +65,11 @@ class MemoryExporter final : public TelemetryExporter {
   template <typename Batch, typename Json, typename Proto>
   ExportResult keep(const Batch& batch, Json json_encoder, Proto proto_encoder, Texts jsons, Texts protos,
                     bool may_hang) {
-    std::string json, proto;
+    std::string json;
     json_encoder(batch, json);
-    proto_encoder(batch, proto);
+    WireBuffer wire;
+    proto_encoder(batch, wire);
+    std::string proto(wire.view());
     std::unique_lock lock(shared_->mutex);
     if (may_hang) shared_->released_cv.wait(lock, [&] { return !shared_->hang; });
     if (shared_->fail) return ExportResult::kFailure;

@@ -161,7 +161,7 @@ OtlpChannel::OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& sig
   if (!settings_.client_certificate.empty()) read_tls_file(settings_.client_certificate, "CLIENT_CERTIFICATE");
 }
 
-ExportResult OtlpChannel::send(const std::string& payload, std::size_t items, Deadline deadline) {
+ExportResult OtlpChannel::send(std::string_view payload, std::size_t items, Deadline deadline) {
   static thread_local std::mt19937 jitter{std::random_device{}()};
   milliseconds backoff(200);
   for (int tries = 1;; ++tries) {

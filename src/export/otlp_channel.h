@@ -61,7 +61,7 @@ class OtlpChannel {
   OtlpChannel& operator=(const OtlpChannel&) = delete;
 
   // Sends one encoded request of `items` items; retries what may be retried until `deadline`.
-  ExportResult send(const std::string& payload, std::size_t items, Deadline deadline);
+  ExportResult send(std::string_view payload, std::size_t items, Deadline deadline);
   bool json() const { return settings_.protocol == OtlpProtocol::kHttpJson; }
   const std::string& destination() const { return destination_; }
   // Ends the connection (from the background thread, at shutdown).
@@ -69,7 +69,7 @@ class OtlpChannel {
 
  protected:
   // One try, within `timeout`.
-  virtual Attempt attempt(const std::string& payload, std::chrono::milliseconds timeout) = 0;
+  virtual Attempt attempt(std::string_view payload, std::chrono::milliseconds timeout) = 0;
   const OtlpSignalConfig settings_;
   const OtlpSignal& signal_;
 

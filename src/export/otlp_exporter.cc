@@ -49,16 +49,18 @@ class OtlpExporter final : public TelemetryExporter {
   ExportResult send(OtlpChannel& channel, const Batch& batch, std::size_t items, Deadline deadline, Json json,
                     Proto proto) {
     if (channel.json()) {
-      buffer_.clear();
-      json(batch, buffer_);
-    } else {
-      proto(batch, buffer_);
+      text_.clear();
+      json(batch, text_);
+      return channel.send(text_, items, deadline);
     }
-    return channel.send(buffer_, items, deadline);
+    proto(batch, wire_);
+    return channel.send(wire_.view(), items, deadline);
   }
 
   std::unique_ptr<OtlpChannel> traces_, metrics_, logs_;
-  std::string buffer_;  // reused: one request at a time, on the background thread
+  // Reused: one request at a time, on the background thread.
+  std::string text_;
+  WireBuffer wire_;
 };
 
 }  // namespace

@@ -71,7 +71,7 @@ class GrpcChannel final : public OtlpChannel {
   }
 
  protected:
-  Attempt attempt(const std::string& payload, std::chrono::milliseconds timeout) override {
+  Attempt attempt(std::string_view payload, std::chrono::milliseconds timeout) override {
     connect();
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);

@@ -13,7 +13,7 @@ namespace lens::internal {
 
 namespace {
 
-std::string gzip(const std::string& data) {
+std::string gzip(std::string_view data) {
   z_stream z{};
   deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);  // +16: gzip framing
   std::string out(deflateBound(&z, data.size()), '\0');
@@ -74,9 +74,10 @@ class HttpChannel final : public OtlpChannel {
   }
 
  protected:
-  Attempt attempt(const std::string& payload, std::chrono::milliseconds timeout) override {
+  Attempt attempt(std::string_view payload, std::chrono::milliseconds timeout) override {
     if (!handle_) return {Attempt::Outcome::kRefused, "the exporter is shut down", {}, {}};
-    const std::string& body = settings_.compression == Compression::kGzip ? (compressed_ = gzip(payload)) : payload;
+    std::string_view body = payload;
+    if (settings_.compression == Compression::kGzip) body = compressed_ = gzip(payload);
     response_.clear();
     error_[0] = '\0';
     Attempt a;

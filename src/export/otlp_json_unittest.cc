@@ -39,7 +39,9 @@ void check_request(const json& request) {
         }
         EXPECT_TRUE(std::regex_match(s["traceId"].get<std::string>(), hex32));
         EXPECT_TRUE(std::regex_match(s["spanId"].get<std::string>(), hex16));
-        if (s.contains("parentSpanId")) EXPECT_TRUE(std::regex_match(s["parentSpanId"].get<std::string>(), hex16));
+        if (s.contains("parentSpanId")) {
+          EXPECT_TRUE(std::regex_match(s["parentSpanId"].get<std::string>(), hex16));
+        }
         EXPECT_TRUE(s["kind"].is_number_integer());
         EXPECT_TRUE(s["flags"].is_number_integer());
         EXPECT_TRUE(std::regex_match(s["startTimeUnixNano"].get<std::string>(), decimal));
@@ -47,7 +49,9 @@ void check_request(const json& request) {
         EXPECT_LE(std::stoull(s["startTimeUnixNano"].get<std::string>()),
                   std::stoull(s["endTimeUnixNano"].get<std::string>()));
         EXPECT_TRUE(s["status"].is_object());
-        if (s["status"].contains("code")) EXPECT_TRUE(s["status"]["code"].is_number_integer());
+        if (s["status"].contains("code")) {
+          EXPECT_TRUE(s["status"]["code"].is_number_integer());
+        }
       }
     }
   }

@@ -3,16 +3,42 @@
 // OpenTelemetry proto files; the bytes are checked by an independent decoder (protobufjs) in the tests.
 #pragma once
 
-#include <string>
+#include <cstring>
+#include <memory>
+#include <string_view>
 
 #include "export/exporter.h"
 
 namespace lens::internal {
 
-// Replace `out` with the serialized ExportTraceServiceRequest / ExportMetricsServiceRequest /
-// ExportLogsServiceRequest of the batch.
-void encode_traces_proto(const ExportBatch& batch, std::string& out);
-void encode_metrics_proto(const MetricsBatch& batch, std::string& out);
-void encode_logs_proto(const LogsBatch& batch, std::string& out);
+// The bytes of the last request encoded into it, in storage kept from one request to the next and never
+// zero-filled (a std::string clears every byte it grows by: as much work again as writing them).
+class WireBuffer {
+ public:
+  std::string_view view() const noexcept { return {data_.get(), size_}; }
+
+  // For the writer: the storage, at least `n` bytes, the first `keep` of them preserved.
+  char* storage(std::size_t n, std::size_t keep) {
+    if (n > capacity_) {
+      std::unique_ptr<char[]> bigger(new char[n]);  // default-initialized: not zeroed
+      if (keep > 0) std::memcpy(bigger.get(), data_.get(), keep);
+      data_ = std::move(bigger);
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+  std::size_t capacity() const noexcept { return capacity_; }
+  void set_size(std::size_t n) noexcept { size_ = n; }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0, capacity_ = 0;
+};
+
+// Encode the serialized ExportTraceServiceRequest / ExportMetricsServiceRequest / ExportLogsServiceRequest of
+// the batch into `out` (replacing what it held); the bytes are out.view().
+void encode_traces_proto(const ExportBatch& batch, WireBuffer& out);
+void encode_metrics_proto(const MetricsBatch& batch, WireBuffer& out);
+void encode_logs_proto(const LogsBatch& batch, WireBuffer& out);
 
 }  // namespace lens::internal

@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "export/exporter.h"
+#include "lens/internal/export.h"
 #include "lens/version.h"
 #include "trace/record.h"
 
@@ -80,11 +81,15 @@ void key_value(W& w, std::string_view key, Value&& write_value) {
 // One span, event or link attribute as an element of the current list. A writer may write a small scalar one
 // whole (ProtoWriter::scalar_attribute: its sizes are known before it is written).
 template <typename W>
-void attribute(W& w, const AttributeView& a) {
+void general_attribute(W& w, const AttributeView& a) {
+  key_value(w, a.key, [&] { any_value(w, a); });
+}
+template <typename W>
+LENS_ALWAYS_INLINE void attribute(W& w, const AttributeView& a) {
   if constexpr (requires { w.scalar_attribute(a); }) {
     if (w.scalar_attribute(a)) return;
   }
-  key_value(w, a.key, [&] { any_value(w, a); });
+  general_attribute(w, a);
 }
 
 template <typename W>
@@ -155,7 +160,7 @@ void span(W& w, const SpanView& v, const TimeMap& time) {
   w.fixed64(8, "endTimeUnixNano", end);
   if (h.attribute_count > 0 || truncated) {
     w.begin_list(9, "attributes");
-    v.for_each_attribute([&](const AttributeView& a) { attribute(w, a); });
+    v.for_each_attribute([&](const AttributeView& a) __attribute__((always_inline)) { attribute(w, a); });
     if (truncated) key_value(w, kTruncatedAttribute, [&] { w.boolean(2, "boolValue", true); });
     w.end_list();
   }

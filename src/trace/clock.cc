@@ -49,9 +49,4 @@ void TimeMap::refresh() noexcept {
   if (ticks > 0) nanos_per_tick_ = static_cast<double>(nanos) / static_cast<double>(ticks);
 }
 
-std::uint64_t TimeMap::to_unix_nanos(std::uint64_t tick) const noexcept {
-  double delta = static_cast<double>(static_cast<std::int64_t>(tick - tick0_)) * nanos_per_tick_;
-  return unix0_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta));
-}
-
 }  // namespace lens::internal

@@ -35,7 +35,11 @@ class TimeMap {
  public:
   TimeMap() noexcept;                  // anchors now
   void refresh() noexcept;             // re-measures the rate (export thread, once per batch)
-  std::uint64_t to_unix_nanos(std::uint64_t tick) const noexcept;
+  // Inline: the exporter converts two to four timestamps per span.
+  std::uint64_t to_unix_nanos(std::uint64_t tick) const noexcept {
+    double delta = static_cast<double>(static_cast<std::int64_t>(tick - tick0_)) * nanos_per_tick_;
+    return unix0_ + static_cast<std::uint64_t>(static_cast<std::int64_t>(delta));
+  }
 
  private:
   std::uint64_t tick0_, steady0_, unix0_;

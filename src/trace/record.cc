@@ -26,16 +26,6 @@ std::string_view AttributeView::next_string(std::uint32_t& cursor) const noexcep
   return s;
 }
 
-SpanView::SpanView(const std::uint8_t* record) noexcept {
-  std::memcpy(&header_, record, sizeof header_);
-  arena_ = record + sizeof(RecordHeader);
-}
-
-std::string_view SpanView::status_message() const noexcept {
-  if (header_.status_message_entry == 0) return {};
-  const std::uint8_t* at = arena_ + header_.status_message_entry - 1;
-  return {reinterpret_cast<const char*>(at + 8), load<std::uint32_t>(at + 4)};
-}
 
 EventView SpanView::read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept {
   EventView e;

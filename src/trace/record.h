@@ -109,10 +109,10 @@ struct LinkView {
 // Read access to one ended span.
 class SpanView {
  public:
-  explicit SpanView(const std::uint8_t* record) noexcept;
+  inline explicit SpanView(const std::uint8_t* record) noexcept;
   const RecordHeader& header() const noexcept { return header_; }
   std::string_view name() const noexcept { return text(header_.name); }
-  std::string_view status_message() const noexcept;
+  inline std::string_view status_message() const noexcept;
 
   // Visits span attributes (last value wins for a repeated key), events and links, in the order added.
   template <typename F>
@@ -168,7 +168,18 @@ inline std::string_view read_text(const std::uint8_t* at, bool is_static, std::u
 
 }  // namespace record_detail
 
-// Inline: the exporter decodes every attribute of every span with it.
+// Inline, as the decoding below: the exporter runs them for every span.
+SpanView::SpanView(const std::uint8_t* record) noexcept {
+  std::memcpy(&header_, record, sizeof header_);
+  arena_ = record + sizeof(RecordHeader);
+}
+
+std::string_view SpanView::status_message() const noexcept {
+  if (header_.status_message_entry == 0) return {};
+  const std::uint8_t* at = arena_ + header_.status_message_entry - 1;
+  return {reinterpret_cast<const char*>(at + 8), record_detail::load<std::uint32_t>(at + 4)};
+}
+
 AttributeView SpanView::read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept {
   AttributeView a;
   a.type = static_cast<ValueType>(at[1]);
@@ -185,7 +196,8 @@ AttributeView SpanView::read_attribute(const std::uint8_t* at, const std::uint8_
 template <typename F>
 void SpanView::for_each_attribute(F&& f) const {
   // A key set twice keeps its last value. The usual span has a few attributes: decode each once into a small
-  // array and compare keys; only a span with more than kFew entries takes the rescan of the arena per entry.
+  // array, and compare keys only when two have the same length (a bit per length, modulo 64); only a span with
+  // more than kFew entries takes the rescan of the arena per entry.
   constexpr std::size_t kFew = 16;
   union Few {  // left uninitialized: only the first n are written and read
     Few() {}
@@ -193,6 +205,8 @@ void SpanView::for_each_attribute(F&& f) const {
   } storage;
   AttributeView* few = storage.views;
   std::size_t n = 0;
+  std::uint64_t lengths_seen = 0;
+  bool same_length = false;
   auto set_again_among_few = [&](std::size_t i) {
     for (std::size_t j = i + 1; j < n; ++j)
       if (few[j].key == few[i].key) return true;
@@ -221,11 +235,14 @@ void SpanView::for_each_attribute(F&& f) const {
       }
       return;
     }
+    const std::uint64_t length_bit = std::uint64_t{1} << (a.key.size() & 63);
+    same_length |= (lengths_seen & length_bit) != 0;
+    lengths_seen |= length_bit;
     few[n++] = a;
     at = next;
   }
   for (std::size_t i = 0; i < n; ++i)
-    if (!set_again_among_few(i)) f(few[i]);
+    if (!same_length || !set_again_among_few(i)) f(few[i]);
 }
 
 template <typename F>

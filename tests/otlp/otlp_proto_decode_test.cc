@@ -99,8 +99,10 @@ TEST(OtlpProto, AnEmptyBatchAndAHugeOne) {
   internal::Resource resource{{{"service.name", std::string("svc")}}};
   internal::TimeMap time;
   std::vector<const std::uint8_t*> none;
-  std::string proto, text;
-  internal::encode_traces_proto(internal::ExportBatch{resource, none, time}, proto);
+  std::string text;
+  internal::WireBuffer wire;
+  internal::encode_traces_proto(internal::ExportBatch{resource, none, time}, wire);
+  std::string proto(wire.view());
   internal::encode_traces_json(internal::ExportBatch{resource, none, time}, text);
   json meant = json::parse(text);
   json& scope_spans = meant["resourceSpans"][0]["scopeSpans"][0];
