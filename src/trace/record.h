@@ -64,11 +64,11 @@ inline constexpr std::uint32_t kArenaBytes = 2048;
 //   status message / name: tag, pad x3, u32 length, bytes
 
 // A decoded attribute, pointing into the record.
-struct AttributeView {
+struct AttributeView {  // 32 bytes: the exporter keeps a span's attributes in an array of them
   std::string_view key;
-  ValueType type;
   const std::uint8_t* value;  // raw value bytes, decode with the helpers below
   std::uint32_t value_bytes;
+  ValueType type;
 
   bool as_bool() const noexcept { return value[0] != 0; }
   std::int64_t as_int() const noexcept {
