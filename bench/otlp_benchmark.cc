@@ -3,7 +3,11 @@
 // protobuf <= 60 ns per span.
 //
 // Command:  ./scripts/bench.sh   (medians of 15 repetitions)
-// Machine and figures: docs/PERFORMANCE.md.
+// Machine: AMD EPYC, 2 cores at 2445 MHz, Debian 12, g++ 12.2 -O2, shared VM; 2026-11-29. Medians:
+//   BM_Baseline_MemcpyOfTheProtobufBytes   5.3 ns/span
+//   BM_Otlp_ProtobufEncode512Spans        62.4 ns/span  (16.0 M spans/s; 195 bytes/span; 721 instructions/span)
+//   BM_Otlp_JsonEncode512Spans            784  ns/span
+// More, and how the protobuf figure came down from 306 ns: docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
