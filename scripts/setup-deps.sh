@@ -17,6 +17,7 @@ packages=(
   libcpp-httplib-dev                         # the Prometheus /metrics endpoint
   libspdlog-dev                              # the spdlog sink (tests and examples)
   prometheus                                 # a real Prometheus server scrapes lens in the tests
+  python3-torch libgloo-dev                  # LibTorch and c10d Gloo for pretrain_gpt, the reference trainer
 )
 
 missing=()

@@ -1,0 +1,85 @@
+#include "args.h"
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+
+namespace trainer {
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  CLI::App app{"pretrain_gpt: a Megatron-style GPT pretraining run (data and pipeline parallel), traced by lens"};
+  app.add_option("--num-layers", a.num_layers, "Transformer layers")->check(CLI::PositiveNumber);
+  app.add_option("--hidden-size", a.hidden_size, "Hidden size")->check(CLI::PositiveNumber);
+  app.add_option("--num-attention-heads", a.num_attention_heads, "Attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--seq-length", a.seq_length, "Tokens (bytes) per sample")->check(CLI::PositiveNumber);
+  app.add_option("--micro-batch-size", a.micro_batch_size, "Samples per micro-batch")->check(CLI::PositiveNumber);
+  app.add_option("--global-batch-size", a.global_batch_size, "Samples per iteration")->check(CLI::PositiveNumber);
+  app.add_option("--train-iters", a.train_iters, "Iterations to train to")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", a.lr, "Peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--min-lr", a.min_lr, "Learning rate at the end of the decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr-warmup-iters", a.lr_warmup_iters, "Linear warm-up iterations")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr-decay-style", a.lr_decay_style, "constant, linear or cosine")
+      ->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  app.add_option("--weight-decay", a.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--clip-grad", a.clip_grad, "Gradient norm clip (0: none)")->check(CLI::NonNegativeNumber);
+  app.add_option("--pipeline-model-parallel-size", a.pipeline_model_parallel_size, "Pipeline stages")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size, "Must be 1")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", a.seed, "Random seed");
+  app.add_option("--data-path", a.data_path, "Text file to train on (default: the project's docs)");
+  app.add_option("--save", a.save, "Checkpoint directory to save to");
+  app.add_option("--load", a.load, "Checkpoint directory to resume from");
+  app.add_option("--save-interval", a.save_interval, "Iterations between checkpoints")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--async-save", a.async_save, "Write checkpoints from a worker process");
+  app.add_option("--eval-interval", a.eval_interval, "Iterations between evaluations (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-iters", a.eval_iters, "Batches per evaluation")->check(CLI::PositiveNumber);
+  app.add_option("--log-interval", a.log_interval, "Iterations between log lines")->check(CLI::PositiveNumber);
+  app.add_flag("--log-throughput", a.log_throughput, "Log tokens/s and TFLOP/s");
+  app.add_flag("--bf16", a.bf16, "Accepted for Megatron compatibility; this CPU trainer computes in fp32");
+  app.add_flag("--fp16", a.fp16, "Accepted for Megatron compatibility; this CPU trainer computes in fp32");
+  app.add_option("--ckpt-format", a.ckpt_format, "Checkpoint format")->check(CLI::IsMember({"torch"}));
+  app.add_flag("--otel-enabled", a.otel_enabled, "Turn telemetry on (else MEGATRON_OTEL_ENABLED decides)");
+  app.add_option("--otel-service-name", a.otel_service_name, "Telemetry service name");
+  app.add_option("--otel-span-groups", a.otel_span_groups, "Span-group spec, e.g. per_step or all,-layer");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    std::exit(app.exit(e));
+  } catch (const CLI::ParseError& e) {
+    throw ArgsError(std::string("pretrain_gpt: ") + e.what() + " (--help lists the flags)");
+  }
+  return a;
+}
+
+int validate(const Args& a, int world_size) {
+  auto fail = [](const std::string& what) { throw ArgsError("pretrain_gpt: " + what); };
+  if (a.tensor_model_parallel_size != 1)
+    fail("--tensor-model-parallel-size " + std::to_string(a.tensor_model_parallel_size) +
+         " is not supported by this trainer (data and pipeline parallel only); use 1");
+  const int pp = a.pipeline_model_parallel_size;
+  if (world_size % pp != 0)
+    fail("the world size " + std::to_string(world_size) + " is not divisible by --pipeline-model-parallel-size " +
+         std::to_string(pp));
+  const int dp = world_size / pp;
+  if (a.num_layers % pp != 0)
+    fail("--num-layers " + std::to_string(a.num_layers) + " is not divisible by --pipeline-model-parallel-size " +
+         std::to_string(pp));
+  if (a.hidden_size % a.num_attention_heads != 0)
+    fail("--hidden-size " + std::to_string(a.hidden_size) + " is not divisible by --num-attention-heads " +
+         std::to_string(a.num_attention_heads));
+  if (a.global_batch_size % (static_cast<std::int64_t>(a.micro_batch_size) * dp) != 0)
+    fail("--global-batch-size " + std::to_string(a.global_batch_size) + " is not divisible by --micro-batch-size " +
+         std::to_string(a.micro_batch_size) + " x data-parallel size " + std::to_string(dp));
+  if (a.min_lr > a.lr) fail("--min-lr is above --lr");
+  if (!a.data_path.empty() && !std::filesystem::is_regular_file(a.data_path))
+    fail("--data-path " + a.data_path + " is not a readable file");
+  if (a.save_interval > 0 && a.save.empty()) fail("--save-interval needs --save DIR");
+  if (a.async_save && a.save.empty()) fail("--async-save needs --save DIR");
+  return dp;
+}
+
+}  // namespace trainer

@@ -1,0 +1,66 @@
+// pretrain_gpt's command line: Megatron-LM's flag names, parsed with CLI11, checked before any process group is
+// made (a bad or inconsistent value is one clear message on every rank, not a hang in a collective).
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace trainer {
+
+struct Args {
+  // Model.
+  int num_layers = 4;
+  int hidden_size = 64;
+  int num_attention_heads = 4;
+  std::int64_t seq_length = 64;
+  // Batches and schedule.
+  int micro_batch_size = 4;
+  std::int64_t global_batch_size = 16;
+  std::int64_t train_iters = 100;
+  double lr = 3e-3;
+  double min_lr = 3e-4;
+  std::int64_t lr_warmup_iters = 10;
+  std::string lr_decay_style = "cosine";
+  double weight_decay = 0.01;
+  double clip_grad = 1.0;
+  // Parallelism.
+  int pipeline_model_parallel_size = 1;
+  int tensor_model_parallel_size = 1;
+  std::int64_t seed = 1234;
+  // Data, checkpoints, evaluation, logging.
+  std::string data_path;  // empty: the project's docs
+  std::string save, load;
+  std::int64_t save_interval = 0;
+  bool async_save = false;
+  std::int64_t eval_interval = 0;
+  std::int64_t eval_iters = 4;
+  std::int64_t log_interval = 10;
+  bool log_throughput = false;
+  bool bf16 = false, fp16 = false;
+  std::string ckpt_format = "torch";
+  // Telemetry (override the MEGATRON_OTEL_* environment).
+  bool otel_enabled = false;
+  std::string otel_service_name, otel_span_groups;
+};
+
+// What was wrong with the command line.
+class ArgsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses argv; --help prints the flags and exits 0. Throws ArgsError for an unknown flag or a bad value.
+Args parse_args(int argc, char** argv);
+
+// Checks the values against each other and the world size: the batch must divide into micro-batches across the
+// data-parallel ranks, the layers across the pipeline stages, the heads across the hidden size; tensor
+// parallelism other than 1 is not supported; the data file must exist. Returns the data-parallel size.
+int validate(const Args& args, int world_size);
+
+// Micro-batches per iteration on each data-parallel rank: global batch / (micro batch x DP).
+inline std::int64_t num_microbatches(const Args& a, int data_parallel_size) {
+  return a.global_batch_size / (static_cast<std::int64_t>(a.micro_batch_size) * data_parallel_size);
+}
+
+}  // namespace trainer

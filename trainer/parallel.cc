@@ -1,0 +1,65 @@
+#include "parallel.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+
+namespace trainer {
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::string& name, int rank, int size) {
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  options->timeout = std::chrono::minutes(5);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, options);
+}
+
+}  // namespace
+
+Parallel::Parallel(const Topology& t) : topology_(t) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(std::stoi(env_or("MASTER_PORT", "29500")));
+  options.isServer = t.rank == 0;
+  options.numWorkers = static_cast<std::size_t>(t.world_size);
+  options.timeout = std::chrono::minutes(2);
+  store_ = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
+  world_ = make_group(store_, "world/", t.rank, t.world_size);
+  pipeline_ = make_group(store_, "pipeline" + std::to_string(t.data_rank()) + "/", t.stage(), t.pipeline_size);
+  data_ = make_group(store_, "data" + std::to_string(t.stage()) + "/", t.data_rank(), t.data_parallel_size);
+}
+
+c10::intrusive_ptr<c10d::Work> Parallel::send(torch::Tensor tensor, int stage_offset, Tag tag) {
+  std::vector<torch::Tensor> tensors{tensor.contiguous()};
+  return pipeline_->send(tensors, topology_.stage() + stage_offset, tag);
+}
+
+torch::Tensor Parallel::recv(at::IntArrayRef shape, int stage_offset, Tag tag) {
+  std::vector<torch::Tensor> tensors{torch::empty(shape, torch::kFloat)};
+  pipeline_->recv(tensors, topology_.stage() + stage_offset, tag)->wait();
+  return tensors[0];
+}
+
+void Parallel::allreduce(c10d::ProcessGroupGloo& group, torch::Tensor& tensor) {
+  std::vector<torch::Tensor> tensors{tensor};
+  group.allreduce(tensors)->wait();
+}
+
+void Parallel::broadcast(c10d::ProcessGroupGloo& group, torch::Tensor& tensor, int root) {
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  group.broadcast(tensors, options)->wait();
+}
+
+void Parallel::barrier() { world_->barrier()->wait(); }
+
+}  // namespace trainer

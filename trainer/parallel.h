@@ -1,0 +1,50 @@
+// The process groups of a data- x pipeline-parallel run over c10d Gloo: rank = pipeline stage x DP + data-parallel
+// rank (Megatron's order with tensor parallel 1). One TCP store rendezvous (MASTER_ADDR, MASTER_PORT) and three
+// groups per rank: the world, its pipeline (the stages of one model replica), its data-parallel group (the
+// replicas of one stage). Point-to-point transfers run between neighbouring stages of the pipeline.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/torch.h>
+
+#include <string>
+
+namespace trainer {
+
+struct Topology {
+  int rank = 0, world_size = 1;
+  int pipeline_size = 1, data_parallel_size = 1;
+  int stage() const { return rank / data_parallel_size; }
+  int data_rank() const { return rank % data_parallel_size; }
+  bool first_stage() const { return stage() == 0; }
+  bool last_stage() const { return stage() == pipeline_size - 1; }
+};
+
+class Parallel {
+ public:
+  // Rendezvous at MASTER_ADDR:MASTER_PORT (defaults 127.0.0.1:29500); rank 0 hosts the store.
+  explicit Parallel(const Topology& topology);
+
+  const Topology& topology() const { return topology_; }
+  c10d::ProcessGroupGloo& world() { return *world_; }
+  c10d::ProcessGroupGloo& pipeline() { return *pipeline_; }
+  c10d::ProcessGroupGloo& data() { return *data_; }
+
+  // To or from the neighbouring stage (+1 next, -1 previous). Forward activations use one tag, gradients another,
+  // so each direction stays in order.
+  enum Tag : int { kForward = 1, kBackward = 2 };
+  c10::intrusive_ptr<c10d::Work> send(torch::Tensor tensor, int stage_offset, Tag tag);
+  torch::Tensor recv(at::IntArrayRef shape, int stage_offset, Tag tag);
+
+  // Blocking collectives.
+  void allreduce(c10d::ProcessGroupGloo& group, torch::Tensor& tensor);
+  void broadcast(c10d::ProcessGroupGloo& group, torch::Tensor& tensor, int root);
+  void barrier();
+
+ private:
+  Topology topology_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> world_, pipeline_, data_;
+};
+
+}  // namespace trainer
