@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the main job on the embedded default (the file exporter): until
-# the reference trainer exists, the example consumer (examples/telemetry_from_env) with telemetry on and every
-# span group enabled. Says where its output went.
+# Installs what is missing, builds, and runs the main job: pretrain_gpt, the reference trainer, on 4 ranks
+# (2 pipeline stages x 2 data-parallel replicas) under torchrun, for 100 iterations with an evaluation and a
+# checkpoint, telemetry on with every span group, every rank exporting to files (the embedded default exporter
+# of the demo). Then prints where the run's telemetry is, the span counts per name and the final losses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh >/dev/null
 
 cmake -S . -B build -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build --target telemetry_from_env >/dev/null
+cmake --build build --target pretrain_gpt >/dev/null
 
-out_dir=build/demo
-mkdir -p "$out_dir"
-log="$out_dir/telemetry_from_env.txt"
-MEGATRON_OTEL_ENABLED=1 MEGATRON_OTEL_EXPORTER=${MEGATRON_OTEL_EXPORTER:-file} \
-  MEGATRON_OTEL_SPAN_GROUPS=${MEGATRON_OTEL_SPAN_GROUPS:-all} \
-  ./build/examples/telemetry_from_env --iterations 4 --microbatches 2 --layers 3 "$@" | tee "$log"
+out_dir=$(pwd)/build/demo
+rm -rf "$out_dir" && mkdir -p "$out_dir"
+log="$out_dir/pretrain_gpt.log"
+# torchrun 1.13 under Python 3.11: --redirects/--tee avoid its Std.from_str crash; --monitor_interval shortens
+# its teardown.
+MEGATRON_OTEL_EXPORTER=${MEGATRON_OTEL_EXPORTER:-file} MEGATRON_OTEL_FILE_DIR="$out_dir/telemetry" \
+  MEGATRON_OTEL_RANK_STRATEGY=${MEGATRON_OTEL_RANK_STRATEGY:-all_ranks} \
+  torchrun --nproc_per_node 4 --no_python --redirects 9:0 --tee 9:0 --monitor_interval 0.2 \
+  --master_port "${MASTER_PORT:-29500}" \
+  ./build/trainer/pretrain_gpt --pipeline-model-parallel-size 2 --num-layers 4 --hidden-size 64 \
+  --num-attention-heads 4 --seq-length 64 --micro-batch-size 4 --global-batch-size 16 --train-iters 100 \
+  --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters 10 --log-interval 10 --log-throughput --eval-interval 50 \
+  --eval-iters 4 --save "$out_dir/checkpoints" --save-interval 50 \
+  --otel-enabled --otel-span-groups "${MEGATRON_OTEL_SPAN_GROUPS:-all}" "$@" 2>&1 | tee "$log"
 
-trace_file=$(sed -n 's/^traces: //p' "$log")
+run_dir=$(ls -d "$out_dir"/telemetry/*/ | head -1)
 echo
-echo "demo: the program's output is in $log"
-echo "demo: its spans are in $trace_file (OTLP/JSON Lines, one export request per line)"
+echo "demo: the run's telemetry is in $run_dir (OTLP/JSON Lines: rank<R>.traces.jsonl, rank<R>.metrics.jsonl)"
+echo "demo: checkpoints in $out_dir/checkpoints, the trainer's output in $log"
+echo "demo: spans per name, all ranks:"
+python3 - "$run_dir" <<'PY'
+import collections, glob, json, sys
+counts = collections.Counter()
+for path in glob.glob(sys.argv[1] + "/rank*.traces.jsonl"):
+    for line in open(path):
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                counts.update(s["name"] for s in ss["spans"])
+for name, n in sorted(counts.items()):
+    print(f"  {n:7d}  {name}")
+PY
+echo "demo: final losses:"
+grep -E "validation loss|done:" "$log" | sed 's/^\[[0-9]*\]://; s/^/  /'

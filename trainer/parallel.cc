@@ -25,13 +25,18 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c
 
 }  // namespace
 
-Parallel::Parallel(const Topology& t) : topology_(t) {
+c10::intrusive_ptr<c10d::Store> make_store(const Topology& t) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(std::stoi(env_or("MASTER_PORT", "29500")));
-  options.isServer = t.rank == 0;
+  // Under torchrun the agent already hosts the store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True).
+  options.isServer = t.rank == 0 && env_or("TORCHELASTIC_USE_AGENT_STORE", "False") != std::string("True");
   options.numWorkers = static_cast<std::size_t>(t.world_size);
   options.timeout = std::chrono::minutes(2);
-  store_ = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
+  auto store = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
+  return c10::make_intrusive<c10d::PrefixStore>("pretrain_gpt/", store);
+}
+
+Parallel::Parallel(const Topology& t, c10::intrusive_ptr<c10d::Store> store) : topology_(t), store_(std::move(store)) {
   world_ = make_group(store_, "world/", t.rank, t.world_size);
   pipeline_ = make_group(store_, "pipeline" + std::to_string(t.data_rank()) + "/", t.stage(), t.pipeline_size);
   data_ = make_group(store_, "data" + std::to_string(t.stage()) + "/", t.data_rank(), t.data_parallel_size);

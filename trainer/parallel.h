@@ -20,10 +20,13 @@ struct Topology {
   bool last_stage() const { return stage() == pipeline_size - 1; }
 };
 
+// The rendezvous: a TCP store at MASTER_ADDR:MASTER_PORT (defaults 127.0.0.1:29500), hosted by rank 0 or, under
+// torchrun, by its agent.
+c10::intrusive_ptr<c10d::Store> make_store(const Topology& topology);
+
 class Parallel {
  public:
-  // Rendezvous at MASTER_ADDR:MASTER_PORT (defaults 127.0.0.1:29500); rank 0 hosts the store.
-  explicit Parallel(const Topology& topology);
+  Parallel(const Topology& topology, c10::intrusive_ptr<c10d::Store> store);
 
   const Topology& topology() const { return topology_; }
   c10d::ProcessGroupGloo& world() { return *world_; }

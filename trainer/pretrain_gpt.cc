@@ -401,6 +401,17 @@ lens::SpanContext broadcast_iteration_context(trainer::Parallel& par) {
   return lens::from_binary(bytes).value_or(lens::SpanContext{});
 }
 
+// Whether any rank was asked to stop (SIGTERM): decided together at each iteration boundary, so that no rank
+// waits in a collective for one that has left.
+bool any_rank_stopping(trainer::Parallel& par) {
+  auto flag = torch::tensor({g_stop.load() ? 1.0f : 0.0f});
+  std::vector<torch::Tensor> tensors{flag};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  par.world().allreduce(tensors, options)->wait();
+  return tensors[0].item<float>() > 0;
+}
+
 void log_line(const Args& a, std::int64_t iteration, const Trainer::StepResult& r, double ms_per_iteration,
               double tokens_per_sec, double tflops) {
   std::printf(" iteration %8lld/%8lld | learning rate: %.3E | lm loss: %.6E | grad norm: %.3f | "
@@ -420,6 +431,14 @@ int run(const Args& args) {
   std::signal(SIGTERM, request_stop);  // before lens: its handler flushes telemetry, then calls this one
   lens::Config config = lens::megatron::config_from_env();
   config.apply_cli(args.otel_enabled, args.otel_service_name, args.otel_span_groups);
+  // One run id on every rank: rank 0's, through the rendezvous store (the launcher may give none).
+  auto store = trainer::make_store(topology);
+  if (ranks.rank == 0) {
+    const std::string id = lens::resolve_run_id(config);
+    store->set("lens/run_id", std::vector<std::uint8_t>(id.begin(), id.end()));
+  }
+  const std::vector<std::uint8_t> shared_id = store->get("lens/run_id");
+  config.run_id.assign(shared_id.begin(), shared_id.end());
   lens::megatron::TrainingArgs training{ranks.local_rank, args.tensor_model_parallel_size,
                                         args.pipeline_model_parallel_size, dp, args.global_batch_size,
                                         args.seq_length, args.num_layers, args.hidden_size,
@@ -431,7 +450,7 @@ int run(const Args& args) {
   const bool telemetry_on = config.enabled;
   torch::set_num_threads(1);  // ranks share the machine's cores
 
-  double final_train_loss = 0, first_eval = -1, last_eval = -1;
+  double final_train_loss = 0, last_eval = -1;
   {
     LENS_SPAN_NAMED(pretrain, mg::job, "megatron.pretrain", {"megatron.model_type", "gpt"},
                     {"megatron.train_iters", args.train_iters}, {"megatron.global_batch_size", args.global_batch_size});
@@ -445,7 +464,7 @@ int run(const Args& args) {
     }
     {
       LENS_SPAN(mg::model_init, "megatron.model_init");
-      parallel = std::make_unique<trainer::Parallel>(topology);
+      parallel = std::make_unique<trainer::Parallel>(topology, store);
       trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry_on);
     }
     if (!args.load.empty() && trainer->load_checkpoint(args.load) && ranks.rank == 0)
@@ -459,7 +478,8 @@ int run(const Args& args) {
     auto interval_start = Clock::now();
     std::int64_t interval_iterations = 0;
     lens::SpanContext previous_segment;
-    while (trainer->iteration() < args.train_iters && !g_stop.load()) {
+    bool stopping = false;
+    while (trainer->iteration() < args.train_iters && !stopping) {
       // One trace segment per save interval (the whole run without one): the first is pretrain's child, each
       // later one a new trace linked to pretrain and to the segment before.
       const bool later_segment = previous_segment.is_valid();
@@ -474,7 +494,7 @@ int run(const Args& args) {
       const std::int64_t segment_end =
           args.save_interval > 0 ? std::min(args.train_iters, (trainer->iteration() / args.save_interval + 1) * args.save_interval)
                                  : args.train_iters;
-      while (trainer->iteration() < segment_end && !g_stop.load()) {
+      while (trainer->iteration() < segment_end && !stopping) {
         const lens::SpanContext iteration_context =
             telemetry_on ? broadcast_iteration_context(*parallel) : lens::SpanContext{};
         lens::Span first_iteration;
@@ -513,23 +533,20 @@ int run(const Args& args) {
           interval_iterations = 0;
         }
         if (args.eval_interval > 0 && it % args.eval_interval == 0) {
-          const double eval = trainer->evaluate();
-          if (first_eval < 0) first_eval = eval;
-          last_eval = eval;
-          if (prints) std::printf(" validation loss at iteration %lld: %.6E\n", static_cast<long long>(it), eval);
+          last_eval = trainer->evaluate();
+          if (prints) std::printf(" validation loss at iteration %lld: %.6E\n", static_cast<long long>(it), last_eval);
         }
         if (args.save_interval > 0 && it % args.save_interval == 0) trainer->save_checkpoint(args.save);
+        stopping = any_rank_stopping(*parallel);
       }
       previous_segment = segment.context();
     }
-    if (g_stop.load() && !args.save.empty()) trainer->save_checkpoint(args.save);
-    if (first_eval < 0 || last_eval < 0 || args.eval_interval == 0) {
-      last_eval = trainer->evaluate();
-    }
+    if (stopping && !args.save.empty()) trainer->save_checkpoint(args.save);
+    if (!stopping && last_eval < 0) last_eval = trainer->evaluate();
     if (prints)
       std::printf(" done: %lld iterations, last training loss %.4f, validation loss %.4f%s\n",
                   static_cast<long long>(trainer->iteration()), final_train_loss, last_eval,
-                  g_stop.load() ? " (stopped by SIGTERM)" : "");
+                  stopping ? " (stopped by SIGTERM)" : "");
     parallel->barrier();
   }
   telemetry.shutdown();

@@ -13,9 +13,19 @@
 #include <string>
 #include <string_view>
 
+#include "lens/config.h"
 #include "lens/internal/export.h"
 
 namespace lens {
+
+// The run id setup would use: config.run_id (<PREFIX>_RUN_ID), else SLURM_JOB_ID, else the launcher's job id,
+// else 12 random hex digits drawn now. Where the launcher gives none (torchrun without --rdzv_id, ranks started
+// by hand), call it on rank 0, send the value to every rank (a store, a broadcast) and set it as config.run_id
+// before setup, so that every rank shares it:
+//
+//   if (rank == 0) store.set("run_id", lens::resolve_run_id(config));
+//   config.run_id = store.get("run_id");
+LENS_API std::string resolve_run_id(const Config& config);
 
 // UUIDv5 (SHA-1) of `name` in the URL namespace 6ba7b811-9dad-11d1-80b4-00c04fd430c8, in canonical text.
 LENS_API std::string uuid5_url(std::string_view name);

@@ -218,6 +218,8 @@ std::string uuid5_url(std::string_view name) {
 
 RunUuids run_uuids() { return internal::run_uuids_from(internal::process_env()); }
 
+std::string resolve_run_id(const Config& config) { return internal::resolve_run_id(config, internal::process_env()); }
+
 std::optional<GpuIdentity> detect_gpu_identity(int local_rank) {
   return internal::detect_gpu_identity_from(internal::process_env(), local_rank);
 }

@@ -1,0 +1,341 @@
+// pretrain_gpt on real processes: 4 ranks (2 pipeline stages x 2 data-parallel replicas) started as a launcher
+// would (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), telemetry to files, then what a user relies on
+// is read back from the files: the span names of each preset, parentage and counts, the pipeline links, the
+// resource and the one run id, the metrics, the export strategies, resuming, and the errors before training.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "support/net.h"
+
+extern char** environ;
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Launch {
+  std::vector<int> exit_codes;
+  std::vector<std::string> outputs;  // stdout + stderr per rank
+  fs::path dir;                      // telemetry under dir/telemetry/<run id>/
+};
+
+// Starts `world` ranks of pretrain_gpt with `flags` and `env` (KEY=VALUE), runs `meanwhile` (given the pids and
+// the run's folder), and waits for all ranks (at most 3 min).
+using Meanwhile = std::function<void(const std::vector<pid_t>&, const fs::path&)>;
+Launch launch(const std::string& name, int world, std::vector<std::string> flags, std::vector<std::string> env = {},
+              const Meanwhile& meanwhile = {}) {
+  Launch run;
+  run.dir = fs::path(::testing::TempDir()) / ("pretrain_gpt_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(run.dir);
+  fs::create_directories(run.dir);
+  const int port = lens::testing::free_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    std::vector<std::string> args{LENS_PRETRAIN_GPT};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<std::string> vars{"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
+                                  "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
+                                  "MASTER_PORT=" + std::to_string(port), "MEGATRON_OTEL_EXPORTER=file",
+                                  "MEGATRON_OTEL_FILE_DIR=" + (run.dir / "telemetry").string(), "PATH=/usr/bin:/bin"};
+    vars.insert(vars.end(), env.begin(), env.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& v : vars) envp.push_back(v.data());
+    envp.push_back(nullptr);
+    const std::string out = (run.dir / ("rank" + std::to_string(rank) + ".out")).string();
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = -1;
+    posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    pids.push_back(pid);
+  }
+  if (meanwhile) meanwhile(pids, run.dir);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  run.exit_codes.assign(world, -1);
+  for (int rank = 0; rank < world; ++rank) {
+    int status = 0;
+    while (waitpid(pids[rank], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) kill(pids[rank], SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    run.exit_codes[rank] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::ifstream in(run.dir / ("rank" + std::to_string(rank) + ".out"));
+    run.outputs.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return run;
+}
+
+// The small model of the tests: 4 layers on 2 stages, 2 micro-batches per replica, 3 iterations.
+std::vector<std::string> small(std::vector<std::string> more = {}) {
+  std::vector<std::string> f{"--pipeline-model-parallel-size", "2", "--num-layers", "4", "--hidden-size", "32",
+                             "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2",
+                             "--global-batch-size", "8", "--train-iters", "3", "--log-interval", "1",
+                             "--otel-enabled"};
+  f.insert(f.end(), more.begin(), more.end());
+  return f;
+}
+
+struct Span {
+  json data;
+  json resource;
+  int rank;
+};
+
+// Every span and metric the run's files hold, by rank.
+struct Telemetry {
+  std::vector<Span> spans;
+  std::map<int, std::vector<json>> metrics;  // rank -> metrics
+  std::set<std::string> run_dirs;
+  std::set<int> ranks_with_files;
+
+  std::vector<const Span*> named(const std::string& name, int rank = -1) const {
+    std::vector<const Span*> out;
+    for (const Span& s : spans)
+      if (s.data["name"] == name && (rank < 0 || s.rank == rank)) out.push_back(&s);
+    return out;
+  }
+  std::set<std::string> names() const {
+    std::set<std::string> out;
+    for (const Span& s : spans) out.insert(s.data["name"].get<std::string>());
+    return out;
+  }
+};
+
+Telemetry read_telemetry(const Launch& run) {
+  Telemetry t;
+  if (!fs::exists(run.dir / "telemetry")) return t;
+  for (const auto& dir : fs::directory_iterator(run.dir / "telemetry")) {
+    t.run_dirs.insert(dir.path().filename().string());
+    for (const auto& file : fs::directory_iterator(dir.path())) {
+      const std::string name = file.path().filename().string();
+      const int rank = std::stoi(name.substr(4, name.find('.') - 4));
+      t.ranks_with_files.insert(rank);
+      std::ifstream in(file.path());
+      for (std::string line; std::getline(in, line);) {
+        json request = json::parse(line);
+        if (name.find(".traces.") != std::string::npos) {
+          for (const json& rs : request["resourceSpans"])
+            for (const json& ss : rs["scopeSpans"])
+              for (const json& s : ss["spans"]) t.spans.push_back({s, rs["resource"], rank});
+        } else if (name.find(".metrics.") != std::string::npos) {
+          for (const json& rm : request["resourceMetrics"])
+            for (const json& sm : rm["scopeMetrics"])
+              for (const json& m : sm["metrics"]) t.metrics[rank].push_back(m);
+        }
+      }
+    }
+  }
+  return t;
+}
+
+json attribute(const json& holder, const std::string& key) {
+  if (!holder.contains("attributes")) return nullptr;
+  for (const json& kv : holder["attributes"])
+    if (kv["key"] == key) return kv["value"];
+  return nullptr;
+}
+
+void expect_all_ranks_succeeded(const Launch& run) {
+  for (std::size_t r = 0; r < run.exit_codes.size(); ++r)
+    EXPECT_EQ(run.exit_codes[r], 0) << "rank " << r << ":\n" << run.outputs[r];
+}
+
+TEST(PretrainGpt, AllGroupsGiveTheWholeTreeWithItsCountsOnEveryRank) {
+  Launch run = launch("all", 4, small({"--otel-span-groups", "all"}), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  ASSERT_EQ(t.run_dirs.size(), 1u) << "one run id for every rank";
+  EXPECT_EQ(t.ranks_with_files, (std::set<int>{0, 1, 2, 3}));
+  for (const char* name :
+       {"megatron.pretrain", "megatron.model_init", "megatron.data_loading", "megatron.train",
+        "megatron.train.first_iteration", "megatron.train_step", "megatron.forward_backward",
+        "megatron.microbatch.forward", "megatron.microbatch.backward", "megatron.layer.forward",
+        "megatron.layer.self_attention", "megatron.layer.mlp", "megatron.p2p.recv_forward",
+        "megatron.p2p.send_forward", "megatron.p2p.recv_backward", "megatron.p2p.send_backward",
+        "megatron.pp.recv_forward.linked", "megatron.grad_sync.start", "megatron.grad_sync.finish",
+        "megatron.optimizer_step", "megatron.evaluate", "megatron.evaluate.step"})
+    EXPECT_FALSE(t.named(name).empty()) << name;
+  // Per rank: 3 iterations x 2 micro-batches x 2 layers of its stage (training), plus the final evaluation's
+  // 4 x 2 x 2 forward passes.
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(t.named("megatron.train_step", rank).size(), 3u) << rank;
+    EXPECT_EQ(t.named("megatron.microbatch.backward", rank).size(), 6u) << rank;
+    EXPECT_EQ(t.named("megatron.layer.forward", rank).size(), 12u + 16u) << rank;
+    EXPECT_EQ(t.named("megatron.train.first_iteration", rank).size(), 1u) << rank;
+  }
+  // Parentage: a layer's forward is inside a micro-batch's, inside forward_backward, inside the step.
+  std::map<std::string, const json*> by_id;
+  for (const Span& s : t.spans) by_id[s.data["spanId"].get<std::string>()] = &s.data;
+  auto parent_name = [&](const json& s) -> std::string {
+    if (!s.contains("parentSpanId")) return "";
+    auto it = by_id.find(s["parentSpanId"].get<std::string>());
+    return it == by_id.end() ? "?" : (*it->second)["name"].get<std::string>();
+  };
+  for (const Span* s : t.named("megatron.layer.self_attention")) EXPECT_EQ(parent_name(s->data), "megatron.layer.forward");
+  for (const Span* s : t.named("megatron.microbatch.backward")) EXPECT_EQ(parent_name(s->data), "megatron.forward_backward");
+  for (const Span* s : t.named("megatron.forward_backward")) EXPECT_EQ(parent_name(s->data), "megatron.train_step");
+  for (const Span* s : t.named("megatron.train_step")) EXPECT_EQ(parent_name(s->data), "megatron.train");
+  for (const Span* s : t.named("megatron.train")) EXPECT_EQ(parent_name(s->data), "megatron.pretrain");
+  // Layer numbers: stage 0 has layers 1-2, stage 1 (ranks 2, 3) layers 3-4.
+  for (const Span* s : t.named("megatron.layer.forward")) {
+    const auto layer = std::stoi(attribute(s->data, "megatron.layer_number")["intValue"].get<std::string>());
+    EXPECT_EQ((layer - 1) / 2, s->rank / 2) << "rank " << s->rank << " layer " << layer;
+  }
+  // Resource: identity on every span's resource.
+  for (const Span& s : t.spans) {
+    const std::string rank = std::to_string(s.rank);
+    EXPECT_EQ(attribute(s.resource, "service.name")["stringValue"], "megatron-lm");
+    EXPECT_EQ(attribute(s.resource, "service.instance.id")["stringValue"], *t.run_dirs.begin() + "-rank" + rank);
+    EXPECT_EQ(attribute(s.resource, "nemo.run.id")["stringValue"], *t.run_dirs.begin());
+    EXPECT_EQ(attribute(s.resource, "dl.pipeline_parallel.size")["intValue"], "2");
+    EXPECT_EQ(attribute(s.resource, "dl.data_parallel.size")["intValue"], "2");
+    EXPECT_EQ(attribute(s.resource, "megatron.num_layers")["intValue"], "4");
+    EXPECT_FALSE(attribute(s.resource, "nemo.lens.run_uuid").is_null());
+  }
+}
+
+TEST(PretrainGpt, PipelineReceivesLinkToRankZerosIterationContext) {
+  Launch run = launch("links", 4, small({"--otel-span-groups", "all"}), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  std::set<std::string> rank0_spans;
+  for (const Span& s : t.spans)
+    if (s.rank == 0) rank0_spans.insert(s.data["spanId"].get<std::string>());
+  auto linked = t.named("megatron.pp.recv_forward.linked");
+  ASSERT_FALSE(linked.empty());
+  for (const Span* s : linked) {
+    EXPECT_GE(s->rank, 2) << "only the second stage receives forward activations";
+    ASSERT_EQ(s->data["links"].size(), 1u);
+    EXPECT_TRUE(rank0_spans.count(s->data["links"][0]["spanId"].get<std::string>()))
+        << "the link points at a span of rank 0";
+    EXPECT_EQ(attribute(s->data, "dl.pipeline_parallel.rank")["intValue"], "1");
+  }
+}
+
+TEST(PretrainGpt, DefaultPresetAndDefaultStrategyExportTheProductionSpansFromTheLastRank) {
+  Launch run = launch("default", 4, small());
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  EXPECT_EQ(t.ranks_with_files, (std::set<int>{3}));  // single_rank: the last rank
+  EXPECT_EQ(t.names(), (std::set<std::string>{"megatron.pretrain", "megatron.train",
+                                              "megatron.train.first_iteration", "megatron.evaluate",
+                                              "megatron.evaluate.step"}));
+}
+
+TEST(PretrainGpt, TrainingMetricsCarryTheLoggedLoss) {
+  Launch run = launch("metrics", 4, small());
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  double last_loss = -1;
+  for (const json& m : t.metrics[3])
+    if (m["name"] == "megatron.training.loss") last_loss = m["gauge"]["dataPoints"][0]["asDouble"].get<double>();
+  // The last rank prints "lm loss: 5.123456E+00" at every log interval; the gauge holds the last one.
+  const std::string& out = run.outputs[3];
+  const std::size_t at = out.rfind("lm loss: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_NEAR(last_loss, std::stod(out.substr(at + 9, 12)), 1e-5);
+}
+
+TEST(PretrainGpt, TelemetryOffWritesNothing) {
+  std::vector<std::string> flags = small();
+  flags.pop_back();  // no --otel-enabled
+  Launch run = launch("off", 4, flags, {"MEGATRON_OTEL_ENABLED=0"});
+  expect_all_ranks_succeeded(run);
+  EXPECT_FALSE(fs::exists(run.dir / "telemetry"));
+}
+
+TEST(PretrainGpt, ATypoInTheSpanGroupsFailsEveryRankBeforeTraining) {
+  Launch run = launch("typo", 4, small({"--otel-span-groups", "per_stpe"}));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(run.exit_codes[rank], 2) << run.outputs[rank];
+    EXPECT_NE(run.outputs[rank].find("per_stpe"), std::string::npos) << run.outputs[rank];
+    EXPECT_NE(run.outputs[rank].find("per_step"), std::string::npos) << "did you mean";
+    EXPECT_EQ(run.outputs[rank].find("lm loss"), std::string::npos) << "no training started";
+  }
+}
+
+TEST(PretrainGpt, InconsistentArgumentsAreClearErrorsBeforeAnyProcessGroup) {
+  Launch run = launch("badargs", 2, {"--pipeline-model-parallel-size", "2", "--num-layers", "3"});
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(run.exit_codes[rank], 2);
+    EXPECT_NE(run.outputs[rank].find("--num-layers 3 is not divisible by --pipeline-model-parallel-size 2"),
+              std::string::npos)
+        << run.outputs[rank];
+  }
+  run = launch("tp", 1, {"--tensor-model-parallel-size", "2"});
+  EXPECT_EQ(run.exit_codes[0], 2);
+  EXPECT_NE(run.outputs[0].find("--tensor-model-parallel-size 2 is not supported"), std::string::npos);
+}
+
+TEST(PretrainGpt, ResumingContinuesTheIterationsAndEmitsLoadCheckpoint) {
+  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_ckpt_" + std::to_string(::getpid()))).string();
+  fs::remove_all(ckpt);
+  Launch first = launch("save", 4, small({"--save", ckpt, "--save-interval", "3"}));
+  expect_all_ranks_succeeded(first);
+  std::ifstream tracker(fs::path(ckpt) / "latest_checkpointed_iteration.txt");
+  std::int64_t saved = 0;
+  tracker >> saved;
+  EXPECT_EQ(saved, 3);
+  std::vector<std::string> more = small({"--load", ckpt, "--otel-span-groups", "per_step,load_checkpoint"});
+  more[std::find(more.begin(), more.end(), "--train-iters") - more.begin() + 1] = "5";
+  Launch second = launch("load", 4, more);
+  expect_all_ranks_succeeded(second);
+  EXPECT_NE(second.outputs[3].find("iteration        4/       5"), std::string::npos) << second.outputs[3];
+  Telemetry t = read_telemetry(second);
+  auto loads = t.named("megatron.load_checkpoint");
+  ASSERT_EQ(loads.size(), 1u);
+  EXPECT_EQ(attribute(loads[0]->data, "megatron.iteration")["intValue"], "3");
+  EXPECT_EQ(t.named("megatron.train_step").size(), 2u);  // iterations 4 and 5
+}
+
+// SIGTERM to every rank mid-run (as a launcher or SLURM sends it): each finishes its step, they agree to stop,
+// save a checkpoint, flush telemetry and exit 0; the files are whole and the checkpoint is loadable.
+TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoint) {
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_sigterm_ckpt_" + std::to_string(::getpid()))).string();
+  fs::remove_all(ckpt);
+  std::vector<std::string> flags = small({"--save", ckpt, "--otel-span-groups", "per_step"});
+  flags[std::find(flags.begin(), flags.end(), "--train-iters") - flags.begin() + 1] = "100000";
+  Launch run = launch("sigterm", 4, flags, {}, [](const std::vector<pid_t>& pids, const fs::path& dir) {
+    for (int i = 0; i < 1500; ++i) {  // until the last rank has logged two iterations (at most 30 s)
+      std::ifstream in(dir / "rank3.out");
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text.find("iteration        2/") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (pid_t pid : pids) kill(pid, SIGTERM);
+  });
+  expect_all_ranks_succeeded(run);
+  EXPECT_NE(run.outputs[3].find("stopped by SIGTERM"), std::string::npos) << run.outputs[3];
+  Telemetry t = read_telemetry(run);  // every line parses
+  EXPECT_FALSE(t.named("megatron.train_step").empty());
+  std::ifstream tracker(fs::path(ckpt) / "latest_checkpointed_iteration.txt");
+  std::int64_t saved = 0;
+  ASSERT_TRUE(tracker >> saved);
+  EXPECT_GE(saved, 2);
+  std::vector<std::string> resume = small({"--load", ckpt});
+  resume[std::find(resume.begin(), resume.end(), "--train-iters") - resume.begin() + 1] = std::to_string(saved + 1);
+  Launch resumed = launch("sigterm_resume", 4, resume);
+  expect_all_ranks_succeeded(resumed);
+  EXPECT_NE(resumed.outputs[0].find("loaded checkpoint"), std::string::npos) << resumed.outputs[0];
+}
+
+}  // namespace
