@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -304,6 +305,70 @@ TEST(PretrainGpt, ResumingContinuesTheIterationsAndEmitsLoadCheckpoint) {
   ASSERT_EQ(loads.size(), 1u);
   EXPECT_EQ(attribute(loads[0]->data, "megatron.iteration")["intValue"], "3");
   EXPECT_EQ(t.named("megatron.train_step").size(), 2u);  // iterations 4 and 5
+}
+
+// The loss printed at `iteration` by the last rank ("lm loss: 5.123456E+00"), or NaN.
+double logged_loss(const std::string& output, int iteration) {
+  char marker[64];
+  std::snprintf(marker, sizeof marker, "iteration %8d/", iteration);
+  std::size_t at = output.find(marker);
+  if (at == std::string::npos || (at = output.find("lm loss: ", at)) == std::string::npos) return std::nan("");
+  return std::stod(output.substr(at + 9, 12));
+}
+
+std::vector<std::string> with_iters(std::vector<std::string> flags, int iters) {
+  flags[std::find(flags.begin(), flags.end(), "--train-iters") - flags.begin() + 1] = std::to_string(iters);
+  return flags;
+}
+
+TEST(PretrainGpt, AResumedRunReproducesTheLossesOfAnUninterruptedOne) {
+  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_repro_" + std::to_string(::getpid()))).string();
+  fs::remove_all(ckpt);
+  Launch whole = launch("whole", 4, with_iters(small(), 4));
+  Launch first = launch("first_half", 4, with_iters(small({"--save", ckpt, "--save-interval", "2"}), 2));
+  Launch second = launch("second_half", 4, with_iters(small({"--load", ckpt}), 4));
+  for (const Launch* run : {&whole, &first, &second}) expect_all_ranks_succeeded(*run);
+  for (int iteration : {3, 4}) {
+    const double expected = logged_loss(whole.outputs[3], iteration);
+    EXPECT_FALSE(std::isnan(expected)) << whole.outputs[3];
+    EXPECT_EQ(logged_loss(second.outputs[3], iteration), expected) << "iteration " << iteration;
+  }
+}
+
+// Which ranks write files, for the export strategies of SPEC §3 (all 4 ranks on one node here).
+TEST(PretrainGpt, ExportStrategiesPickTheirRanks) {
+  Launch per_node = launch("per_node", 4, small(), {"MEGATRON_OTEL_RANK_STRATEGY=first_rank_per_node"});
+  expect_all_ranks_succeeded(per_node);
+  EXPECT_EQ(read_telemetry(per_node).ranks_with_files, (std::set<int>{0}));
+  // sampled: rank r exports when (int(md5(str(r))) mod 10000) / 10000 < EXPORT_SAMPLE_RATE; ranks 0-3 score
+  // 0.785, 0.8411, 0.9212, 0.0883, so 0.8 picks ranks 0 and 3.
+  Launch sampled = launch("sampled", 4, small(),
+                          {"MEGATRON_OTEL_RANK_STRATEGY=sampled", "MEGATRON_OTEL_EXPORT_SAMPLE_RATE=0.8"});
+  expect_all_ranks_succeeded(sampled);
+  EXPECT_EQ(read_telemetry(sampled).ranks_with_files, (std::set<int>{0, 3}));
+}
+
+TEST(PretrainGpt, PerStepAndAMixedSpecGiveExactlyTheirSpans) {
+  Launch per_step = launch("per_step", 4, small({"--otel-span-groups", "per_step"}), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(per_step);
+  const std::set<std::string> production{"megatron.pretrain", "megatron.train", "megatron.train.first_iteration",
+                                         "megatron.evaluate", "megatron.evaluate.step"};
+  std::set<std::string> expected = production;
+  for (const char* n : {"megatron.model_init", "megatron.data_loading", "megatron.train_step",
+                        "megatron.forward_backward", "megatron.optimizer_step", "megatron.grad_sync.start",
+                        "megatron.grad_sync.finish", "megatron.p2p.recv_forward", "megatron.p2p.send_forward",
+                        "megatron.p2p.recv_backward", "megatron.p2p.send_backward", "megatron.pp.recv_forward.linked"})
+    expected.insert(n);
+  EXPECT_EQ(read_telemetry(per_step).names(), expected);
+  // A preset and two groups, with spaces and capitals (the union; SPEC §1 grammar).
+  Launch mixed = launch("mixed", 4, small({"--otel-span-groups", " Default, layer ,data_loading"}),
+                        {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(mixed);
+  expected = production;
+  for (const char* n : {"megatron.layer.forward", "megatron.layer.self_attention", "megatron.layer.mlp",
+                        "megatron.data_loading"})
+    expected.insert(n);
+  EXPECT_EQ(read_telemetry(mixed).names(), expected);
 }
 
 // SIGTERM to every rank mid-run (as a launcher or SLURM sends it): each finishes its step, they agree to stop,
