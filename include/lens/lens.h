@@ -20,3 +20,4 @@
 #include "lens/resource.h"
 #include "lens/sampling.h"
 #include "lens/telemetry.h"
+#include "lens/worker.h"
