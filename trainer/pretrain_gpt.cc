@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "args.h"
+#include "checkpoint_worker.h"
 #include "gpt.h"
 #include "lens/lens.h"
 #include "parallel.h"
@@ -77,12 +79,15 @@ torch::Tensor batch_of(const std::vector<std::uint8_t>& data, const Args& a, std
 
 class Trainer {
  public:
-  Trainer(const Args& args, trainer::Parallel& parallel, const Corpus& corpus, bool telemetry_on)
+  Trainer(const Args& args, trainer::Parallel& parallel, const Corpus& corpus, bool telemetry_on,
+          const lens::Telemetry& telemetry, lens::ResourceAttributes resource)
       : a_(args),
         par_(parallel),
         t_(parallel.topology()),
         corpus_(corpus),
         telemetry_on_(telemetry_on),
+        telemetry_(telemetry),
+        resource_(std::move(resource)),
         microbatches_(trainer::num_microbatches(args, t_.data_parallel_size)),
         config_{args.num_layers, args.hidden_size, args.num_attention_heads, args.seq_length,
                 t_.stage(), t_.pipeline_size} {
@@ -90,6 +95,7 @@ class Trainer {
     model_ = trainer::GptStage(config_);
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         model_->parameters(), torch::optim::AdamWOptions(a_.lr).weight_decay(a_.weight_decay));
+    if (a_.async_save && saves()) worker_ = std::make_unique<trainer::CheckpointWorker>();
   }
 
   std::int64_t iteration() const { return iteration_; }
@@ -103,6 +109,8 @@ class Trainer {
   StepResult train_step(const lens::SpanContext& iteration_context);
   double evaluate();
   void save_checkpoint(const std::string& dir);
+  // --async-save: waits until the files of the last save are written, then records it as the latest.
+  void finish_pending_save();
   bool load_checkpoint(const std::string& dir);
 
  private:
@@ -127,8 +135,16 @@ class Trainer {
   const Args& a_;
   trainer::Parallel& par_;
   trainer::Topology t_;
+  bool saves() const { return t_.data_rank() == 0; }  // each stage's first replica writes its files
+  void write_tracker(std::int64_t iteration);
+
   const Corpus& corpus_;
   bool telemetry_on_;
+  const lens::Telemetry& telemetry_;
+  lens::ResourceAttributes resource_;
+  std::unique_ptr<trainer::CheckpointWorker> worker_;
+  std::int64_t pending_save_ = -1;  // iteration of an async save not yet known written
+  std::string dir_;                 // where the last save went
   std::int64_t microbatches_;
   trainer::GptConfig config_;
   trainer::GptStage model_{nullptr};
@@ -336,12 +352,16 @@ std::string stage_file(const std::string& iteration_path, int stage) {
 }
 
 // Each stage's first replica writes its file; the tracker file is written last, by rank 0, after every rank is
-// done (a crash mid-save leaves the previous checkpoint as the latest).
+// done (a crash mid-save leaves the previous checkpoint as the latest). With --async-save the bytes go to the
+// worker process and the tracker is written once the worker says they are in place (at the next save or at
+// the end of training).
 void Trainer::save_checkpoint(const std::string& dir) {
-  LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint", {"megatron.iteration", iteration_});
+  finish_pending_save();
+  LENS_SPAN_NAMED(save, mg::checkpoint, "megatron.save_checkpoint", {"megatron.iteration", iteration_});
   const std::string path = stage_file(iteration_dir(dir, iteration_), t_.stage());
-  if (t_.data_rank() == 0) {
+  if (saves()) {
     torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+    std::ostringstream bytes;
     {
       LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint.state_dict");
       model_->save(model_archive);
@@ -349,23 +369,55 @@ void Trainer::save_checkpoint(const std::string& dir) {
       archive.write("model", model_archive);
       archive.write("optimizer", optimizer_archive);
       archive.write("iteration", torch::tensor({iteration_}, torch::kLong));
+      archive.save_to(bytes);
     }
-    LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint.io_write");
-    {
-      LENS_TRACE_REGION("checkpoint.mkdir");
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    if (worker_) {
+      LENS_TRACE_REGION("checkpoint.handoff");
+      worker_->submit(lens::build_worker_bootstrap(telemetry_, resource_, save.context()).serialize(), path, bytes.str());
+    } else {
+      LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint.io_write");
+      {
+        LENS_TRACE_REGION("checkpoint.mkdir");
+        std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+      }
+      LENS_TRACE_REGION("checkpoint.write_file");
+      std::ofstream(path + ".tmp", std::ios::binary) << bytes.str();
+      std::filesystem::rename(path + ".tmp", path);
     }
-    LENS_TRACE_REGION("checkpoint.write_file");
-    archive.save_to(path + ".tmp");
-    std::filesystem::rename(path + ".tmp", path);
+  }
+  if (a_.async_save) {
+    pending_save_ = iteration_;
+    dir_ = dir;
+    return;
   }
   par_.barrier();
-  if (t_.rank == 0) {
-    LENS_TRACE_REGION("checkpoint.tracker");
-    const auto tracker = std::filesystem::path(dir) / "latest_checkpointed_iteration.txt";
-    std::ofstream(tracker.string() + ".tmp") << iteration_ << "\n";
-    std::filesystem::rename(tracker.string() + ".tmp", tracker);
+  dir_ = dir;
+  write_tracker(iteration_);
+}
+
+void Trainer::finish_pending_save() {
+  if (pending_save_ < 0) return;
+  const bool written = !worker_ || worker_->wait_written();
+  auto ok = torch::tensor({written ? 0.0f : 1.0f});
+  std::vector<torch::Tensor> tensors{ok};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  par_.world().allreduce(tensors, options)->wait();
+  if (tensors[0].item<float>() == 0) {
+    write_tracker(pending_save_);
+  } else if (t_.rank == 0) {
+    std::fprintf(stderr, "pretrain_gpt: the checkpoint of iteration %lld was not written; the latest stays as it was\n",
+                 static_cast<long long>(pending_save_));
   }
+  pending_save_ = -1;
+}
+
+void Trainer::write_tracker(std::int64_t iteration) {
+  if (t_.rank != 0) return;
+  LENS_TRACE_REGION("checkpoint.tracker");
+  const auto tracker = std::filesystem::path(dir_) / "latest_checkpointed_iteration.txt";
+  std::ofstream(tracker.string() + ".tmp") << iteration << "\n";
+  std::filesystem::rename(tracker.string() + ".tmp", tracker);
 }
 
 bool Trainer::load_checkpoint(const std::string& dir) {
@@ -465,7 +517,10 @@ int run(const Args& args) {
     {
       LENS_SPAN(mg::model_init, "megatron.model_init");
       parallel = std::make_unique<trainer::Parallel>(topology, store);
-      trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry_on);
+      // The worker's resource comes from the same function as this rank's (built only where it is exported).
+      lens::ResourceAttributes resource =
+          telemetry.is_exporting() ? lens::megatron::resource_attributes(training) : lens::ResourceAttributes{};
+      trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry_on, telemetry, std::move(resource));
     }
     if (!args.load.empty() && trainer->load_checkpoint(args.load) && ranks.rank == 0)
       std::printf(" loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
@@ -542,6 +597,7 @@ int run(const Args& args) {
       previous_segment = segment.context();
     }
     if (stopping && !args.save.empty()) trainer->save_checkpoint(args.save);
+    trainer->finish_pending_save();
     if (!stopping && last_eval < 0) last_eval = trainer->evaluate();
     if (prints)
       std::printf(" done: %lld iterations, last training loss %.4f, validation loss %.4f%s\n",
@@ -556,6 +612,7 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--checkpoint-worker") return trainer::run_checkpoint_worker();
   try {
     return run(trainer::parse_args(argc, argv));
   } catch (const trainer::ArgsError& e) {

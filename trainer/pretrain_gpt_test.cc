@@ -371,6 +371,44 @@ TEST(PretrainGpt, PerStepAndAMixedSpecGiveExactlyTheirSpans) {
   EXPECT_EQ(read_telemetry(mixed).names(), expected);
 }
 
+// --async-save: the checkpoint worker of each saving rank writes the files; its spans carry the rank's resource and
+// link to the rank's megatron.save_checkpoint; the tracker names the checkpoint once it is written; it loads.
+TEST(PretrainGpt, AsyncSaveWorkersWriteTheCheckpointAndReportAsTheirRank) {
+  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_async_" + std::to_string(::getpid()))).string();
+  fs::remove_all(ckpt);
+  Launch run = launch("async", 4, with_iters(small({"--save", ckpt, "--save-interval", "2", "--async-save",
+                                                    "--otel-span-groups", "all"}), 4),
+                      {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(run);
+  std::ifstream tracker(fs::path(ckpt) / "latest_checkpointed_iteration.txt");
+  std::int64_t saved = 0;
+  ASSERT_TRUE(tracker >> saved);
+  EXPECT_EQ(saved, 4);
+  for (int stage : {0, 1}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "iter_0000004/mp_rank_00_%03d/model_optim_rng.pt", stage);
+    EXPECT_TRUE(fs::exists(fs::path(ckpt) / name)) << name;
+  }
+  Telemetry t = read_telemetry(run);
+  std::map<std::string, const Span*> saves;
+  for (const Span* s : t.named("megatron.save_checkpoint")) saves[s->data["spanId"].get<std::string>()] = s;
+  auto writes = t.named("nvrx.checkpoint.save.write");
+  EXPECT_EQ(writes.size(), 4u) << "2 saves x the 2 saving ranks (the first replica of each stage)";
+  EXPECT_EQ(t.named("nvrx.checkpoint.save.request").size(), writes.size());
+  for (const Span* w : writes) {
+    ASSERT_EQ(w->data["links"].size(), 1u);
+    auto save = saves.find(w->data["links"][0]["spanId"].get<std::string>());
+    ASSERT_NE(save, saves.end()) << "links to a megatron.save_checkpoint span";
+    EXPECT_EQ(save->second->rank, w->rank);
+    EXPECT_EQ(attribute(w->resource, "service.instance.id"), attribute(save->second->resource, "service.instance.id"));
+    EXPECT_EQ(attribute(w->resource, "megatron.num_layers")["intValue"], "4");
+    EXPECT_NE(attribute(w->resource, "process.pid"), attribute(save->second->resource, "process.pid"));
+  }
+  Launch resumed = launch("async_resume", 4, with_iters(small({"--load", ckpt}), 5));
+  expect_all_ranks_succeeded(resumed);
+  EXPECT_NE(resumed.outputs[0].find("at iteration 4"), std::string::npos) << resumed.outputs[0];
+}
+
 // SIGTERM to every rank mid-run (as a launcher or SLURM sends it): each finishes its step, they agree to stop,
 // save a checkpoint, flush telemetry and exit 0; the files are whole and the checkpoint is loadable.
 TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoint) {
