@@ -371,6 +371,30 @@ TEST(PretrainGpt, PerStepAndAMixedSpecGiveExactlyTheirSpans) {
   EXPECT_EQ(read_telemetry(mixed).names(), expected);
 }
 
+// With --save-interval the run is cut into trace segments: the first megatron.train is pretrain's child, each
+// later one the root of a new trace, linked to pretrain and to the segment before.
+TEST(PretrainGpt, SaveIntervalsCutTheRunIntoLinkedTraceSegments) {
+  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_segments_" + std::to_string(::getpid()))).string();
+  Launch run = launch("segments", 4, with_iters(small({"--save", ckpt, "--save-interval", "2"}), 6));
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  auto pretrain = t.named("megatron.pretrain");
+  auto segments = t.named("megatron.train");
+  ASSERT_EQ(pretrain.size(), 1u);
+  ASSERT_EQ(segments.size(), 3u);
+  const std::string pretrain_id = pretrain[0]->data["spanId"];
+  EXPECT_EQ(segments[0]->data["parentSpanId"], pretrain_id);
+  EXPECT_EQ(segments[0]->data["traceId"], pretrain[0]->data["traceId"]);
+  for (std::size_t k = 1; k < segments.size(); ++k) {
+    const json& s = segments[k]->data;
+    EXPECT_FALSE(s.contains("parentSpanId")) << "a new trace";
+    EXPECT_NE(s["traceId"], pretrain[0]->data["traceId"]);
+    ASSERT_EQ(s["links"].size(), 2u);
+    EXPECT_EQ(s["links"][0]["spanId"], pretrain_id);
+    EXPECT_EQ(s["links"][1]["spanId"], segments[k - 1]->data["spanId"]);
+  }
+}
+
 // --async-save: the checkpoint worker of each saving rank writes the files; its spans carry the rank's resource and
 // link to the rank's megatron.save_checkpoint; the tracker names the checkpoint once it is written; it loads.
 TEST(PretrainGpt, AsyncSaveWorkersWriteTheCheckpointAndReportAsTheirRank) {
