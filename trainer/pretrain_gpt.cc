@@ -443,25 +443,37 @@ bool Trainer::load_checkpoint(const std::string& dir) {
 
 // ---- telemetry around the run --------------------------------------------------------------------------------
 
-// Rank 0's context for this iteration, on every rank (a collective: every rank calls it when telemetry is
-// configured, exporting or not). The fixed 26-byte binary form, not text.
-lens::SpanContext broadcast_iteration_context(trainer::Parallel& par) {
-  lens::BinaryContext bytes = lens::to_binary(lens::current_context());
-  auto tensor = torch::from_blob(bytes.data(), {static_cast<std::int64_t>(bytes.size())}, torch::kUInt8).clone();
-  par.broadcast(par.world(), tensor, 0);
-  std::memcpy(bytes.data(), tensor.data_ptr<std::uint8_t>(), bytes.size());
-  return lens::from_binary(bytes).value_or(lens::SpanContext{});
-}
+// What the ranks settle together at the start of each iteration, in one small all-reduce (MAX): whether any was
+// asked to stop (SIGTERM; so that none waits in a collective for one that has left) and, when telemetry is
+// configured, rank 0's current context in its fixed 26-byte binary form (the others contribute zeros), which the
+// pipeline receives link to (SPEC §6: every rank takes part whenever telemetry is configured, exporting or not).
+struct Agreement {
+  bool stop = false;
+  lens::SpanContext rank0_context;
+};
 
-// Whether any rank was asked to stop (SIGTERM): decided together at each iteration boundary, so that no rank
-// waits in a collective for one that has left.
-bool any_rank_stopping(trainer::Parallel& par) {
-  auto flag = torch::tensor({g_stop.load() ? 1.0f : 0.0f});
-  std::vector<torch::Tensor> tensors{flag};
+Agreement agree(trainer::Parallel& par, bool with_context) {
+  lens::BinaryContext bytes{};
+  const std::int64_t n = 1 + (with_context ? static_cast<std::int64_t>(bytes.size()) : 0);
+  auto values = torch::zeros({n});
+  auto* v = values.data_ptr<float>();
+  v[0] = g_stop.load() ? 1.0f : 0.0f;
+  if (with_context && par.topology().rank == 0) {
+    bytes = lens::to_binary(lens::current_context());
+    for (std::size_t i = 0; i < bytes.size(); ++i) v[1 + i] = bytes[i];
+  }
+  std::vector<torch::Tensor> tensors{values};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
   par.world().allreduce(tensors, options)->wait();
-  return tensors[0].item<float>() > 0;
+  v = tensors[0].data_ptr<float>();
+  Agreement a;
+  a.stop = v[0] > 0;
+  if (with_context) {
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(v[1 + i]);
+    a.rank0_context = lens::from_binary(bytes).value_or(lens::SpanContext{});
+  }
+  return a;
 }
 
 void log_line(const Args& a, std::int64_t iteration, const Trainer::StepResult& r, double ms_per_iteration,
@@ -549,9 +561,10 @@ int run(const Args& args) {
       const std::int64_t segment_end =
           args.save_interval > 0 ? std::min(args.train_iters, (trainer->iteration() / args.save_interval + 1) * args.save_interval)
                                  : args.train_iters;
-      while (trainer->iteration() < segment_end && !stopping) {
-        const lens::SpanContext iteration_context =
-            telemetry_on ? broadcast_iteration_context(*parallel) : lens::SpanContext{};
+      while (trainer->iteration() < segment_end) {
+        const Agreement agreement = agree(*parallel, telemetry_on);
+        if ((stopping = agreement.stop)) break;
+        const lens::SpanContext& iteration_context = agreement.rank0_context;
         lens::Span first_iteration;
         if (first && LENS_GROUP_ENABLED(mg::first_iteration))
           first_iteration.start(mg::first_iteration, "megatron.train.first_iteration",
@@ -592,7 +605,6 @@ int run(const Args& args) {
           if (prints) std::printf(" validation loss at iteration %lld: %.6E\n", static_cast<long long>(it), last_eval);
         }
         if (args.save_interval > 0 && it % args.save_interval == 0) trainer->save_checkpoint(args.save);
-        stopping = any_rank_stopping(*parallel);
       }
       previous_segment = segment.context();
     }
