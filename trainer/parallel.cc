@@ -17,7 +17,11 @@ std::string env_or(const char* name, const char* fallback) {
 c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c10d::Store>& store,
                                                       const std::string& name, int rank, int size) {
   auto options = c10d::ProcessGroupGloo::Options::create();
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  // One node (the rendezvous on loopback): Gloo over loopback; else the interface of this host's name.
+  const std::string master = env_or("MASTER_ADDR", "127.0.0.1");
+  options->devices.push_back(master == "127.0.0.1" || master == "localhost"
+                                 ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                 : c10d::ProcessGroupGloo::createDefaultDevice());
   options->timeout = std::chrono::minutes(5);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>(name, store);
   return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, options);

@@ -79,13 +79,12 @@ torch::Tensor batch_of(const std::vector<std::uint8_t>& data, const Args& a, std
 
 class Trainer {
  public:
-  Trainer(const Args& args, trainer::Parallel& parallel, const Corpus& corpus, bool telemetry_on,
-          const lens::Telemetry& telemetry, lens::ResourceAttributes resource)
+  Trainer(const Args& args, trainer::Parallel& parallel, const Corpus& corpus, const lens::Telemetry& telemetry,
+          lens::ResourceAttributes resource)
       : a_(args),
         par_(parallel),
         t_(parallel.topology()),
         corpus_(corpus),
-        telemetry_on_(telemetry_on),
         telemetry_(telemetry),
         resource_(std::move(resource)),
         microbatches_(trainer::num_microbatches(args, t_.data_parallel_size)),
@@ -139,7 +138,6 @@ class Trainer {
   void write_tracker(std::int64_t iteration);
 
   const Corpus& corpus_;
-  bool telemetry_on_;
   const lens::Telemetry& telemetry_;
   lens::ResourceAttributes resource_;
   std::unique_ptr<trainer::CheckpointWorker> worker_;
@@ -532,7 +530,7 @@ int run(const Args& args) {
       // The worker's resource comes from the same function as this rank's (built only where it is exported).
       lens::ResourceAttributes resource =
           telemetry.is_exporting() ? lens::megatron::resource_attributes(training) : lens::ResourceAttributes{};
-      trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry_on, telemetry, std::move(resource));
+      trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry, std::move(resource));
     }
     if (!args.load.empty() && trainer->load_checkpoint(args.load) && ranks.rank == 0)
       std::printf(" loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
