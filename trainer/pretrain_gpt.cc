@@ -4,6 +4,8 @@
 //
 //   torchrun --nproc_per_node 4 --no_python --redirects 9:0 --tee 9:0 build/trainer/pretrain_gpt \
 //     --pipeline-model-parallel-size 2 --num-layers 4 --train-iters 100 --otel-enabled --otel-span-groups all
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <deque>
@@ -474,6 +476,13 @@ Agreement agree(trainer::Parallel& par, bool with_context) {
   return a;
 }
 
+// This CPU trainer's stand-in for the GPU's peak allocated memory: the process's peak resident set.
+double peak_memory_gb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0 / 1e9;  // ru_maxrss is in KiB
+}
+
 void log_line(const Args& a, std::int64_t iteration, const Trainer::StepResult& r, double ms_per_iteration,
               double tokens_per_sec, double tflops) {
   std::printf(" iteration %8lld/%8lld | learning rate: %.3E | lm loss: %.6E | grad norm: %.3f | "
@@ -591,7 +600,7 @@ int run(const Args& args) {
                                                    .skipped_iters = std::int64_t{0},
                                                    .learning_rate = r.learning_rate,
                                                    .tokens_per_sec = tokens_per_sec,
-                                                   .memory_allocated_gb = 0.0});
+                                                   .memory_allocated_gb = peak_memory_gb()});
           if (lens::should_log(lens::Severity::kInfo))
             lens::log(lens::Severity::kInfo, "training progress", {{"megatron.iteration", it}, {"megatron.loss", r.loss}});
           if (prints) log_line(args, it, r, 1000.0 * per_iteration, tokens_per_sec, tflops);

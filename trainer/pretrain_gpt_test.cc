@@ -213,6 +213,25 @@ TEST(PretrainGpt, AllGroupsGiveTheWholeTreeWithItsCountsOnEveryRank) {
   }
 }
 
+double logged_loss(const std::string& output, int iteration);
+
+// Four stages (DP=1): the 1F1B schedule with a warm-up of 3, 2, 1, 0 forwards; each stage holds one layer.
+TEST(PretrainGpt, FourPipelineStagesEachHoldTheirLayer) {
+  std::vector<std::string> flags = small({"--otel-span-groups", "all"});
+  flags[std::find(flags.begin(), flags.end(), "--pipeline-model-parallel-size") - flags.begin() + 1] = "4";
+  Launch run = launch("pp4", 4, flags, {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  for (int rank = 0; rank < 4; ++rank) {
+    auto layers = t.named("megatron.layer.forward", rank);
+    ASSERT_FALSE(layers.empty()) << rank;
+    for (const Span* s : layers)
+      EXPECT_EQ(attribute(s->data, "megatron.layer_number")["intValue"], std::to_string(rank + 1));
+    EXPECT_EQ(t.named("megatron.microbatch.backward", rank).size(), 3u * 4u) << "3 iterations x 4 micro-batches";
+  }
+  EXPECT_FALSE(std::isnan(logged_loss(run.outputs[3], 3))) << run.outputs[3];
+}
+
 TEST(PretrainGpt, PipelineReceivesLinkToRankZerosIterationContext) {
   Launch run = launch("links", 4, small({"--otel-span-groups", "all"}), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(run);
