@@ -17,6 +17,7 @@
 
 #include "lens/lens.h"
 #include "support/net.h"
+#include "support/self_signed.h"
 
 namespace lens {
 namespace {
@@ -280,37 +281,16 @@ TEST(OtlpGrpc, ACollectorThatNeverAnswersCannotHoldShutdown) {
   release.store(true);
 }
 
-struct SelfSigned {
-  std::string cert, key, cert_path;
-};
-
-const SelfSigned& self_signed() {
-  static const SelfSigned files = [] {
-    std::string dir = ::testing::TempDir() + "lens-grpc-tls-" + std::to_string(::getpid());
-    std::filesystem::create_directories(dir);
-    std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
-                          "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + dir + "/key.pem -out " + dir +
-                          "/cert.pem >/dev/null 2>&1";
-    if (std::system(command.c_str()) != 0) return SelfSigned{};
-    auto read = [](const std::string& path) {
-      std::ifstream in(path);
-      std::stringstream text;
-      text << in.rdbuf();
-      return text.str();
-    };
-    return SelfSigned{read(dir + "/cert.pem"), read(dir + "/key.pem"), dir + "/cert.pem"};
-  }();
-  return files;
-}
+using testing::self_signed;
 
 std::shared_ptr<grpc::ServerCredentials> tls_server() {
   grpc::SslServerCredentialsOptions options;
-  options.pem_key_cert_pairs.push_back({self_signed().key, self_signed().cert});
+  options.pem_key_cert_pairs.push_back({self_signed().key(), self_signed().cert()});
   return grpc::SslServerCredentials(options);
 }
 
 TEST(OtlpGrpc, TlsTrustedThroughTheCertificateVariableWorks) {
-  ASSERT_FALSE(self_signed().cert.empty()) << "openssl could not make a certificate";
+  ASSERT_FALSE(self_signed().cert_path.empty()) << "openssl could not make a certificate";
   GrpcCollector collector(ok, tls_server());
   Config c = grpc_config(collector.port(), "https");
   c.otlp_traces.certificate = self_signed().cert_path;
@@ -322,7 +302,7 @@ TEST(OtlpGrpc, TlsTrustedThroughTheCertificateVariableWorks) {
 }
 
 TEST(OtlpGrpc, TlsUntrustedFailsAndNothingArrives) {
-  ASSERT_FALSE(self_signed().cert.empty()) << "openssl could not make a certificate";
+  ASSERT_FALSE(self_signed().cert_path.empty()) << "openssl could not make a certificate";
   GrpcCollector collector(ok, tls_server());
   Config c = grpc_config(collector.port(), "https");
   c.span_batch.export_timeout_ms = 1500;

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "lens/lens.h"
+#include "support/self_signed.h"
 #include "support/test_collector.h"
 
 namespace lens {
@@ -18,24 +19,7 @@ namespace {
 namespace mg = megatron::group;
 using testing::TestCollector;
 
-struct SelfSigned {
-  std::string cert, key;
-};
-
-// A certificate for 127.0.0.1 and localhost, made once per test program.
-const SelfSigned& self_signed() {
-  static const SelfSigned files = [] {
-    std::string dir = ::testing::TempDir() + "lens-tls-" + std::to_string(::getpid());
-    std::filesystem::create_directories(dir);
-    SelfSigned f{dir + "/cert.pem", dir + "/key.pem"};
-    std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
-                          "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + f.key + " -out " + f.cert +
-                          " >/dev/null 2>&1";
-    if (std::system(command.c_str()) != 0) f = {};
-    return f;
-  }();
-  return files;
-}
+using testing::self_signed;
 
 Config tls_config(int port) {
   Config c;
@@ -55,11 +39,11 @@ Config tls_config(int port) {
 }
 
 TEST(OtlpTls, TrustedThroughTheCertificateVariableTheDataArrives) {
-  ASSERT_FALSE(self_signed().cert.empty()) << "openssl could not make a certificate";
+  ASSERT_FALSE(self_signed().cert_path.empty()) << "openssl could not make a certificate";
   TestCollector collector([](auto&, auto& response, int) { response.set_content("", "application/x-protobuf"); },
-                          self_signed().cert, self_signed().key);
+                          self_signed().cert_path, self_signed().key_path);
   Config c = tls_config(collector.port());
-  c.otlp_traces.certificate = self_signed().cert;
+  c.otlp_traces.certificate = self_signed().cert_path;
   Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
   { LENS_SPAN(mg::job, "over-tls"); }
   ASSERT_TRUE(t.shutdown());
@@ -69,9 +53,9 @@ TEST(OtlpTls, TrustedThroughTheCertificateVariableTheDataArrives) {
 }
 
 TEST(OtlpTls, UntrustedTheExportFailsClearlyAndNothingIsSent) {
-  ASSERT_FALSE(self_signed().cert.empty()) << "openssl could not make a certificate";
+  ASSERT_FALSE(self_signed().cert_path.empty()) << "openssl could not make a certificate";
   TestCollector collector([](auto&, auto& response, int) { response.set_content("", "application/x-protobuf"); },
-                          self_signed().cert, self_signed().key);
+                          self_signed().cert_path, self_signed().key_path);
   ::testing::internal::CaptureStderr();
   Telemetry t = setup_telemetry(tls_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
   { LENS_SPAN(mg::job, "must-not-arrive"); }
