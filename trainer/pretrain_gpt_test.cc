@@ -104,6 +104,7 @@ struct Span {
 struct Telemetry {
   std::vector<Span> spans;
   std::map<int, std::vector<json>> metrics;  // rank -> metrics
+  std::map<int, std::vector<json>> logs;     // rank -> log records
   std::set<std::string> run_dirs;
   std::set<int> ranks_with_files;
 
@@ -136,6 +137,10 @@ Telemetry read_telemetry(const Launch& run) {
           for (const json& rs : request["resourceSpans"])
             for (const json& ss : rs["scopeSpans"])
               for (const json& s : ss["spans"]) t.spans.push_back({s, rs["resource"], rank});
+        } else if (name.find(".logs.") != std::string::npos) {
+          for (const json& rl : request["resourceLogs"])
+            for (const json& sl : rl["scopeLogs"])
+              for (const json& r : sl["logRecords"]) t.logs[rank].push_back(r);
         } else if (name.find(".metrics.") != std::string::npos) {
           for (const json& rm : request["resourceMetrics"])
             for (const json& sm : rm["scopeMetrics"])
@@ -272,6 +277,24 @@ TEST(PretrainGpt, TrainingMetricsCarryTheLoggedLoss) {
   const std::size_t at = out.rfind("lm loss: ");
   ASSERT_NE(at, std::string::npos) << out;
   EXPECT_NEAR(last_loss, std::stod(out.substr(at + 9, 12)), 1e-5);
+}
+
+// LOGS_ENABLED=1: a record per log interval, carrying the iteration and the trace and span of the segment
+// (megatron.train) it was written in.
+TEST(PretrainGpt, LogRecordsCarryTheIterationAndTheirSpan) {
+  Launch run = launch("logs", 4, small(), {"MEGATRON_OTEL_LOGS_ENABLED=1"});
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  const std::vector<json>& logs = t.logs[3];
+  ASSERT_EQ(logs.size(), 3u) << "3 iterations, --log-interval 1";
+  auto train = t.named("megatron.train", 3);
+  ASSERT_EQ(train.size(), 1u);
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    EXPECT_EQ(logs[i]["body"]["stringValue"], "training progress");
+    EXPECT_EQ(attribute(logs[i], "megatron.iteration")["intValue"], std::to_string(i + 1));
+    EXPECT_EQ(logs[i]["traceId"], train[0]->data["traceId"]);
+    EXPECT_EQ(logs[i]["spanId"], train[0]->data["spanId"]);
+  }
 }
 
 TEST(PretrainGpt, TelemetryOffWritesNothing) {
