@@ -13,6 +13,7 @@
 #include "export/otlp_exporter.h"
 #include "lens/lens.h"
 #include "support/mock_otlp_server.h"
+#include "support/otlp_config.h"
 
 namespace lens {
 namespace {
@@ -66,19 +67,12 @@ class MockReceiver : public ::testing::TestWithParam<OtlpProtocol> {
     return std::string("lens-mock-") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
   }
   Config config() const {
-    Config c;
-    c.catalogue = megatron::catalogue();
-    c.enabled = true;
-    c.span_groups = "all";
+    const bool grpc = GetParam() == OtlpProtocol::kGrpc;
+    Config c = testing::otlp_test_config(GetParam(), grpc ? "http://127.0.0.1:4317" : "http://127.0.0.1:4318");
+    c.metrics_enabled = true;
     c.logs_enabled = true;
     c.service_name = service();
     c.run_id = "mock-run";
-    c.exporter = Exporter::kOtlp;
-    for (OtlpSignalConfig* s : {&c.otlp_traces, &c.otlp_metrics, &c.otlp_logs}) {
-      s->protocol = GetParam();
-      s->endpoint = GetParam() == OtlpProtocol::kGrpc ? "http://127.0.0.1:4317" : "http://127.0.0.1:4318";
-      s->timeout_ms = 5000;
-    }
     return c;
   }
   // The items under `resource<Kind>` of this test's requests, with their resource and scope.

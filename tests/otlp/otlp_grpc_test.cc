@@ -17,6 +17,7 @@
 
 #include "lens/lens.h"
 #include "support/net.h"
+#include "support/otlp_config.h"
 #include "support/self_signed.h"
 
 namespace lens {
@@ -111,21 +112,7 @@ class GrpcCollector : public grpc::CallbackGenericService {
 grpc::Status ok(const Call&, std::string&, int) { return grpc::Status::OK; }
 
 Config grpc_config(int port, const char* scheme = "http") {
-  Config c;
-  c.catalogue = megatron::catalogue();
-  c.enabled = true;
-  c.span_groups = "all";
-  c.metrics_enabled = false;
-  c.exporter = Exporter::kOtlp;
-  c.run_id = "grpc-run";
-  c.span_batch.schedule_delay_ms = 60000;
-  c.span_batch.export_timeout_ms = 4000;
-  for (OtlpSignalConfig* s : {&c.otlp_traces, &c.otlp_metrics, &c.otlp_logs}) {
-    s->protocol = OtlpProtocol::kGrpc;
-    s->endpoint = std::string(scheme) + "://127.0.0.1:" + std::to_string(port);
-    s->timeout_ms = 2000;
-  }
-  return c;
+  return testing::otlp_test_config(OtlpProtocol::kGrpc, std::string(scheme) + "://127.0.0.1:" + std::to_string(port));
 }
 
 std::string header(const Call& call, const std::string& key) {

@@ -11,6 +11,7 @@
 
 #include "export/otlp_http.h"
 #include "support/capture.h"
+#include "support/otlp_config.h"
 #include "support/test_collector.h"
 
 namespace lens {
@@ -37,17 +38,7 @@ std::string gunzip(const std::string& in) {
 using testing::TestCollector;
 
 Config http_config(int port, OtlpProtocol protocol = OtlpProtocol::kHttpJson) {
-  Config c = testing::capture_config("job");
-  c.exporter = Exporter::kOtlp;
-  c.metrics_enabled = false;
-  for (OtlpSignalConfig* s : {&c.otlp_traces, &c.otlp_metrics, &c.otlp_logs}) {
-    s->protocol = protocol;
-    s->endpoint = "http://127.0.0.1:" + std::to_string(port);
-    s->timeout_ms = 2000;
-  }
-  c.span_batch.export_timeout_ms = 4000;
-  c.run_id = "http-run";
-  return c;
+  return testing::otlp_test_config(protocol, "http://127.0.0.1:" + std::to_string(port));
 }
 
 std::size_t spans_in(const json& request) {

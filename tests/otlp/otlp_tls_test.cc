@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "lens/lens.h"
+#include "support/otlp_config.h"
 #include "support/self_signed.h"
 #include "support/test_collector.h"
 
@@ -22,20 +23,7 @@ using testing::TestCollector;
 using testing::self_signed;
 
 Config tls_config(int port) {
-  Config c;
-  c.catalogue = megatron::catalogue();
-  c.enabled = true;
-  c.span_groups = "all";
-  c.metrics_enabled = false;
-  c.exporter = Exporter::kOtlp;
-  c.run_id = "tls-run";
-  for (OtlpSignalConfig* s : {&c.otlp_traces, &c.otlp_metrics, &c.otlp_logs}) {
-    s->protocol = OtlpProtocol::kHttpProtobuf;
-    s->endpoint = "https://127.0.0.1:" + std::to_string(port);
-    s->timeout_ms = 2000;
-  }
-  c.span_batch.export_timeout_ms = 3000;
-  return c;
+  return testing::otlp_test_config(OtlpProtocol::kHttpProtobuf, "https://127.0.0.1:" + std::to_string(port));
 }
 
 TEST(OtlpTls, TrustedThroughTheCertificateVariableTheDataArrives) {
