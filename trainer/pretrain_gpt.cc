@@ -502,6 +502,9 @@ int run(const Args& args) {
   std::signal(SIGTERM, request_stop);  // before lens: its handler flushes telemetry, then calls this one
   lens::Config config = lens::megatron::config_from_env();
   config.apply_cli(args.otel_enabled, args.otel_service_name, args.otel_span_groups);
+  // A bad span-group spec fails every rank here, before the rendezvous (where rank 0 leaving early would break
+  // the others' connection to its store).
+  if (config.enabled) lens::resolve(config.catalogue, config.span_groups, config.span_groups_source);
   // One run id on every rank: rank 0's, through the rendezvous store (the launcher may give none).
   auto store = trainer::make_store(topology);
   if (ranks.rank == 0) {
