@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the main job: pretrain_gpt, the reference trainer, on 4 ranks
 # (2 pipeline stages x 2 data-parallel replicas) under torchrun, for 100 iterations with evaluations and
-# checkpoints written by checkpoint worker processes (--async-save), telemetry on with every span group, every rank exporting to files (the embedded default exporter
-# of the demo). Then prints where the run's telemetry is, the span counts per name and the final losses.
+# checkpoints written by checkpoint worker processes (--async-save), gradient buckets all-reduced during
+# backward (--overlap-grad-reduce), telemetry on with every span group, every rank exporting to files (the
+# embedded default exporter of the demo). Then prints where the run's telemetry is, the span counts per name and the final losses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh >/dev/null
@@ -23,6 +24,7 @@ MEGATRON_OTEL_EXPORTER=${MEGATRON_OTEL_EXPORTER:-file} MEGATRON_OTEL_FILE_DIR="$
   --num-attention-heads 4 --seq-length 64 --micro-batch-size 4 --global-batch-size 16 --train-iters 100 \
   --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters 10 --log-interval 10 --log-throughput --eval-interval 50 \
   --eval-iters 4 --save "$out_dir/checkpoints" --save-interval 50 --async-save \
+  --overlap-grad-reduce --ddp-bucket-size 25000 \
   --otel-enabled --otel-span-groups "${MEGATRON_OTEL_SPAN_GROUPS:-all}" "$@" 2>&1 | tee "$log"
 
 run_dir=$(ls -d "$out_dir"/telemetry/*/ | head -1)

@@ -27,6 +27,11 @@ Args parse_args(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size, "Must be 1")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
+               "Start each gradient bucket's all-reduce during backward, as soon as its gradients are ready");
+  app.add_option("--ddp-bucket-size", a.ddp_bucket_size,
+                 "Elements per gradient bucket with --overlap-grad-reduce (default max(40M, 1M x DP))")
+      ->check(CLI::PositiveNumber);
   app.add_option("--seed", a.seed, "Random seed");
   app.add_option("--data-path", a.data_path, "Text file to train on (default: the project's docs)");
   app.add_option("--save", a.save, "Checkpoint directory to save to");

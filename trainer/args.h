@@ -2,6 +2,7 @@
 // made (a bad or inconsistent value is one clear message on every rank, not a hang in a collective).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,10 @@ struct Args {
   // Parallelism.
   int pipeline_model_parallel_size = 1;
   int tensor_model_parallel_size = 1;
+  // Data-parallel gradient sync: buckets all-reduced during backward (else after it, as one bucket), and their
+  // size in elements (0: Megatron's default, max(40M, 1M x DP)).
+  bool overlap_grad_reduce = false;
+  std::int64_t ddp_bucket_size = 0;
   std::int64_t seed = 1234;
   // Data, checkpoints, evaluation, logging.
   std::string data_path;  // empty: the project's docs
@@ -57,6 +62,14 @@ Args parse_args(int argc, char** argv);
 // data-parallel ranks, the layers across the pipeline stages, the heads across the hidden size; tensor
 // parallelism other than 1 is not supported; the data file must exist. Returns the data-parallel size.
 int validate(const Args& args, int world_size);
+
+// Elements per gradient bucket: one bucket for all without --overlap-grad-reduce (returns 0), else
+// --ddp-bucket-size or Megatron's default.
+inline std::int64_t bucket_elements(const Args& a, int data_parallel_size) {
+  if (!a.overlap_grad_reduce) return 0;
+  if (a.ddp_bucket_size > 0) return a.ddp_bucket_size;
+  return std::max<std::int64_t>(40'000'000, 1'000'000LL * data_parallel_size);
+}
 
 // Micro-batches per iteration on each data-parallel rank: global batch / (micro batch x DP).
 inline std::int64_t num_microbatches(const Args& a, int data_parallel_size) {

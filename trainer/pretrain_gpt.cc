@@ -2,8 +2,9 @@
 // lens through its public API only: the span tree of SPEC §6, the training metrics of §8, the Megatron resource of
 // §5. Launch with torchrun --no_python, mpirun or srun (rank and world size from their variables).
 //
-//   torchrun --nproc_per_node 4 --no_python --redirects 9:0 --tee 9:0 build/trainer/pretrain_gpt \
-//     --pipeline-model-parallel-size 2 --num-layers 4 --train-iters 100 --otel-enabled --otel-span-groups all
+//   torchrun --nproc_per_node 4 --no_python --redirects 9:0 --tee 9:0 build/trainer/pretrain_gpt
+//     --pipeline-model-parallel-size 2 --num-layers 4 --train-iters 100 --overlap-grad-reduce
+//     --otel-enabled --otel-span-groups all                                        (one command line)
 #include <sys/resource.h>
 
 #include <csignal>
@@ -17,6 +18,7 @@
 #include "args.h"
 #include "checkpoint_worker.h"
 #include "gpt.h"
+#include "grad_buckets.h"
 #include "lens/lens.h"
 #include "parallel.h"
 
@@ -96,6 +98,8 @@ class Trainer {
     model_ = trainer::GptStage(config_);
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         model_->parameters(), torch::optim::AdamWOptions(a_.lr).weight_decay(a_.weight_decay));
+    grads_ = std::make_unique<trainer::GradBuckets>(
+        model_->parameters(), trainer::bucket_elements(a_, t_.data_parallel_size), par_.data(), a_.overlap_grad_reduce);
     if (a_.async_save && saves()) worker_ = std::make_unique<trainer::CheckpointWorker>();
   }
 
@@ -125,7 +129,6 @@ class Trainer {
   torch::Tensor recv_backward();
   void send_forward(const torch::Tensor& output);
   void send_backward(const torch::Tensor& input_grad);
-  void sync_gradients();
   double clip_and_norm();
   double learning_rate() const;
   at::IntArrayRef activation_shape() {
@@ -149,6 +152,7 @@ class Trainer {
   trainer::GptConfig config_;
   trainer::GptStage model_{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<trainer::GradBuckets> grads_;  // every parameter's .grad lives in these
   std::int64_t iteration_ = 0;
   std::vector<std::int64_t> shape_;
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_sends_;
@@ -217,7 +221,7 @@ void Trainer::send_backward(const torch::Tensor& input_grad) {
 }
 
 Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_context) {
-  optimizer_->zero_grad();
+  grads_->begin_iteration(lens::current_context());
   const int stages = t_.pipeline_size;
   const std::int64_t warmup = std::min<std::int64_t>(stages - t_.stage() - 1, microbatches_);
   const std::int64_t steady = microbatches_ - warmup;
@@ -235,6 +239,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_conte
     auto run_backward = [&](const torch::Tensor& output_grad) {
       auto [micro, f] = std::move(in_flight.front());
       in_flight.pop_front();
+      if (micro == microbatches_ - 1) grads_->arm();  // its gradients complete the buckets
       backward(micro, f, output_grad);
       ++next_backward;
       if (!t_.first_stage()) send_backward(f.input.grad());
@@ -248,7 +253,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_conte
     for (auto& w : pending_sends_) w->wait();
     pending_sends_.clear();
   }
-  sync_gradients();
+  grads_->finish();
   StepResult r{};
   {
     LENS_SPAN_NAMED(step, mg::optimizer, "megatron.optimizer_step");
@@ -266,32 +271,6 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_conte
   r.loss = loss.item<double>() / t_.data_parallel_size;
   ++iteration_;
   return r;
-}
-
-// Data-parallel gradient sync: one flat bucket, its all-reduce started (grad_sync.start) and finished
-// (grad_sync.finish) as two spans, as Megatron's overlapped bucketed sync reports them.
-void Trainer::sync_gradients() {
-  if (t_.data_parallel_size == 1) return;
-  std::vector<torch::Tensor> grads;
-  for (auto& p : model_->parameters())
-    if (p.grad().defined()) grads.push_back(p.grad());
-  std::vector<torch::Tensor> flat;
-  for (auto& g : grads) flat.push_back(g.reshape({-1}));
-  std::vector<torch::Tensor> tensors;
-  c10::intrusive_ptr<c10d::Work> work;
-  {
-    LENS_SPAN(mg::communication, "megatron.grad_sync.start");
-    tensors = {torch::cat(flat)};
-    work = par_.data().allreduce(tensors);
-  }
-  LENS_SPAN(mg::communication, "megatron.grad_sync.finish");
-  work->wait();
-  torch::Tensor bucket = tensors[0] / static_cast<double>(t_.data_parallel_size);
-  std::int64_t at = 0;
-  for (auto& g : grads) {
-    g.copy_(bucket.slice(0, at, at + g.numel()).view_as(g));
-    at += g.numel();
-  }
 }
 
 // The global gradient norm (all stages; the replicas agree after the sync), then clipping to --clip-grad.

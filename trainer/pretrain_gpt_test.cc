@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -326,6 +328,47 @@ TEST(PretrainGpt, InconsistentArgumentsAreClearErrorsBeforeAnyProcessGroup) {
   run = launch("tp", 1, {"--tensor-model-parallel-size", "2"});
   EXPECT_EQ(run.exit_codes[0], 2);
   EXPECT_NE(run.outputs[0].find("--tensor-model-parallel-size 2 is not supported"), std::string::npos);
+  run = launch("bucket", 1, {"--ddp-bucket-size", "0"});
+  EXPECT_EQ(run.exit_codes[0], 2);
+  EXPECT_NE(run.outputs[0].find("--ddp-bucket-size"), std::string::npos) << run.outputs[0];
+}
+
+// --overlap-grad-reduce: the gradients are all-reduced in several buckets, each started during the last
+// micro-batch's backward as soon as its gradients are in, and the training is the same as with one bucket after
+// backward (Gloo sums each element the same way whatever the bucketing).
+TEST(PretrainGpt, OverlappedGradientBucketsStartDuringBackwardAndChangeNoLoss) {
+  Launch plain = launch("one_bucket", 4, small());
+  Launch overlapped = launch("overlap", 4,
+                             small({"--overlap-grad-reduce", "--ddp-bucket-size", "4000", "--otel-span-groups", "all"}),
+                             {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(plain);
+  expect_all_ranks_succeeded(overlapped);
+  for (int iteration = 1; iteration <= 3; ++iteration) {
+    const double expected = logged_loss(plain.outputs[3], iteration);
+    EXPECT_FALSE(std::isnan(expected)) << plain.outputs[3];
+    EXPECT_EQ(logged_loss(overlapped.outputs[3], iteration), expected) << "iteration " << iteration;
+  }
+  Telemetry t = read_telemetry(overlapped);
+  auto children = [&](const Span& parent, const std::string& name) {
+    std::vector<const Span*> out;
+    for (const Span* s : t.named(name, parent.rank))
+      if (s->data.value("parentSpanId", "") == parent.data["spanId"]) out.push_back(s);
+    return out;
+  };
+  auto time = [](const Span* s, const char* key) -> std::uint64_t { return std::stoull(s->data[key].get<std::string>()); };
+  for (const Span* step : t.named("megatron.train_step")) {
+    const auto starts = children(*step, "megatron.grad_sync.start");
+    EXPECT_GE(starts.size(), 3u) << "rank " << step->rank;
+    EXPECT_EQ(children(*step, "megatron.grad_sync.finish").size(), 1u) << "rank " << step->rank;
+    const auto fb = children(*step, "megatron.forward_backward");
+    ASSERT_EQ(fb.size(), 1u);
+    std::uint64_t last_backward_end = 0;
+    for (const Span* b : children(*fb[0], "megatron.microbatch.backward"))
+      last_backward_end = std::max(last_backward_end, time(b, "endTimeUnixNano"));
+    std::size_t during_backward = 0;
+    for (const Span* s : starts) during_backward += time(s, "startTimeUnixNano") < last_backward_end;
+    EXPECT_EQ(during_backward, starts.size()) << "rank " << step->rank << ": every bucket starts inside backward";
+  }
 }
 
 TEST(PretrainGpt, ResumingContinuesTheIterationsAndEmitsLoadCheckpoint) {

@@ -1,0 +1,69 @@
+// Data-parallel gradient buckets, as Megatron's distributed optimizer wrapper keeps them: every parameter's .grad
+// is a view into one flat buffer per bucket, so the micro-batches accumulate straight into what is all-reduced
+// (no gathering copy before the sync, no scatter after). With overlap (--overlap-grad-reduce), a post-hook on
+// each parameter's gradient accumulator counts the gradients of the last micro-batch's backward and starts a
+// bucket's all-reduce the moment its last gradient lands, while backward goes on with the layers below.
+//
+//   GradBuckets buckets(model->parameters(), bucket_elements, parallel.data(), /*overlap=*/true);
+//   buckets.begin_iteration(lens::current_context());  // zeroes the gradients (instead of optimizer.zero_grad())
+//   ... forward/backward of micro-batches 0 .. N-2 ...
+//   buckets.arm();                            // before the last micro-batch's backward
+//   ... backward of micro-batch N-1: buckets start as they fill (megatron.grad_sync.start, one per bucket)
+//   buckets.finish();                         // starts any left, waits (megatron.grad_sync.finish), averages
+//
+// Buckets are started in index order on every replica (a ready bucket waits for the ones before it): Gloo
+// matches collectives by their order, so every replica must issue them in the same one.
+#pragma once
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lens/lens.h"
+
+namespace trainer {
+
+class GradBuckets {
+ public:
+  // `bucket_elements`: a bucket closes once it holds at least this many elements (0: one bucket for all).
+  // Parameters are bucketed in reverse order, the order backward produces their gradients.
+  GradBuckets(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_elements,
+              c10d::ProcessGroupGloo& group, bool overlap);
+  GradBuckets(const GradBuckets&) = delete;
+  GradBuckets& operator=(const GradBuckets&) = delete;
+
+  std::size_t size() const { return buckets_.size(); }
+  // Zeroes the gradients. `parent`: the context the grad_sync spans hang from (the train step), whatever span
+  // is open when a hook fires; invalid: they are roots.
+  void begin_iteration(const lens::SpanContext& parent);
+  // The next backward is the last of the iteration: its gradients complete the buckets.
+  void arm();
+  // Starts the buckets not yet started, waits for all, divides by the number of replicas.
+  void finish();
+
+ private:
+  struct Bucket {
+    torch::Tensor flat;
+    int parameters = 0;
+    int ready = 0;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  void on_gradient_accumulated(std::size_t bucket);
+  void start_ready_buckets();
+  void start(Bucket& bucket);
+
+  c10d::ProcessGroupGloo& group_;
+  bool overlap_;
+  std::vector<Bucket> buckets_;
+  // The accumulators hold the hooks; autograd keeps them only weakly, so they are owned here.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::size_t next_to_start_ = 0;
+  bool armed_ = false;
+  lens::SpanContext parent_;
+};
+
+}  // namespace trainer
