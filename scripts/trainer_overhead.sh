@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Telemetry overhead of the reference trainer: the same 4-rank run (PP=2 x DP=2, the demo model) with telemetry
-# off, `default`, `per_step` and `all` (every rank exporting to files), in rounds that run the four in a rotated
-# order, so each configuration is paired with an `off` run of the same moment. Prints, per configuration, the
-# median of the per-round ratios to `off` of the steady-state time per iteration (the first 10 iterations left
-# out). Figures and the machine: docs/PERFORMANCE.md.
+# Telemetry overhead of the reference trainer, with telemetry off, `default`, `per_step` and `all` (files, every
+# rank exporting), three ways. Figures and the machine: docs/PERFORMANCE.md.
+#  1. The demo's 4-rank run (PP=2 x DP=2), in rounds that run the four in a rotated order, so each configuration
+#     is paired with an `off` run of the same moment: per configuration, the median of the per-round ratios to
+#     `off` of the steady-state time per iteration (the first 10 iterations left out).
+#  2. pretrain_gpt_benchmark: train steps of one rank in one process, the groups switched between the cases,
+#     12 repetitions interleaved at random: medians of wall and process CPU time per step.
+#  3. The same steps counted in instructions under callgrind (all threads, the export of their telemetry
+#     included), which a shared machine's noise does not touch; skipped when valgrind is not installed.
 #
 #   ./scripts/trainer_overhead.sh [rounds=5] [iterations=60]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
 iters=${2:-60}
-cmake --build build --target pretrain_gpt >/dev/null
+cmake --build build --target pretrain_gpt pretrain_gpt_benchmark >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -51,4 +55,31 @@ for config in ("off", "default", "per_step", "all"):
     ms = statistics.median(v[config] for v in by_round.values())
     ratio = statistics.median(v[config] / v["off"] for v in by_round.values())
     print(f"{config:>10} {ms:15.1f} {ratio:20.4f}")
+PY
+
+echo
+echo "pretrain_gpt_benchmark: one rank, 12 interleaved repetitions of 3 steps per case (medians)"
+./build/trainer/pretrain_gpt_benchmark --benchmark_repetitions=12 --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true 2>&1 | grep -E "^Benchmark|_median"
+
+echo
+if ! command -v valgrind >/dev/null; then
+  echo "instructions per step: skipped (apt-get install valgrind)"
+  exit 0
+fi
+echo "instructions per step under callgrind (the 3 steps of each case and the export of their telemetry, / 3)"
+for c in off default per_step all; do
+  valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.$c" \
+    ./build/trainer/pretrain_gpt_benchmark --benchmark_filter="BM_TrainStep/$c/" >"$work/callgrind.$c.log" 2>&1 &
+  [ "$c" = default ] || [ "$c" = all ] && wait  # two at a time: the counts do not depend on the load
+done
+python3 - "$work" <<'PY'
+import re, sys
+counts = {}
+for c in ("off", "default", "per_step", "all"):
+    text = open(f"{sys.argv[1]}/callgrind.{c}.1").read()  # the dump the benchmark asked for
+    counts[c] = int(re.search(r"^(?:summary|totals): (\d+)", text, re.M).group(1)) / 3
+print(f"{'config':>10} {'instructions/step':>18} {'ratio to off':>13}")
+for c, n in counts.items():
+    print(f"{c:>10} {n:18,.0f} {n / counts['off']:13.5f}")
 PY

@@ -1,0 +1,107 @@
+// The training of one pretrain_gpt rank: its pipeline stage of the GPT, the 1F1B schedule over its
+// micro-batches, the data-parallel gradient sync, AdamW, evaluation and checkpoints, each traced where SPEC §6
+// places it. The run around it (rendezvous, telemetry setup, the iteration loop, logging) is pretrain_gpt.cc.
+//
+//   trainer::Trainer trainer(args, parallel, corpus, telemetry, resource);
+//   while (trainer.iteration() < args.train_iters) {
+//     trainer::Trainer::StepResult r = trainer.train_step(rank0_context);
+//     ...
+//   }
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "checkpoint_worker.h"
+#include "data.h"
+#include "gpt.h"
+#include "grad_buckets.h"
+#include "lens/lens.h"
+#include "parallel.h"
+
+namespace trainer {
+
+class Trainer {
+ public:
+  Trainer(const Args& args, trainer::Parallel& parallel, const Corpus& corpus, const lens::Telemetry& telemetry,
+          lens::ResourceAttributes resource)
+      : a_(args),
+        par_(parallel),
+        t_(parallel.topology()),
+        corpus_(corpus),
+        telemetry_(telemetry),
+        resource_(std::move(resource)),
+        microbatches_(trainer::num_microbatches(args, t_.data_parallel_size)),
+        config_{args.num_layers, args.hidden_size, args.num_attention_heads, args.seq_length,
+                t_.stage(), t_.pipeline_size} {
+    torch::manual_seed(static_cast<std::uint64_t>(a_.seed) + static_cast<std::uint64_t>(t_.stage()));
+    model_ = trainer::GptStage(config_);
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), torch::optim::AdamWOptions(a_.lr).weight_decay(a_.weight_decay));
+    grads_ = std::make_unique<trainer::GradBuckets>(
+        model_->parameters(), trainer::bucket_elements(a_, t_.data_parallel_size), par_.data(), a_.overlap_grad_reduce);
+    if (a_.async_save && saves()) worker_ = std::make_unique<trainer::CheckpointWorker>();
+  }
+
+  std::int64_t iteration() const { return iteration_; }
+  const trainer::GptConfig& config() const { return config_; }
+
+  // One iteration, as the span megatron.train_step: forward and backward of every micro-batch (1F1B), gradient
+  // sync, optimizer step. `iteration_context`: rank 0's context, which the pipeline's first receive links to.
+  // Returns the loss averaged over micro-batches and data-parallel ranks (known on every rank).
+  struct StepResult {
+    double loss, grad_norm, learning_rate;
+  };
+  StepResult train_step(const lens::SpanContext& iteration_context);
+  double evaluate();
+  void save_checkpoint(const std::string& dir);
+  // --async-save: waits until the files of the last save are written, then records it as the latest.
+  void finish_pending_save();
+  bool load_checkpoint(const std::string& dir);
+
+ private:
+  struct InFlight {
+    torch::Tensor input, output, loss;
+  };
+  InFlight forward(std::int64_t micro, torch::Tensor received, const std::vector<std::uint8_t>& data,
+                   std::uint64_t stream, bool keep_graph);
+  void backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad);
+  torch::Tensor recv_forward(std::int64_t micro, const lens::SpanContext* link);
+  torch::Tensor recv_backward();
+  void send_forward(const torch::Tensor& output);
+  void send_backward(const torch::Tensor& input_grad);
+  double clip_and_norm();
+  double learning_rate() const;
+  at::IntArrayRef activation_shape() {
+    shape_ = {a_.micro_batch_size, a_.seq_length, a_.hidden_size};
+    return shape_;
+  }
+
+  const Args& a_;
+  trainer::Parallel& par_;
+  trainer::Topology t_;
+  bool saves() const { return t_.data_rank() == 0; }  // each stage's first replica writes its files
+  void write_tracker(std::int64_t iteration);
+
+  const Corpus& corpus_;
+  const lens::Telemetry& telemetry_;
+  lens::ResourceAttributes resource_;
+  std::unique_ptr<trainer::CheckpointWorker> worker_;
+  std::int64_t pending_save_ = -1;  // iteration of an async save not yet known written
+  std::string dir_;                 // where the last save went
+  std::int64_t microbatches_;
+  trainer::GptConfig config_;
+  trainer::GptStage model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<trainer::GradBuckets> grads_;  // every parameter's .grad lives in these
+  std::int64_t iteration_ = 0;
+  std::vector<std::int64_t> shape_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> pending_sends_;
+};
+
+}  // namespace trainer
