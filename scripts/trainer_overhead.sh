@@ -81,5 +81,5 @@ for c in ("off", "default", "per_step", "all"):
     counts[c] = int(re.search(r"^(?:summary|totals): (\d+)", text, re.M).group(1)) / 3
 print(f"{'config':>10} {'instructions/step':>18} {'ratio to off':>13}")
 for c, n in counts.items():
-    print(f"{c:>10} {n:18,.0f} {n / counts['off']:13.5f}")
+    print(f"{c:>10} {n:18,.0f} {n / counts['off']:13.6f}")
 PY

@@ -4,7 +4,11 @@
 // resource and the one run id, the metrics, the export strategies, resuming, and the errors before training.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -50,11 +54,13 @@ Launch launch(const std::string& name, int world, std::vector<std::string> flags
   for (int rank = 0; rank < world; ++rank) {
     std::vector<std::string> args{LENS_PRETRAIN_GPT};
     args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<std::string> vars{"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
+    // `env` first: the first of two same-named entries is the one getenv sees, so the test's values win.
+    std::vector<std::string> vars = env;
+    std::vector<std::string> defaults{"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
                                   "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
                                   "MASTER_PORT=" + std::to_string(port), "MEGATRON_OTEL_EXPORTER=file",
                                   "MEGATRON_OTEL_FILE_DIR=" + (run.dir / "telemetry").string(), "PATH=/usr/bin:/bin"};
-    vars.insert(vars.end(), env.begin(), env.end());
+    vars.insert(vars.end(), defaults.begin(), defaults.end());
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -418,6 +424,31 @@ TEST(PretrainGpt, AResumedRunReproducesTheLossesOfAnUninterruptedOne) {
     EXPECT_FALSE(std::isnan(expected)) << whole.outputs[3];
     EXPECT_EQ(logged_loss(second.outputs[3], iteration), expected) << "iteration " << iteration;
   }
+}
+
+// An IPv4 address of this machine other than loopback ("" when it has none).
+std::string non_loopback_ipv4() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = list; i && found.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+// Across nodes MASTER_ADDR names rank 0's host, the store is reached there and Gloo runs over the interface of
+// each host's name. On one machine, one of its own non-loopback addresses takes that path.
+TEST(PretrainGpt, ARendezvousAtTheHostsOwnAddressTakesTheMultiNodePath) {
+  const std::string address = non_loopback_ipv4();
+  if (address.empty()) GTEST_SKIP() << "this machine has no non-loopback IPv4 address";
+  Launch run = launch("host_address", 4, small(), {"MASTER_ADDR=" + address});
+  expect_all_ranks_succeeded(run);
+  EXPECT_FALSE(std::isnan(logged_loss(run.outputs[3], 3))) << run.outputs[3];
 }
 
 // Which ranks write files, for the export strategies of SPEC §3 (all 4 ranks on one node here).
