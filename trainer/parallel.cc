@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <thread>
 
 namespace trainer {
 
@@ -38,6 +39,56 @@ c10::intrusive_ptr<c10d::Store> make_store(const Topology& t) {
   options.timeout = std::chrono::minutes(2);
   auto store = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
   return c10::make_intrusive<c10d::PrefixStore>("pretrain_gpt/", store);
+}
+
+namespace {
+
+std::string store_text(c10d::Store& store, const std::string& key) {
+  const std::vector<std::uint8_t> bytes = store.get(key);
+  return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
+
+std::string error_message(const std::exception& e) {
+  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) return torch_error->what_without_backtrace();
+  return e.what();
+}
+
+void all_or_none(c10d::Store& store, const Topology& t, const std::string& name, const std::function<void()>& step,
+                 std::chrono::milliseconds deadline) {
+  const std::string ok = "setup/" + name + "/ok", failed = "setup/" + name + "/failed",
+                    seen = "setup/" + name + "/seen";
+  // Rank 0 hosts the store (unless a launcher's agent does): after a failure it leaves only once every rank has
+  // read the message, or the others would lose the store instead of learning why.
+  auto leave_after_failure = [&] {
+    store.add(seen, 1);
+    if (t.rank != 0) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (store.add(seen, 0) < t.world_size && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  try {
+    step();
+  } catch (const std::exception& e) {
+    const std::string message = "rank " + std::to_string(t.rank) + ": " + error_message(e);
+    store.set(failed, std::vector<std::uint8_t>(message.begin(), message.end()));
+    leave_after_failure();
+    throw;
+  }
+  store.add(ok, 1);
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  for (;;) {
+    if (store.check({failed})) {
+      const std::string message = store_text(store, failed);
+      leave_after_failure();
+      throw SetupFailed(name + " failed on " + message);
+    }
+    if (store.add(ok, 0) == t.world_size) return;
+    if (std::chrono::steady_clock::now() > until)
+      throw SetupFailed(name + ": not every rank finished it within " + std::to_string(deadline.count()) + " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 Parallel::Parallel(const Topology& t, c10::intrusive_ptr<c10d::Store> store) : topology_(t), store_(std::move(store)) {

@@ -7,6 +7,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
+#include <chrono>
+#include <functional>
+#include <stdexcept>
 #include <string>
 
 namespace trainer {
@@ -23,6 +26,23 @@ struct Topology {
 // The rendezvous: a TCP store at MASTER_ADDR:MASTER_PORT (defaults 127.0.0.1:29500), hosted by rank 0 or, under
 // torchrun, by its agent.
 c10::intrusive_ptr<c10d::Store> make_store(const Topology& topology);
+
+// An exception's message; LibTorch's errors without the C++ backtrace they carry.
+std::string error_message(const std::exception& e);
+
+// What every rank learns when a setup step failed on some of them.
+class SetupFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs a setup step that may fail on some ranks only (an exporting rank's exporter, one stage's checkpoint file)
+// and lets every rank know the outcome through the store: if it threw anywhere, it rethrows where it threw and
+// every other rank throws SetupFailed naming the rank and its message, at once, instead of leaving them waiting
+// in the next collective until its timeout. A rank that never reports (killed) fails the others after
+// `deadline`. `name` must be unique per step.
+void all_or_none(c10d::Store& store, const Topology& topology, const std::string& name,
+                 const std::function<void()>& step, std::chrono::milliseconds deadline = std::chrono::minutes(2));
 
 class Parallel {
  public:

@@ -102,9 +102,13 @@ int run(const Args& args) {
                                         args.seq_length, args.num_layers, args.hidden_size,
                                         args.num_attention_heads, args.train_iters, args.micro_batch_size,
                                         args.ckpt_format, args.fp16, args.bf16};
-  lens::Telemetry telemetry = lens::setup_telemetry(
-      config, ranks.rank, ranks.world_size, {},
-      lens::SetupOptions{.local_rank = ranks.local_rank, .resource_provider = lens::megatron::resource_provider(training)});
+  // Setup that can fail on one rank only (an exporting rank's exporter) ends every rank at once.
+  lens::Telemetry telemetry;
+  trainer::all_or_none(*store, topology, "telemetry setup", [&] {
+    telemetry = lens::setup_telemetry(config, ranks.rank, ranks.world_size, {},
+                                      lens::SetupOptions{.local_rank = ranks.local_rank,
+                                                         .resource_provider = lens::megatron::resource_provider(training)});
+  });
   const bool telemetry_on = config.enabled;
   torch::set_num_threads(1);  // ranks share the machine's cores
 
@@ -126,9 +130,14 @@ int run(const Args& args) {
       // The worker's resource comes from the same function as this rank's (built only where it is exported).
       lens::ResourceAttributes resource =
           telemetry.is_exporting() ? lens::megatron::resource_attributes(training) : lens::ResourceAttributes{};
-      trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry, std::move(resource));
+      trainer::all_or_none(*store, topology, "model setup", [&] {
+        trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry, std::move(resource));
+      });
     }
-    if (!args.load.empty() && trainer->load_checkpoint(args.load) && ranks.rank == 0)
+    bool loaded = false;
+    if (!args.load.empty())  // one stage's file missing or truncated ends every rank, not only its own
+      trainer::all_or_none(*store, topology, "checkpoint load", [&] { loaded = trainer->load_checkpoint(args.load); });
+    if (loaded && ranks.rank == 0)
       std::printf(" loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
                   static_cast<long long>(trainer->iteration()));
 
@@ -223,7 +232,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "pretrain_gpt: %s\n", e.what());
+    std::fprintf(stderr, "pretrain_gpt: %s\n", trainer::error_message(e).c_str());
     return 1;
   }
 }

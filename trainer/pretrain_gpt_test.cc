@@ -426,6 +426,52 @@ TEST(PretrainGpt, AResumedRunReproducesTheLossesOfAnUninterruptedOne) {
   }
 }
 
+// A setup step that fails on one rank only ends every rank at once with that rank's message, instead of leaving
+// the others in the next collective until its timeout (minutes). Here only the exporting rank (the default
+// single_rank strategy: the last) builds an OTLP exporter, and its certificate file does not exist.
+TEST(PretrainGpt, ATelemetrySetupErrorOnOneRankEndsEveryRankWithItsMessage) {
+  const auto started = std::chrono::steady_clock::now();
+  Launch run = launch("setup_error", 4, small(),
+                      {"MEGATRON_OTEL_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+                       "OTEL_EXPORTER_OTLP_CERTIFICATE=/nonexistent/ca.pem"});
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "no rank waits for a timeout";
+  EXPECT_EQ(run.exit_codes[3], 2) << run.outputs[3];  // its own configuration error
+  EXPECT_NE(run.outputs[3].find("cannot read /nonexistent/ca.pem"), std::string::npos) << run.outputs[3];
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(run.exit_codes[rank], 1) << run.outputs[rank];
+    EXPECT_NE(run.outputs[rank].find("telemetry setup failed on rank 3: lens: cannot read /nonexistent/ca.pem"),
+              std::string::npos)
+        << run.outputs[rank];
+  }
+}
+
+// A truncated checkpoint file of one stage: its ranks fail to load it, and every rank stops with their message
+// (no backtrace) before training, the checkpoint left as it was.
+TEST(PretrainGpt, ATruncatedCheckpointFileEndsEveryRankWithTheLoadError) {
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_truncated_" + std::to_string(::getpid()))).string();
+  fs::remove_all(ckpt);
+  Launch first = launch("save_for_truncation", 4, small({"--save", ckpt, "--save-interval", "3"}));
+  expect_all_ranks_succeeded(first);
+  const fs::path stage1 = fs::path(ckpt) / "iter_0000003" / "mp_rank_00_001" / "model_optim_rng.pt";
+  ASSERT_TRUE(fs::exists(stage1));
+  fs::resize_file(stage1, fs::file_size(stage1) / 2);
+  const auto started = std::chrono::steady_clock::now();
+  Launch second = launch("load_truncated", 4, with_iters(small({"--load", ckpt}), 5));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "no rank waits for a timeout";
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(second.exit_codes[rank], 1) << second.outputs[rank];
+    EXPECT_EQ(second.outputs[rank].find("iteration        4/"), std::string::npos) << "rank " << rank << " trained";
+    EXPECT_EQ(second.outputs[rank].find("frame #"), std::string::npos) << "a backtrace:\n" << second.outputs[rank];
+  }
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(second.outputs[rank].find("cannot load " + stage1.string() + ": PytorchStreamReader failed"),
+              std::string::npos)
+        << second.outputs[rank];
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_NE(second.outputs[rank].find("checkpoint load failed on rank "), std::string::npos) << second.outputs[rank];
+}
+
 // An IPv4 address of this machine other than loopback ("" when it has none).
 std::string non_loopback_ipv4() {
   ifaddrs* list = nullptr;

@@ -266,7 +266,12 @@ bool Trainer::load_checkpoint(const std::string& dir) {
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   {
     LENS_SPAN(mg::load_checkpoint, "megatron.load_checkpoint.io_read");
-    archive.load_from(stage_file(iteration_dir(dir, saved), t_.stage()));
+    const std::string path = stage_file(iteration_dir(dir, saved), t_.stage());
+    try {
+      archive.load_from(path);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot load " + path + ": " + trainer::error_message(e));
+    }
   }
   archive.read("model", model_archive);
   archive.read("optimizer", optimizer_archive);
