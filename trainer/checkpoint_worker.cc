@@ -26,10 +26,12 @@ namespace {
 namespace mg = lens::megatron::group;
 constexpr int kRequestFd = 3, kAnswerFd = 4;
 
-bool write_all(int fd, const void* data, std::size_t n) {
-  const char* at = static_cast<const char*>(data);
+// Moves all n bytes through `io` (::read or ::write), resuming after partial transfers and EINTR; false at end
+// of file or on an error.
+template <typename Byte, typename Io>
+bool transfer_all(int fd, Byte* at, std::size_t n, Io io) {
   while (n > 0) {
-    ssize_t k = ::write(fd, at, n);
+    ssize_t k = io(fd, at, n);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
     at += k;
@@ -38,17 +40,11 @@ bool write_all(int fd, const void* data, std::size_t n) {
   return true;
 }
 
-bool read_all(int fd, void* data, std::size_t n) {
-  char* at = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t k = ::read(fd, at, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    at += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
+bool write_all(int fd, const void* data, std::size_t n) {
+  return transfer_all(fd, static_cast<const char*>(data), n, ::write);
 }
+
+bool read_all(int fd, void* data, std::size_t n) { return transfer_all(fd, static_cast<char*>(data), n, ::read); }
 
 // A frame: 8-byte length, then the bytes.
 bool write_frame(int fd, const std::string& s) {

@@ -36,7 +36,6 @@ class GradBuckets {
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
-  std::size_t size() const { return buckets_.size(); }
   // Zeroes the gradients. `parent`: the context the grad_sync spans hang from (the train step), whatever span
   // is open when a hook fires; invalid: they are roots.
   void begin_iteration(const lens::SpanContext& parent);

@@ -470,6 +470,10 @@ TEST(PretrainGpt, ATruncatedCheckpointFileEndsEveryRankWithTheLoadError) {
         << second.outputs[rank];
   for (int rank = 0; rank < 2; ++rank)
     EXPECT_NE(second.outputs[rank].find("checkpoint load failed on rank "), std::string::npos) << second.outputs[rank];
+  std::ifstream tracker(fs::path(ckpt) / "latest_checkpointed_iteration.txt");
+  std::int64_t latest = 0;
+  tracker >> latest;
+  EXPECT_EQ(latest, 3) << "the failed load left the checkpoint's tracker as it was";
 }
 
 // An IPv4 address of this machine other than loopback ("" when it has none).
