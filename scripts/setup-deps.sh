@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Installs every Debian package that lens's build, tests and demo need. Idempotent and quick when all are
-# present: apt-get update runs only when something is missing.
+# Installs every Debian package that lens's build, tests, benchmarks and demo use, each one named: packages are
+# installed with --no-install-recommends, so nothing arrives by recommendation, and the `setup` tests check
+# that every header, library and program the build read belongs to this list or to its Depends: closure.
+# Idempotent and quick when all are present: apt-get update runs only when something is missing.
+#   --list   print the package names, one per line, and do nothing else (read by tests/setup)
 set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config binutils  # toolchain (binutils: nm, for the LENS_DISABLED test)
+  python3                                    # the scripts' and the setup check's small helpers
   nodejs                                     # runs the npm test peers (tests/peers; npm comes with it)
   libssl-dev                                 # md5 for the `sampled` rank rule; sha1 for run uuids
   libcurl4-openssl-dev zlib1g-dev            # OTLP over HTTP, gzip
@@ -12,13 +16,20 @@ packages=(
   openssl                                    # tests make a self-signed certificate for OTLP over TLS
   libgtest-dev libgmock-dev                  # tests
   libbenchmark-dev                           # benchmarks
-  libcli11-dev                               # command-line flags of the examples and tools
+  valgrind                                   # callgrind.h: the trainer benchmark counts instructions under callgrind
+  libcli11-dev                               # command-line flags of the examples, the trainer and tools
   nlohmann-json3-dev                         # tests read exported OTLP/JSON back
   libcpp-httplib-dev                         # the Prometheus /metrics endpoint
   libspdlog-dev                              # the spdlog sink (tests and examples)
   prometheus                                 # a real Prometheus server scrapes lens in the tests
-  python3-torch libgloo-dev                  # LibTorch and c10d Gloo for pretrain_gpt, the reference trainer
+  python3-torch libtorch-dev libgloo-dev     # LibTorch (libtorch-dev: headers, TorchConfig.cmake; python3-torch
+                                             # only recommends it), c10d Gloo, torchrun: pretrain_gpt and the demo
 )
+
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,17 +41,18 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup-deps: all ${#packages[@]} packages present"
 else
-  echo "setup-deps: installing ${missing[*]}"
+  echo "setup-deps: installing ${#missing[@]} Debian packages (a minute or two on a fresh machine): ${missing[*]}"
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup-deps: installed"
 fi
 
 # The npm test peers (exact versions in tests/peers/package.json), installed once into tests/peers.
 peers="$(dirname "$0")/../tests/peers"
 if [ ! -f "$peers/node_modules/.lens-installed" ] || [ "$peers/package.json" -nt "$peers/node_modules/.lens-installed" ]; then
-  echo "setup-deps: installing the npm test peers"
+  echo "setup-deps: installing the npm test peers (tests/peers, exact versions)"
   (cd "$peers" && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.lens-installed)
 fi

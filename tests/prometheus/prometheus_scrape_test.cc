@@ -35,7 +35,7 @@ class PrometheusServer {
     std::ofstream(dir + "/prometheus.yml") << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                                            << "scrape_configs:\n  - job_name: lens\n    static_configs:\n"
                                            << "      - targets: ['127.0.0.1:" << target_port << "']\n";
-    std::vector<std::string> args = {"/usr/bin/prometheus", "--config.file=" + dir + "/prometheus.yml",
+    std::vector<std::string> args = {LENS_PROMETHEUS_PROGRAM, "--config.file=" + dir + "/prometheus.yml",
                                      "--storage.tsdb.path=" + dir + "/data",
                                      "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"};
     std::vector<char*> argv;

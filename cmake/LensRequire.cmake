@@ -1,0 +1,33 @@
+# The default build promises every part the README describes: the library with OTLP over HTTP and gRPC, the
+# Prometheus endpoint, pretrain_gpt, and tests against real peers. A part whose dependency is missing stops the
+# configuration, naming the Debian packages that bring it and the option that leaves the part out. Never a status
+# line and a quietly smaller build: a green test run must mean that every promised part was built and tested.
+
+# lens_require(<variable> <what is missing> <Debian packages> <option>): stops unless <variable> is true.
+function(lens_require found_variable what packages option)
+  if(NOT ${found_variable})
+    message(FATAL_ERROR "lens: ${what}, and it was not found.\n"
+      "  install it:          apt-get install --no-install-recommends ${packages}\n"
+      "                       (./scripts/setup-deps.sh installs every package lens uses)\n"
+      "  or leave it out:     -D${option}=OFF")
+  endif()
+endfunction()
+
+# Writes <build>/lens_promised_labels.txt: the test labels this configuration promises, decided from the options
+# alone (not from the tests that happened to be added), so that scripts/test.sh can fail when one ran no test.
+function(lens_write_promised_labels)
+  set(labels core concurrent)
+  if(NOT LENS_CORE_ONLY)
+    list(APPEND labels multiprocess disabled install compile_error otlp setup)
+    foreach(part IN ITEMS "LENS_WITH_GRPC;grpc" "LENS_TEST_PEERS;peers" "LENS_TEST_PROMETHEUS;prometheus"
+                          "LENS_BUILD_BENCHMARKS;bench" "LENS_BUILD_EXAMPLES;example" "LENS_BUILD_TRAINER;trainer")
+      list(GET part 0 option)
+      list(GET part 1 label)
+      if(${option})
+        list(APPEND labels ${label})
+      endif()
+    endforeach()
+  endif()
+  list(JOIN labels "\n" text)
+  file(WRITE ${PROJECT_BINARY_DIR}/lens_promised_labels.txt "${text}\n")
+endfunction()
