@@ -22,6 +22,12 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
+std::string to_upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
   for (;;) {
@@ -96,6 +102,38 @@ std::optional<std::string> percent_decode(std::string_view s) {
     out += static_cast<char>(hi * 16 + lo);
     i += 2;
   }
+  return out;
+}
+
+}  // namespace lens::internal
+
+namespace lens::internal {
+
+std::string printable_excerpt(std::string_view text, std::size_t max_bytes) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < max_bytes; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != 0x7f) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+  }
+  if (text.size() > max_bytes) out += "...";
+  return out;
+}
+
+std::string redact_url(std::string_view url) {
+  std::string out(url);
+  std::size_t authority = out.find("://");
+  authority = authority == std::string::npos ? 0 : authority + 3;
+  std::size_t authority_end = out.find_first_of("/?#", authority);
+  std::size_t at = out.rfind('@', authority_end == std::string::npos ? out.size() : authority_end);
+  if (at != std::string::npos && at >= authority) {
+    out.replace(authority, at - authority, "***");
+  }
+  if (std::size_t query = out.find('?'); query != std::string::npos) out.replace(query, std::string::npos, "?***");
   return out;
 }
 

@@ -11,6 +11,7 @@ namespace lens::internal {
 // Without leading and trailing ASCII whitespace.
 std::string_view trim(std::string_view s) noexcept;
 std::string to_lower(std::string_view s);
+std::string to_upper(std::string_view s);
 // Splits on `sep`; keeps empty pieces (callers decide what an empty piece means).
 std::vector<std::string_view> split(std::string_view s, char sep);
 // "a, b, c"
@@ -25,4 +26,14 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 namespace lens::internal {
 // Decodes %XX escapes (W3C Baggage / OTEL_RESOURCE_ATTRIBUTES / OTLP headers); nullopt on a malformed escape.
 std::optional<std::string> percent_decode(std::string_view s);
+}  // namespace lens::internal
+
+namespace lens::internal {
+// What lens may show of text that came from outside (a collector's error message, a response body): at most
+// `max_bytes` (then "..."), every control byte (ESC, CR, LF, NUL, DEL, ...) written as \xNN, so nothing a
+// collector sends can move a terminal's cursor or forge a log line. Other bytes (UTF-8) are kept.
+std::string printable_excerpt(std::string_view text, std::size_t max_bytes = 256);
+// A URL with its credentials taken out, for messages and summaries: "user:token@" becomes "***@" and a query
+// ("?api_key=...") becomes "?***". Endpoints are shown this way everywhere.
+std::string redact_url(std::string_view url);
 }  // namespace lens::internal

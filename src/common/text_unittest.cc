@@ -30,5 +30,21 @@ TEST(Text, PercentDecode) {
   EXPECT_FALSE(percent_decode("%").has_value());
 }
 
+TEST(Text, PrintableExcerptEscapesControlBytesAndBoundsLength) {
+  EXPECT_EQ(printable_excerpt("bad \x1b[2Jgateway\r\nX-Forged: 1"), "bad \\x1b[2Jgateway\\x0d\\x0aX-Forged: 1");
+  EXPECT_EQ(printable_excerpt(std::string_view("a\0b\x7f", 4)), "a\\x00b\\x7f");
+  EXPECT_EQ(printable_excerpt("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 kept
+  EXPECT_EQ(printable_excerpt(std::string(1000, 'x'), 8), "xxxxxxxx...");
+}
+
+TEST(Text, RedactUrlTakesOutCredentials) {
+  EXPECT_EQ(redact_url("https://user:token@collector:4318/v1/traces"), "https://***@collector:4318/v1/traces");
+  EXPECT_EQ(redact_url("https://collector:4318/v1/traces?api_key=SECRET&x=1"), "https://collector:4318/v1/traces?***");
+  EXPECT_EQ(redact_url("http://a:b@host?k=v"), "http://***@host?***");
+  EXPECT_EQ(redact_url("http://localhost:4318"), "http://localhost:4318");
+  EXPECT_EQ(redact_url("localhost:4317"), "localhost:4317");
+  EXPECT_EQ(redact_url("http://host/path@x"), "http://host/path@x");  // an '@' in the path is not userinfo
+}
+
 }  // namespace
 }  // namespace lens::internal

@@ -231,7 +231,7 @@ std::string Config::summary() const {
   if (exporter == Exporter::kFile) s += " file_dir=" + file_dir;
   if (exporter == Exporter::kOtlp) {
     s += " otlp_traces=" + std::string(to_string(otlp_traces.protocol));
-    if (!otlp_traces.endpoint.empty()) s += "@" + otlp_traces.endpoint;
+    if (!otlp_traces.endpoint.empty()) s += "@" + internal::redact_url(otlp_traces.endpoint);
     if (!otlp_traces.headers.empty()) s += " (" + std::to_string(otlp_traces.headers.size()) + " headers)";
   }
   s += " signals=";

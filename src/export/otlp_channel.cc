@@ -1,6 +1,7 @@
 #include "export/otlp_channel.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/text.h"
 
 namespace lens::internal {
 
@@ -102,13 +104,14 @@ PartialSuccess parse_partial_success_proto(std::string_view response) {
   return p;
 }
 
-// {"partialSuccess":{"rejectedSpans":"3","errorMessage":"..."}}; int64 may be a string or a number.
+// {"partialSuccess":{"rejectedSpans":"3","errorMessage":"..."}}; int64 may be a string or a number. A sign is
+// kept, so that a negative count is seen as one (and not counted).
 PartialSuccess parse_partial_success_json(std::string_view response) {
   PartialSuccess p;
   std::size_t rejected = response.find("\"rejected");
   if (rejected != std::string_view::npos) {
-    std::size_t digits = response.find_first_of("0123456789", response.find(':', rejected));
-    if (digits != std::string_view::npos) p.rejected = std::strtoll(response.data() + digits, nullptr, 10);
+    std::size_t number = response.find_first_of("-0123456789", response.find(':', rejected));
+    if (number != std::string_view::npos) p.rejected = std::strtoll(response.data() + number, nullptr, 10);
   }
   p.message = json_string_after(response, "\"errorMessage\"");
   return p;
@@ -127,20 +130,73 @@ RpcStatus parse_rpc_status_proto(std::string_view body) {
       if (any.number() == 2) value = any.bytes();
     }
     if (!type.ends_with("google.rpc.RetryInfo")) continue;
-    std::int64_t seconds = 0, nanos = 0;
+    std::uint64_t seconds = 0, nanos = 0;
     for (ProtoFields info(value); info.next();) {
       if (info.number() != 1) continue;
       for (ProtoFields duration(info.bytes()); duration.next();) {
-        if (duration.number() == 1) seconds = static_cast<std::int64_t>(duration.varint());
-        if (duration.number() == 2) nanos = static_cast<std::int64_t>(duration.varint());
+        if (duration.number() == 1) seconds = duration.varint();
+        if (duration.number() == 2) nanos = duration.varint();
       }
     }
-    status.retry_delay = milliseconds(std::max<std::int64_t>(0, seconds * 1000 + nanos / 1000000));
+    // Duration.seconds is an int64: a negative one arrives as a huge varint and is read as "no wait" (the floor).
+    if (seconds >> 63) seconds = nanos = 0;
+    status.retry_delay = bounded_retry_hint(seconds, nanos);
   }
   return status;
 }
 
 std::string parse_rpc_status_message_json(std::string_view body) { return json_string_after(body, "\"message\""); }
+
+milliseconds bounded_retry_hint(std::uint64_t seconds, std::uint64_t nanos) {
+  constexpr auto kMaxSeconds = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryHint).count());
+  if (seconds >= kMaxSeconds) return kMaxRetryHint;
+  milliseconds hint(seconds * 1000 + std::min<std::uint64_t>(nanos, 999999999) / 1000000);
+  return std::clamp(hint, kMinRetryHint, kMaxRetryHint);
+}
+
+namespace {
+
+bool http_token_char(unsigned char c) {
+  return std::isalnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+const char* header_problem(std::string_view key, std::string_view value, bool grpc) {
+  if (key.empty()) return "has an empty key";
+  for (char k : key) {
+    auto c = static_cast<unsigned char>(k);
+    bool allowed = grpc ? std::isalnum(c) || c == '_' || c == '.' || c == '-' : http_token_char(c);
+    if (!allowed) {
+      return grpc ? "has a key that gRPC metadata cannot carry (letters, digits, '_', '.', '-' only)"
+                  : "has a key that is not an HTTP header name (no spaces, ':' or control characters)";
+    }
+  }
+  if (grpc && to_lower(key).starts_with("grpc-")) return "has a key with the prefix 'grpc-', which gRPC reserves";
+  bool binary = grpc && to_lower(key).ends_with("-bin");
+  for (char v : value) {
+    auto c = static_cast<unsigned char>(v);
+    if (binary) break;
+    if (grpc ? (c < 0x20 || c > 0x7e) : ((c < 0x20 && c != '\t') || c == 0x7f)) {
+      return grpc ? "has a value that gRPC metadata cannot carry (printable ASCII only; CR, LF, NUL are refused)"
+                  : "has a value with a control character (CR, LF, NUL, ...), which would split the request";
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void check_otlp_headers(const OtlpSignalConfig& settings, const OtlpSignal& signal) {
+  bool grpc = settings.protocol == OtlpProtocol::kGrpc;
+  std::size_t position = 0;
+  for (const auto& [key, value] : settings.headers) {
+    ++position;
+    if (const char* problem = header_problem(key, value, grpc)) {
+      throw ConfigError("lens: OTEL_EXPORTER_OTLP_HEADERS (or OTEL_EXPORTER_OTLP_" + to_upper(signal.name) +
+                        "_HEADERS) is invalid: entry " + std::to_string(position) + " " + problem +
+                        " (header values are never shown)");
+    }
+  }
+}
 
 std::string read_tls_file(const std::string& path, const char* variable) {
   std::ifstream in(path, std::ios::binary);
@@ -154,7 +210,8 @@ std::string read_tls_file(const std::string& path, const char* variable) {
 }
 
 OtlpChannel::OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, std::string destination)
-    : settings_(settings), signal_(signal), destination_(std::move(destination)) {
+    : settings_(settings), signal_(signal), destination_(redact_url(destination)) {
+  check_otlp_headers(settings_, signal_);
   // Read the TLS files now: a wrong path is a setup error, not a warning per batch.
   if (!settings_.certificate.empty()) read_tls_file(settings_.certificate, "CERTIFICATE");
   if (!settings_.client_key.empty()) read_tls_file(settings_.client_key, "CLIENT_KEY");
@@ -182,7 +239,7 @@ ExportResult OtlpChannel::send(std::string_view payload, std::size_t items, Dead
     // Exponential back-off with jitter, or the server's hint; never past the deadline.
     auto wait = a.retry_after.value_or(
         std::chrono::duration_cast<milliseconds>(backoff * std::uniform_real_distribution<double>(0.8, 1.2)(jitter)));
-    if (Clock::now() + wait >= deadline) {
+    if (wait >= deadline - Clock::now()) {  // a difference of durations: no overflow whatever the hint
       log_warning_from(this, "OTLP %s export to %s failed after %d attempt(s), the last: %s; the batch is dropped",
                        signal_.name, destination_.c_str(), tries, a.error.c_str());
       return ExportResult::kFailure;
@@ -199,9 +256,10 @@ std::uint64_t OtlpChannel::take_partial_success(const PartialSuccess& partial, s
   if (logged_partial_messages_.size() < 64) {
     auto [entry, inserted] = logged_partial_messages_.insert(partial.message);
     if (inserted) {
-      log_warning_from(&*entry, "OTLP %s export to %s: the collector rejected %lld of %zu items: %s", signal_.name,
+      log_warning_from(&*entry, "OTLP %s export to %s: the collector rejected %lld of %zu items%s: %s", signal_.name,
                        destination_.c_str(), static_cast<long long>(partial.rejected), items,
-                       partial.message.empty() ? "(no message)" : partial.message.c_str());
+                       partial.rejected < 0 ? " (a negative count: none counted as rejected)" : "",
+                       partial.message.empty() ? "(no message)" : printable_excerpt(partial.message).c_str());
     }
   }
   return static_cast<std::uint64_t>(std::clamp<std::int64_t>(partial.rejected, 0, static_cast<std::int64_t>(items)));

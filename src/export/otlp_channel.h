@@ -49,6 +49,19 @@ struct Attempt {
   PartialSuccess partial;                                // when delivered
 };
 
+// A collector's retry hint (HTTP Retry-After seconds, gRPC RetryInfo), bounded: at least kMinRetryHint (a hint of
+// 0 must not turn lens into a flood) and at most kMaxRetryHint (a huge hint must not overflow the delay arithmetic
+// or park the export thread for years; past the batch's deadline the batch is dropped and counted anyway).
+inline constexpr std::chrono::milliseconds kMinRetryHint{100};
+inline constexpr std::chrono::milliseconds kMaxRetryHint{std::chrono::hours(1)};
+std::chrono::milliseconds bounded_retry_hint(std::uint64_t seconds, std::uint64_t nanos = 0);
+
+// Refuses, at setup, OTLP headers that the transport cannot carry as they are: a key that is not an HTTP token
+// (gRPC: not [0-9a-z_.-] once lowercased), a value with CR, LF, NUL or another control byte (gRPC: outside
+// printable ASCII, unless the key ends in -bin). Such a header would be injected into the HTTP request or make
+// gRPC abort the process. Throws ConfigError naming the variable and the entry, never the value.
+void check_otlp_headers(const OtlpSignalConfig& settings, const OtlpSignal& signal);
+
 // Reads a TLS file named by OTEL_EXPORTER_OTLP_[<SIGNAL>_]<variable> (CERTIFICATE, CLIENT_KEY,
 // CLIENT_CERTIFICATE); throws ConfigError naming the file and the variable when it cannot be read.
 std::string read_tls_file(const std::string& path, const char* variable);

@@ -5,6 +5,7 @@
 
 #include <cctype>
 
+#include "common/text.h"
 #include "lens/version.h"
 
 namespace lens::internal {
@@ -35,11 +36,6 @@ Attempt::Outcome outcome_of(const grpc::Status& status, bool has_retry_info) {
   }
 }
 
-std::string lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 class GrpcChannel final : public OtlpChannel {
  public:
   GrpcChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, GrpcTarget target)
@@ -54,7 +50,7 @@ class GrpcChannel final : public OtlpChannel {
     } else {
       credentials_ = grpc::InsecureChannelCredentials();
     }
-    for (const auto& [k, v] : settings.headers) metadata_.emplace_back(lowercase(k), v);  // gRPC keys are lowercase
+    for (const auto& [k, v] : settings.headers) metadata_.emplace_back(to_lower(k), v);  // gRPC keys are lowercase
   }
   ~GrpcChannel() override {
     close();
@@ -93,7 +89,7 @@ class GrpcChannel final : public OtlpChannel {
     if (a.outcome == Attempt::Outcome::kDelivered) {
       a.partial = parse_partial_success_proto(bytes_of(response));
     } else {
-      a.error = std::string(code_name(status.error_code())) + ": " + status.error_message();
+      a.error = std::string(code_name(status.error_code())) + ": " + printable_excerpt(status.error_message());
     }
     return a;
   }
@@ -106,6 +102,8 @@ class GrpcChannel final : public OtlpChannel {
     grpc::ChannelArguments args;
     args.SetUserAgentPrefix("lens/" LENS_VERSION_STRING);
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // lens retries by the OTLP rules, with its deadline
+    // An OTLP response is a few bytes: a collector's larger answer is refused by gRPC, not held in memory.
+    args.SetMaxReceiveMessageSize(64 * 1024);
     if (settings_.compression == Compression::kGzip) args.SetCompressionAlgorithm(GRPC_COMPRESS_GZIP);
     channel_ = grpc::CreateCustomChannel(target_.address, credentials_, args);
     stub_ = std::make_unique<grpc::GenericStub>(channel_);

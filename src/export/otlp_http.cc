@@ -3,10 +3,12 @@
 #include <curl/curl.h>
 #include <zlib.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <mutex>
 #include <strings.h>
 
+#include "common/text.h"
 #include "lens/version.h"
 
 namespace lens::internal {
@@ -27,20 +29,38 @@ std::string gzip(std::string_view data) {
   return out;
 }
 
+// An OTLP response is a few bytes; a collector that answers with more is not read further (the transfer ends,
+// the status line still decides), so an endless body cannot grow a rank's memory.
+constexpr std::size_t kMaxResponseBody = 64 * 1024;
+
+struct Response {
+  std::string body;
+  bool cut = false;  // the body was longer than kMaxResponseBody
+};
+
 std::size_t collect_body(char* data, std::size_t size, std::size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
+  auto& response = *static_cast<Response*>(out);
+  if (response.body.size() + size * count > kMaxResponseBody) {
+    response.cut = true;
+    return 0;  // ends the transfer with CURLE_WRITE_ERROR
+  }
+  response.body.append(data, size * count);
   return size * count;
 }
 
-// Retry-After in seconds (the HTTP-date form is not used by collectors and is ignored: back-off applies).
+// Retry-After in seconds, bounded (bounded_retry_hint); a number too large to read is the largest hint. The
+// HTTP-date form is not used by collectors and is ignored: back-off applies.
 std::size_t collect_retry_after(char* data, std::size_t size, std::size_t count, void* out) {
   std::string_view line(data, size * count);
   static constexpr std::string_view kName = "retry-after:";
   if (line.size() > kName.size() && strncasecmp(line.data(), kName.data(), kName.size()) == 0) {
-    char* end = nullptr;
-    long seconds = std::strtol(line.data() + kName.size(), &end, 10);
-    if (end != line.data() + kName.size() && seconds >= 0)
-      *static_cast<std::optional<std::chrono::milliseconds>*>(out) = std::chrono::seconds(seconds);
+    std::string_view value = trim(line.substr(kName.size()));
+    std::uint64_t seconds = 0;
+    auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (end == value.data() + value.size() || error == std::errc::result_out_of_range) {
+      if (error == std::errc::result_out_of_range) seconds = UINT64_MAX;
+      if (end != value.data()) *static_cast<std::optional<std::chrono::milliseconds>*>(out) = bounded_retry_hint(seconds);
+    }
   }
   return size * count;
 }
@@ -78,7 +98,7 @@ class HttpChannel final : public OtlpChannel {
     if (!handle_) return {Attempt::Outcome::kRefused, "the exporter is shut down", {}, {}};
     std::string_view body = payload;
     if (settings_.compression == Compression::kGzip) body = compressed_ = gzip(payload);
-    response_.clear();
+    response_ = {};
     error_[0] = '\0';
     Attempt a;
     curl_easy_setopt(handle_, CURLOPT_POSTFIELDS, body.data());
@@ -88,20 +108,21 @@ class HttpChannel final : public OtlpChannel {
     CURLcode code = curl_easy_perform(handle_);
     long status = 0;
     curl_easy_getinfo(handle_, CURLINFO_RESPONSE_CODE, &status);
-    if (code != CURLE_OK) {
+    if (code != CURLE_OK && !(code == CURLE_WRITE_ERROR && response_.cut)) {
       a.outcome = retryable_transport_error(code) ? Attempt::Outcome::kRetryable : Attempt::Outcome::kRefused;
       a.error = error_[0] ? error_ : curl_easy_strerror(code);
       return a;
     }
     if (status >= 200 && status < 300) {
       a.outcome = Attempt::Outcome::kDelivered;
-      if (!response_.empty())
-        a.partial = json() ? parse_partial_success_json(response_) : parse_partial_success_proto(response_);
+      if (!response_.body.empty() && !response_.cut)
+        a.partial = json() ? parse_partial_success_json(response_.body) : parse_partial_success_proto(response_.body);
       return a;
     }
     a.outcome = retryable_status(status) ? Attempt::Outcome::kRetryable : Attempt::Outcome::kRefused;
-    std::string message = json() ? parse_rpc_status_message_json(response_) : parse_rpc_status_proto(response_).message;
-    a.error = "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + message);
+    std::string message =
+        json() ? parse_rpc_status_message_json(response_.body) : parse_rpc_status_proto(response_.body).message;
+    a.error = "HTTP " + std::to_string(status) + (message.empty() ? "" : ": " + printable_excerpt(message));
     return a;
   }
 
@@ -124,7 +145,8 @@ class HttpChannel final : public OtlpChannel {
 
   CURL* handle_ = nullptr;
   curl_slist* headers_ = nullptr;
-  std::string response_, compressed_;
+  Response response_;
+  std::string compressed_;
   char error_[CURL_ERROR_SIZE] = {};
 };
 

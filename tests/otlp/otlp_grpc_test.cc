@@ -180,10 +180,17 @@ TEST(OtlpGrpc, UnavailableIsRetried) {
   EXPECT_EQ(t.span_stats().exported, 1u);
 }
 
-// google.rpc.Status { code = 8, message = "slow down", details = [Any { RetryInfo { retry_delay { seconds = 1 } } }] }
-std::string retry_info_details() {
+std::string varint(std::uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7f) | 0x80);
+  return out + static_cast<char>(v);
+}
+
+// google.rpc.Status { code = 8, message = "slow down", details = [Any { RetryInfo { retry_delay { seconds } } }] }
+std::string retry_info_details(std::uint64_t seconds = 1) {
   const std::string type = "type.googleapis.com/google.rpc.RetryInfo";
-  const std::string retry_info = std::string("\x0a\x02\x08\x01", 4);
+  const std::string duration = "\x08" + varint(seconds);
+  const std::string retry_info = "\x0a" + std::string(1, static_cast<char>(duration.size())) + duration;
   std::string any = "\x0a" + std::string(1, static_cast<char>(type.size())) + type + "\x12" +
                     std::string(1, static_cast<char>(retry_info.size())) + retry_info;
   return std::string("\x08\x08\x12\x09slow down\x1a", 14) + std::string(1, static_cast<char>(any.size())) + any;
@@ -209,6 +216,61 @@ TEST(OtlpGrpc, ResourceExhaustedIsRetriedOnlyWithRetryInfoAfterItsDelay) {
   t.shutdown();
   EXPECT_EQ(without_info.calls(), 1);
   EXPECT_EQ(t.span_stats().dropped_export_failed, 1u);
+}
+
+// A RetryInfo of 18446744074 s (its milliseconds overflow int64) or a negative one: the hint is bounded, so the
+// batch is dropped at its deadline (not after centuries) or retried after the floor (not at once, in a flood).
+TEST(OtlpGrpc, AHugeOrNegativeRetryInfoIsBounded) {
+  for (std::uint64_t seconds : {std::uint64_t{18446744074}, std::uint64_t(-5)}) {
+    GrpcCollector collector([&](const Call&, std::string&, int attempt) {
+      return attempt == 1 ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "slow down", retry_info_details(seconds))
+                          : grpc::Status::OK;
+    });
+    Config c = grpc_config(collector.port());
+    c.span_batch.export_timeout_ms = 1500;
+    Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+    { LENS_SPAN(mg::job, "first"); }
+    t.force_flush(std::chrono::seconds(5));
+    { LENS_SPAN(mg::job, "second"); }
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(t.shutdown(std::chrono::seconds(5))) << seconds;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+    SpanStats s = t.span_stats();
+    EXPECT_EQ(s.exported + s.dropped(), s.produced);
+    if (seconds > (std::uint64_t{1} << 63)) {  // negative: retried after the floor, both delivered
+      EXPECT_EQ(s.exported, 2u);
+      EXPECT_LE(collector.calls(), 3);
+    } else {  // huge: the first batch dropped at once, the second delivered
+      EXPECT_EQ(s.dropped_export_failed, 1u);
+      EXPECT_EQ(s.exported, 1u);
+      EXPECT_EQ(collector.calls(), 2);
+    }
+  }
+}
+
+// Keys and values gRPC metadata cannot carry would make gRPC abort the process at the first export (and print the
+// value): they are refused at setup, naming the variable and the entry, never the value.
+TEST(OtlpGrpc, HeadersGrpcCannotCarryAreRefusedAtSetup) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"authorization", "Bearer TOKEN123\n"}, {"authorization", std::string("Bearer TOKEN123\0x", 17)},
+      {"authorization", "Bearer TOKEN123\r"}, {"bad key", "TOKEN123"}, {":authority", "TOKEN123"},
+      {"grpc-timeout", "TOKEN123"},          {"x-caf\xc3\xa9", "TOKEN123"}, {"x", "caf\xc3\xa9 TOKEN123"}};
+  for (const auto& header : bad) {
+    Config c = grpc_config(1);
+    c.otlp_traces.headers = {{"x-ok", "fine"}, header};
+    try {
+      setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+      ADD_FAILURE() << "accepted header key '" << header.first << "'";
+    } catch (const ConfigError& e) {
+      std::string message = e.what();
+      EXPECT_NE(message.find("OTEL_EXPORTER_OTLP_HEADERS"), std::string::npos) << message;
+      EXPECT_NE(message.find("entry 2"), std::string::npos) << message;
+      EXPECT_EQ(message.find("TOKEN123"), std::string::npos) << message;
+    }
+  }
+  Config binary = grpc_config(1);  // a -bin key carries any bytes
+  binary.otlp_traces.headers = {{"trace-proto-bin", std::string("\0\r\n\xff", 4)}};
+  EXPECT_NO_THROW(setup_telemetry(binary, 0, 1, {}, SetupOptions{.reinit = true}).shutdown());
 }
 
 TEST(OtlpGrpc, InvalidArgumentIsNotRetriedAndItsMessageIsLogged) {
