@@ -48,6 +48,10 @@ enum class Temporality { kCumulative, kDelta, kLowMemory };
 enum class MetricsExporter { kOtlp, kPrometheus, kConsole, kNone };
 
 // OTEL_BSP_* / OTEL_BLRP_*: the batch processors of traces and logs.
+// Every delay, interval and timeout is at most one day: read from the environment, a larger value is an error;
+// set in code, it is clamped where it is used. So no deadline computation can overflow.
+inline constexpr std::int64_t kMaxDurationMs = 24 * 60 * 60 * 1000;
+
 struct BatchConfig {
   std::int64_t schedule_delay_ms;
   std::int64_t export_timeout_ms;

@@ -70,8 +70,8 @@ void read_sampler(const EnvReader& env, Config& c) {
 
 BatchConfig read_batch(const EnvReader& env, std::string_view prefix, BatchConfig b) {
   auto name = [&](std::string_view key) { return std::string(prefix) + std::string(key); };
-  if (auto v = env.get(name("SCHEDULE_DELAY"))) b.schedule_delay_ms = parse_int(*v, 0, INT64_MAX);
-  if (auto v = env.get(name("EXPORT_TIMEOUT"))) b.export_timeout_ms = parse_int(*v, 0, INT64_MAX);
+  if (auto v = env.get(name("SCHEDULE_DELAY"))) b.schedule_delay_ms = parse_duration_ms(*v, 0);
+  if (auto v = env.get(name("EXPORT_TIMEOUT"))) b.export_timeout_ms = parse_duration_ms(*v, 0);
   if (auto v = env.get(name("MAX_QUEUE_SIZE"))) b.max_queue_size = parse_int(*v, 1, INT32_MAX);
   if (auto v = env.get(name("MAX_EXPORT_BATCH_SIZE"))) {
     b.max_export_batch_size = parse_int(*v, 1, INT32_MAX);
@@ -103,8 +103,8 @@ void read_limits(const EnvReader& env, Limits& l) {
 }
 
 void read_metrics(const EnvReader& env, Config& c) {
-  if (auto v = env.get("OTEL_METRIC_EXPORT_INTERVAL")) c.metric_export_interval_ms = parse_int(*v, 1, INT64_MAX);
-  if (auto v = env.get("OTEL_METRIC_EXPORT_TIMEOUT")) c.metric_export_timeout_ms = parse_int(*v, 0, INT64_MAX);
+  if (auto v = env.get("OTEL_METRIC_EXPORT_INTERVAL")) c.metric_export_interval_ms = parse_duration_ms(*v, 1);
+  if (auto v = env.get("OTEL_METRIC_EXPORT_TIMEOUT")) c.metric_export_timeout_ms = parse_duration_ms(*v, 0);
   if (auto v = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")) {
     c.metrics_temporality = parse_choice<Temporality>(*v, {{"cumulative", Temporality::kCumulative},
                                                           {"delta", Temporality::kDelta},
@@ -140,7 +140,7 @@ OtlpSignalConfig read_otlp(const EnvReader& env, std::string_view signal) {
     v->secret = true;
     s.headers = parse_headers(*v);
   }
-  if (auto v = pick("TIMEOUT")) s.timeout_ms = parse_int(*v, 0, INT64_MAX);
+  if (auto v = pick("TIMEOUT")) s.timeout_ms = parse_duration_ms(*v, 0);
   if (auto v = pick("COMPRESSION"))
     s.compression = parse_choice<Compression>(*v, {{"gzip", Compression::kGzip}, {"none", Compression::kNone}});
   if (auto v = pick("CERTIFICATE")) s.certificate = v->text;

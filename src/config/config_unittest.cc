@@ -153,6 +153,21 @@ TEST(ConfigNumbers, BadValuesAreErrors) {
   }
 }
 
+// INT64_MAX in an interval wrote 62,446 metric lines in 4 s (the deadline overflowed): every duration is at most
+// one day, and a larger one names the variable and the range.
+TEST(ConfigNumbers, DurationsAreBoundedToOneDay) {
+  for (const char* variable : {"OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRIC_EXPORT_TIMEOUT", "OTEL_BSP_SCHEDULE_DELAY",
+                               "OTEL_BSP_EXPORT_TIMEOUT", "OTEL_BLRP_SCHEDULE_DELAY", "OTEL_BLRP_EXPORT_TIMEOUT",
+                               "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"}) {
+    for (const char* bad : {"9223372036854775807", "86400001", "99999999999999999999", "-1"}) {
+      std::string m = error_of({{variable, bad}});
+      EXPECT_TRUE(contains(m, variable)) << variable << "=" << bad << ": " << m;
+      EXPECT_TRUE(contains(m, "86400000] (one day)")) << m;
+    }
+    EXPECT_EQ(error_of({{variable, "86400000"}}), "") << variable;
+  }
+}
+
 TEST(ConfigChoices, ExporterValuesAndErrors) {
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORTER", "OTLP"}}).exporter, Exporter::kOtlp);
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORTER", "file"}}).exporter, Exporter::kFile);

@@ -62,9 +62,14 @@ std::int64_t parse_int(const EnvValue& value, std::int64_t min, std::int64_t max
   if (error != std::errc() || stop != end || result < min || result > max) {
     std::string range = max == INT64_MAX ? "an integer >= " + std::to_string(min)
                                          : "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    if (max == kMaxDurationMs) range = "milliseconds in [" + std::to_string(min) + ", " + std::to_string(max) + "] (one day)";
     throw_invalid(value, range);
   }
   return result;
+}
+
+std::int64_t parse_duration_ms(const EnvValue& value, std::int64_t min_ms) {
+  return parse_int(value, min_ms, kMaxDurationMs);
 }
 
 double parse_number(const EnvValue& value, double min, double max) {

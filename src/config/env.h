@@ -52,6 +52,8 @@ bool parse_otel_bool(const EnvValue& value);
 // A whole decimal integer in [min, max].
 std::int64_t parse_int(const EnvValue& value, std::int64_t min, std::int64_t max);
 // A finite number in [min, max].
+// A delay, interval or timeout in milliseconds, in [min_ms, kMaxDurationMs].
+std::int64_t parse_duration_ms(const EnvValue& value, std::int64_t min_ms);
 double parse_number(const EnvValue& value, double min, double max);
 
 // One of a fixed set of names, any case.

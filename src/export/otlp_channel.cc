@@ -223,7 +223,7 @@ ExportResult OtlpChannel::send(std::string_view payload, std::size_t items, Dead
   milliseconds backoff(200);
   for (int tries = 1;; ++tries) {
     auto timeout = std::min(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()),
-                            milliseconds(settings_.timeout_ms));
+                            milliseconds(std::clamp<std::int64_t>(settings_.timeout_ms, 0, kMaxDurationMs)));
     if (timeout.count() <= 0) {
       log_warning_from(this, "OTLP %s export to %s gave up: the deadline passed; the batch is dropped", signal_.name,
                        destination_.c_str());

@@ -36,6 +36,17 @@ bool wait_fd(int fd, int timeout_ms) noexcept {
   return ::poll(&p, 1, timeout_ms) > 0;
 }
 
+// Durations set in code are clamped as the environment's are checked (kMaxDurationMs), so no deadline overflows;
+// a schedule delay of 0 becomes 1 ms, so an idle export thread sleeps instead of spinning.
+PipelineSettings bounded(PipelineSettings s) {
+  for (BatchConfig* b : {&s.batch, &s.log_batch}) {
+    b->schedule_delay_ms = std::clamp<std::int64_t>(b->schedule_delay_ms, 1, kMaxDurationMs);
+    b->export_timeout_ms = std::clamp<std::int64_t>(b->export_timeout_ms, 0, kMaxDurationMs);
+  }
+  s.metric_interval_ms = std::clamp<std::int64_t>(s.metric_interval_ms, 1, kMaxDurationMs);
+  return s;
+}
+
 }  // namespace
 
 Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter> exporter,
@@ -44,7 +55,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
       sampler(owned_sampler_.get()),
       limits(settings.limits),
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
-      settings_(std::move(settings)),
+      settings_(bounded(std::move(settings))),
       exporter_(std::move(exporter)),
       metric_collector_(settings_.temporality),
       next_metrics_(std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.metric_interval_ms)) {

@@ -2,6 +2,8 @@
 // run under ThreadSanitizer.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <thread>
 
@@ -35,6 +37,31 @@ TEST(Pipeline, AFullQueueDropsAndCountsExactly) {
   EXPECT_EQ(s.exported + s.dropped(), s.produced);
   EXPECT_EQ(s.exported, c.exporter().spans);
   EXPECT_EQ(s.queued, 0u);
+}
+
+// Durations set in code are clamped: an interval of INT64_MAX wrote metrics in a loop (its deadline overflowed),
+// an export timeout of INT64_MAX dropped every batch, a schedule delay of 0 spun a core while idle.
+TEST(Pipeline, ExtremeDurationsSetInCodeNeitherFloodNorDropNorSpin) {
+  Config config = testing::capture_config("job");
+  config.metrics_enabled = true;
+  config.metric_export_interval_ms = INT64_MAX;
+  config.span_batch.export_timeout_ms = INT64_MAX;
+  config.span_batch.schedule_delay_ms = 0;
+  config.log_batch.schedule_delay_ms = 0;
+  testing::Capture c(config);
+  { LENS_SPAN(mg::job, "kept"); }
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(milliseconds(500));  // idle: the export thread must sleep
+  getrusage(RUSAGE_SELF, &after);
+  auto cpu_us = [](const rusage& r) { return r.ru_utime.tv_sec * 1000000L + r.ru_utime.tv_usec + r.ru_stime.tv_sec * 1000000L + r.ru_stime.tv_usec; };
+  EXPECT_LT(cpu_us(after) - cpu_us(before), 250000) << "the idle export thread spun";
+  {
+    std::lock_guard lock(c.exporter().mutex);
+    EXPECT_LE(c.exporter().metrics.size(), 1u) << "metrics exported in a loop";
+  }
+  ASSERT_TRUE(c.telemetry().shutdown());
+  EXPECT_EQ(c.telemetry().span_stats().exported, 1u);  // not dropped for an overflowed deadline
 }
 
 TEST(Pipeline, AFailingExporterCountsEverySpanOfItsBatches) {
