@@ -1,6 +1,7 @@
 #include "export/prometheus.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <cmath>
 #include <cstdio>
@@ -135,6 +136,18 @@ namespace {
 class HttplibEndpoint final : public PrometheusEndpoint {
  public:
   HttplibEndpoint(const Config& config, Pipeline& pipeline) {
+    // Bounded against whoever can reach the port: no request body is read past 4 KiB (a POST of 1 GiB grew a rank
+    // by as much), a connection that sends nothing holds a worker for at most a second, every answer closes its
+    // connection (an idle keep-alive would hold a worker), and no SO_REUSEPORT: a second rank on the same host
+    // and port fails at setup instead of taking a random share of the scrapes.
+    server_.set_payload_max_length(4096);
+    server_.set_read_timeout(std::chrono::seconds(1));
+    server_.set_write_timeout(std::chrono::seconds(5));
+    server_.set_keep_alive_max_count(1);
+    server_.set_socket_options([](int socket) {
+      int yes = 1;
+      ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // restart past TIME_WAIT; never share
+    });
     server_.Get("/metrics", [&pipeline, resource = pipeline.resource()](const httplib::Request&,
                                                                          httplib::Response& response) {
       response.set_content(render_prometheus(resource, pipeline.collect_for_pull()),

@@ -128,5 +128,36 @@ TEST(PrometheusEndpoint, APortInUseIsASetupError) {
   ::close(fd);
 }
 
+// Ranks on one host that pick the same port: the second must fail at setup, not share the port through
+// SO_REUSEPORT and answer a random share of the scrapes. (The other rank here is a socket with SO_REUSEPORT set.)
+TEST(PrometheusEndpoint, APortSharedThroughReusePortIsStillASetupError) {
+  int port = lens::testing::free_port();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  EXPECT_THROW(setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
+  ::close(fd);
+}
+
+// Anyone who can reach the port could POST a gigabyte and grow the rank by as much: bodies are refused past 4 KiB,
+// and the endpoint goes on answering scrapes.
+TEST(PrometheusEndpoint, ALargeRequestBodyIsRefusedUnread) {
+  int port = lens::testing::free_port();
+  Telemetry t = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  httplib::Client client("127.0.0.1", port);
+  auto posted = client.Post("/metrics", std::string(8 << 20, 'x'), "application/octet-stream");
+  EXPECT_TRUE(!posted || posted->status == 413) << posted->status;
+  auto scraped = client.Get("/metrics");
+  ASSERT_TRUE(scraped);
+  EXPECT_EQ(scraped->status, 200);
+  t.shutdown();
+}
+
 }  // namespace
 }  // namespace lens
