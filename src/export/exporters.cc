@@ -1,7 +1,10 @@
 #include "export/exporters.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cctype>
 
 #include <cerrno>
 #include <cstdio>
@@ -53,26 +56,60 @@ struct StdoutSink {
   void close() {}
 };
 
-// One O_APPEND file per signal, each line written with whole writes: a reader sees whole lines; only a crash
-// inside a write can leave a truncated last line, which readers skip.
+// One O_APPEND file per signal (0600, never through a symlink), each line written with whole writes: a reader
+// sees whole lines. A line is never extended by another: a file that ends in a torn line (a write cut by a full
+// disk or a SIGKILL, here or in an earlier process appending to the same file) gets a newline before the next
+// line, so the torn one stays a line of its own that readers skip, and its batch was counted as failed. A file
+// deleted while the run goes on is made again, with a warning, instead of swallowing lines.
 struct FileSink {
   std::string paths[3];
   int fds[3] = {-1, -1, -1};
+  bool torn[3] = {false, false, false};  // the file's last line is not complete
+
+  void open(int k) {
+    fds[k] = ::open(paths[k].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fds[k] >= 0) torn[k] = ends_torn(k);
+  }
+  // The last byte of the file, read through a separate descriptor (an O_APPEND one cannot pread portably).
+  bool ends_torn(int k) const {
+    int reader = ::open(paths[k].c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (reader < 0) return false;
+    struct stat st {};
+    char last = '\n';
+    if (::fstat(reader, &st) == 0 && st.st_size > 0) (void)::pread(reader, &last, 1, st.st_size - 1);
+    ::close(reader);
+    return last != '\n';
+  }
+  bool deleted(int fd) const {
+    struct stat st {};
+    return ::fstat(fd, &st) == 0 && st.st_nlink == 0;
+  }
 
   bool write(Signal signal, const std::string& line) {
-    int fd = fds[static_cast<int>(signal)];
-    const char* at = line.data();
-    std::size_t left = line.size();
+    int k = static_cast<int>(signal);
+    if (fds[k] >= 0 && deleted(fds[k])) {
+      log_warning("the telemetry file %s was deleted while the run went on; writing it anew", paths[k].c_str());
+      ::close(fds[k]);
+      open(k);
+    }
+    if (torn[k] && !write_all(k, "\n", 1)) return false;
+    torn[k] = false;
+    std::size_t written = 0;
+    bool whole = write_all(k, line.data(), line.size(), &written);
+    torn[k] = written > 0 && !whole;
+    return whole;
+  }
+  bool write_all(int k, const char* at, std::size_t left, std::size_t* written = nullptr) {
     while (left > 0) {
-      ssize_t n = fd < 0 ? -1 : ::write(fd, at, left);
+      ssize_t n = fds[k] < 0 ? -1 : ::write(fds[k], at, left);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        log_warning("cannot write telemetry to %s: %s", paths[static_cast<int>(signal)].c_str(),
-                    fd < 0 ? "not open" : std::strerror(errno));
+        log_warning("cannot write telemetry to %s: %s", paths[k].c_str(), fds[k] < 0 ? "not open" : std::strerror(errno));
         return false;
       }
       at += n;
       left -= static_cast<std::size_t>(n);
+      if (written) *written += static_cast<std::size_t>(n);
     }
     return true;
   }
@@ -84,6 +121,20 @@ struct FileSink {
   }
 };
 
+// Makes each missing directory of `path` with mode 0700 (the files name hosts, jobs and users); directories that
+// exist keep their mode. A symlink where lens makes its run directory is refused.
+std::error_code make_private_directories(const std::filesystem::path& path) {
+  std::filesystem::path at;
+  for (const auto& part : path) {
+    at /= part;
+    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return {errno, std::generic_category()};
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {errno, std::generic_category()};
+  if (!S_ISDIR(st.st_mode)) return std::make_error_code(std::errc::not_a_directory);
+  return {};
+}
+
 }  // namespace
 
 std::unique_ptr<TelemetryExporter> make_console_exporter() {
@@ -93,25 +144,49 @@ std::unique_ptr<TelemetryExporter> make_console_exporter() {
 std::unique_ptr<TelemetryExporter> make_file_exporter(const std::string& prefix, SignalSet signals) {
   FileSink sink;
   static constexpr const char* kSuffix[] = {".traces.jsonl", ".metrics.jsonl", ".logs.jsonl"};
-  std::error_code error;
-  std::filesystem::create_directories(std::filesystem::path(prefix).parent_path(), error);
+  std::filesystem::path run_directory = std::filesystem::path(prefix).parent_path();
+  if (std::error_code error = make_private_directories(run_directory)) {
+    throw ConfigError("lens: cannot make the telemetry directory " + run_directory.string() + ": " +
+                      (error == std::errc::not_a_directory ? "a file or symbolic link is in its place"
+                                                           : error.message()) +
+                      "; set <PREFIX>_FILE_DIR to a writable directory");
+  }
   for (int k = 0; k < 3; ++k) {
     sink.paths[k] = prefix + kSuffix[k];
     if (!signals[k]) continue;
-    sink.fds[k] = ::open(sink.paths[k].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    sink.open(k);
     if (sink.fds[k] < 0) {
-      std::string reason = std::strerror(errno);
+      std::string reason = errno == ELOOP ? "it is a symbolic link, which lens does not follow" : std::strerror(errno);
       sink.close();
       throw ConfigError("lens: cannot open the telemetry file " + sink.paths[k] + ": " + reason +
-                        (error ? " (creating its directory: " + error.message() + ")" : std::string()) +
                         "; set <PREFIX>_FILE_DIR to a writable directory");
     }
   }
   return std::make_unique<JsonLinesExporter<FileSink>>(std::move(sink));
 }
 
+std::string run_directory_name(const std::string& run_id) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (std::size_t i = 0; i < run_id.size(); ++i) {
+    auto c = static_cast<unsigned char>(run_id[i]);
+    bool safe = std::isalnum(c) || c == '_' || c == '-' || (c == '.' && i > 0);
+    if (safe) {
+      out += static_cast<char>(c);
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  if (out.empty()) out = "%00";
+  if (out.size() > 200) {
+    throw ConfigError("lens: the run id is too long to name a directory (" + std::to_string(run_id.size()) +
+                      " bytes); set <PREFIX>_RUN_ID to a shorter one");
+  }
+  return out;
+}
+
 std::string telemetry_file_prefix(const Config& config, const std::string& run_id, int rank) {
-  return (std::filesystem::path(config.file_dir) / run_id / ("rank" + std::to_string(rank))).string();
+  return (std::filesystem::path(config.file_dir) / run_directory_name(run_id) / ("rank" + std::to_string(rank))).string();
 }
 
 std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std::string& run_id, int rank,

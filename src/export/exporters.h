@@ -22,6 +22,9 @@ std::unique_ptr<TelemetryExporter> make_console_exporter();
 std::unique_ptr<TelemetryExporter> make_file_exporter(const std::string& prefix, SignalSet signals);
 
 // `<file_dir>/<run_id>/rank<R>`
+// The run's directory name: the run id with every byte outside [A-Za-z0-9._-], and a leading '.', written as %XX,
+// so that an id from the launcher ("../x", "/abs", "a/b") is always one path component inside FILE_DIR.
+std::string run_directory_name(const std::string& run_id);
 std::string telemetry_file_prefix(const Config& config, const std::string& run_id, int rank);
 
 // The exporter the configuration asks for. Throws ConfigError for one this build cannot provide.

@@ -1,0 +1,137 @@
+// The file exporter against a hostile run id and file system: the run directory is always one component inside
+// FILE_DIR, files are private and never opened through a symlink, a torn last line is never extended, and a file
+// deleted mid-run is made again.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "export/exporters.h"
+#include "lens/megatron.h"
+#include "lens/telemetry.h"
+
+namespace lens {
+namespace {
+
+namespace fs = std::filesystem;
+namespace mg = megatron::group;
+
+class FileExporter : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("lens-file-exporter-" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "telemetry");
+  }
+  void TearDown() override {
+    setup_telemetry(Config{}, {}, {}, {}, SetupOptions{.reinit = true}).shutdown();
+    fs::remove_all(root_);
+  }
+  Config config(const std::string& run_id = "run-1") const {
+    Config c;
+    c.catalogue = megatron::catalogue();
+    c.enabled = true;
+    c.span_groups = "default";
+    c.metrics_enabled = false;
+    c.exporter = Exporter::kFile;
+    c.file_dir = (root_ / "telemetry").string();
+    c.run_id = run_id;
+    return c;
+  }
+  static std::vector<std::string> lines(const fs::path& file) {
+    std::ifstream in(file);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+  fs::path root_;
+};
+
+TEST_F(FileExporter, TheRunDirectoryIsOneSafeComponent) {
+  EXPECT_EQ(internal::run_directory_name("slurm-123.4_a"), "slurm-123.4_a");
+  EXPECT_EQ(internal::run_directory_name("../x"), "%2E.%2Fx");
+  EXPECT_EQ(internal::run_directory_name(".."), "%2E.");
+  EXPECT_EQ(internal::run_directory_name("/etc/cron.d"), "%2Fetc%2Fcron.d");
+  EXPECT_EQ(internal::run_directory_name("a b\n"), "a%20b%0A");
+  EXPECT_THROW(internal::run_directory_name(std::string(300, 'x')), ConfigError);
+  for (const char* hostile : {"../../escaped", "/tmp/absolute", "..", "."}) {
+    Telemetry t = setup_telemetry(config(hostile), 0, 1, {}, SetupOptions{.reinit = true});
+    { LENS_SPAN(mg::job, "kept"); }
+    ASSERT_TRUE(t.shutdown());
+    std::vector<fs::path> made;
+    for (const auto& entry : fs::recursive_directory_iterator(root_)) made.push_back(entry.path());
+    fs::path expected = root_ / "telemetry" / internal::run_directory_name(hostile) / "rank0.traces.jsonl";
+    EXPECT_TRUE(fs::exists(expected)) << hostile;
+    EXPECT_FALSE(fs::exists(root_ / "escaped")) << hostile;
+    for (const fs::path& p : made) EXPECT_EQ(p.string().rfind((root_ / "telemetry").string(), 0), 0u) << p;
+  }
+}
+
+TEST_F(FileExporter, FilesArePrivateAndNoSymlinkIsFollowed) {
+  {
+    Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+    { LENS_SPAN(mg::job, "kept"); }
+    ASSERT_TRUE(t.shutdown());
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat((root_ / "telemetry/run-1/rank0.traces.jsonl").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((root_ / "telemetry/run-1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  fs::create_directories(root_ / "telemetry/run-2");
+  std::ofstream(root_ / "victim") << "untouched\n";
+  fs::create_symlink(root_ / "victim", root_ / "telemetry/run-2/rank0.traces.jsonl");
+  try {
+    setup_telemetry(config("run-2"), 0, 1, {}, SetupOptions{.reinit = true});
+    ADD_FAILURE() << "a planted symlink was followed";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(lines(root_ / "victim"), std::vector<std::string>{"untouched"});
+
+  fs::create_directories(root_ / "elsewhere");  // a symlink in place of the run directory
+  fs::create_directory_symlink(root_ / "elsewhere", root_ / "telemetry/run-3");
+  EXPECT_THROW(setup_telemetry(config("run-3"), 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
+  EXPECT_TRUE(fs::is_empty(root_ / "elsewhere"));
+}
+
+// A requeued job with the same run id appends to a file whose last line an earlier SIGKILL cut: the new lines
+// must not extend the torn one (every span in them would be lost to a JSON reader).
+TEST_F(FileExporter, ATornLastLineIsNeverExtended) {
+  fs::create_directories(root_ / "telemetry/run-1");
+  std::ofstream(root_ / "telemetry/run-1/rank0.traces.jsonl") << R"({"resourceSpans":[{"resource":)";
+  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  { LENS_SPAN(mg::job, "after-the-tear"); }
+  ASSERT_TRUE(t.shutdown());
+  std::vector<std::string> got = lines(root_ / "telemetry/run-1/rank0.traces.jsonl");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_FALSE(nlohmann::json::accept(got[0]));
+  ASSERT_TRUE(nlohmann::json::accept(got[1])) << got[1];
+  EXPECT_NE(got[1].find("after-the-tear"), std::string::npos);
+}
+
+TEST_F(FileExporter, AFileDeletedMidRunIsMadeAgain) {
+  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  { LENS_SPAN(mg::job, "first"); }
+  ASSERT_TRUE(t.force_flush());
+  fs::path file = root_ / "telemetry/run-1/rank0.traces.jsonl";
+  fs::remove(file);
+  ::testing::internal::CaptureStderr();
+  { LENS_SPAN(mg::job, "second"); }
+  ASSERT_TRUE(t.shutdown());
+  std::string log = ::testing::internal::GetCapturedStderr();
+  std::vector<std::string> got = lines(file);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NE(got[0].find("second"), std::string::npos);
+  EXPECT_NE(log.find("was deleted"), std::string::npos) << log;
+  EXPECT_EQ(t.span_stats().exported, 2u);
+}
+
+}  // namespace
+}  // namespace lens
