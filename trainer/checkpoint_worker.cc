@@ -100,7 +100,16 @@ CheckpointWorker::~CheckpointWorker() {
 
 void CheckpointWorker::submit(const std::string& bootstrap, const std::string& path, const std::string& bytes) {
   if (!write_frame(to_worker_, bootstrap) || !write_frame(to_worker_, path) || !write_frame(to_worker_, bytes))
-    throw std::runtime_error("the checkpoint worker is gone");
+    throw std::runtime_error(gone());
+}
+
+std::string CheckpointWorker::gone() const {
+  std::string what = "the checkpoint worker (pid " + std::to_string(pid_) + ") is gone";
+  int status = 0;
+  for (int i = 0; i < 50 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(10000);  // a pipe closes first
+  if (WIFSIGNALED(status)) return what + ": killed by signal " + std::to_string(WTERMSIG(status)) + " (" + ::strsignal(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status)) return what + ": it exited with status " + std::to_string(WEXITSTATUS(status));
+  return what;
 }
 
 bool CheckpointWorker::wait_written() {

@@ -23,6 +23,9 @@ class CheckpointWorker {
   bool wait_written();
 
  private:
+  // "the checkpoint worker (pid N) was killed by signal 9": why it is gone, for the error message.
+  std::string gone() const;
+
   pid_t pid_ = -1;
   int to_worker_ = -1, from_worker_ = -1;
 };

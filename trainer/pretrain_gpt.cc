@@ -223,6 +223,9 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--checkpoint-worker") return trainer::run_checkpoint_worker();
+  // A checkpoint worker that dies must be an error with a message on its rank (and telemetry flushed at exit), not
+  // a silent SIGPIPE at the next write to its pipe. Python, which launches Megatron, ignores SIGPIPE the same way.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return run(trainer::parse_args(argc, argv));
   } catch (const trainer::ArgsError& e) {

@@ -561,6 +561,43 @@ TEST(PretrainGpt, SaveIntervalsCutTheRunIntoLinkedTraceSegments) {
   }
 }
 
+// The pids of the processes whose parent is `parent` and whose command line holds `word`.
+std::vector<pid_t> children_with(pid_t parent, const std::string& word) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat"), cmdline(entry.path() / "cmdline");
+    std::string pid, comm, state;
+    pid_t ppid = 0;
+    if (!(stat >> pid >> comm >> state >> ppid) || ppid != parent) continue;
+    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (args.find(word) != std::string::npos) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// A checkpoint worker killed before a save: its rank must fail with a message that says so (it was killed by
+// SIGPIPE, exit 141, without a word), and no rank may die of SIGPIPE.
+TEST(PretrainGpt, AKilledCheckpointWorkerIsAClearErrorOnItsRank) {
+  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_killed_" + std::to_string(::getpid()))).string();
+  fs::remove_all(ckpt);
+  bool killed = false;
+  Launch run = launch("killed_worker", 4, with_iters(small({"--save", ckpt, "--save-interval", "3", "--async-save"}), 6),
+                      {}, [&](const std::vector<pid_t>& pids, const fs::path&) {
+                        for (int i = 0; i < 1500 && !killed; ++i) {  // at most 30 s
+                          for (pid_t worker : children_with(pids[0], "--checkpoint-worker"))
+                            killed = ::kill(worker, SIGKILL) == 0;
+                          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                        }
+                      });
+  ASSERT_TRUE(killed) << "rank 0 started no checkpoint worker: " << run.outputs[0];
+  EXPECT_EQ(run.exit_codes[0], 1) << run.outputs[0];
+  EXPECT_NE(run.outputs[0].find("checkpoint worker"), std::string::npos) << run.outputs[0];
+  EXPECT_NE(run.outputs[0].find("killed by signal 9"), std::string::npos) << run.outputs[0];
+  for (int code : run.exit_codes) EXPECT_NE(code, 128 + SIGPIPE);
+}
+
 // --async-save: the checkpoint worker of each saving rank writes the files; its spans carry the rank's resource and
 // link to the rank's megatron.save_checkpoint; the tracker names the checkpoint once it is written; it loads.
 TEST(PretrainGpt, AsyncSaveWorkersWriteTheCheckpointAndReportAsTheirRank) {

@@ -54,11 +54,12 @@ struct LogStats {
 struct SpanStats {
   std::uint64_t produced = 0;                // sampled-in spans that ended, were truncated, or found no slot
   std::uint64_t exported = 0;                // accepted by the exporter
-  std::uint64_t queued = 0;                  // waiting for the background thread
+  std::uint64_t queued = 0;                  // waiting for the background thread, or in an export in progress
   std::uint64_t dropped_queue_full = 0;      // the thread's queue (OTEL_BSP_MAX_QUEUE_SIZE) was full
   std::uint64_t dropped_no_slot = 0;         // more than 64 spans open at once on one thread
   std::uint64_t dropped_after_shutdown = 0;  // ended after shutdown began
-  std::uint64_t dropped_export_failed = 0;   // in a batch the exporter failed to deliver
+  std::uint64_t dropped_export_failed = 0;   // in a batch the exporter failed to deliver, or was still sending
+                                             // when shutdown's deadline passed
   std::uint64_t rejected_by_collector = 0;   // delivered, but refused by the collector (OTLP partial success)
   std::uint64_t export_failures = 0;         // failed export calls (batches)
   std::uint64_t sampled_out = 0;             // not recorded by the sampler's decision (not a drop)

@@ -105,19 +105,29 @@ TEST(PrometheusEndpoint, ServesTheTrainingMetricsOverHttp) {
   EXPECT_FALSE(client.Get("/metrics"));  // stopped with the setup
 }
 
-TEST(PrometheusEndpoint, APortInUseIsASetupError) {
-  int port = lens::testing::free_port();
-  Telemetry first = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
-  first.shutdown();
+// Another process's listening socket on loopback `port`, with `option` (SO_REUSEADDR or SO_REUSEPORT) set; -1 on
+// failure.
+int listen_on(int port, int option) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, option, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<std::uint16_t>(port));
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(PrometheusEndpoint, APortInUseIsASetupError) {
+  int port = lens::testing::free_port();
+  Telemetry first = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  first.shutdown();
+  int fd = listen_on(port, SO_REUSEADDR);
+  ASSERT_GE(fd, 0);
   try {
     setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
     ADD_FAILURE() << "no error";
@@ -132,15 +142,8 @@ TEST(PrometheusEndpoint, APortInUseIsASetupError) {
 // SO_REUSEPORT and answer a random share of the scrapes. (The other rank here is a socket with SO_REUSEPORT set.)
 TEST(PrometheusEndpoint, APortSharedThroughReusePortIsStillASetupError) {
   int port = lens::testing::free_port();
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
+  int fd = listen_on(port, SO_REUSEPORT);
+  ASSERT_GE(fd, 0);
   EXPECT_THROW(setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
   ::close(fd);
 }

@@ -177,13 +177,16 @@ bool Pipeline::drain_and_export(Deadline deadline) {
 void Pipeline::export_batch(Deadline deadline) {
   for (std::size_t i = 0; i < batch_spans_.size(); ++i) batch_spans_[i] = batch_bytes_.data() + batch_offsets_[i];
   time_.refresh();
+  in_flight_.store(batch_spans_.size(), std::memory_order_release);
   ExportResult result = ExportResult::kFailure;
   try {
     result = exporter_->export_spans(ExportBatch{settings_.resource, batch_spans_, time_}, deadline);
   } catch (const std::exception& e) {
     log_warning("span export threw: %s", e.what());
   }
-  if (result.delivered) {
+  if (in_flight_.exchange(0, std::memory_order_acq_rel) == 0) {
+    // A shutdown that gave up on this export has counted the batch as failed already.
+  } else if (result.delivered) {
     const std::uint64_t rejected = std::min<std::uint64_t>(result.rejected, batch_spans_.size());
     exported_.fetch_add(batch_spans_.size() - rejected, std::memory_order_relaxed);
     rejected_by_collector_.fetch_add(rejected, std::memory_order_relaxed);
@@ -348,8 +351,14 @@ bool Pipeline::shutdown(Deadline deadline) {
   std::unique_lock lock(mutex_);
   if (!done_.wait_until(lock, deadline, [&] { return finished_.load(); })) {
     lock.unlock();
-    log_warning("shutdown: the exporter did not finish by the deadline; %llu spans may be lost",
-                static_cast<unsigned long long>(stats().queued));
+    std::uint64_t abandoned = in_flight_.exchange(0, std::memory_order_acq_rel);
+    if (abandoned > 0) {
+      dropped_export_failed_.fetch_add(abandoned, std::memory_order_relaxed);
+      export_failures_.fetch_add(1, std::memory_order_relaxed);
+    }
+    log_warning("shutdown: the exporter did not finish by the deadline; the %llu spans it was sending are counted "
+                "as failed, %llu still queued may be lost",
+                static_cast<unsigned long long>(abandoned), static_cast<unsigned long long>(stats().queued));
     // Left to finish on its own: the pipeline is never freed, so it touches nothing that goes away.
     std::lock_guard join_lock(join_mutex_);
     if (thread_.joinable()) thread_.detach();
@@ -412,6 +421,7 @@ SpanStats Pipeline::stats() const {
   s.dropped_export_failed = dropped_export_failed_.load(std::memory_order_relaxed);
   s.rejected_by_collector = rejected_by_collector_.load(std::memory_order_relaxed);
   s.export_failures = export_failures_.load(std::memory_order_relaxed);
+  s.queued += in_flight_.load(std::memory_order_acquire);
   if (finished_.load(std::memory_order_acquire)) {
     // Whatever a racing thread queued after the last drain will never be exported.
     s.dropped_after_shutdown += s.queued;

@@ -108,6 +108,9 @@ class Pipeline {
   alignas(64) std::atomic<bool> wake_pending_{false};
   alignas(64) std::atomic<bool> stopped_{false};  // no more spans are accepted; read on every span end
   std::atomic<bool> shutdown_started_{false};
+  // The spans of the batch being exported. Whoever takes them with exchange(0) counts them, exactly once: the
+  // export thread when the exporter answers, or a shutdown whose deadline passed first (as failed).
+  std::atomic<std::uint64_t> in_flight_{0};
   int wake_fd_ = -1;  // eventfd: producers, flush, shutdown and the SIGTERM handler wake the thread
   int done_fd_ = -1;  // eventfd: the thread tells the SIGTERM handler it has finished
   std::atomic<bool> signal_shutdown_{false};

@@ -94,7 +94,16 @@ TEST(Pipeline, AHangingExporterCannotHoldShutdownPastItsDeadline) {
     LENS_SPAN(mg::job, "after");
   }
   EXPECT_LT(steady_clock::now() - t0, milliseconds(500));
+  // The batch the exporter was still sending is counted, as failed, the moment shutdown gives up on it ...
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.dropped_export_failed, 1u);
+  EXPECT_EQ(s.exported + s.dropped() + s.queued, s.produced);
   c.exporter().release();  // let the stuck thread finish before the process ends
+  std::this_thread::sleep_for(milliseconds(100));
+  // ... and only once, when the exporter answers after all.
+  s = c.telemetry().span_stats();
+  EXPECT_EQ(s.exported, 0u);
+  EXPECT_EQ(s.exported + s.dropped() + s.queued, s.produced);
 }
 
 TEST(Pipeline, ForceFlushExportsEverythingEndedBefore) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/otlp_config.h"
+#include "support/setup_error.h"
 #include "support/test_collector.h"
 
 namespace lens {
@@ -37,15 +38,10 @@ TEST(HostileInput, HeadersThatWouldSplitARequestAreRefusedAtSetup) {
     for (const auto& header : bad) {
       Config c = http_config(collector.port(), protocol);
       c.otlp_logs.headers = {header};
-      try {
-        setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
-        ADD_FAILURE() << "accepted a header with key '" << header.first << "'";
-      } catch (const ConfigError& e) {
-        std::string message = e.what();
-        EXPECT_NE(message.find("OTEL_EXPORTER_OTLP_LOGS_HEADERS"), std::string::npos) << message;
-        EXPECT_NE(message.find("entry 1"), std::string::npos) << message;
-        EXPECT_EQ(message.find("TOKEN123"), std::string::npos) << message;
-      }
+      std::string message = testing::setup_error(c);
+      EXPECT_NE(message.find("OTEL_EXPORTER_OTLP_LOGS_HEADERS"), std::string::npos) << header.first << ": " << message;
+      EXPECT_NE(message.find("entry 1"), std::string::npos) << message;
+      EXPECT_EQ(message.find("TOKEN123"), std::string::npos) << message;
     }
   }
   EXPECT_EQ(collector.requests(), 0);  // nothing reached the wire
