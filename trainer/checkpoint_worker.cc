@@ -106,10 +106,14 @@ void CheckpointWorker::submit(const std::string& bootstrap, const std::string& p
 std::string CheckpointWorker::gone() const {
   std::string what = "the checkpoint worker (pid " + std::to_string(pid_) + ") is gone";
   int status = 0;
-  for (int i = 0; i < 50 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(10000);  // a pipe closes first
-  if (WIFSIGNALED(status)) return what + ": killed by signal " + std::to_string(WTERMSIG(status)) + " (" + ::strsignal(WTERMSIG(status)) + ")";
-  if (WIFEXITED(status)) return what + ": it exited with status " + std::to_string(WEXITSTATUS(status));
-  return what;
+  // Its pipe closes as it dies: give the kernel half a second to make the exit status known.
+  pid_t reaped = 0;
+  for (int i = 0; i < 50 && (reaped = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i) ::usleep(10000);
+  if (reaped != pid_) return what;
+  if (WIFSIGNALED(status)) {
+    return what + ": killed by signal " + std::to_string(WTERMSIG(status)) + " (" + ::strsignal(WTERMSIG(status)) + ")";
+  }
+  return what + ": it exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
 bool CheckpointWorker::wait_written() {

@@ -88,6 +88,21 @@ int hex_value(char c) {
 }
 }  // namespace
 
+std::string percent_encode(std::string_view s, bool (*escaped)(unsigned char)) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (escaped(u)) {
+      out += {'%', kHex[u >> 4], kHex[u & 15]};
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::optional<std::string> percent_decode(std::string_view s) {
   std::string out;
   out.reserve(s.size());

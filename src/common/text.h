@@ -26,6 +26,8 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 namespace lens::internal {
 // Decodes %XX escapes (W3C Baggage / OTEL_RESOURCE_ATTRIBUTES / OTLP headers); nullopt on a malformed escape.
 std::optional<std::string> percent_decode(std::string_view s);
+// Writes every byte for which `escaped` is true as %XX (upper-case hex); percent_decode reverses it.
+std::string percent_encode(std::string_view s, bool (*escaped)(unsigned char));
 }  // namespace lens::internal
 
 namespace lens::internal {

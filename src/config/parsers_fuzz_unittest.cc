@@ -119,14 +119,18 @@ TEST(ParsersFuzz, TraceContextAndRunIdsAndTextHelpers) {
                                           "vendor=value,other=x", "https://user:pw@host:4318/v1/traces?key=1"};
   for (int i = 0; i < kIterations; ++i) {
     std::string text = inputs.next(seeds);
-    if (auto context = from_traceparent(text)) EXPECT_TRUE(context->is_valid()) << text;
+    if (auto context = from_traceparent(text)) {
+      EXPECT_TRUE(context->is_valid()) << text;
+    }
     (void)normalize_tracestate(text);
     (void)internal::percent_decode(text);
     (void)internal::redact_url(text);
     EXPECT_LE(internal::printable_excerpt(text).size(), 256u * 4 + 3);
     BinaryContext binary{};
     for (std::size_t b = 0; b < binary.size(); ++b) binary[b] = static_cast<std::uint8_t>(text.empty() ? b : text[b % text.size()]);
-    if (auto context = from_binary(binary)) EXPECT_TRUE(context->is_valid());
+    if (auto context = from_binary(binary)) {
+      EXPECT_TRUE(context->is_valid());
+    }
     expect_value_or_config_error(text, [](const std::string& t) {
       std::string name = internal::run_directory_name(t);
       EXPECT_EQ(name.find('/'), std::string::npos);

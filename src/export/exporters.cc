@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <cctype>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "common/log.h"
+#include "common/text.h"
 #include "export/otlp_exporter.h"
 #include "export/otlp_json.h"
 
@@ -70,7 +70,8 @@ struct FileSink {
     fds[k] = ::open(paths[k].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fds[k] >= 0) torn[k] = ends_torn(k);
   }
-  // The last byte of the file, read through a separate descriptor (an O_APPEND one cannot pread portably).
+  // Whether the file's last byte is not a newline, read through a separate descriptor (an O_APPEND one cannot
+  // pread portably).
   bool ends_torn(int k) const {
     int reader = ::open(paths[k].c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (reader < 0) return false;
@@ -166,18 +167,10 @@ std::unique_ptr<TelemetryExporter> make_file_exporter(const std::string& prefix,
 }
 
 std::string run_directory_name(const std::string& run_id) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (std::size_t i = 0; i < run_id.size(); ++i) {
-    auto c = static_cast<unsigned char>(run_id[i]);
-    bool safe = std::isalnum(c) || c == '_' || c == '-' || (c == '.' && i > 0);
-    if (safe) {
-      out += static_cast<char>(c);
-    } else {
-      out += {'%', kHex[c >> 4], kHex[c & 15]};
-    }
-  }
+  std::string out =
+      percent_encode(run_id, [](unsigned char c) { return !(std::isalnum(c) || c == '_' || c == '-' || c == '.'); });
   if (out.empty()) out = "%00";
+  if (out.front() == '.') out.replace(0, 1, "%2E");  // never "." or "..", never hidden
   if (out.size() > 200) {
     throw ConfigError("lens: the run id is too long to name a directory (" + std::to_string(run_id.size()) +
                       " bytes); set <PREFIX>_RUN_ID to a shorter one");

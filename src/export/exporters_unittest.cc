@@ -2,8 +2,11 @@
 // FILE_DIR, files are private and never opened through a symlink, a torn last line is never extended, and a file
 // deleted mid-run is made again.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -114,6 +117,40 @@ TEST_F(FileExporter, ATornLastLineIsNeverExtended) {
   EXPECT_FALSE(nlohmann::json::accept(got[0]));
   ASSERT_TRUE(nlohmann::json::accept(got[1])) << got[1];
   EXPECT_NE(got[1].find("after-the-tear"), std::string::npos);
+}
+
+// A write cut short, as by a full disk (here by RLIMIT_FSIZE): the batch is counted as failed, the torn line stays
+// a line of its own, and the next batch is a whole line again.
+TEST_F(FileExporter, AWriteCutShortIsCountedAndTheNextLineStartsClean) {
+  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  { LENS_SPAN(mg::job, "before"); }
+  ASSERT_TRUE(t.force_flush());
+  fs::path file = root_ / "telemetry/run-1/rank0.traces.jsonl";
+  rlimit before{}, cut{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  cut = before;
+  cut.rlim_cur = static_cast<rlim_t>(fs::file_size(file)) + 64;  // room for 64 bytes of the next line
+  auto previous = std::signal(SIGXFSZ, SIG_IGN);                   // else the kernel ends the process
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &cut), 0);
+  { LENS_SPAN(mg::job, "cut", {"padding", std::string(200, 'x')}); }
+  t.force_flush();
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, previous);
+  std::string log = ::testing::internal::GetCapturedStderr();
+  { LENS_SPAN(mg::job, "after"); }
+  ASSERT_TRUE(t.shutdown());
+  std::vector<std::string> got = lines(file);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(nlohmann::json::accept(got[0]));
+  EXPECT_FALSE(nlohmann::json::accept(got[1]));
+  EXPECT_EQ(got[1].size(), 64u);
+  ASSERT_TRUE(nlohmann::json::accept(got[2])) << got[2];
+  EXPECT_NE(got[2].find("after"), std::string::npos);
+  SpanStats s = t.span_stats();
+  EXPECT_EQ(s.dropped_export_failed, 1u);
+  EXPECT_EQ(s.exported, 2u);
+  EXPECT_NE(log.find("cannot write telemetry"), std::string::npos) << log;
 }
 
 TEST_F(FileExporter, AFileDeletedMidRunIsMadeAgain) {

@@ -170,11 +170,11 @@ const char* header_problem(std::string_view key, std::string_view value, bool gr
                   : "has a key that is not an HTTP header name (no spaces, ':' or control characters)";
     }
   }
-  if (grpc && to_lower(key).starts_with("grpc-")) return "has a key with the prefix 'grpc-', which gRPC reserves";
-  bool binary = grpc && to_lower(key).ends_with("-bin");
+  const std::string lower = to_lower(key);
+  if (grpc && lower.starts_with("grpc-")) return "has a key with the prefix 'grpc-', which gRPC reserves";
+  if (grpc && lower.ends_with("-bin")) return nullptr;  // binary metadata carries any bytes
   for (char v : value) {
     auto c = static_cast<unsigned char>(v);
-    if (binary) break;
     if (grpc ? (c < 0x20 || c > 0x7e) : ((c < 0x20 && c != '\t') || c == 0x7f)) {
       return grpc ? "has a value that gRPC metadata cannot carry (printable ASCII only; CR, LF, NUL are refused)"
                   : "has a value with a control character (CR, LF, NUL, ...), which would split the request";

@@ -55,12 +55,10 @@ std::size_t collect_retry_after(char* data, std::size_t size, std::size_t count,
   static constexpr std::string_view kName = "retry-after:";
   if (line.size() > kName.size() && strncasecmp(line.data(), kName.data(), kName.size()) == 0) {
     std::string_view value = trim(line.substr(kName.size()));
-    std::uint64_t seconds = 0;
-    auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-    if (end == value.data() + value.size() || error == std::errc::result_out_of_range) {
-      if (error == std::errc::result_out_of_range) seconds = UINT64_MAX;
-      if (end != value.data()) *static_cast<std::optional<std::chrono::milliseconds>*>(out) = bounded_retry_hint(seconds);
-    }
+    if (value.empty() || value.find_first_not_of("0123456789") != std::string_view::npos) return size * count;
+    std::uint64_t seconds = UINT64_MAX;  // stays so when the digits overflow
+    (void)std::from_chars(value.data(), value.data() + value.size(), seconds);
+    *static_cast<std::optional<std::chrono::milliseconds>*>(out) = bounded_retry_hint(seconds);
   }
   return size * count;
 }

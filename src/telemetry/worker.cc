@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/text.h"
 
 namespace lens {
 
@@ -12,36 +13,13 @@ constexpr std::string_view kHeader = "lens-worker-bootstrap 1";
 
 // %XX for '%', control characters, '=' and ',' (so values can hold lists and keys hold anything).
 std::string escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '%' || c == '=' || c == ',' || u < 0x20 || u == 0x7f) {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", u);
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return internal::percent_encode(s, [](unsigned char c) { return c == '%' || c == '=' || c == ',' || c < 0x20 || c == 0x7f; });
 }
 
 bool unescape(std::string_view s, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    if (i + 2 >= s.size()) return false;  // "%X" or "%" at the end
-    char* end = nullptr;
-    std::string hex(s.substr(i + 1, 2));
-    long v = std::strtol(hex.c_str(), &end, 16);
-    if (hex.size() != 2 || *end != '\0') return false;
-    out += static_cast<char>(v);
-    i += 2;
-  }
-  return true;
+  std::optional<std::string> decoded = internal::percent_decode(s);
+  if (decoded) out = std::move(*decoded);
+  return decoded.has_value();
 }
 
 }  // namespace

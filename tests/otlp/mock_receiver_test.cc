@@ -243,8 +243,8 @@ TEST_P(MockReceiver, LogsArriveWithTheirSpan) {
 
 INSTANTIATE_TEST_SUITE_P(Protocols, MockReceiver,
                          ::testing::Values(OtlpProtocol::kGrpc, OtlpProtocol::kHttpProtobuf, OtlpProtocol::kHttpJson),
-                         [](const auto& info) {
-                           switch (info.param) {
+                         [](const auto& protocol) {
+                           switch (protocol.param) {
                              case OtlpProtocol::kGrpc: return "grpc";
                              case OtlpProtocol::kHttpProtobuf: return "http_protobuf";
                              default: return "http_json";

@@ -72,14 +72,7 @@ TEST(HostileCollector, AHugeRetryAfterDropsOneBatchAndExportGoesOn) {
   });
   Config c = http_config(collector.port());
   c.span_batch.export_timeout_ms = 1500;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
-  { LENS_SPAN(mg::job, "first"); }
-  t.force_flush(std::chrono::seconds(5));
-  { LENS_SPAN(mg::job, "second"); }
-  auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(t.shutdown(std::chrono::seconds(5)));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
-  SpanStats s = t.span_stats();
+  SpanStats s = testing::export_two_batches(c).span_stats();
   EXPECT_EQ(collector.requests(), 2);
   EXPECT_EQ(s.dropped_export_failed, 1u);
   EXPECT_EQ(s.exported, 1u);

@@ -2,7 +2,9 @@
 // here: trusted through OTEL_EXPORTER_OTLP_*_CERTIFICATE the data arrives; untrusted, the export fails with a
 // clear message and nothing reaches the collector (no fallback to clear text). Linked against the shared lens,
 // so this file's TLS-enabled cpp-httplib never meets the one inside lens.
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT  // Debian's cpp-httplib.pc may define it already
 #define CPPHTTPLIB_OPENSSL_SUPPORT
+#endif
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

@@ -148,9 +148,9 @@ def main():
     build_dir, source_dir = (os.path.realpath(d) for d in (args.build_dir, args.source_dir))
 
     listed = [p for p in listed_packages(source_dir) if p not in args.drop]
-    read = {"header": headers_read(build_dir), "library": libraries_linked(build_dir),
-            "program": programs_found(build_dir)}
-    if not read["header"]:
+    read = {"headers": headers_read(build_dir), "libraries": libraries_linked(build_dir),
+            "programs": programs_found(build_dir)}
+    if not read["headers"]:
         print(f"setup check: ninja's dependency log in {build_dir} is empty: build first", file=sys.stderr)
         return 2
 
@@ -166,13 +166,12 @@ def main():
                 continue
             package = owner_of(path, owners)
             if package is None:
-                unowned.append(f"{kind} {path}")
+                unowned.append(f"{path} (among the {kind})")
             else:
                 needed.setdefault(package, []).append(path)
 
     missing = sorted(p for p in needed if p not in closure)
-    counts = ", ".join(f"{len(v)} {k}{'ies' if k.endswith('y') else 's'}".replace("yies", "ies")
-                       for k, v in read.items())
+    counts = ", ".join(f"{len(paths)} {kind}" for kind, paths in read.items())
     print(f"setup check: the build read {counts} from {len(needed)} Debian packages; setup-deps.sh names "
           f"{len(listed)}, whose Depends closure with the base system is {len(closure)} packages")
     for package in missing:

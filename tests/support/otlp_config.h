@@ -3,10 +3,14 @@
 // over `protocol` to `endpoint` with a 2 s attempt timeout within a 4 s batch deadline.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <chrono>
 #include <string>
 
 #include "lens/config.h"
 #include "lens/megatron.h"
+#include "lens/telemetry.h"
 
 namespace lens::testing {
 
@@ -26,6 +30,20 @@ inline Config otlp_test_config(OtlpProtocol protocol, const std::string& endpoin
     s->timeout_ms = 2000;
   }
   return c;
+}
+
+// Sets telemetry up with `config`, exports one span ("first") with a flush and another ("second") with the
+// shutdown, and returns the shut-down handle for its counts: how a retry test sees that trouble with the first
+// batch does not hold the second. Expects the shutdown to succeed within 4 s.
+inline Telemetry export_two_batches(const Config& config) {
+  Telemetry t = setup_telemetry(config, 0, 1, {}, SetupOptions{.reinit = true});
+  { LENS_SPAN(megatron::group::job, "first"); }
+  t.force_flush(std::chrono::seconds(5));
+  { LENS_SPAN(megatron::group::job, "second"); }
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(t.shutdown(std::chrono::seconds(5)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  return t;
 }
 
 }  // namespace lens::testing
