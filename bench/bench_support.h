@@ -18,19 +18,30 @@ class DiscardExporter final : public internal::TelemetryExporter {
   }
 };
 
+inline Telemetry setup_discarding(Config config) {
+  config.catalogue = megatron::catalogue();
+  config.enabled = true;
+  return internal::setup(config, 0, 1, {}, SetupOptions{.reinit = true}, std::make_unique<DiscardExporter>());
+}
+
 // Every group of `per_step` and `microbatch` on (so `step` is on and `layer` is off), the default sampler
-// (parentbased_always_on), metrics and logs on. Set up once: a new setup would give the next benchmark cold queues to fault in.
-inline void set_up() {
-  static Telemetry telemetry = internal::setup(
-      [] {
-        Config config;
-        config.catalogue = megatron::catalogue();
-        config.enabled = true;
-        config.span_groups = "per_step,microbatch";
-        config.logs_enabled = true;
-        return config;
-      }(),
-      0, 1, {}, SetupOptions{.reinit = true}, std::make_unique<DiscardExporter>());
+// (parentbased_always_on), metrics and logs on. Set up once: a new setup would give the next benchmark cold
+// queues to fault in.
+inline Telemetry& set_up() {
+  static Telemetry telemetry = setup_discarding([] {
+    Config config;
+    config.span_groups = "per_step,microbatch";
+    config.logs_enabled = true;
+    return config;
+  }());
+  return telemetry;
+}
+
+// A setup of its own with the default batch settings and `groups` on.
+inline Telemetry fresh_setup(std::string groups) {
+  Config config;
+  config.span_groups = std::move(groups);
+  return setup_discarding(std::move(config));
 }
 
 }  // namespace lens::bench

@@ -37,33 +37,56 @@ void BM_Baseline_RelaxedAtomicLoad(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_RelaxedAtomicLoad);
 
-void BM_Span_NoAttributes(benchmark::State& state) {
-  lens::bench::set_up();
+// Each span case runs two ways (the `kept` argument): kept:1, in bursts of kBurst spans with an untimed flush
+// between them, so every span is kept and the figure is what a user pays; kept:0, a tight loop, where the
+// producer outruns the export thread and part of the figure is the drop path. Both print `drop_ratio`.
+constexpr std::int64_t kBurst = 1000;
+
+template <typename Body>
+void span_case(benchmark::State& state, Body body) {
+  lens::Telemetry& t = lens::bench::set_up();
+  const bool kept = state.range(0) != 0;
+  t.force_flush();
+  const lens::SpanStats before = t.span_stats();
+  std::int64_t n = 0;
   for (auto _ : state) {
-    LENS_SPAN(mg::step, "megatron.train_step");
+    body();
+    if (kept && ++n == kBurst) {
+      state.PauseTiming();
+      t.force_flush();
+      n = 0;
+      state.ResumeTiming();
+    }
   }
+  t.force_flush();
+  const lens::SpanStats after = t.span_stats();
+  const double produced = static_cast<double>(after.produced - before.produced);
+  state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(after.dropped() - before.dropped()) / produced : 0;
 }
-BENCHMARK(BM_Span_NoAttributes);
+
+#define LENS_SPAN_CASE(name) BENCHMARK(name)->ArgName("kept")->Arg(1)->Arg(0)
+
+void BM_Span_NoAttributes(benchmark::State& state) {
+  span_case(state, [] { LENS_SPAN(mg::step, "megatron.train_step"); });
+}
+LENS_SPAN_CASE(BM_Span_NoAttributes);
 
 void BM_Span_FourAttributes(benchmark::State& state) {
-  lens::bench::set_up();
   std::int64_t iteration = 0;
-  for (auto _ : state) {
+  span_case(state, [&] {
     LENS_SPAN(mg::step, "megatron.train_step", {"megatron.iteration", iteration}, {"megatron.num_microbatches", 8},
               {"megatron.loss", 2.31}, {"megatron.phase", "train"});
     ++iteration;
-  }
+  });
 }
-BENCHMARK(BM_Span_FourAttributes);
+LENS_SPAN_CASE(BM_Span_FourAttributes);
 
 void BM_Span_NestedChild(benchmark::State& state) {
   lens::bench::set_up();
   LENS_SPAN(mg::step, "megatron.train_step");
-  for (auto _ : state) {
-    LENS_SPAN(mg::microbatch, "megatron.microbatch.forward");
-  }
+  span_case(state, [] { LENS_SPAN(mg::microbatch, "megatron.microbatch.forward"); });
 }
-BENCHMARK(BM_Span_NestedChild);
+LENS_SPAN_CASE(BM_Span_NestedChild);
 
 void BM_Span_DisabledGroup(benchmark::State& state) {
   lens::bench::set_up();
@@ -84,12 +107,10 @@ void BM_Span_SampledOut(benchmark::State& state) {
 }
 BENCHMARK(BM_Span_SampledOut);
 
+// Two threads at once: each flushes (untimed) after its own bursts in the kept form.
 void BM_Span_TwoProducerThreads(benchmark::State& state) {
-  if (state.thread_index() == 0) lens::bench::set_up();
-  for (auto _ : state) {
-    LENS_SPAN(mg::step, "megatron.train_step");
-  }
+  span_case(state, [] { LENS_SPAN(mg::step, "megatron.train_step"); });
 }
-BENCHMARK(BM_Span_TwoProducerThreads)->Threads(2)->UseRealTime();
+LENS_SPAN_CASE(BM_Span_TwoProducerThreads)->Threads(2)->UseRealTime();
 
 }  // namespace

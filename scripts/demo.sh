@@ -54,5 +54,7 @@ for path in glob.glob(sys.argv[1] + "/rank*.traces.jsonl"):
 for name, n in sorted(counts.items()):
     print(f"  {n:7d}  {name}")
 PY
+echo "demo: what became of the spans, per rank (nothing dropped is the expectation, with every group on):"
+grep -E "lens: spans:" "$log" | sed 's/^\[[0-9]*\]://; s/^/  /'
 echo "demo: final losses:"
 grep -E "validation loss|done:" "$log" | sed 's/^\[[0-9]*\]://; s/^/  /'

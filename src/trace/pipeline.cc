@@ -57,12 +57,13 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
       settings_(bounded(std::move(settings))),
       exporter_(std::move(exporter)),
+      queue_budget_(std::clamp<std::size_t>(static_cast<std::size_t>(settings_.batch.max_queue_size) * kQueueBytesPerSpan,
+                                            kMinQueueBytes, kMaxQueueBytes)),
       metric_collector_(settings_.temporality),
       next_metrics_(std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.metric_interval_ms)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   done_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   batch_spans_.reserve(batch_size);
-  batch_offsets_.reserve(batch_size);
   // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
   // inherited from this thread's at creation.
   sigset_t all, previous;
@@ -75,10 +76,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
 ThreadState* Pipeline::thread_state() noexcept {
   if (stopped()) return nullptr;
   try {
-    // Queue bytes: room for max_queue_size spans of ~256 bytes, within [64 KiB, 64 MiB].
-    std::size_t spans = static_cast<std::size_t>(settings_.batch.max_queue_size);
-    std::size_t bytes = std::clamp<std::size_t>(spans * 256, 64 << 10, 64 << 20);
-    auto state = std::make_unique<ThreadState>(this, spans, bytes);
+    auto state = std::make_unique<ThreadState>(this, batch_size, queue_budget_);
     ThreadState* t = state.get();
     std::lock_guard lock(threads_mutex_);
     threads_.push_back(std::move(state));
@@ -89,7 +87,14 @@ ThreadState* Pipeline::thread_state() noexcept {
 }
 
 void Pipeline::wake_exporter() noexcept {
+  // An exchange, not a load first: the export thread clears the flag with an exchange before it drains, so
+  // either it sees this producer's spans or this producer sees the flag cleared and writes the eventfd.
   if (!wake_pending_.exchange(true, std::memory_order_acq_rel)) signal_fd(wake_fd_);
+}
+
+std::size_t Pipeline::thread_states() const {
+  std::lock_guard lock(threads_mutex_);
+  return threads_.size();
 }
 
 std::vector<ThreadState*> Pipeline::snapshot_threads() {
@@ -113,7 +118,7 @@ void Pipeline::run() {
     }
     wait_fd(wake_fd_, busy ? 0 : static_cast<int>(std::min<std::int64_t>(wait_ms, INT32_MAX)));
     clear_fd(wake_fd_);
-    wake_pending_.store(false, std::memory_order_release);
+    wake_pending_.exchange(false, std::memory_order_acq_rel);  // pairs with wake_exporter()
 
     if (signal_shutdown_.load(std::memory_order_acquire)) {
       if (ThreadState* parked = parked_.exchange(nullptr)) truncate_open_spans(*parked);
@@ -151,17 +156,15 @@ void Pipeline::run() {
 bool Pipeline::drain_and_export(Deadline deadline) {
   bool full_batch = false;
   for (ThreadState* t : snapshot_threads()) {
+    // Read before draining: an ended thread pushed its last span before it said so.
+    const bool ended = t->exited.load(std::memory_order_acquire);
     // At most what is queued now, so a producer that never pauses cannot keep a flush from ending.
     std::uint64_t available = t->queue.size();
     while (available > 0) {
       std::size_t room = batch_size - batch_spans_.size();
-      std::size_t n = t->queue.pop(std::min<std::uint64_t>(room, available), [&](const std::uint8_t* record) {
-        std::uint32_t size;
-        std::memcpy(&size, record, 4);
-        batch_offsets_.push_back(batch_bytes_.size());
-        batch_bytes_.insert(batch_bytes_.end(), record, record + size);
-        batch_spans_.push_back(nullptr);  // pointers are fixed up once the bytes stop moving
-      });
+      std::size_t n = t->queue.pop(
+          std::min<std::uint64_t>(room, available), [&](const std::uint8_t* record) { batch_spans_.push_back(record); },
+          [&](SpanChunk* chunk) { retired_chunks_.push_back(chunk); });
       if (n == 0) break;
       available -= n;
       if (batch_spans_.size() >= batch_size) {
@@ -169,13 +172,34 @@ bool Pipeline::drain_and_export(Deadline deadline) {
         full_batch = true;
       }
     }
+    if (ended) free_if_ended(t);
   }
-  if (!batch_spans_.empty()) export_batch(deadline);
+  if (!batch_spans_.empty() || !retired_chunks_.empty()) export_batch(deadline);
   return full_batch;
 }
 
+void Pipeline::free_if_ended(ThreadState* t) {
+  // A span the thread started may still be open on another thread; its state waits for it.
+  if (t->queue.size() != 0 || !t->all_slots_free()) return;
+  std::unique_ptr<ThreadState> freed;
+  {
+    std::lock_guard lock(threads_mutex_);
+    auto it = std::find_if(threads_.begin(), threads_.end(), [&](const auto& owned) { return owned.get() == t; });
+    if (it == threads_.end()) return;
+    ended_threads_.add(t->counters);
+    // Its last records may sit in the batch being built: its chunks go when that batch has been exported.
+    t->queue.retire_all([&](SpanChunk* chunk) { retired_chunks_.push_back(chunk); });
+    freed = std::move(*it);
+    *it = std::move(threads_.back());
+    threads_.pop_back();
+  }
+}
+
 void Pipeline::export_batch(Deadline deadline) {
-  for (std::size_t i = 0; i < batch_spans_.size(); ++i) batch_spans_[i] = batch_bytes_.data() + batch_offsets_[i];
+  if (batch_spans_.empty()) {
+    release_retired_chunks();
+    return;
+  }
   time_.refresh();
   in_flight_.store(batch_spans_.size(), std::memory_order_release);
   ExportResult result = ExportResult::kFailure;
@@ -195,8 +219,12 @@ void Pipeline::export_batch(Deadline deadline) {
     export_failures_.fetch_add(1, std::memory_order_relaxed);
   }
   batch_spans_.clear();
-  batch_offsets_.clear();
-  batch_bytes_.clear();
+  release_retired_chunks();
+}
+
+void Pipeline::release_retired_chunks() noexcept {
+  for (SpanChunk* chunk : retired_chunks_) SpanChunk::free(chunk);
+  retired_chunks_.clear();
 }
 
 void Pipeline::emit_log(LogRecordData record) {
@@ -394,7 +422,8 @@ void Pipeline::truncate_open_spans(ThreadState& t) noexcept {
     s.header.bits |= RecordHeader::kTruncated;  // the exporters add the attribute and the event
     ThreadCounters::bump(t.counters.produced);
     s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
-    if (!t.queue.push(s.header, s.arena)) ThreadCounters::bump(t.counters.dropped_queue_full);
+    if (t.queue.push(s.header, s.arena) == SpanQueue::Push::kDropped)
+      ThreadCounters::bump(t.counters.dropped_queue_full);
     s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     t.free_slots |= std::uint64_t{1} << s.owner_slot_index;
   }
@@ -402,18 +431,20 @@ void Pipeline::truncate_open_spans(ThreadState& t) noexcept {
 
 SpanStats Pipeline::stats() const {
   SpanStats s;
+  ThreadCounters total;
   {
-    std::lock_guard lock(const_cast<std::mutex&>(threads_mutex_));
+    std::lock_guard lock(threads_mutex_);
+    total.add(ended_threads_);
     for (const auto& t : threads_) {
-      const ThreadCounters& c = t->counters;
-      s.produced += c.produced.load(std::memory_order_relaxed);
-      s.dropped_queue_full += c.dropped_queue_full.load(std::memory_order_relaxed);
-      s.dropped_no_slot += c.dropped_no_slot.load(std::memory_order_relaxed);
-      s.dropped_after_shutdown += c.dropped_after_shutdown.load(std::memory_order_relaxed);
-      s.sampled_out += c.sampled_out.load(std::memory_order_relaxed);
+      total.add(t->counters);
       s.queued += t->queue.size();
     }
   }
+  s.produced = total.produced.load(std::memory_order_relaxed);
+  s.dropped_queue_full = total.dropped_queue_full.load(std::memory_order_relaxed);
+  s.dropped_no_slot = total.dropped_no_slot.load(std::memory_order_relaxed);
+  s.dropped_after_shutdown = total.dropped_after_shutdown.load(std::memory_order_relaxed);
+  s.sampled_out = total.sampled_out.load(std::memory_order_relaxed);
   std::uint64_t late = late_drops_.load(std::memory_order_relaxed);
   s.produced += late;
   s.dropped_after_shutdown += late;

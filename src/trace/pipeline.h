@@ -37,8 +37,17 @@ class Pipeline {
   Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter> exporter, std::unique_ptr<Sampler> sampler);
   Pipeline(const Pipeline&) = delete;
 
-  // The calling thread's state, created and registered on its first span.
+  // The calling thread's state, created and registered on its first span (null when there is no memory).
   ThreadState* thread_state() noexcept;
+  // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
+  // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within
+  // [kMinQueueBytes, kMaxQueueBytes].
+  static constexpr std::size_t kQueueBytesPerSpan = 1024;
+  static constexpr std::size_t kMinQueueBytes = 64 << 10;
+  static constexpr std::size_t kMaxQueueBytes = std::size_t{1} << 30;
+  const QueueBudget& queue_budget() const noexcept { return queue_budget_; }
+  // Thread states alive now (a thread's is freed after it ends, once drained).
+  std::size_t thread_states() const;
 
   // Exports everything queued now; false when `deadline` passed first.
   bool force_flush(Deadline deadline);
@@ -90,13 +99,18 @@ class Pipeline {
   void append_self_metrics(std::vector<MetricData>& out) const;
   void export_batch(Deadline deadline);
   std::vector<ThreadState*> snapshot_threads();
+  // Frees the state of a thread that has ended, once nothing refers to it; its counts are kept.
+  void free_if_ended(ThreadState* t);
+  void release_retired_chunks() noexcept;
   void finish();
 
   PipelineSettings settings_;
   std::unique_ptr<TelemetryExporter> exporter_;
 
-  std::mutex threads_mutex_;
+  QueueBudget queue_budget_;
+  mutable std::mutex threads_mutex_;
   std::vector<std::unique_ptr<ThreadState>> threads_;
+  ThreadCounters ended_threads_;  // the counts of freed states (guarded by threads_mutex_)
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -116,11 +130,10 @@ class Pipeline {
   std::atomic<bool> signal_shutdown_{false};
   std::atomic<ThreadState*> parked_{nullptr};
 
-  // Export-thread state.
+  // Export-thread state: the batch points into queue chunks, freed once it is exported.
   TimeMap time_;
-  std::vector<std::uint8_t> batch_bytes_;
   std::vector<const std::uint8_t*> batch_spans_;
-  std::vector<std::size_t> batch_offsets_;
+  std::vector<SpanChunk*> retired_chunks_;
 
   alignas(64) std::atomic<std::uint64_t> exported_{0};
   std::atomic<std::uint64_t> dropped_export_failed_{0};

@@ -10,6 +10,7 @@
 #include "lens/log.h"
 #include "lens/metrics.h"
 #include "support/capture.h"
+#include "trace/pipeline.h"
 
 namespace lens {
 namespace {
@@ -17,6 +18,124 @@ namespace {
 namespace mg = megatron::group;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
+
+// Waits up to `limit` for `done()`: a generous bound on a condition, not a timing figure.
+template <typename F>
+bool eventually(F done, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  for (auto until = steady_clock::now() + limit; steady_clock::now() < until;) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return done();
+}
+
+std::size_t exported_spans(testing::Capture& c) {
+  std::lock_guard lock(c.exporter().mutex);
+  return c.exporter().spans;
+}
+
+// Issue 13: the export thread drained a batch and went idle; the producer's wake-up test then compared a stale
+// count with the batch size, never matched again, and the next batch waited for the schedule delay (here 60 s)
+// while new spans were dropped.
+TEST(Pipeline, ABatchAfterTheExportThreadWentIdleWakesItAgain) {
+  Config config = testing::capture_config("job");
+  config.span_batch.max_export_batch_size = 64;
+  testing::Capture c(config);
+  // A partial batch waits for the schedule delay, as OpenTelemetry's batch processor does: what must not wait is
+  // a full one.
+  std::size_t pushed = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < (round == 0 ? 100 : 64); ++i, ++pushed) {
+      LENS_SPAN(mg::job, "burst");
+    }
+    ASSERT_TRUE(eventually([&] { return exported_spans(c) + 63 >= pushed; }))
+        << "round " << round << ": " << exported_spans(c) << " of " << pushed << " exported; the wake-up was lost";
+    std::this_thread::sleep_for(milliseconds(20));  // the export thread is asleep again
+  }
+  EXPECT_EQ(c.telemetry().span_stats().dropped(), 0u);
+}
+
+// Issue 12: 3,000 short-lived threads with one span each held 1.9 GiB, a state per thread never freed.
+TEST(Pipeline, AThreadsStateIsFreedAfterItEnds) {
+  testing::Capture c(testing::capture_config("job"));
+  internal::Pipeline* p = internal::g_pipeline.load();
+  ASSERT_NE(p, nullptr);
+  constexpr int kThreads = 3000;
+  for (int i = 0; i < kThreads; ++i) {
+    std::thread([] { LENS_SPAN(mg::job, "short-lived"); }).join();
+    if (i % 500 == 0) {
+      ASSERT_TRUE(c.telemetry().force_flush());
+    }
+  }
+  ASSERT_TRUE(c.telemetry().force_flush());
+  ASSERT_TRUE(c.telemetry().force_flush());  // the states of threads drained in the last pass go in this one
+  EXPECT_LE(p->thread_states(), 600u) << "states of ended threads are freed";
+  EXPECT_LE(p->queue_budget().in_use(), 0u) << "and their chunks with them";
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.produced, static_cast<std::uint64_t>(kThreads)) << "the counts of freed states are kept";
+  EXPECT_EQ(s.exported, static_cast<std::uint64_t>(kThreads));
+}
+
+// A span started on a thread that ends before the span does: the state waits for it.
+TEST(Pipeline, AStateOutlivesItsThreadWhileOneOfItsSpansIsOpen) {
+  testing::Capture c(testing::capture_config("job"));
+  Span carried;
+  std::thread([&] { carried = Span(mg::job, "carried"); }).join();
+  ASSERT_TRUE(c.telemetry().force_flush());
+  ASSERT_TRUE(c.telemetry().force_flush());
+  carried.set_attribute("after", 1);  // would touch freed memory (ASan) if the state had gone
+  carried.end();
+  ASSERT_TRUE(c.telemetry().force_flush());
+  EXPECT_EQ(exported_spans(c), 1u);
+  EXPECT_EQ(testing::attribute(c.span("carried"), "after"), testing::json({{"intValue", "1"}}));
+}
+
+// Issue 12: OTEL_BSP_MAX_QUEUE_SIZE=262144 and 300 threads took 19.3 GiB; the bound is now one per process
+// (here room for 8192 spans of 1 KiB: 8 MiB for all 32 threads together).
+TEST(Pipeline, QueueMemoryIsBoundedPerProcessNotPerThread) {
+  Config config = testing::capture_config("job");
+  config.span_batch.max_queue_size = 8192;
+  testing::Capture c(config);
+  internal::Pipeline* p = internal::g_pipeline.load();
+  c.exporter().hang = true;  // nothing leaves the queues
+  { LENS_SPAN(mg::job, "held"); }
+  ASSERT_TRUE(eventually([&] { return c.telemetry().span_stats().queued == 1; }));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 32; ++t)
+    threads.emplace_back([] {
+      for (int i = 0; i < 5000; ++i) {
+        LENS_SPAN(mg::job, "flood", {"i", i}, {"payload", "0123456789012345678901234567890123456789"});
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_LE(p->queue_budget().in_use(), p->queue_budget().limit());
+  EXPECT_EQ(p->queue_budget().limit(), 8192u * internal::Pipeline::kQueueBytesPerSpan);
+  SpanStats during = c.telemetry().span_stats();
+  EXPECT_GT(during.dropped_queue_full, 0u) << "160,000 spans of ~190 B do not fit 8 MiB";
+  c.exporter().release();
+  ASSERT_TRUE(c.telemetry().shutdown(std::chrono::seconds(60)));
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+  EXPECT_EQ(s.produced, 1u + 32u * 5000u);
+}
+
+// Issue 13, for logs: a batch emitted after the export thread went idle is exported without waiting the delay.
+TEST(Pipeline, ALogBatchAfterTheExportThreadWentIdleWakesItAgain) {
+  Config config = testing::capture_config("job");
+  config.logs_enabled = true;
+  config.log_batch.schedule_delay_ms = 60000;
+  config.log_batch.max_export_batch_size = 32;
+  testing::Capture c(config);
+  auto logs_exported = [&] { return c.telemetry().log_stats().exported; };
+  std::uint64_t emitted = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 40; ++i, ++emitted) log(Severity::kInfo, "burst");
+    ASSERT_TRUE(eventually([&] { return logs_exported() + 31 >= emitted; }))
+        << "round " << round << ": " << logs_exported() << " of " << emitted << " exported";
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(c.telemetry().log_stats().dropped(), 0u);
+}
 
 TEST(Pipeline, AFullQueueDropsAndCountsExactly) {
   Config config = testing::capture_config("job");

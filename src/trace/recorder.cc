@@ -1,6 +1,7 @@
 // The span path: start, add to, and end a span on the training thread. No lock, no allocation (after a
 // thread's first span), no read-modify-write atomic unless a span ends on another thread than it started.
 #include <cxxabi.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -22,12 +23,33 @@ namespace {
 
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_state = nullptr;
 
+// A thread's end marks its state, for the export thread to free once drained (a pthread key runs for every
+// thread, however it was made, and after the thread's C++ thread_local destructors, which may still end spans).
+pthread_key_t g_thread_exit_key;
+pthread_once_t g_thread_exit_once = PTHREAD_ONCE_INIT;
+
+void on_thread_exit(void* state) noexcept {
+  auto* t = static_cast<ThreadState*>(state);
+  if (t_state == t) t_state = nullptr;  // a span from a later destructor gets a fresh state
+  t->exited.store(true, std::memory_order_release);
+}
+
+void make_thread_exit_key() noexcept { pthread_key_create(&g_thread_exit_key, on_thread_exit); }
+
+__attribute__((noinline)) ThreadState* attach_state(Pipeline* p) noexcept {
+  ThreadState* t = p->thread_state();
+  if (t != nullptr) {
+    pthread_once(&g_thread_exit_once, make_thread_exit_key);
+    pthread_setspecific(g_thread_exit_key, t);
+  }
+  t_state = t;
+  return t;
+}
+
 LENS_ALWAYS_INLINE ThreadState* state_for(Pipeline* p) noexcept {
   ThreadState* t = t_state;
   if (__builtin_expect(t != nullptr && t->pipeline == p, 1)) return t;
-  t = p->thread_state();
-  t_state = t;
-  return t;
+  return attach_state(p);
 }
 
 // The current pipeline's state for this thread, or null.
@@ -333,11 +355,10 @@ void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   ThreadCounters::bump(t.counters.produced);
   Pipeline* p = t.pipeline;
   s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
-  if (!t.queue.push(s.header, s.arena)) {
-    ThreadCounters::bump(t.counters.dropped_queue_full);
-    return;
-  }
-  if (t.queue.pending_estimate() == p->batch_size) p->wake_exporter();
+  const SpanQueue::Push pushed = t.queue.push(s.header, s.arena);
+  if (__builtin_expect(pushed == SpanQueue::Push::kQueued, 1)) return;
+  if (pushed == SpanQueue::Push::kDropped) ThreadCounters::bump(t.counters.dropped_queue_full);
+  p->wake_exporter();  // a full batch waits, the queue memory is past half, or a span was dropped
 }
 
 void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view type, std::string_view message,

@@ -9,39 +9,6 @@
 
 namespace lens::internal {
 
-SpanQueue::SpanQueue(std::size_t max_spans, std::size_t bytes)
-    : capacity_(std::bit_ceil(bytes < 4096 ? std::size_t{4096} : bytes)), max_spans_(max_spans) {
-  buffer_.reset(new std::uint8_t[capacity_]);
-  // Touched now, on the thread's first span, rather than page by page in the middle of training steps.
-  std::memset(buffer_.get(), 0, capacity_);
-}
-
-bool SpanQueue::push(const RecordHeader& header, const std::uint8_t* arena) noexcept {
-  std::uint64_t head = head_.load(std::memory_order_relaxed);
-  std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
-  if (pushed - cached_popped_ >= max_spans_) {
-    cached_popped_ = popped_.load(std::memory_order_acquire);
-    if (pushed - cached_popped_ >= max_spans_) return false;
-  }
-  const std::uint64_t size = header.size;
-  std::uint64_t offset = head & (capacity_ - 1);
-  std::uint64_t padding = offset + size > capacity_ ? capacity_ - offset : 0;  // a record never wraps
-  if (head + padding + size - cached_tail_ > capacity_) {
-    cached_tail_ = tail_.load(std::memory_order_acquire);
-    if (head + padding + size - cached_tail_ > capacity_) return false;
-  }
-  if (padding != 0) {
-    std::memset(buffer_.get() + offset, 0, 4);  // size 0 marks the padding
-    head += padding;
-    offset = 0;
-  }
-  std::memcpy(buffer_.get() + offset, &header, sizeof header);
-  std::memcpy(buffer_.get() + offset + sizeof header, arena, header.arena_used);
-  head_.store(head + size, std::memory_order_release);
-  pushed_.store(pushed + 1, std::memory_order_release);
-  return true;
-}
-
 namespace {
 std::uint64_t splitmix(std::uint64_t& x) noexcept {
   std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
@@ -96,8 +63,8 @@ SpanId IdGenerator::span_id() noexcept {
   return id;
 }
 
-ThreadState::ThreadState(Pipeline* owner, std::size_t max_spans, std::size_t queue_bytes)
-    : pipeline(owner), slots(new OpenSpan[kMaxOpenSpans]), queue(max_spans, queue_bytes) {
+ThreadState::ThreadState(Pipeline* owner, std::uint64_t batch_size, QueueBudget& budget)
+    : pipeline(owner), slots(new OpenSpan[kMaxOpenSpans]), queue(batch_size, budget) {
   for (int i = 0; i < kMaxOpenSpans; ++i) {
     slots[i].owner = this;
     slots[i].owner_slot_index = static_cast<std::uint8_t>(i);

@@ -1,6 +1,7 @@
 // Per-thread recording state: the open-span slots, the stack of current contexts, the id generator, the queue of
-// ended spans and the counters. Only its thread writes it (except the cross-thread slot release and the
-// consumer's side of the queue), so the span path needs no lock and no read-modify-write atomic.
+// ended spans and the counters. Made at a thread's first span, freed after the thread ends. Only its thread
+// writes it (except the cross-thread slot release and the consumer's side of the queue), so the span path needs
+// no lock and no read-modify-write atomic.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 
 #include "lens/context.h"
 #include "trace/record.h"
+#include "trace/span_queue.h"
 
 namespace lens::internal {
 
@@ -25,35 +27,6 @@ struct OpenSpan {
   alignas(8) std::uint8_t arena[kArenaBytes];
 };
 
-// Single-producer single-consumer byte queue of ended-span records, bounded in bytes and in spans.
-class SpanQueue {
- public:
-  SpanQueue(std::size_t max_spans, std::size_t bytes);
-  // Producer: copies one record (header + arena) in; false when it does not fit (the caller counts the drop).
-  bool push(const RecordHeader& header, const std::uint8_t* arena) noexcept;
-  // Consumer: calls f(record bytes) for up to `max` records; returns how many.
-  template <typename F>
-  std::size_t pop(std::size_t max, F&& f);
-  // Producer only, without touching the consumer's cache line: at least the spans waiting now.
-  std::uint64_t pending_estimate() const noexcept {
-    return pushed_.load(std::memory_order_relaxed) - cached_popped_;
-  }
-  std::uint64_t size() const noexcept {
-    return pushed_.load(std::memory_order_acquire) - popped_.load(std::memory_order_acquire);
-  }
-
- private:
-  std::unique_ptr<std::uint8_t[]> buffer_;
-  std::uint64_t capacity_;  // a power of two
-  std::uint64_t max_spans_;
-  alignas(64) std::atomic<std::uint64_t> head_{0};  // bytes written (producer)
-  std::atomic<std::uint64_t> pushed_{0};            // records written (producer)
-  std::uint64_t cached_tail_ = 0;                   // producer's view of tail_
-  std::uint64_t cached_popped_ = 0;                 // producer's view of popped_
-  alignas(64) std::atomic<std::uint64_t> tail_{0};  // bytes consumed (consumer)
-  std::atomic<std::uint64_t> popped_{0};            // records consumed (consumer)
-};
-
 // Counters of one thread, summed by Pipeline::stats(). Written by their thread only (load + store, no RMW).
 struct ThreadCounters {
   std::atomic<std::uint64_t> produced{0};            // sampled-in spans: ended, truncated, or refused a slot
@@ -62,8 +35,16 @@ struct ThreadCounters {
   std::atomic<std::uint64_t> dropped_after_shutdown{0};
   std::atomic<std::uint64_t> sampled_out{0};         // not a drop: the sampler decided
 
-  static void bump(std::atomic<std::uint64_t>& c) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+  // Adds `other`'s counts (the caller is this set's only writer, or holds the lock its writers hold).
+  void add(const ThreadCounters& other) noexcept {
+    for (auto [sum, part] : {std::pair{&produced, &other.produced}, {&dropped_queue_full, &other.dropped_queue_full},
+                             {&dropped_no_slot, &other.dropped_no_slot},
+                             {&dropped_after_shutdown, &other.dropped_after_shutdown},
+                             {&sampled_out, &other.sampled_out}})
+      bump(*sum, part->load(std::memory_order_relaxed));
   }
 };
 
@@ -87,7 +68,7 @@ struct ThreadState {
   static constexpr int kMaxOpenSpans = 64;
   static constexpr int kMaxContextDepth = 128;
 
-  ThreadState(Pipeline* owner, std::size_t max_spans, std::size_t queue_bytes);
+  ThreadState(Pipeline* owner, std::uint64_t batch_size, QueueBudget& budget);
 
   Pipeline* pipeline;
   std::uint64_t free_slots = ~std::uint64_t{0};       // owner-only bitmap of free slots
@@ -98,35 +79,18 @@ struct ThreadState {
   IdGenerator ids;
   SpanQueue queue;
   ThreadCounters counters;
+  // Set when the thread ends; the export thread frees the state once its queue is drained and no span it
+  // started is still open on another thread.
+  std::atomic<bool> exited{false};
+
+  bool all_slots_free() const noexcept {
+    return (free_slots | remote_free.load(std::memory_order_acquire)) == ~std::uint64_t{0};
+  }
 };
 
 // The calling thread's state, whatever pipeline it belongs to (null before its first span), and forgetting it
 // (a forked child starts afresh). recorder.cc owns the thread-local.
 ThreadState* current_thread_state_if_any() noexcept;
 void forget_thread_state() noexcept;
-
-template <typename F>
-std::size_t SpanQueue::pop(std::size_t max, F&& f) {
-  std::uint64_t tail = tail_.load(std::memory_order_relaxed);
-  std::uint64_t head = head_.load(std::memory_order_acquire);
-  std::size_t n = 0;
-  std::uint64_t popped = popped_.load(std::memory_order_relaxed);
-  while (n < max && tail != head) {
-    const std::uint8_t* at = buffer_.get() + (tail & (capacity_ - 1));
-    std::uint32_t size;
-    std::memcpy(&size, at, 4);
-    if (size == 0) {  // padding to the end of the buffer
-      tail += capacity_ - (tail & (capacity_ - 1));
-      continue;
-    }
-    f(at);
-    tail += size;
-    ++n;
-    ++popped;
-  }
-  tail_.store(tail, std::memory_order_release);
-  popped_.store(popped, std::memory_order_release);
-  return n;
-}
 
 }  // namespace lens::internal

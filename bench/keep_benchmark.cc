@@ -1,0 +1,140 @@
+// What training produces is kept: spans from a thread at full speed, in bursts, and from two threads, with the
+// default batch settings (queue 2048, batch 512, delay 5 s) into an exporter that discards each batch, so the
+// figure is the pipeline's (wake-up, drain, batching), not an encoder's. Each case prints what was dropped.
+//
+// Command:  build/bench/lens_keep_benchmark   (figures in docs/PERFORMANCE.md)
+// Anchor (issue 13, the OpenTelemetry C++ SDK 1.29-dev on this machine kind, same settings, discarding
+// exporter): 1,000,000 spans from one thread at full speed: 1.0 % dropped, 462 k exported spans/s.
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <barrier>
+#include <chrono>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "bench_support.h"
+#include "lens/span.h"
+
+namespace {
+
+namespace mg = lens::megatron::group;
+using Clock = std::chrono::steady_clock;
+
+double process_cpu_seconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+// One setup per case with the defaults, spans produced by `produce`, shut down, and the counts as counters:
+// produced, exported, dropped, drop_ratio, produced_per_s (the producers' pace), exported_per_s (to the end of
+// shutdown) and process_cpu_ns_per_span (every thread of the process, the export thread included).
+template <typename Produce>
+void run_case(benchmark::State& state, Produce produce) {
+  for (auto _ : state) {
+    lens::Telemetry t = lens::bench::fresh_setup("step");
+    const double cpu_before = process_cpu_seconds();
+    const auto start = Clock::now();
+    const double producing_s = produce();
+    t.shutdown(std::chrono::seconds(60));
+    const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const double cpu_s = process_cpu_seconds() - cpu_before;
+    const lens::SpanStats s = t.span_stats();
+    if (s.exported + s.dropped() != s.produced) state.SkipWithError("exported + dropped != produced");
+    const double produced = static_cast<double>(s.produced);
+    state.counters["produced"] = produced;
+    state.counters["exported"] = static_cast<double>(s.exported);
+    state.counters["dropped"] = static_cast<double>(s.dropped());
+    state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(s.dropped()) / produced : 0;
+    state.counters["produced_per_s"] = produced / producing_s;
+    state.counters["exported_per_s"] = static_cast<double>(s.exported) / total_s;
+    state.counters["process_cpu_ns_per_span"] = cpu_s * 1e9 / produced;
+  }
+}
+
+// Spans from this thread as fast as it can; returns the seconds it took.
+double tight_loop(std::int64_t spans) {
+  const auto start = Clock::now();
+  for (std::int64_t i = 0; i < spans; ++i) {
+    LENS_SPAN(mg::step, "megatron.train_step");
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void BM_Keep_OneMillionSpansOneThread(benchmark::State& state) {
+  run_case(state, [] { return tight_loop(1'000'000); });
+}
+BENCHMARK(BM_Keep_OneMillionSpansOneThread)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_Keep_OneMillionSpansTwoThreads(benchmark::State& state) {
+  run_case(state, [] {
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i) threads.emplace_back([] { tight_loop(500'000); });
+    for (auto& t : threads) t.join();
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  });
+}
+BENCHMARK(BM_Keep_OneMillionSpansTwoThreads)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A training step's worth of spans (every group on, 24 layers, 8 micro-batches: several thousand) and then the
+// rest of the step: 100 bursts of 10,000 spans, 10 ms apart. Nothing may be dropped.
+void BM_Keep_BurstsOfTenThousandSpans(benchmark::State& state) {
+  run_case(state, [] {
+    double producing_s = 0;
+    for (int burst = 0; burst < 100; ++burst) {
+      producing_s += tight_loop(10'000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return producing_s;
+  });
+}
+BENCHMARK(BM_Keep_BurstsOfTenThousandSpans)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Resident memory of the process now, KiB.
+double rss_kib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1024.0;
+}
+
+// What a recording thread costs while it lives: 200 threads alive at once, each after one span, against 200
+// threads that record nothing; at the default queue size and at OTEL_BSP_MAX_QUEUE_SIZE=65536 (argument).
+void BM_Keep_MemoryPerRecordingThread(benchmark::State& state) {
+  constexpr int kThreads = 200;
+  for (auto _ : state) {
+    lens::Config config;
+    config.span_groups = "step";
+    config.span_batch.max_queue_size = state.range(0);
+    lens::Telemetry t = lens::bench::setup_discarding(config);
+    auto resident_with = [](bool record) {
+      std::barrier started(kThreads + 1), done(kThreads + 1);
+      std::vector<std::thread> threads;
+      for (int i = 0; i < kThreads; ++i)
+        threads.emplace_back([&, record] {
+          if (record) {
+            LENS_SPAN(mg::step, "megatron.train_step");
+          }
+          started.arrive_and_wait();
+          done.arrive_and_wait();
+        });
+      started.arrive_and_wait();
+      const double kib = rss_kib();
+      done.arrive_and_wait();
+      for (auto& th : threads) th.join();
+      return kib;
+    };
+    const double idle = resident_with(false);  // thread stacks, faulted in once
+    const double recording = resident_with(true);
+    state.counters["KiB_per_recording_thread"] = (recording - idle) / kThreads;
+    t.shutdown();
+  }
+}
+BENCHMARK(BM_Keep_MemoryPerRecordingThread)->ArgName("queue")->Arg(2048)->Arg(65536)->Iterations(1);
+
+}  // namespace

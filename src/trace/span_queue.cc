@@ -1,0 +1,84 @@
+#include "trace/span_queue.h"
+
+#include <algorithm>
+#include <new>
+
+namespace lens::internal {
+
+bool QueueBudget::take(std::size_t bytes) noexcept {
+  std::size_t used = in_use_.load(std::memory_order_relaxed);
+  do {
+    if (used + bytes > limit_) return false;
+  } while (!in_use_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+SpanChunk* SpanChunk::make(std::uint32_t capacity, QueueBudget* budget) noexcept {
+  const std::size_t bytes = sizeof(SpanChunk) + capacity;
+  if (budget != nullptr && !budget->take(bytes)) return nullptr;
+  void* memory = ::operator new(bytes, std::align_val_t{alignof(SpanChunk)}, std::nothrow);
+  if (memory == nullptr) {
+    if (budget != nullptr) budget->give(bytes);
+    return nullptr;
+  }
+  auto* chunk = new (memory) SpanChunk;
+  chunk->capacity = capacity;
+  chunk->budgeted = budget != nullptr;
+  chunk->budget = budget;
+  return chunk;
+}
+
+void SpanChunk::free(SpanChunk* chunk) noexcept {
+  if (chunk->budgeted) chunk->budget->give(sizeof(SpanChunk) + chunk->capacity);
+  chunk->~SpanChunk();
+  ::operator delete(chunk, std::align_val_t{alignof(SpanChunk)});
+}
+
+SpanQueue::SpanQueue(std::uint64_t wake_every, QueueBudget& budget)
+    : wake_every_(std::max<std::uint64_t>(wake_every, 1)),
+      budget_(budget),
+      tail_(SpanChunk::make(SpanChunk::kSmallest, nullptr)),
+      tail_capacity_(SpanChunk::kSmallest),
+      next_check_(wake_every_),
+      head_(tail_) {
+  if (tail_ == nullptr) throw std::bad_alloc();
+}
+
+SpanQueue::~SpanQueue() {
+  for (SpanChunk* c = head_; c != nullptr;) {
+    SpanChunk* next = c->next.load(std::memory_order_acquire);
+    SpanChunk::free(c);
+    c = next;
+  }
+}
+
+// Chunks grow while the queue backs up (fewer links, fewer budget touches) and start small again once the
+// export thread keeps up, so an idle thread holds one small chunk.
+bool SpanQueue::link_new_chunk(std::uint32_t record_size, std::uint64_t pushed) noexcept {
+  cached_popped_ = popped_.load(std::memory_order_acquire);
+  const bool backing_up = pushed - cached_popped_ >= wake_every_ / 2;
+  std::uint32_t capacity = backing_up ? std::min(last_capacity_ * 2, SpanChunk::kLargest) : SpanChunk::kSmallest;
+  capacity = std::max(capacity, record_size);
+  SpanChunk* chunk = SpanChunk::make(capacity, &budget_);
+  if (chunk == nullptr) return false;
+  last_capacity_ = capacity;
+  tail_->next.store(chunk, std::memory_order_release);  // after the last record of tail_ was published
+  tail_ = chunk;
+  tail_capacity_ = capacity;
+  write_at_ = 0;
+  return true;
+}
+
+// A full batch can first be waiting when pushed - popped reaches wake_every_: checked against the consumer's
+// true position, so a wake-up is never missed whatever the consumer did in between, and at most once per batch.
+bool SpanQueue::batch_waiting(std::uint64_t pushed) noexcept {
+  cached_popped_ = popped_.load(std::memory_order_acquire);
+  if (pushed - cached_popped_ >= wake_every_) {
+    next_check_ = pushed + wake_every_;
+    return true;
+  }
+  next_check_ = cached_popped_ + wake_every_;
+  return false;
+}
+
+}  // namespace lens::internal
