@@ -1,14 +1,15 @@
 // The span path: start + end of a span, beside the baselines of the same run (two steady_clock::now() calls,
 // one relaxed atomic load). Spans go to an exporter that drops batches on arrival, so the figure is the
-// training thread's cost, not the encoder's.
+// training thread's cost, not the encoder's. Each span case runs kept (bursts with an untimed flush between
+// them: nothing dropped) and as a tight loop, and prints its drop ratio.
 //
 // Command:  ./scripts/bench.sh   (medians of 15 repetitions, random interleaving)
-// Machine:  AMD EPYC, 2 cores (2445 MHz), Debian 12, g++ 12.2 -O2; shared VM, 2026-11-29.
-// Results (median ns, one run; more runs and the reading in docs/PERFORMANCE.md):
-//   BM_Baseline_TwoSteadyClockReads   60.4     BM_Baseline_RelaxedAtomicLoad   0.46
-//   BM_Span_NoAttributes              71.3     BM_Span_FourAttributes          112
-//   BM_Span_NestedChild               50.9     BM_Span_DisabledGroup           1.91
-//   BM_Span_SampledOut                34.0     BM_Span_TwoProducerThreads      34.9 (wall, per span)
+// Machine:  AMD EPYC, 2 cores (2445 MHz), Debian 12, g++ 12.2 -O2; shared VM, 2026-11-30 (medians of 9).
+// Results (median ns; more runs and the reading in docs/PERFORMANCE.md):
+//   BM_Baseline_TwoSteadyClockReads   47.0     BM_Baseline_RelaxedAtomicLoad   0.385
+//   BM_Span_NoAttributes/kept:1       94.0     BM_Span_FourAttributes/kept:1   140     (drop_ratio 0)
+//   BM_Span_NestedChild/kept:1        85.3     BM_Span_DisabledGroup           1.04
+//   BM_Span_SampledOut                21.3     BM_Span_TwoProducerThreads/kept:1  50.4 (wall, per span)
 #include <benchmark/benchmark.h>
 
 #include <atomic>

@@ -1,5 +1,6 @@
-// The span path: start, add to, and end a span on the training thread. No lock, no allocation (after a
-// thread's first span), no read-modify-write atomic unless a span ends on another thread than it started.
+// The span path: start, add to, and end a span on the training thread. No lock, no read-modify-write atomic
+// unless a span ends on another thread than it started; an allocation only when the thread's queue chunk is full
+// (every 30-600 spans, see span_queue.h), so queue memory follows what is queued.
 #include <cxxabi.h>
 #include <pthread.h>
 
