@@ -17,6 +17,9 @@ endfunction()
 # alone (not from the tests that happened to be added), so that scripts/test.sh can fail when one ran no test.
 function(lens_write_promised_labels)
   set(labels core concurrent)
+  if(LENS_FUZZ)
+    set(labels fuzz)
+  endif()
   if(NOT LENS_CORE_ONLY)
     list(APPEND labels multiprocess disabled install compile_error otlp setup)
     foreach(part IN ITEMS "LENS_WITH_GRPC;grpc" "LENS_TEST_PEERS;peers" "LENS_TEST_PROMETHEUS;prometheus"

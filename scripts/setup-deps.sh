@@ -15,11 +15,13 @@ packages=(
   libgrpc++-dev                              # OTLP over gRPC (generic stub: no generated code)
   openssl                                    # tests make a self-signed certificate for OTLP over TLS
   libgtest-dev libgmock-dev                  # tests
+  clang libclang-rt-14-dev                   # the libFuzzer build of the parser fuzz target (tests, label fuzz)
   libbenchmark-dev                           # benchmarks
   valgrind                                   # callgrind.h: the trainer benchmark counts instructions under callgrind
   libcli11-dev                               # command-line flags of the examples, the trainer and tools
   nlohmann-json3-dev                         # tests read exported OTLP/JSON back
-  libcpp-httplib-dev                         # the Prometheus /metrics endpoint
+  libmicrohttpd-dev                          # the Prometheus /metrics endpoint (event-driven, bounded)
+  libcpp-httplib-dev                         # HTTP clients and misbehaving collectors in the tests
   libspdlog-dev                              # the spdlog sink (tests and examples)
   prometheus                                 # a real Prometheus server scrapes lens in the tests
   python3-torch libtorch-dev libgloo-dev     # LibTorch (libtorch-dev: headers, TorchConfig.cmake; python3-torch

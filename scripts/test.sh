@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the full build with ctest, then the core tests again
-# under AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrent tests under ThreadSanitizer. Ends with
+# under AddressSanitizer + UndefinedBehaviorSanitizer, the concurrent tests under ThreadSanitizer, and the
+# parsers' libFuzzer target for a bounded time (clang). Ends with
 # how many tests ran per label, and fails if a label the configuration promised ran none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "test: installs what is missing, builds three configurations (full, ASan+UBSan, TSan) and runs every test;"
-echo "test: about 10 minutes on 2 cores from scratch (packages, three builds, the tests), 3 when built"
+echo "test: installs what is missing, builds four configurations (full, ASan+UBSan, TSan, libFuzzer) and runs every"
+echo "test: test; about 14 minutes on 2 cores from scratch (packages, four builds, the tests), 5 when built"
 ./scripts/setup-deps.sh
 
 jobs=$(nproc)
@@ -44,7 +45,12 @@ echo "== concurrent tests under TSan"
 build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=thread
 TSAN_OPTIONS=halt_on_error=1 run_tests build-tsan "tsan" concurrent -- -L concurrent
 
-echo "== tests run per label (full build; asan: core under ASan+UBSan; tsan: concurrent under TSan)"
+echo "== the parsers under libFuzzer (clang, ASan+UBSan; 60 s)"
+build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=address,undefined -DLENS_FUZZ=ON
+run_tests build-fuzz "fuzz" fuzz -- -L fuzz
+
+echo "== tests run per label (full build; asan: core under ASan+UBSan; tsan: concurrent under TSan; fuzz: libFuzzer)"
 printf '%s\n' "${summary[@]}"
 printf '%s\n' "${summary[@]}" | awk '/ passed, / { p += $2; f += $4; s += $6 }
   END { printf "total: %d passed, %d failed, %d skipped\n", p, f, s }'

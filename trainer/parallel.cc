@@ -30,12 +30,17 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::Store> make_store(const Topology& t) {
+bool hosts_rendezvous_store(const Topology& t) {
+  // Under torchrun the agent already hosts the store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True).
+  return t.rank == 0 && env_or("TORCHELASTIC_USE_AGENT_STORE", "False") != std::string("True");
+}
+
+c10::intrusive_ptr<c10d::Store> make_store(const Topology& t, StoreRole role) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(std::stoi(env_or("MASTER_PORT", "29500")));
-  // Under torchrun the agent already hosts the store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True).
-  options.isServer = t.rank == 0 && env_or("TORCHELASTIC_USE_AGENT_STORE", "False") != std::string("True");
+  options.isServer = role == StoreRole::kRendezvous && hosts_rendezvous_store(t);
   options.numWorkers = static_cast<std::size_t>(t.world_size);
+  options.waitWorkers = false;
   options.timeout = std::chrono::minutes(2);
   auto store = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
   return c10::make_intrusive<c10d::PrefixStore>("pretrain_gpt/", store);

@@ -24,8 +24,11 @@ struct Topology {
 };
 
 // The rendezvous: a TCP store at MASTER_ADDR:MASTER_PORT (defaults 127.0.0.1:29500), hosted by rank 0 or, under
-// torchrun, by its agent.
-c10::intrusive_ptr<c10d::Store> make_store(const Topology& topology);
+// torchrun, by its agent. kClient: one more connection to it (never the host). Nobody waits here for the other
+// ranks to connect: a rank that never comes is named by the StartupWatch.
+enum class StoreRole { kRendezvous, kClient };
+bool hosts_rendezvous_store(const Topology& topology);
+c10::intrusive_ptr<c10d::Store> make_store(const Topology& topology, StoreRole role = StoreRole::kRendezvous);
 
 // An exception's message; LibTorch's errors without the C++ backtrace they carry.
 std::string error_message(const std::exception& e);

@@ -13,6 +13,7 @@
 #include "args.h"
 #include "checkpoint_worker.h"
 #include "lens/lens.h"
+#include "startup_watch.h"
 #include "trainer.h"
 
 namespace {
@@ -91,6 +92,7 @@ int run(const Args& args) {
   if (config.enabled) lens::resolve(config.catalogue, config.span_groups, config.span_groups_source);
   // One run id on every rank: rank 0's, through the rendezvous store (the launcher may give none).
   auto store = trainer::make_store(topology);
+  trainer::StartupWatch watch(topology, store);  // a rank that dies before training starts is named at once
   if (ranks.rank == 0) {
     const std::string id = lens::resolve_run_id(config);
     store->set("lens/run_id", std::vector<std::uint8_t>(id.begin(), id.end()));
@@ -104,11 +106,13 @@ int run(const Args& args) {
                                         args.ckpt_format, args.fp16, args.bf16};
   // Setup that can fail on one rank only (an exporting rank's exporter) ends every rank at once.
   lens::Telemetry telemetry;
+  watch.enter("telemetry setup");
   trainer::all_or_none(*store, topology, "telemetry setup", [&] {
     telemetry = lens::setup_telemetry(config, ranks.rank, ranks.world_size, {},
                                       lens::SetupOptions{.local_rank = ranks.local_rank,
                                                          .resource_provider = lens::megatron::resource_provider(training)});
   });
+  watch.before_ending([&telemetry] { telemetry.force_flush(); });
   const bool telemetry_on = config.enabled;
   torch::set_num_threads(1);  // ranks share the machine's cores
 
@@ -120,23 +124,30 @@ int run(const Args& args) {
     std::unique_ptr<Trainer> trainer;
     trainer::Corpus corpus;
     {
+      watch.enter("data loading");
       LENS_SPAN(mg::data_loading, "megatron.data_loading");
       LENS_TRACE_REGION("dataset.read_text");
       corpus = trainer::load_corpus(args.data_path);
     }
     {
       LENS_SPAN(mg::model_init, "megatron.model_init");
-      parallel = std::make_unique<trainer::Parallel>(topology, store);
+      watch.enter("process group setup");
+      parallel = watch.naming_the_dead([&] { return std::make_unique<trainer::Parallel>(topology, store); });
+      watch.enter("model setup");
       // The worker's resource comes from the same function as this rank's (built only where it is exported).
       lens::ResourceAttributes resource =
           telemetry.is_exporting() ? lens::megatron::resource_attributes(training) : lens::ResourceAttributes{};
       trainer::all_or_none(*store, topology, "model setup", [&] {
-        trainer = std::make_unique<Trainer>(args, *parallel, corpus, telemetry, std::move(resource));
+        trainer = watch.naming_the_dead(
+            [&] { return std::make_unique<Trainer>(args, *parallel, corpus, telemetry, std::move(resource)); });
       });
     }
     bool loaded = false;
-    if (!args.load.empty())  // one stage's file missing or truncated ends every rank, not only its own
+    if (!args.load.empty()) {  // one stage's file missing or truncated ends every rank, not only its own
+      watch.enter("checkpoint load");
       trainer::all_or_none(*store, topology, "checkpoint load", [&] { loaded = trainer->load_checkpoint(args.load); });
+    }
+    watch.finished();
     if (loaded && ranks.rank == 0)
       std::printf(" loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
                   static_cast<long long>(trainer->iteration()));

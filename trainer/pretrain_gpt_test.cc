@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "support/net.h"
@@ -640,13 +641,72 @@ TEST(PretrainGpt, AsyncSaveWorkersWriteTheCheckpointAndReportAsTheirRank) {
 
 // SIGTERM to every rank mid-run (as a launcher or SLURM sends it): each finishes its step, they agree to stop,
 // save a checkpoint, flush telemetry and exit 0; the files are whole and the checkpoint is loadable.
+// The established TCP connections `pid` holds to `port` on loopback.
+int connections_to(pid_t pid, int port) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& fd : fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "fd", ec)) {
+    const std::string target = fs::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  char remote_port[8];
+  std::snprintf(remote_port, sizeof remote_port, ":%04X", port);
+  int found = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream tcp(table);
+    std::string line;
+    while (std::getline(tcp, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      if (state == "01" && remote.size() > 5 && remote.substr(remote.size() - 5) == remote_port && inodes.count(inode))
+        ++found;
+    }
+  }
+  return found;
+}
+
+// The MASTER_PORT a rank was started with.
+int master_port(pid_t pid) {
+  std::ifstream environ_file(fs::path("/proc") / std::to_string(pid) / "environ");
+  std::string entry;
+  while (std::getline(environ_file, entry, '\0'))
+    if (entry.rfind("MASTER_PORT=", 0) == 0) return std::stoi(entry.substr(12));
+  return -1;
+}
+
+// Issue 12: a rank that died during startup left the others waiting for a rendezvous or Gloo timeout (2-4 minutes)
+// with a message that named no one. Now each other rank ends within seconds, naming it.
+TEST(PretrainGpt, ARankThatDiesDuringStartupIsNamedByTheOthersAtOnce) {
+  std::chrono::steady_clock::time_point killed;
+  Launch run = launch("dies_at_startup", 4, small(), {}, [&](const std::vector<pid_t>& pids, const fs::path&) {
+    const int port = master_port(pids[2]);
+    int waited = 0;
+    // Two connections: the rank's own and its startup watch's, opened after its first beat.
+    for (; waited < 6000 && connections_to(pids[2], port) < 2; ++waited)  // at most 30 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_LT(waited, 6000) << "rank 2 never connected to the rendezvous port " << port;
+    kill(pids[2], SIGKILL);
+    killed = std::chrono::steady_clock::now();
+  });
+  const auto took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - killed);
+  EXPECT_LT(took.count(), 60) << "the others waited for a timeout";
+  EXPECT_EQ(run.exit_codes[2], 128 + SIGKILL);
+  for (int rank : {0, 1, 3}) {
+    EXPECT_NE(run.exit_codes[rank], 0) << rank;
+    EXPECT_NE(run.outputs[rank].find("rank 2 ("), std::string::npos) << run.outputs[rank];
+    EXPECT_NE(run.outputs[rank].find("stopped answering during startup"), std::string::npos) << run.outputs[rank];
+  }
+}
+
 TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoint) {
   const std::string ckpt =
       (fs::path(::testing::TempDir()) / ("pretrain_gpt_sigterm_ckpt_" + std::to_string(::getpid()))).string();
   fs::remove_all(ckpt);
-  std::vector<std::string> flags = small({"--save", ckpt, "--otel-span-groups", "per_step"});
+  std::vector<std::string> flags = small({"--save", ckpt, "--otel-span-groups", "per_step,checkpoint"});
   flags[std::find(flags.begin(), flags.end(), "--train-iters") - flags.begin() + 1] = "100000";
-  Launch run = launch("sigterm", 4, flags, {}, [](const std::vector<pid_t>& pids, const fs::path& dir) {
+  Launch run = launch("sigterm", 4, flags, {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"},
+                      [](const std::vector<pid_t>& pids, const fs::path& dir) {
     for (int i = 0; i < 1500; ++i) {  // until the last rank has logged two iterations (at most 30 s)
       std::ifstream in(dir / "rank3.out");
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -663,6 +723,13 @@ TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoi
   std::int64_t saved = 0;
   ASSERT_TRUE(tracker >> saved);
   EXPECT_GE(saved, 2);
+  // Issue 12: the last save, after the signal, is traced on every rank (telemetry used to stop at the signal).
+  for (int rank = 0; rank < 4; ++rank) {
+    bool traced = false;
+    for (const Span* s : t.named("megatron.save_checkpoint", rank))
+      traced |= attribute(s->data, "megatron.iteration")["intValue"] == std::to_string(saved);
+    EXPECT_TRUE(traced) << "rank " << rank << ": no megatron.save_checkpoint of iteration " << saved;
+  }
   std::vector<std::string> resume = small({"--load", ckpt});
   resume[std::find(resume.begin(), resume.end(), "--train-iters") - resume.begin() + 1] = std::to_string(saved + 1);
   Launch resumed = launch("sigterm_resume", 4, resume);

@@ -67,6 +67,7 @@ class MemoryExporter final : public TelemetryExporter {
                     bool may_hang) {
     std::string json;
     json_encoder(batch, json);
+    json.shrink_to_fit();  // the encoder reserves room for a large batch; a test keeps thousands of these
     WireBuffer wire;
     proto_encoder(batch, wire);
     std::string proto(wire.view());

@@ -96,7 +96,7 @@ template <typename W>
 void owned_attributes(W& w, int field, const ResourceAttributes& attributes) {
   if (attributes.empty()) return;
   w.begin_list(field, "attributes");
-  for (const auto& [k, v] : attributes) key_value(w, k, [&] { owned_value(w, v); });
+  for (const auto& entry : attributes) key_value(w, entry.first, [&] { owned_value(w, entry.second); });
   w.end_list();
 }
 

@@ -1,5 +1,6 @@
-// What an exporting process does on its way out: flush at exit and on SIGTERM (then the previous handler, or
-// the default action), and after fork, a child with telemetry off until it sets up again.
+// What an exporting process does on its way out: shut down at exit; on SIGTERM, flush and hand the signal to the
+// application's handler (which goes on: its last spans are kept), or shut down and take the default action; and
+// after fork, a child with telemetry off until it sets up again.
 #include <pthread.h>
 #include <signal.h>
 
@@ -15,25 +16,36 @@ namespace {
 
 struct sigaction g_previous_sigterm;
 
+// True when the previous disposition is the application's own handler: it takes the signal and goes on (Megatron
+// saves a last checkpoint, then exits), so telemetry must keep recording until the process ends.
+bool application_handles(const struct sigaction& previous) {
+  if (previous.sa_flags & SA_SIGINFO) return previous.sa_sigaction != nullptr;
+  return previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN;
+}
+
 void on_sigterm(int signal, siginfo_t* info, void* context) {
-  // Only async-signal-safe work here: the background thread truncates this thread's open spans (it is parked
-  // here) and exports, and this handler waits for it, at most the shutdown timeout.
+  // Only async-signal-safe work here (atomics, eventfds, poll), and at most the shutdown timeout of waiting.
+  const struct sigaction& previous = g_previous_sigterm;
+  if (application_handles(previous) || previous.sa_handler == SIG_IGN) {
+    // The process goes on: export what is queued now (a SIGKILL may follow), keep the pipeline for what comes
+    // (the last checkpoint's spans), and let the exit shut it down.
+    if (Pipeline* p = g_export_pipeline.load()) p->flush_from_signal(static_cast<int>(kDefaultShutdownTimeout.count()));
+    if (previous.sa_flags & SA_SIGINFO)
+      previous.sa_sigaction(signal, info, context);
+    else if (previous.sa_handler != SIG_IGN)
+      previous.sa_handler(signal);
+    return;
+  }
+  // The default action, termination: the background thread truncates this thread's open spans (it is parked
+  // here) and exports, then the signal is delivered again with the default action (it is blocked while this
+  // handler runs, so that happens as soon as the handler returns).
   if (Pipeline* p = g_export_pipeline.exchange(nullptr)) {
     g_pipeline.store(nullptr, std::memory_order_relaxed);
     g_enabled_group_bits.store(0, std::memory_order_relaxed);
     p->shutdown_from_signal(current_thread_state_if_any(), static_cast<int>(kDefaultShutdownTimeout.count()));
   }
-  const struct sigaction& previous = g_previous_sigterm;
-  if (previous.sa_flags & SA_SIGINFO) {
-    if (previous.sa_sigaction != nullptr) previous.sa_sigaction(signal, info, context);
-  } else if (previous.sa_handler == SIG_DFL) {
-    // The default action: terminate. The signal is blocked while this handler runs, so it is delivered (with
-    // the default action now) as soon as the handler returns.
-    ::signal(signal, SIG_DFL);
-    ::raise(signal);
-  } else if (previous.sa_handler != SIG_IGN) {
-    previous.sa_handler(signal);
-  }
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
 }
 
 void on_fork_child() {

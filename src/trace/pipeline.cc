@@ -63,6 +63,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
       next_metrics_(std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.metric_interval_ms)) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   done_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  flushed_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   batch_spans_.reserve(batch_size);
   // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
   // inherited from this thread's at creation.
@@ -125,6 +126,7 @@ void Pipeline::run() {
       std::lock_guard lock(mutex_);
       stop_requested_ = true;
     }
+    const bool signal_flush = signal_flush_.exchange(false, std::memory_order_acq_rel);
     std::uint64_t flush_target;
     bool stop;
     {
@@ -141,6 +143,7 @@ void Pipeline::run() {
       export_metrics(std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.batch.export_timeout_ms));
       next_metrics_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.metric_interval_ms);
     }
+    if (signal_flush) signal_fd(flushed_fd_);
     if (stop) {
       finish();
       return;
@@ -405,6 +408,14 @@ void Pipeline::shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcep
     signal_fd(wake_fd_);
   }
   wait_fd(done_fd_, timeout_ms);
+}
+
+void Pipeline::flush_from_signal(int timeout_ms) noexcept {
+  if (finished_.load(std::memory_order_acquire)) return;
+  clear_fd(flushed_fd_);
+  signal_flush_.store(true, std::memory_order_release);
+  signal_fd(wake_fd_);
+  wait_fd(flushed_fd_, timeout_ms);
 }
 
 void Pipeline::truncate_open_spans(ThreadState& t) noexcept {

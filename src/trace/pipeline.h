@@ -57,6 +57,9 @@ class Pipeline {
   // SIGTERM: the same, with the open spans of `parked` (the thread in the signal handler) truncated by the
   // background thread. Async-signal-safe: only atomics and a pipe.
   void shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept;
+  // SIGTERM handed on to an application that goes on: exports what is queued, waiting at most `timeout_ms`,
+  // and keeps running. Async-signal-safe.
+  void flush_from_signal(int timeout_ms) noexcept;
 
   SpanStats stats() const;
   LogStats log_counts() const;
@@ -127,6 +130,8 @@ class Pipeline {
   std::atomic<std::uint64_t> in_flight_{0};
   int wake_fd_ = -1;  // eventfd: producers, flush, shutdown and the SIGTERM handler wake the thread
   int done_fd_ = -1;  // eventfd: the thread tells the SIGTERM handler it has finished
+  int flushed_fd_ = -1;  // eventfd: the thread tells the SIGTERM handler it has exported what was queued
+  std::atomic<bool> signal_flush_{false};
   std::atomic<bool> signal_shutdown_{false};
   std::atomic<ThreadState*> parked_{nullptr};
 

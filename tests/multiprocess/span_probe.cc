@@ -2,7 +2,9 @@
 // (MEGATRON_OTEL_*), so the test decides exporter, directory and run id.
 //   span_probe ids N     seed every user RNG identically, record N root spans, exit normally
 //   span_probe sigterm   record 5 spans, open two, say "ready", wait to be killed
-//   span_probe sigterm-user-handler   the same with the program's own SIGTERM handler installed first
+//   span_probe sigterm-user-handler   the same with the program's own SIGTERM handler installed first (it exits)
+//   span_probe sigterm-user-flag   the same with a handler that only sets a flag: the program then ends its open
+//                                  spans, records one more ("after.signal", as a last checkpoint save) and returns
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,17 +27,24 @@ void user_handler(int) {
   ::_exit(7);
 }
 
-int wait_for_sigterm() {
+volatile sig_atomic_t g_stop = 0;
+void flag_handler(int) { g_stop = 1; }
+
+int wait_for_sigterm(bool goes_on) {
   { LENS_SPAN(mg::job, "before.0"); }
   { LENS_SPAN(mg::job, "before.1"); }
   { LENS_SPAN(mg::job, "before.2"); }
   { LENS_SPAN(mg::job, "before.3"); }
   { LENS_SPAN(mg::job, "before.4"); }
-  LENS_SPAN(mg::job, "open.outer");
-  LENS_SPAN(mg::step, "open.inner");
-  std::printf("ready\n");
-  std::fflush(stdout);
-  for (;;) ::pause();
+  {
+    LENS_SPAN(mg::job, "open.outer");
+    LENS_SPAN(mg::step, "open.inner");
+    std::printf("ready\n");
+    std::fflush(stdout);
+    while (!goes_on || !g_stop) ::pause();
+  }
+  { LENS_SPAN(mg::job, "after.signal"); }
+  return 0;
 }
 
 }  // namespace
@@ -43,6 +52,7 @@ int wait_for_sigterm() {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "sigterm-user-handler") ::signal(SIGTERM, user_handler);
+  if (mode == "sigterm-user-flag") ::signal(SIGTERM, flag_handler);
   // Identical user seeding on every rank, as training scripts do: lens ids must not follow it.
   std::srand(42);
   std::mt19937 user_rng(42);
@@ -55,7 +65,8 @@ int main(int argc, char** argv) {
     }
     return telemetry.shutdown() ? 0 : 1;
   }
-  if (mode == "sigterm" || mode == "sigterm-user-handler") return wait_for_sigterm();
-  std::fprintf(stderr, "usage: span_probe ids N | sigterm | sigterm-user-handler\n");
+  if (mode == "sigterm" || mode == "sigterm-user-handler") return wait_for_sigterm(false);
+  if (mode == "sigterm-user-flag") return wait_for_sigterm(true);
+  std::fprintf(stderr, "usage: span_probe ids N | sigterm | sigterm-user-handler | sigterm-user-flag\n");
   return 2;
 }

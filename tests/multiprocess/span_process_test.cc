@@ -124,26 +124,35 @@ TEST(SpanIds, UniqueAcrossEightIdenticallySeededRanks) {
   EXPECT_EQ(trace_ids.size(), 8u * 200u);
 }
 
-void check_sigterm_flush(const std::string& mode, int expected_exit_or_signal, bool by_signal) {
+// Starts the probe in `mode`, sends SIGTERM once it is ready, and returns its wait status and exported spans.
+std::vector<json> spans_after_sigterm(const std::string& mode, int* status) {
   std::string dir = fresh_dir(mode);
   Child c = spawn_probe({mode}, file_env(dir, "term"));
   char buffer[16] = {};
-  ASSERT_GT(::read(c.stdout_fd, buffer, sizeof buffer - 1), 0);
-  ASSERT_STREQ(buffer, "ready\n");
+  EXPECT_GT(::read(c.stdout_fd, buffer, sizeof buffer - 1), 0);
+  EXPECT_STREQ(buffer, "ready\n");
   ::kill(c.pid, SIGTERM);
-  int status = wait_status(c);
-  if (by_signal) {
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the default action (terminate) must follow the flush";
-    EXPECT_EQ(WTERMSIG(status), expected_exit_or_signal);
-  } else {
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), expected_exit_or_signal) << "the program's own handler must run after lens's";
-  }
-  std::vector<json> spans = read_spans(dir + "/term/rank0.traces.jsonl");
-  std::set<std::string> names;
-  for (const json& s : spans) names.insert(s["name"].get<std::string>());
-  for (int i = 0; i < 5; ++i) EXPECT_TRUE(names.count("before." + std::to_string(i))) << i;
+  *status = wait_status(c);
+  return read_spans(dir + "/term/rank0.traces.jsonl");
+}
+
+std::vector<std::string> names_of(const std::vector<json>& spans) {
+  std::vector<std::string> names;
+  for (const json& s : spans) names.push_back(s["name"].get<std::string>());
+  return names;
+}
+
+const std::vector<std::string> kEndedBefore = {"before.0", "before.1", "before.2", "before.3", "before.4"};
+
+// No handler of the program's: lens exports, ends the open spans as truncated, then the default action.
+TEST(Sigterm, FlushesThenTakesTheDefaultAction) {
+  int status = 0;
+  std::vector<json> spans = spans_after_sigterm("sigterm", &status);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the default action (terminate) must follow the flush";
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
   ASSERT_EQ(spans.size(), 7u);
+  std::vector<std::string> names = names_of(spans);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 5), kEndedBefore);
   // The open spans were ended at the signal, innermost first, marked truncated.
   EXPECT_EQ(spans[5]["name"], "open.inner");
   EXPECT_EQ(spans[6]["name"], "open.outer");
@@ -152,9 +161,29 @@ void check_sigterm_flush(const std::string& mode, int expected_exit_or_signal, b
   EXPECT_EQ(spans[5]["parentSpanId"], spans[6]["spanId"]);
 }
 
-TEST(Sigterm, FlushesThenTakesTheDefaultAction) { check_sigterm_flush("sigterm", SIGTERM, true); }
+// The program's handler ends the process inside the handler: what had ended was exported before it ran.
+TEST(Sigterm, FlushesThenChainsToTheProgramsHandler) {
+  int status = 0;
+  std::vector<json> spans = spans_after_sigterm("sigterm-user-handler", &status);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7) << "the program's own handler must run after lens's";
+  EXPECT_EQ(names_of(spans), kEndedBefore);
+}
 
-TEST(Sigterm, FlushesThenChainsToTheProgramsHandler) { check_sigterm_flush("sigterm-user-handler", 7, false); }
+// Issue 12: a program whose handler lets it go on (Megatron saves a last checkpoint) keeps its telemetry: the
+// spans open at the signal end normally, and what it records afterwards is exported at exit.
+TEST(Sigterm, AProgramThatGoesOnAfterItsHandlerKeepsRecording) {
+  int status = 0;
+  std::vector<json> spans = spans_after_sigterm("sigterm-user-flag", &status);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::vector<std::string> names = names_of(spans);
+  ASSERT_EQ(names.size(), 8u);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 5), kEndedBefore);
+  EXPECT_EQ(std::vector<std::string>(names.begin() + 5, names.end()),
+            (std::vector<std::string>{"open.inner", "open.outer", "after.signal"}));
+  for (const json& s : spans) EXPECT_FALSE(truncated(s)) << s["name"];
+}
 
 TEST(Fork, ChildHasTelemetryOffUntilItSetsUpAgainWithFreshIds) {
   std::string dir = fresh_dir("fork");

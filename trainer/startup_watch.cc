@@ -1,0 +1,118 @@
+#include "startup_watch.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace trainer {
+
+namespace {
+
+std::string key(const char* what, int rank) { return std::string("startup/") + what + "/" + std::to_string(rank); }
+
+std::vector<std::uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+std::string text_or(c10d::Store& store, const std::string& name, const std::string& fallback) {
+  if (!store.check({name})) return fallback;
+  const std::vector<std::uint8_t> value = store.get(name);
+  return {value.begin(), value.end()};
+}
+
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+StartupWatch::StartupWatch(const Topology& topology, c10::intrusive_ptr<c10d::Store> store)
+    : topology_(topology), hosts_store_(hosts_rendezvous_store(topology)), main_store_(std::move(store)) {
+  // The first beat before anything else: a rank that has beaten once is known to have joined.
+  main_store_->set(key("who", topology_.rank), bytes(host_name() + ", pid " + std::to_string(::getpid())));
+  main_store_->add(key("beat", topology_.rank), 1);
+  store_ = make_store(topology_, StoreRole::kClient);
+  thread_ = std::thread([this] { run(); });
+}
+
+StartupWatch::~StartupWatch() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void StartupWatch::before_ending(std::function<void()> last_words) {
+  std::lock_guard lock(mutex_);
+  last_words_ = std::move(last_words);
+}
+
+void StartupWatch::enter(const std::string& step) { main_store_->set(key("step", topology_.rank), bytes(step)); }
+
+void StartupWatch::finished() {
+  enter("finished");
+  main_store_->add("startup/finished", 1);
+}
+
+void StartupWatch::run() {
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
+  std::vector<std::int64_t> beats(topology_.world_size, 0);
+  std::vector<Clock::time_point> changed(topology_.world_size, started);
+  try {
+    while (!stop_.load()) {
+      store_->add(key("beat", topology_.rank), 1);
+      if (store_->check({"startup/verdict"})) end_rank(text_or(*store_, "startup/verdict", "?"));
+      if (store_->add("startup/finished", 0) >= topology_.world_size) return;
+      const auto now = Clock::now();
+      for (int r = 0; r < topology_.world_size; ++r) {
+        if (r == topology_.rank || text_or(*store_, key("step", r), "") == "finished") continue;
+        const std::int64_t beat = store_->add(key("beat", r), 0);
+        if (beat != beats[r]) {
+          beats[r] = beat;
+          changed[r] = now;
+        } else if (beat > 0 && now - changed[r] > kSilence) {
+          give_verdict("rank " + std::to_string(r) + " (" + text_or(*store_, key("who", r), "?") +
+                       ") stopped answering during startup, in " + text_or(*store_, key("step", r), "its first step") +
+                       ": it has died or hangs; see its own output");
+        } else if (beat == 0 && now - started > kJoin) {
+          give_verdict("rank " + std::to_string(r) + " never joined the rendezvous within " +
+                       std::to_string(kJoin.count()) + " s");
+        }
+      }
+      std::this_thread::sleep_for(kBeat);
+    }
+  } catch (const std::exception& e) {
+    if (stop_.load()) return;
+    end_rank("lost the rendezvous store (hosted by rank 0 or the launcher's agent): " + error_message(e));
+  }
+}
+
+// The first rank to see a silent one tells the others through the store, so that every rank ends with the same
+// message rather than with "lost the store" when the rank hosting it ends first.
+void StartupWatch::give_verdict(const std::string& why) {
+  store_->set("startup/verdict", bytes(why));
+  end_rank(why);
+}
+
+void StartupWatch::end_rank(const std::string& why) {
+  std::fprintf(stderr, "pretrain_gpt: rank %d ends: %s\n", topology_.rank, why.c_str());
+  std::fflush(stderr);
+  try {  // the rank hosting the store leaves once the others have read the verdict (at most 5 s)
+    store_->add("startup/verdict_seen", 1);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (hosts_store_ && store_->add("startup/verdict_seen", 0) < topology_.world_size - 1 &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (...) {
+  }
+  try {
+    std::lock_guard lock(mutex_);
+    if (last_words_) last_words_();
+  } catch (...) {
+  }
+  // The main thread is blocked in a rendezvous or a connection: the process ends here, without unwinding it.
+  std::_Exit(1);
+}
+
+}  // namespace trainer

@@ -1,0 +1,75 @@
+// Startup is where a dead rank costs the most: until the process groups are connected nothing notices it, and
+// the others wait for a rendezvous or Gloo timeout (2-5 minutes) with a message that names no one. A StartupWatch
+// beats for this rank in the rendezvous store, from a connection of its own, and watches every other rank's
+// beat: one that stops for kSilence ends this rank at once with a message naming it (rank, host, pid, and the
+// step of startup it was in); one that never beat at all is named after kJoin. The watch ends when every rank
+// has finished startup (from then on, Gloo's connections notice a dead peer).
+//
+//   trainer::StartupWatch watch(topology, store);
+//   watch.enter("telemetry setup");
+//   ... set telemetry up ...
+//   watch.before_ending([&] { telemetry.force_flush(); });
+//   ...
+//   watch.finished();
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "parallel.h"
+
+namespace trainer {
+
+class StartupWatch {
+ public:
+  static constexpr std::chrono::seconds kSilence{10};
+  static constexpr std::chrono::seconds kJoin{120};  // the rendezvous store's own timeout
+  static constexpr std::chrono::milliseconds kBeat{500};
+
+  // `store` is the main thread's connection to the rendezvous (enter() and finished() use it); the watch opens
+  // one of its own.
+  StartupWatch(const Topology& topology, c10::intrusive_ptr<c10d::Store> store);
+  StartupWatch(const StartupWatch&) = delete;
+  ~StartupWatch();
+
+  // The step of startup this rank is in, for the others' message should it die.
+  void enter(const std::string& step);
+  // This rank has finished startup.
+  void finished();
+  // Runs on the watch's thread before it ends the process (flush telemetry there).
+  void before_ending(std::function<void()> last_words);
+  // Runs `step` (a connection to the other ranks). If it throws (a peer that died resets the connection), waits
+  // long enough for the watch to name a rank that stopped, which ends this one with that message; otherwise
+  // rethrows.
+  template <typename Step>
+  auto naming_the_dead(Step&& step) -> decltype(step()) {
+    try {
+      return step();
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(kSilence + 4 * kBeat);
+      throw;
+    }
+  }
+
+ private:
+  void run();
+  [[noreturn]] void give_verdict(const std::string& why);
+  [[noreturn]] void end_rank(const std::string& why);
+
+  const Topology topology_;
+  const bool hosts_store_;
+  std::mutex mutex_;
+  std::function<void()> last_words_;  // guarded by mutex_
+  c10::intrusive_ptr<c10d::Store> main_store_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the watch's own connection: a c10d store is used from one thread
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace trainer
