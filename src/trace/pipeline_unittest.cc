@@ -137,6 +137,20 @@ TEST(Pipeline, ALogBatchAfterTheExportThreadWentIdleWakesItAgain) {
   EXPECT_EQ(c.telemetry().log_stats().dropped(), 0u);
 }
 
+// Issue 13, for metrics: no queue, no batch; the export thread wakes for the interval even while no span or log
+// record comes (the span schedule delay here is 60 s).
+TEST(Pipeline, MetricsAreExportedOnTheirIntervalWhileNothingElseHappens) {
+  Config config = testing::capture_config("job");
+  config.metrics_enabled = true;
+  config.metric_export_interval_ms = 50;
+  testing::Capture c(config);
+  auto metric_exports = [&] {
+    std::lock_guard lock(c.exporter().mutex);
+    return c.exporter().metrics.size();
+  };
+  EXPECT_TRUE(eventually([&] { return metric_exports() >= 5; })) << metric_exports() << " metric exports";
+}
+
 TEST(Pipeline, AFullQueueDropsAndCountsExactly) {
   Config config = testing::capture_config("job");
   config.span_batch.max_queue_size = 64;

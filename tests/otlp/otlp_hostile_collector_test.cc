@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -113,6 +114,32 @@ TEST(HostileCollector, AnEndlessResponseBodyIsNotRead) {
   ASSERT_TRUE(t.shutdown(std::chrono::seconds(10)));
   EXPECT_EQ(t.span_stats().exported, 1u);
   EXPECT_LT(sent.load(), std::size_t{64} << 20) << "lens kept reading";
+}
+
+// A collector that answers 200 with garbage for a body (not protobuf, not JSON) in either encoding: the status
+// decides, the body is a partial success lens cannot read, and export goes on with every span counted.
+TEST(HostileCollector, GarbageInASuccessfulAnswerIsNeitherACrashNorALoss) {
+  std::string garbage;
+  for (int i = 0; i < 4096; ++i) garbage += static_cast<char>((i * 131) & 0xff);
+  garbage += "{{{\"partialSuccess\":";
+  for (OtlpProtocol protocol : {OtlpProtocol::kHttpProtobuf, OtlpProtocol::kHttpJson}) {
+    std::atomic<int> requests{0};
+    TestCollector collector([&](auto&, auto& response, int) {
+      ++requests;
+      response.set_content(garbage, protocol == OtlpProtocol::kHttpJson ? "application/json" : "application/x-protobuf");
+    });
+    Telemetry t = setup_telemetry(http_config(collector.port(), protocol), 0, 1, {}, SetupOptions{.reinit = true});
+    for (int batch = 0; batch < 3; ++batch) {
+      { LENS_SPAN(mg::job, "answered-with-garbage"); }
+      ASSERT_TRUE(t.force_flush());
+    }
+    ASSERT_TRUE(t.shutdown());
+    SpanStats s = t.span_stats();
+    EXPECT_EQ(s.produced, 3u);
+    EXPECT_EQ(s.exported + s.dropped(), s.produced);
+    EXPECT_EQ(s.exported, 3u) << "a 200 is a success whatever its body";
+    EXPECT_GE(requests.load(), 3);
+  }
 }
 
 // A partial success with a negative count was counted as that many rejected items.
