@@ -29,7 +29,7 @@ BENCHMARK(BM_Metric_GaugeRecord);
 
 void BM_Metric_HistogramRecord(benchmark::State& state) {
   lens::bench::set_up();
-  static auto h = lens::metrics::histogram<double>("bench.histogram", "ms");
+  static auto h = lens::metrics::histogram<double>("bench.histogram", {.unit = "ms"});
   double v = 0;
   for (auto _ : state) {
     h.record(v);

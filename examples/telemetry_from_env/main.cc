@@ -24,9 +24,7 @@ void train(int iterations, int microbatches, int layers) {
   { LENS_SPAN(mg::data_loading, "megatron.data_loading"); }
   LENS_SPAN(mg::job, "megatron.train", {"megatron.train_iters", iterations});
   for (int it = 0; it < iterations; ++it) {
-    lens::ScopedSpan first;
-    if (it == 0 && LENS_GROUP_ENABLED(mg::first_iteration))
-      first.start(mg::first_iteration, "megatron.train.first_iteration", {{"megatron.iteration", it}});
+    LENS_SPAN_IF(it == 0, mg::first_iteration, "megatron.train.first_iteration", {"megatron.iteration", it});
     LENS_SPAN_NAMED(step, mg::step, "megatron.train_step", {"megatron.iteration", it});
     {
       LENS_SPAN(mg::forward_backward, "megatron.forward_backward", {"megatron.num_microbatches", microbatches});

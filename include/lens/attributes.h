@@ -7,7 +7,8 @@
 //   LENS_SPAN(lens::group::step, "train_step", {"iteration", it}, {"loss", 2.31}, {"phase", "warmup"});
 //   span.set_attribute("layers", std::span<const std::int64_t>(ids));
 //
-// Keys given as string literals are kept as pointers; other keys and every string value are copied.
+// Keys given as string literals are kept as pointers; other keys (a char buffer, a std::string) and every string
+// value are copied.
 #pragma once
 
 #include <cstddef>
@@ -19,19 +20,33 @@
 
 namespace lens {
 
-// Text lens may keep: a string literal is stored as a pointer (it lives as long as the program), anything
-// else is copied when it is recorded. Attribute keys and span and event names are TextArgs.
+// Text lens may keep. What is kept by pointer, never copied: a `const char` array, which is what a string
+// literal is (it lives as long as the program). Pass a const array only if it has static storage too. Copied
+// when the span, event or attribute is recorded: a writable `char` buffer (up to its first NUL: `snprintf(buf,
+// ...)` then `LENS_SPAN(g, buf)` is safe), a std::string, a std::string_view. Attribute keys and span and event
+// names are TextArgs.
 class TextArg {
  public:
   template <std::size_t N>
-  constexpr TextArg(const char (&literal)[N]) noexcept : text_(literal, N - 1), is_static_(true) {}  // NOLINT
-  TextArg(std::string_view text) noexcept : text_(text), is_static_(false) {}                      // NOLINT
-  TextArg(const std::string& text) noexcept : text_(text), is_static_(false) {}                    // NOLINT
+  constexpr TextArg(const char (&literal)[N]) noexcept  // NOLINT
+      : text_(literal, length_within(literal, N)), is_static_(true) {}
+  template <std::size_t N>
+  constexpr TextArg(char (&buffer)[N]) noexcept  // NOLINT: a buffer on the stack, written at run time
+      : text_(buffer, length_within(buffer, N)), is_static_(false) {}
+  TextArg(std::string_view text) noexcept : text_(text), is_static_(false) {}    // NOLINT
+  TextArg(const std::string& text) noexcept : text_(text), is_static_(false) {}  // NOLINT
 
   constexpr std::string_view text() const noexcept { return text_; }
   constexpr bool is_static() const noexcept { return is_static_; }
 
  private:
+  // Up to the first NUL, at most size - 1 bytes: an array larger than its text is not read past it.
+  static constexpr std::size_t length_within(const char* text, std::size_t size) noexcept {
+    std::size_t n = 0;
+    while (n + 1 < size && text[n] != '\0') ++n;
+    return n;
+  }
+
   std::string_view text_;
   bool is_static_;
 };

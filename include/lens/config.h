@@ -24,6 +24,9 @@
 
 namespace lens {
 
+// OpenTelemetry SeverityNumber of a log record: each level is the first of its range of four (lens/log.h).
+enum class Severity : int { kTrace = 1, kDebug = 5, kInfo = 9, kWarn = 13, kError = 17, kFatal = 21 };
+
 inline constexpr std::string_view kFallbackEnvPrefix = "NEMO_LENS";
 
 // A bad configuration value, an unknown name or a misuse found at setup. The message says what was wrong,
@@ -101,6 +104,7 @@ struct Config {
   bool traces_enabled = true;
   bool metrics_enabled = true;
   bool logs_enabled = false;
+  Severity min_log_severity = Severity::kTrace;  // records below it are not logged (set in code)
   Exporter exporter = Exporter::kOtlp;
   std::string file_dir = "./telemetry";
   std::string run_id;

@@ -234,5 +234,6 @@ LENS_ABI_NAMESPACE_END
 #if !defined(LENS_DISABLED)
 #define LENS_GROUP_ENABLED(group) (::lens::is_enabled(group))
 #else
-#define LENS_GROUP_ENABLED(group) (false)
+// Always false, its argument type-checked but not evaluated.
+#define LENS_GROUP_ENABLED(group) (sizeof(::lens::is_enabled(group)) == 0)
 #endif

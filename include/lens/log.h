@@ -15,22 +15,25 @@
 #include <string_view>
 
 #include "lens/attributes.h"
+#include "lens/config.h"
 #include "lens/internal/export.h"
 
 namespace lens {
 
-// OpenTelemetry SeverityNumber: each level is the first of its range of four.
-enum class Severity : int { kTrace = 1, kDebug = 5, kInfo = 9, kWarn = 13, kError = 17, kFatal = 21 };
-
 #if !defined(LENS_DISABLED)
 namespace internal {
-extern LENS_API std::atomic<bool> g_logs_enabled;
+// The lowest severity number logged now; kLogsOff (above every severity) when logs are off.
+inline constexpr int kLogsOff = 1 << 30;
+extern LENS_API std::atomic<int> g_min_log_severity;
 LENS_API void emit_log(int severity_number, std::string_view severity_text, std::string_view body,
                        std::initializer_list<Attribute> attributes, std::chrono::system_clock::time_point time);
 }  // namespace internal
 
-// The cheap check before building a message: one relaxed load.
-inline bool should_log(Severity) noexcept { return internal::g_logs_enabled.load(std::memory_order_relaxed); }
+// The cheap check before building a message: one relaxed load and a compare. True when logs are on and
+// `severity` is at least Config::min_log_severity.
+inline bool should_log(Severity severity) noexcept {
+  return static_cast<int>(severity) >= internal::g_min_log_severity.load(std::memory_order_relaxed);
+}
 
 // "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL".
 LENS_API std::string_view severity_text(Severity severity) noexcept;

@@ -6,8 +6,9 @@
 // one overflow series (`otel.metric.overflow=true`) and are counted. Measurements are recorded only on an
 // exporting rank with metrics on; elsewhere a record is one relaxed load.
 //
-//   static auto steps = lens::metrics::counter<std::int64_t>("trainer.steps", "", "Steps run.");
-//   static auto step_ms = lens::metrics::histogram<double>("trainer.step_duration", "ms", "Step time.");
+//   static auto steps = lens::metrics::counter<std::int64_t>("trainer.steps", {.description = "Steps run."});
+//   static auto step_ms =
+//       lens::metrics::histogram<double>("trainer.step_duration", {.description = "Step time.", .unit = "ms"});
 //   steps.add(1);
 //   step_ms.record(412.5, {{"phase", "train"}});
 //
@@ -117,29 +118,35 @@ using Histogram = Recorder<T>;
 template <typename T>
 using Gauge = Recorder<T>;
 
+// What describes an instrument, in OpenTelemetry's order, named at the call so that the two strings cannot be
+// swapped unseen: lens::metrics::counter<std::int64_t>("trainer.steps", {.description = "Steps run."}).
+struct InstrumentOptions {
+  std::string_view description = {};
+  std::string_view unit = {};  // UCUM: "ms", "By", "{item}"; empty for a plain number
+  std::span<const double> bounds = kDefaultBounds;  // histograms only: ascending bucket bounds
+};
+
 // Creating an instrument that exists returns it; the same name with another kind or value type throws
 // std::invalid_argument.
 template <typename T>
-Counter<T> counter(std::string_view name, std::string_view unit = {}, std::string_view description = {}) {
-  return Counter<T>(internal::find_or_create_instrument(name, unit, description, InstrumentKind::kCounter,
+Counter<T> counter(std::string_view name, const InstrumentOptions& o = {}) {
+  return Counter<T>(internal::find_or_create_instrument(name, o.unit, o.description, InstrumentKind::kCounter,
                                                         std::is_integral_v<T>, {}));
 }
 template <typename T>
-UpDownCounter<T> up_down_counter(std::string_view name, std::string_view unit = {},
-                                 std::string_view description = {}) {
-  return UpDownCounter<T>(internal::find_or_create_instrument(name, unit, description,
+UpDownCounter<T> up_down_counter(std::string_view name, const InstrumentOptions& o = {}) {
+  return UpDownCounter<T>(internal::find_or_create_instrument(name, o.unit, o.description,
                                                               InstrumentKind::kUpDownCounter,
                                                               std::is_integral_v<T>, {}));
 }
 template <typename T>
-Histogram<T> histogram(std::string_view name, std::string_view unit = {}, std::string_view description = {},
-                       std::span<const double> bounds = kDefaultBounds) {
-  return Histogram<T>(internal::find_or_create_instrument(name, unit, description, InstrumentKind::kHistogram,
-                                                          std::is_integral_v<T>, bounds));
+Histogram<T> histogram(std::string_view name, const InstrumentOptions& o = {}) {
+  return Histogram<T>(internal::find_or_create_instrument(name, o.unit, o.description, InstrumentKind::kHistogram,
+                                                          std::is_integral_v<T>, o.bounds));
 }
 template <typename T>
-Gauge<T> gauge(std::string_view name, std::string_view unit = {}, std::string_view description = {}) {
-  return Gauge<T>(internal::find_or_create_instrument(name, unit, description, InstrumentKind::kGauge,
+Gauge<T> gauge(std::string_view name, const InstrumentOptions& o = {}) {
+  return Gauge<T>(internal::find_or_create_instrument(name, o.unit, o.description, InstrumentKind::kGauge,
                                                       std::is_integral_v<T>, {}));
 }
 

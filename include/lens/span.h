@@ -10,6 +10,7 @@
 //     LENS_SPAN(lens::megatron::group::step, "megatron.train_step", {"megatron.iteration", iteration});
 //     LENS_SPAN_NAMED(fb, lens::megatron::group::forward_backward, "megatron.forward_backward");
 //     fb.set_attribute("megatron.num_microbatches", 8);
+//     LENS_SPAN_IF(is_last_stage, lens::megatron::group::step, "megatron.loss_reduction");  // only there
 //   }
 //
 //   lens::Span segment(lens::group::job, "megatron.train", {}, {.root = true});  // starts a new trace
@@ -19,7 +20,8 @@
 // A span left by a C++ exception gets status error and an `exception` event; the exception propagates
 // unchanged. lens::traced() wraps a callable so each call is a span (with the exception's type and message).
 //
-// Compiled with LENS_DISABLED, the macros expand to nothing that runs and these types are empty no-ops.
+// Compiled with LENS_DISABLED, the macros expand to nothing that runs and these types are empty no-ops; the
+// macros' arguments are still type-checked (as Abseil's compiled-out logging does), never evaluated.
 #pragma once
 
 #include <cstdint>
@@ -245,10 +247,32 @@ LENS_ABI_NAMESPACE_END
 #define LENS_SPAN_NAMED(var, group, name, ...) \
   ::lens::ScopedSpan var;                       \
   if (LENS_GROUP_ENABLED(group)) var.start(group, name, {__VA_ARGS__})
+// The same, recorded only when `cond` holds too (evaluated only when the group is enabled):
+// LENS_SPAN_NAMED_IF(span, rank == 0, group, "name", ...).
+#define LENS_SPAN_NAMED_IF(var, cond, group, name, ...) \
+  ::lens::ScopedSpan var;                                \
+  if (LENS_GROUP_ENABLED(group) && (cond)) var.start(group, name, {__VA_ARGS__})
 #else
-#define LENS_SPAN_NAMED(var, group, name, ...) [[maybe_unused]] ::lens::ScopedSpan var
+namespace lens::internal {
+// Never defined: named only inside sizeof, so a compiled-out span's arguments are still parsed and type-checked
+// (a misspelled group or an undeclared name is an error, a variable used only in a span is used) but never
+// evaluated, and no lens symbol is referenced.
+char check_span_arguments(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes) noexcept;
+char check_condition(bool condition) noexcept;
+}  // namespace lens::internal
+#define LENS_SPAN_NAMED(var, group, name, ...)  \
+  [[maybe_unused]] ::lens::ScopedSpan var;       \
+  static_cast<void>(sizeof(::lens::internal::check_span_arguments(group, name, {__VA_ARGS__})))
+#define LENS_SPAN_NAMED_IF(var, cond, group, name, ...)                                            \
+  [[maybe_unused]] ::lens::ScopedSpan var;                                                         \
+  static_cast<void>(sizeof(::lens::internal::check_condition(cond)) +                              \
+                    sizeof(::lens::internal::check_span_arguments(group, name, {__VA_ARGS__})))
 #endif
 
 // A span for the rest of the scope: LENS_SPAN(group, "name", {"key", value}, ...).
 #define LENS_SPAN(group, name, ...) \
   LENS_SPAN_NAMED(LENS_INTERNAL_CONCAT(lens_span_, __LINE__), group, name __VA_OPT__(, ) __VA_ARGS__)
+// The same, recorded only when `cond` holds too: LENS_SPAN_IF(is_last_stage, group, "name", ...).
+#define LENS_SPAN_IF(cond, group, name, ...)                                                    \
+  LENS_SPAN_NAMED_IF(LENS_INTERNAL_CONCAT(lens_span_, __LINE__), cond, group, name __VA_OPT__(, ) \
+                         __VA_ARGS__)

@@ -9,7 +9,7 @@ namespace lens {
 
 namespace internal {
 
-std::atomic<bool> g_logs_enabled{false};
+std::atomic<int> g_min_log_severity{kLogsOff};
 std::atomic<Pipeline*> g_logs_pipeline{nullptr};
 
 void emit_log(int severity_number, std::string_view severity_text, std::string_view body,

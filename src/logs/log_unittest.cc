@@ -87,6 +87,21 @@ TEST(Logs, AFloodIsBoundedAndEveryDropCounted) {
   EXPECT_EQ(s.exported + s.dropped(), s.produced);
 }
 
+// Issue 14: should_log took a severity and ignored it.
+TEST(Logs, ShouldLogHonoursTheMinimumSeverity) {
+  Config config = logs_config();
+  config.min_log_severity = Severity::kWarn;
+  testing::Capture c(config);
+  EXPECT_FALSE(should_log(Severity::kInfo));
+  EXPECT_TRUE(should_log(Severity::kWarn));
+  EXPECT_TRUE(should_log(Severity::kFatal));
+  log(Severity::kInfo, "below");
+  log(Severity::kError, "above");
+  std::vector<json> records = log_records(c);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["body"]["stringValue"], "above");
+}
+
 TEST(Logs, NothingWhenLogsAreOff) {
   testing::Capture c(testing::capture_config("all"));  // LOGS_ENABLED defaults to 0
   EXPECT_FALSE(should_log(Severity::kFatal));

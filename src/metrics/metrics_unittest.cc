@@ -27,10 +27,10 @@ const MetricData* find(const std::vector<MetricData>& all, const std::string& na
 }
 
 TEST_F(Metrics, CounterUpDownCounterAndGaugeValues) {
-  auto c = metrics::counter<std::int64_t>("test.counter", "{item}", "Items.");
+  auto c = metrics::counter<std::int64_t>("test.counter", {.description = "Items.", .unit = "{item}"});
   auto d = metrics::counter<double>("test.counter.double");
   auto u = metrics::up_down_counter<std::int64_t>("test.updown");
-  auto g = metrics::gauge<double>("test.gauge", "1");
+  auto g = metrics::gauge<double>("test.gauge", {.unit = "1"});
   MetricCollector collector(Temporality::kCumulative);
   c.add(3);
   c.add(4);
@@ -54,7 +54,7 @@ TEST_F(Metrics, CounterUpDownCounterAndGaugeValues) {
 
 TEST_F(Metrics, HistogramBucketsSumMinMax) {
   const double bounds[] = {1, 10, 100};
-  auto h = metrics::histogram<double>("test.histogram", "ms", "", bounds);
+  auto h = metrics::histogram<double>("test.histogram", {.unit = "ms", .bounds = bounds});
   MetricCollector collector(Temporality::kCumulative);
   for (double v : {0.5, 1.0, 5.0, 10.0, 50.0, 1000.0}) h.record(v);
   h.record(std::nan(""));  // not a measurement
@@ -136,7 +136,7 @@ TEST_F(Metrics, SameNameSameInstrumentOtherKindIsAnError) {
   EXPECT_THROW(metrics::gauge<std::int64_t>("test.same"), std::invalid_argument);
   EXPECT_THROW(metrics::counter<double>("test.same"), std::invalid_argument);
   const double unsorted[] = {5, 1};
-  EXPECT_THROW(metrics::histogram<double>("test.bad.bounds", "", "", unsorted), std::invalid_argument);
+  EXPECT_THROW(metrics::histogram<double>("test.bad.bounds", {.bounds = unsorted}), std::invalid_argument);
 }
 
 TEST_F(Metrics, NothingIsRecordedWhenRecordingIsOff) {

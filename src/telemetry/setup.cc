@@ -45,7 +45,8 @@ void route_signals(Pipeline* p, const Config& c) {
   g_export_pipeline.store(p, std::memory_order_release);
   g_pipeline.store(p && c.traces_enabled ? p : nullptr, std::memory_order_release);
   g_logs_pipeline.store(p && c.logs_enabled ? p : nullptr, std::memory_order_release);
-  g_logs_enabled.store(p && c.logs_enabled, std::memory_order_relaxed);
+  g_min_log_severity.store(p && c.logs_enabled ? static_cast<int>(c.min_log_severity) : kLogsOff,
+                           std::memory_order_relaxed);
   set_metrics_recording(p && c.metrics_enabled);
 }
 
@@ -174,7 +175,7 @@ void forget_live_setup_after_fork() noexcept {
   g_pipeline.store(nullptr);
   g_logs_pipeline.store(nullptr);
   if (Pipeline* p = g_export_pipeline.exchange(nullptr)) p->mark_stopped_in_child();
-  g_logs_enabled.store(false);
+  g_min_log_severity.store(kLogsOff);
   set_metrics_recording(false);
   install_span_groups({}, {});
   g_live.store(new Live);

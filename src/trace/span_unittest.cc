@@ -2,6 +2,8 @@
 // exceptions, limits, and no heap allocation on the span path.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <stdexcept>
 #include <thread>
 
@@ -85,6 +87,55 @@ TEST(Spans, DisabledGroupEvaluatesNothingAndLeavesNoGapInTheTree) {
   EXPECT_EQ(evaluated, 0);
   EXPECT_TRUE(c.span("off").is_null());
   EXPECT_EQ(c.span("layer")["parentSpanId"], c.span("root")["spanId"]);  // attaches to the nearest existing span
+}
+
+// Issue 14: a writable buffer bound as a string literal, kept as a pointer to the stack with its whole length.
+TEST(TextArgs, OnlyConstArraysAreKeptByPointerAndBuffersEndAtTheirText) {
+  static constexpr TextArg kLiteral("megatron.train_step");
+  static_assert(kLiteral.is_static() && kLiteral.text() == "megatron.train_step");
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "step_%d", 3);
+  TextArg from_buffer(buffer);
+  EXPECT_FALSE(from_buffer.is_static());
+  EXPECT_EQ(from_buffer.text(), "step_3");  // not 63 bytes with the NULs
+  static const char kPadded[32] = "padded";
+  EXPECT_EQ(TextArg(kPadded).text(), "padded");
+  EXPECT_FALSE(TextArg(std::string("copied")).is_static());
+}
+
+// The buffer is gone (and its stack reused) before the span is exported: the name and key were copied.
+TEST(Spans, ANameAndKeyFromABufferOutliveTheBuffer) {
+  Capture c;
+  Span span = [] {
+    char name[64], key[32];
+    std::snprintf(name, sizeof name, "step_%d", 3);
+    std::snprintf(key, sizeof key, "key_%d", 1);
+    return Span(mg::job, name, {{key, 7}});
+  }();
+  [] {  // another frame over the same stack
+    volatile char scribble[256];
+    for (auto& byte : scribble) byte = 'x';
+  }();
+  span.end();
+  json s = c.span("step_3");
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(attribute(s, "key_1"), json({{"intValue", "7"}}));
+}
+
+TEST(Spans, SpanIfRecordsOnlyWhenItsConditionHoldsAndEvaluatesItOnlyForAnEnabledGroup) {
+  Capture c(testing::capture_config("job"));
+  int evaluated = 0;
+  auto holds = [&](bool value) {
+    ++evaluated;
+    return value;
+  };
+  { LENS_SPAN_IF(holds(true), mg::job, "kept"); }
+  { LENS_SPAN_IF(holds(false), mg::job, "skipped"); }
+  { LENS_SPAN_IF(holds(true), mg::layer, "group.off"); }
+  EXPECT_EQ(evaluated, 2) << "the condition of a disabled group is not evaluated";
+  EXPECT_FALSE(c.span("kept").is_null());
+  EXPECT_TRUE(c.span("skipped").is_null());
+  EXPECT_TRUE(c.span("group.off").is_null());
 }
 
 TEST(Spans, ContextCarriedIntoAnotherThread) {

@@ -24,6 +24,9 @@ int main() {
              !lens::resolve(lens::megatron::catalogue(), "all", "x").empty();
   {
     LENS_SPAN(expensive_group(), "never", {"x", ++g_side_effects});
+    const int used_only_in_a_span = 3;
+    LENS_SPAN(lens::group::step, "never.checked", {"v", used_only_in_a_span});
+    LENS_SPAN_IF(++g_side_effects > 0, expensive_group(), "never.if");
     LENS_SPAN_NAMED(named, lens::megatron::group::step, "never.named");
     named.set_attribute("k", 1);
     named.add_event("e");
@@ -37,7 +40,7 @@ int main() {
   }
   {
     static auto counter = lens::metrics::counter<std::int64_t>("never.counter");
-    static auto histogram = lens::metrics::histogram<double>("never.histogram", "ms");
+    static auto histogram = lens::metrics::histogram<double>("never.histogram", {.unit = "ms"});
     counter.add(1);
     counter.add(1, {{"k", "v"}});
     histogram.record(2.5);

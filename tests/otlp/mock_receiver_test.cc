@@ -185,9 +185,9 @@ TEST_P(MockReceiver, MetricsArriveWithTheirPoints) {
   Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
   // Instruments live as long as the process: names of this test's own, so earlier tests' values don't add up.
   const std::string prefix = "mock." + std::to_string(static_cast<int>(GetParam())) + ".";
-  auto steps = metrics::counter<std::int64_t>(prefix + "steps", "{step}", "Steps.");
-  auto step_ms = metrics::histogram<double>(prefix + "step_duration", "ms", "Step time.");
-  auto loss = metrics::gauge<double>(prefix + "loss", "", "Loss.");
+  auto steps = metrics::counter<std::int64_t>(prefix + "steps", {.description = "Steps.", .unit = "{step}"});
+  auto step_ms = metrics::histogram<double>(prefix + "step_duration", {.description = "Step time.", .unit = "ms"});
+  auto loss = metrics::gauge<double>(prefix + "loss", {.description = "Loss."});
   steps.add(3);
   steps.add(4, {{"phase", "train"}});
   step_ms.record(12.5);

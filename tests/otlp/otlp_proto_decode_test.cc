@@ -77,11 +77,11 @@ TEST(OtlpProto, MetricsAndLogsDecodeToWhatLensMeant) {
   Config config = testing::capture_config();
   config.logs_enabled = true;
   testing::Capture c(config);
-  metrics::counter<std::int64_t>("proto.counter", "{item}", "Items.").add(7);
+  metrics::counter<std::int64_t>("proto.counter", {.description = "Items.", .unit = "{item}"}).add(7);
   metrics::up_down_counter<double>("proto.updown").add(-2.5, {{"where", "here"}});
-  metrics::gauge<double>("proto.gauge", "1").record(0.75);
+  metrics::gauge<double>("proto.gauge", {.unit = "1"}).record(0.75);
   const double bounds[] = {1, 10};
-  metrics::histogram<double>("proto.histogram", "ms", "", bounds).record(5);
+  metrics::histogram<double>("proto.histogram", {.unit = "ms", .bounds = bounds}).record(5);
   {
     LENS_SPAN(mg::job, "with-log");
     log(Severity::kError, "日本語 body", {{"n", -1}});
