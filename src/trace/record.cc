@@ -29,27 +29,28 @@ std::string_view AttributeView::next_string(std::uint32_t& cursor) const noexcep
 
 EventView SpanView::read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept {
   EventView e;
-  bool name_static = at[1] != 0;
-  auto name_length = load<std::uint32_t>(at + 4);
+  const auto head = load<TextHead>(at);
   const std::uint8_t* after_name;
-  e.name = read_text(at + 8, name_static, name_length, &after_name);
-  e.tick = load<std::uint64_t>(after_name);
-  e.attribute_count = load<std::uint32_t>(after_name + 8);
-  e.dropped_attributes = load<std::uint32_t>(after_name + 12);
-  e.attributes = after_name + 16;
+  e.name = read_text(at + sizeof head, head.is_static != 0, head.length, &after_name);
+  const auto tail = load<EventTail>(after_name);
+  e.tick = tail.tick;
+  e.attribute_count = tail.counts.written;
+  e.dropped_attributes = tail.counts.dropped;
+  e.attributes = after_name + sizeof tail;
   *next = e.attributes;
   return e;
 }
 
 LinkView SpanView::read_link(const std::uint8_t* at, const std::uint8_t** next) noexcept {
   LinkView l;
-  std::memcpy(l.context.trace_id.bytes.data(), at + 4, 16);
-  std::memcpy(l.context.span_id.bytes.data(), at + 20, 8);
-  l.context.trace_flags = at[28];
-  l.context.is_remote = at[29] != 0;
-  l.attribute_count = load<std::uint32_t>(at + 32);
-  l.dropped_attributes = load<std::uint32_t>(at + 36);
-  l.attributes = at + 40;
+  const auto head = load<LinkHead>(at);
+  std::memcpy(l.context.trace_id.bytes.data(), head.trace_id, sizeof head.trace_id);
+  std::memcpy(l.context.span_id.bytes.data(), head.span_id, sizeof head.span_id);
+  l.context.trace_flags = head.trace_flags;
+  l.context.is_remote = head.is_remote != 0;
+  l.attribute_count = head.counts.written;
+  l.dropped_attributes = head.counts.dropped;
+  l.attributes = at + sizeof head;
   *next = l.attributes;
   return l;
 }
@@ -69,7 +70,7 @@ const std::uint8_t* SpanView::skip_entry(const std::uint8_t* at) noexcept {
       return next;
     }
     case EntryTag::kStatusMessage:
-    case EntryTag::kName: return at + 8 + load<std::uint32_t>(at + 4);
+    case EntryTag::kName: return at + sizeof(TextHead) + load<TextHead>(at).length;
   }
   return at + 1;  // unreachable for records lens wrote
 }

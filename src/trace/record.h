@@ -53,15 +53,58 @@ static_assert(std::is_trivially_copyable_v<RecordHeader>);
 
 inline constexpr std::uint32_t kArenaBytes = 2048;
 
-// Entry layouts (packed, read and written with memcpy):
-//   attribute: tag, value type, key-is-static, pad, u32 key length, key (8-byte pointer or bytes),
-//              u32 value bytes, value (bool 1 byte, int/double 8, string bytes, arrays: elements; string arrays
-//              u32 count then u32 length + bytes each)
-//   event:     tag, name-is-static, pad, pad, u32 name length, name (pointer or bytes), u64 tick,
-//              u32 attribute count, u32 dropped attributes; then that many attribute entries
-//   link:      tag, pad x3, trace id 16, span id 8, flags, remote, pad x2, u32 attribute count, u32 dropped; then
-//              the attribute entries
-//   status message / name: tag, pad x3, u32 length, bytes
+// The arena's entries, each a fixed head (below, the one definition both the writer in recorder.cc and the
+// readers here use; copied in and out with memcpy, so no alignment is assumed) and a variable part:
+//   attribute: AttributeHead, key (8-byte pointer when static, else the bytes), u32 value bytes, value (bool 1
+//              byte, int/double 8, string bytes, arrays: the elements; string arrays: u32 count, then u32 length
+//              and bytes each)
+//   event:     TextHead (name), name (pointer or bytes), EventTail, then that many attribute entries
+//   link:      LinkHead, then that many attribute entries
+//   status message / name: TextHead, bytes
+struct AttributeHead {
+  std::uint8_t tag;  // EntryTag::kAttribute
+  std::uint8_t type;  // ValueType
+  std::uint8_t key_is_static;
+  std::uint8_t pad;
+  std::uint32_t key_length;
+};
+static_assert(sizeof(AttributeHead) == 8);
+
+struct TextHead {  // an event's name (is_static may be 1), a status message or a copied span name
+  std::uint8_t tag;
+  std::uint8_t is_static;
+  std::uint8_t pad[2];
+  std::uint32_t length;
+};
+static_assert(sizeof(TextHead) == 8);
+
+struct AttributeCounts {  // before the attribute entries of an event or a link
+  std::uint32_t written;
+  std::uint32_t dropped;
+};
+static_assert(sizeof(AttributeCounts) == 8);
+
+struct EventTail {  // after an event's name
+  std::uint64_t tick;
+  AttributeCounts counts;
+};
+static_assert(sizeof(EventTail) == 16);
+
+struct LinkHead {
+  std::uint8_t tag;  // EntryTag::kLink
+  std::uint8_t pad[3];
+  std::uint8_t trace_id[16];
+  std::uint8_t span_id[8];
+  std::uint8_t trace_flags;
+  std::uint8_t is_remote;
+  std::uint8_t pad2[2];
+  AttributeCounts counts;
+};
+static_assert(sizeof(LinkHead) == 40);
+
+// The common attribute, a static key and an 8-byte number, written in one piece by the span path.
+inline constexpr std::size_t kStaticNumberAttributeBytes =
+    sizeof(AttributeHead) + sizeof(const char*) + sizeof(std::uint32_t) + 8;
 
 // A decoded attribute, pointing into the record.
 struct AttributeView {  // 32 bytes: the exporter keeps a span's attributes in an array of them
@@ -177,16 +220,16 @@ SpanView::SpanView(const std::uint8_t* record) noexcept {
 std::string_view SpanView::status_message() const noexcept {
   if (header_.status_message_entry == 0) return {};
   const std::uint8_t* at = arena_ + header_.status_message_entry - 1;
-  return {reinterpret_cast<const char*>(at + 8), record_detail::load<std::uint32_t>(at + 4)};
+  const auto head = record_detail::load<TextHead>(at);
+  return {reinterpret_cast<const char*>(at + sizeof head), head.length};
 }
 
 AttributeView SpanView::read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept {
   AttributeView a;
-  a.type = static_cast<ValueType>(at[1]);
-  bool key_static = at[2] != 0;
-  auto key_length = record_detail::load<std::uint32_t>(at + 4);
+  const auto head = record_detail::load<AttributeHead>(at);
+  a.type = static_cast<ValueType>(head.type);
   const std::uint8_t* after_key;
-  a.key = record_detail::read_text(at + 8, key_static, key_length, &after_key);
+  a.key = record_detail::read_text(at + sizeof head, head.key_is_static != 0, head.key_length, &after_key);
   a.value_bytes = record_detail::load<std::uint32_t>(after_key);
   a.value = after_key + 4;
   *next = a.value + a.value_bytes;

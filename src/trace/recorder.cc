@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <typeinfo>
@@ -95,7 +96,6 @@ class ArenaWriter {
  public:
   explicit ArenaWriter(OpenSpan& s) noexcept : s_(s), begin_(s.arena), at_(s.arena + s.header.arena_used) {}
   bool fits(std::size_t bytes) const noexcept { return static_cast<std::size_t>(at_ - begin_) + bytes <= kArenaBytes; }
-  void u8(std::uint8_t v) noexcept { *at_++ = v; }
   template <typename T>
   void put(const T& v) noexcept {
     std::memcpy(at_, &v, sizeof v);
@@ -183,16 +183,6 @@ void put_array(ArenaCursor& c, const AttributeValue& v, std::size_t max_length) 
   }
 }
 
-// The fixed start of an attribute entry.
-struct AttributeHead {
-  std::uint8_t tag;
-  std::uint8_t type;
-  std::uint8_t key_is_static;
-  std::uint8_t pad;
-  std::uint32_t key_length;
-};
-static_assert(sizeof(AttributeHead) == 8);
-
 // Appends one attribute entry at `at`; returns the end of the entry, or null when it does not fit before
 // `end`. Works on a local pointer (not through the writer) so that the byte stores, which may alias anything,
 // do not force the cursor back to memory after each one.
@@ -202,7 +192,7 @@ std::uint8_t* put_attribute(std::uint8_t* at, const std::uint8_t* end, const Att
   const ValueType type = a.value.type();
   if (key_static && (type == ValueType::kInt || type == ValueType::kDouble)) {
     // The common case, a literal key and an 8-byte number: one fixed 28-byte entry.
-    constexpr std::size_t kSize = sizeof(AttributeHead) + sizeof(const char*) + 4 + 8;
+    constexpr std::size_t kSize = kStaticNumberAttributeBytes;
     if (static_cast<std::size_t>(end - at) < kSize) return nullptr;
     AttributeHead head{static_cast<std::uint8_t>(EntryTag::kAttribute), static_cast<std::uint8_t>(type), 1, 0,
                        static_cast<std::uint32_t>(a.key.text().size())};
@@ -216,10 +206,10 @@ std::uint8_t* put_attribute(std::uint8_t* at, const std::uint8_t* end, const Att
       double v = a.value.as_double();
       std::memcpy(&bits, &v, 8);
     }
-    std::memcpy(at, &head, 8);
-    std::memcpy(at + 8, &key, 8);
-    std::memcpy(at + 16, &eight, 4);
-    std::memcpy(at + 20, &bits, 8);
+    std::memcpy(at, &head, sizeof head);
+    std::memcpy(at + sizeof head, &key, sizeof key);
+    std::memcpy(at + sizeof head + sizeof key, &eight, sizeof eight);
+    std::memcpy(at + sizeof head + sizeof key + sizeof eight, &bits, sizeof bits);
     return at + kSize;
   }
   const std::string_view key = a.key.text();
@@ -274,20 +264,18 @@ std::size_t max_value_length(const Limits& l) noexcept {
 }
 
 // The attributes of an event or a link: a u32 count written and a u32 count dropped, then the entries.
-void put_counted_attributes(ArenaWriter& w, std::initializer_list<Attribute> attributes, std::int64_t limit,
-                            std::size_t max_length) noexcept {
-  std::uint8_t* counts = w.cursor();
-  w.put(std::uint64_t{0});
-  std::uint32_t written = 0, dropped = 0;
+// The attribute entries of an event or a link, whose AttributeCounts are at `counts` (already reserved).
+void put_counted_attributes(ArenaWriter& w, std::uint8_t* counts, std::initializer_list<Attribute> attributes,
+                            std::int64_t limit, std::size_t max_length) noexcept {
+  AttributeCounts c{0, 0};
   for (const Attribute& a : attributes) {
-    if (written >= limit || !put_attribute(w, a, max_length)) {
-      ++dropped;
+    if (c.written >= limit || !put_attribute(w, a, max_length)) {
+      ++c.dropped;
       continue;
     }
-    ++written;
+    ++c.written;
   }
-  std::memcpy(counts, &written, 4);
-  std::memcpy(counts + 4, &dropped, 4);
+  std::memcpy(counts, &c, sizeof c);
 }
 
 void append_attributes(OpenSpan& s, const Limits& limits, std::initializer_list<Attribute> attributes) noexcept {
@@ -314,32 +302,27 @@ void append_attributes(OpenSpan& s, const Limits& limits, std::initializer_list<
 void append_event(OpenSpan& s, const Limits& limits, SpanName name, std::uint64_t tick,
                   std::initializer_list<Attribute> attributes) noexcept {
   ArenaWriter w(s);
-  std::size_t head = 8 + text_bytes(name.is_static(), name.text().size()) + 16;
-  if (s.header.event_count >= limits.span_event_count || !w.fits(head)) {
+  const std::size_t fixed = sizeof(TextHead) + text_bytes(name.is_static(), name.text().size()) + sizeof(EventTail);
+  if (s.header.event_count >= limits.span_event_count || !w.fits(fixed)) {
     ++s.header.dropped_events;
     return;
   }
-  w.u8(static_cast<std::uint8_t>(EntryTag::kEvent));
-  w.u8(name.is_static() ? 1 : 0);
-  w.u8(0);
-  w.u8(0);
-  w.put(static_cast<std::uint32_t>(name.text().size()));
+  w.put(TextHead{static_cast<std::uint8_t>(EntryTag::kEvent), static_cast<std::uint8_t>(name.is_static() ? 1 : 0),
+                 {0, 0}, static_cast<std::uint32_t>(name.text().size())});
   put_text(w, name.text(), name.is_static());
-  w.put(tick);
-  put_counted_attributes(w, attributes, limits.event_attribute_count, max_value_length(limits));
+  std::uint8_t* tail = w.cursor();
+  w.put(EventTail{tick, {0, 0}});
+  put_counted_attributes(w, tail + offsetof(EventTail, counts), attributes, limits.event_attribute_count,
+                         max_value_length(limits));
   ++s.header.event_count;
   w.commit();
 }
 
 void append_text_entry(OpenSpan& s, EntryTag tag, std::string_view text, std::uint32_t* entry_offset) noexcept {
   ArenaWriter w(s);
-  if (!w.fits(8 + text.size())) return;
+  if (!w.fits(sizeof(TextHead) + text.size())) return;
   *entry_offset = w.position();
-  w.u8(static_cast<std::uint8_t>(tag));
-  w.u8(0);
-  w.u8(0);
-  w.u8(0);
-  w.put(static_cast<std::uint32_t>(text.size()));
+  w.put(TextHead{static_cast<std::uint8_t>(tag), 0, {0, 0}, static_cast<std::uint32_t>(text.size())});
   w.bytes(text.data(), text.size());
   w.commit();
 }
@@ -427,7 +410,8 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_
     std::uint32_t entry = 0;
     std::string_view text = name.text().substr(0, kArenaBytes / 4);  // a runaway name must not fill the arena
     append_text_entry(*s, EntryTag::kName, text, &entry);
-    r.name = TextRef{nullptr, entry + 8, static_cast<std::uint32_t>(text.size())};
+    r.name = TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)),
+                     static_cast<std::uint32_t>(text.size())};
   }
   if (attributes.size() != 0) append_attributes(*s, p->limits, attributes);
   h.slot = s;
@@ -475,21 +459,20 @@ void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attr
   OpenSpan& s = *h.slot;
   const Limits& limits = s.owner->pipeline->limits;
   ArenaWriter w(s);
-  if (s.header.link_count >= limits.span_link_count || !w.fits(40)) {
+  if (s.header.link_count >= limits.span_link_count || !w.fits(sizeof(LinkHead))) {
     ++s.header.dropped_links;
     return;
   }
-  w.u8(static_cast<std::uint8_t>(EntryTag::kLink));
-  w.u8(0);
-  w.u8(0);
-  w.u8(0);
-  w.bytes(link.trace_id.bytes.data(), 16);
-  w.bytes(link.span_id.bytes.data(), 8);
-  w.u8(link.trace_flags);
-  w.u8(link.is_remote ? 1 : 0);
-  w.u8(0);
-  w.u8(0);
-  put_counted_attributes(w, attributes, limits.link_attribute_count, max_value_length(limits));
+  LinkHead head{};
+  head.tag = static_cast<std::uint8_t>(EntryTag::kLink);
+  std::memcpy(head.trace_id, link.trace_id.bytes.data(), sizeof head.trace_id);
+  std::memcpy(head.span_id, link.span_id.bytes.data(), sizeof head.span_id);
+  head.trace_flags = link.trace_flags;
+  head.is_remote = link.is_remote ? 1 : 0;
+  std::uint8_t* at = w.cursor();
+  w.put(head);
+  put_counted_attributes(w, at + offsetof(LinkHead, counts), attributes, limits.link_attribute_count,
+                         max_value_length(limits));
   ++s.header.link_count;
   w.commit();
 }
