@@ -21,7 +21,7 @@ class DiscardExporter final : public internal::TelemetryExporter {
 inline Telemetry setup_discarding(Config config) {
   config.catalogue = megatron::catalogue();
   config.enabled = true;
-  return internal::setup(config, 0, 1, {}, SetupOptions{.reinit = true}, std::make_unique<DiscardExporter>());
+  return internal::setup(config, {.rank = 0, .world_size = 1, .reinit = true}, std::make_unique<DiscardExporter>());
 }
 
 // Every group of `per_step` and `microbatch` on (so `step` is on and `layer` is off), the default sampler

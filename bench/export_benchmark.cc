@@ -77,7 +77,7 @@ void BM_EndToEnd_Loopback(benchmark::State& state, lens::OtlpProtocol protocol) 
   }
   const char* endpoint = protocol == lens::OtlpProtocol::kGrpc ? "http://127.0.0.1:4317" : "http://127.0.0.1:4318";
   lens::Telemetry t =
-      lens::setup_telemetry(otlp_config(protocol, endpoint, 2 * kSpans), 0, 1, {}, lens::SetupOptions{.reinit = true});
+      lens::setup_telemetry(otlp_config(protocol, endpoint, 2 * kSpans), {.rank = 0, .world_size = 1, .reinit = true});
   run_end_to_end(state, t);
 }
 BENCHMARK_CAPTURE(BM_EndToEnd_Loopback, http_protobuf, lens::OtlpProtocol::kHttpProtobuf)
@@ -85,8 +85,8 @@ BENCHMARK_CAPTURE(BM_EndToEnd_Loopback, http_protobuf, lens::OtlpProtocol::kHttp
 BENCHMARK_CAPTURE(BM_EndToEnd_Loopback, grpc, lens::OtlpProtocol::kGrpc)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_EndToEnd_Baseline_DiscardExporter(benchmark::State& state) {
-  lens::Telemetry t = lens::internal::setup(otlp_config(lens::OtlpProtocol::kHttpProtobuf, "", 2 * kSpans), 0, 1, {},
-                                            lens::SetupOptions{.reinit = true},
+  lens::Telemetry t = lens::internal::setup(otlp_config(lens::OtlpProtocol::kHttpProtobuf, "", 2 * kSpans),
+                                            {.rank = 0, .world_size = 1, .reinit = true},
                                             std::make_unique<lens::bench::DiscardExporter>());
   run_end_to_end(state, t);
 }
@@ -122,16 +122,16 @@ void BM_SpanCost_CollectorNeverAnswers(benchmark::State& state) {
   int port = 0;
   int fd = silent_listener(port);
   lens::Telemetry t = lens::setup_telemetry(
-      otlp_config(lens::OtlpProtocol::kHttpProtobuf, "http://127.0.0.1:" + std::to_string(port), 2048), 0, 1, {},
-      lens::SetupOptions{.reinit = true});
+      otlp_config(lens::OtlpProtocol::kHttpProtobuf, "http://127.0.0.1:" + std::to_string(port), 2048),
+      {.rank = 0, .world_size = 1, .reinit = true});
   span_cost(state, t);
   ::close(fd);
 }
 BENCHMARK(BM_SpanCost_CollectorNeverAnswers);
 
 void BM_SpanCost_Baseline_CollectorFree(benchmark::State& state) {
-  lens::Telemetry t = lens::internal::setup(otlp_config(lens::OtlpProtocol::kHttpProtobuf, "", 2048), 0, 1, {},
-                                            lens::SetupOptions{.reinit = true},
+  lens::Telemetry t = lens::internal::setup(otlp_config(lens::OtlpProtocol::kHttpProtobuf, "", 2048),
+                                            {.rank = 0, .world_size = 1, .reinit = true},
                                             std::make_unique<lens::bench::DiscardExporter>());
   span_cost(state, t);
 }

@@ -59,8 +59,10 @@ const Batch& batch() {
     config.span_batch.max_export_batch_size = 512;
     auto exporter = std::make_unique<KeepFirstBatch>();
     exporter->records = &out->records;
-    lens::Telemetry t = lens::internal::setup(config, 0, 1, {{"service.name", std::string("bench")}},
-                                              lens::SetupOptions{.reinit = true}, std::move(exporter));
+    lens::Telemetry t = lens::internal::setup(
+        config,
+        {.rank = 0, .world_size = 1, .resource_attributes = {{"service.name", std::string("bench")}}, .reinit = true},
+        std::move(exporter));
     for (std::int64_t i = 0; i < 512; ++i) {
       LENS_SPAN(mg::step, "megatron.train_step", {"megatron.iteration", i}, {"megatron.num_microbatches", 8},
                 {"megatron.loss", 2.31}, {"megatron.phase", "train"});

@@ -32,7 +32,7 @@ void BM_Pipeline_TenMillionSpansIntoTheFileExporter(benchmark::State& state) {
     config.span_batch.max_queue_size = 65536;
     config.span_batch.max_export_batch_size = 4096;
     config.span_batch.schedule_delay_ms = 50;
-    lens::Telemetry t = lens::setup_telemetry(config, 0, 1, {}, lens::SetupOptions{.reinit = true});
+    lens::Telemetry t = lens::setup_telemetry(config, {.rank = 0, .world_size = 1, .reinit = true});
     auto start = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < spans; ++i) {
       LENS_SPAN(mg::step, "megatron.train_step");

@@ -108,9 +108,10 @@ int run(const Args& args) {
   lens::Telemetry telemetry;
   watch.enter("telemetry setup");
   trainer::all_or_none(*store, topology, "telemetry setup", [&] {
-    telemetry = lens::setup_telemetry(config, ranks.rank, ranks.world_size, {},
-                                      lens::SetupOptions{.local_rank = ranks.local_rank,
-                                                         .resource_provider = lens::megatron::resource_provider(training)});
+    telemetry = lens::setup_telemetry(config, {.rank = ranks.rank,
+                                               .world_size = ranks.world_size,
+                                               .local_rank = ranks.local_rank,
+                                               .resource_provider = lens::megatron::resource_provider(training)});
   });
   watch.before_ending([&telemetry] { telemetry.force_flush(); });
   const bool telemetry_on = config.enabled;

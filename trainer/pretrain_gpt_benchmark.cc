@@ -72,7 +72,7 @@ struct Rig {
     config.file_dir = files.string();
     config.rank_strategy = "all_ranks";
     config.span_groups = "all";
-    telemetry = lens::setup_telemetry(config, 0, 1);
+    telemetry = lens::setup_telemetry(config, {.rank = 0, .world_size = 1});
     trainer::Topology topology{0, 1, 1, 1};
     parallel = std::make_unique<trainer::Parallel>(topology, c10::make_intrusive<c10d::HashStore>());
     corpus = trainer::load_corpus("");

@@ -6,7 +6,7 @@
 // nothing: no thread, no file, no socket.
 //
 //   lens::Config config = lens::megatron::config_from_env();
-//   lens::Telemetry telemetry = lens::setup_telemetry(config, args.rank, args.world_size);
+//   lens::Telemetry telemetry = lens::setup_telemetry(config, {.rank = args.rank, .world_size = args.world_size});
 //   ...
 //   telemetry.shutdown(std::chrono::milliseconds(5000));
 #pragma once
@@ -70,8 +70,15 @@ struct SpanStats {
   }
 };
 
+// How this process takes part: what the launcher's environment does not say, or says otherwise.
+//   lens::setup_telemetry(config, {.rank = rank, .world_size = world, .resource_attributes = {{"k", "v"}}});
 struct SetupOptions {
-  std::optional<int> local_rank{};  // else from the launcher's environment
+  // Else from the launcher's environment (RANK/WORLD_SIZE/LOCAL_RANK, SLURM_*, OMPI_*, ...).
+  std::optional<int> rank{};
+  std::optional<int> world_size{};
+  std::optional<int> local_rank{};
+  // Added to the resource of an exporting rank.
+  ResourceAttributes resource_attributes{};
   // Called only on an exporting rank, for resource attributes that cost something to find (NVML): a disabled
   // or non-exporting rank never runs it. Added after `resource_attributes` (later wins).
   std::function<ResourceAttributes()> resource_provider{};
@@ -115,11 +122,9 @@ class LENS_API Telemetry {
   std::shared_ptr<internal::TelemetryState> state_;
 };
 
-// Sets telemetry up for this process. rank and world_size come from the caller, else from the launcher's
+// Sets telemetry up for this process. Rank and world size come from `options`, else from the launcher's
 // environment. Throws ConfigError on any bad setting, on every rank alike.
-LENS_API Telemetry setup_telemetry(const Config& config, std::optional<int> rank = {},
-                                   std::optional<int> world_size = {}, ResourceAttributes resource_attributes = {},
-                                   SetupOptions options = {});
+LENS_API Telemetry setup_telemetry(const Config& config, SetupOptions options = {});
 
 #else  // LENS_DISABLED: header-only no-ops.
 
@@ -141,8 +146,7 @@ class Telemetry {
   std::string run_id_;
 };
 
-inline Telemetry setup_telemetry(const Config&, std::optional<int> = {}, std::optional<int> = {},
-                                 ResourceAttributes = {}, SetupOptions = {}) {
+inline Telemetry setup_telemetry(const Config&, const SetupOptions& = {}) {
   return {};
 }
 

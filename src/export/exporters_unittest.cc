@@ -32,7 +32,7 @@ class FileExporter : public ::testing::Test {
     fs::create_directories(root_ / "telemetry");
   }
   void TearDown() override {
-    setup_telemetry(Config{}, {}, {}, {}, SetupOptions{.reinit = true}).shutdown();
+    setup_telemetry(Config{}, {.reinit = true}).shutdown();
     fs::remove_all(root_);
   }
   Config config(const std::string& run_id = "run-1") const {
@@ -63,7 +63,7 @@ TEST_F(FileExporter, TheRunDirectoryIsOneSafeComponent) {
   EXPECT_EQ(internal::run_directory_name("a b\n"), "a%20b%0A");
   EXPECT_THROW(internal::run_directory_name(std::string(300, 'x')), ConfigError);
   for (const char* hostile : {"../../escaped", "/tmp/absolute", "..", "."}) {
-    Telemetry t = setup_telemetry(config(hostile), 0, 1, {}, SetupOptions{.reinit = true});
+    Telemetry t = setup_telemetry(config(hostile), {.rank = 0, .world_size = 1, .reinit = true});
     { LENS_SPAN(mg::job, "kept"); }
     ASSERT_TRUE(t.shutdown());
     std::vector<fs::path> made;
@@ -77,7 +77,7 @@ TEST_F(FileExporter, TheRunDirectoryIsOneSafeComponent) {
 
 TEST_F(FileExporter, FilesArePrivateAndNoSymlinkIsFollowed) {
   {
-    Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+    Telemetry t = setup_telemetry(config(), {.rank = 0, .world_size = 1, .reinit = true});
     { LENS_SPAN(mg::job, "kept"); }
     ASSERT_TRUE(t.shutdown());
   }
@@ -91,7 +91,7 @@ TEST_F(FileExporter, FilesArePrivateAndNoSymlinkIsFollowed) {
   std::ofstream(root_ / "victim") << "untouched\n";
   fs::create_symlink(root_ / "victim", root_ / "telemetry/run-2/rank0.traces.jsonl");
   try {
-    setup_telemetry(config("run-2"), 0, 1, {}, SetupOptions{.reinit = true});
+    setup_telemetry(config("run-2"), {.rank = 0, .world_size = 1, .reinit = true});
     ADD_FAILURE() << "a planted symlink was followed";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
@@ -100,7 +100,7 @@ TEST_F(FileExporter, FilesArePrivateAndNoSymlinkIsFollowed) {
 
   fs::create_directories(root_ / "elsewhere");  // a symlink in place of the run directory
   fs::create_directory_symlink(root_ / "elsewhere", root_ / "telemetry/run-3");
-  EXPECT_THROW(setup_telemetry(config("run-3"), 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
+  EXPECT_THROW(setup_telemetry(config("run-3"), {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
   EXPECT_TRUE(fs::is_empty(root_ / "elsewhere"));
 }
 
@@ -109,7 +109,7 @@ TEST_F(FileExporter, FilesArePrivateAndNoSymlinkIsFollowed) {
 TEST_F(FileExporter, ATornLastLineIsNeverExtended) {
   fs::create_directories(root_ / "telemetry/run-1");
   std::ofstream(root_ / "telemetry/run-1/rank0.traces.jsonl") << R"({"resourceSpans":[{"resource":)";
-  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(config(), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "after-the-tear"); }
   ASSERT_TRUE(t.shutdown());
   std::vector<std::string> got = lines(root_ / "telemetry/run-1/rank0.traces.jsonl");
@@ -122,7 +122,7 @@ TEST_F(FileExporter, ATornLastLineIsNeverExtended) {
 // A write cut short, as by a full disk (here by RLIMIT_FSIZE): the batch is counted as failed, the torn line stays
 // a line of its own, and the next batch is a whole line again.
 TEST_F(FileExporter, AWriteCutShortIsCountedAndTheNextLineStartsClean) {
-  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(config(), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "before"); }
   ASSERT_TRUE(t.force_flush());
   fs::path file = root_ / "telemetry/run-1/rank0.traces.jsonl";
@@ -154,7 +154,7 @@ TEST_F(FileExporter, AWriteCutShortIsCountedAndTheNextLineStartsClean) {
 }
 
 TEST_F(FileExporter, AFileDeletedMidRunIsMadeAgain) {
-  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(config(), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "first"); }
   ASSERT_TRUE(t.force_flush());
   fs::path file = root_ / "telemetry/run-1/rank0.traces.jsonl";

@@ -75,7 +75,7 @@ void record_some_spans() {
 
 TEST(OtlpJson, FileExporterWritesWholeLinesOfValidRequests) {
   std::string dir = ::testing::TempDir() + "lens-otlp-json-" + std::to_string(::getpid());
-  Telemetry t = setup_telemetry(exporter_config(Exporter::kFile, dir), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(exporter_config(Exporter::kFile, dir), {.rank = 0, .world_size = 1, .reinit = true});
   record_some_spans();
   ASSERT_TRUE(t.force_flush());
   record_some_spans();
@@ -114,7 +114,8 @@ TEST(OtlpJson, ValuesFollowTheRules) {
 TEST(OtlpJson, ConsoleExporterWritesOneRequestPerLineOnStdout) {
   ::testing::internal::CaptureStdout();
   {
-    Telemetry t = setup_telemetry(exporter_config(Exporter::kConsole, ""), 0, 1, {}, SetupOptions{.reinit = true});
+    Telemetry t =
+        setup_telemetry(exporter_config(Exporter::kConsole, ""), {.rank = 0, .world_size = 1, .reinit = true});
     record_some_spans();
     t.shutdown();
   }
@@ -147,7 +148,7 @@ TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
   std::string dir = ::testing::TempDir() + "lens-otlp-metrics-" + std::to_string(::getpid());
   Config c = exporter_config(Exporter::kFile, dir);
   c.metrics_temporality = Temporality::kDelta;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   megatron::record_training_metrics({.step_duration_ms = 310.0, .loss = 2.5, .throughput_tflops = 180.0,
                                      .grad_norm = 1.25, .skipped_iters = 1, .learning_rate = 1e-4,
                                      .tokens_per_sec = 52000.0, .memory_allocated_gb = 61.5});

@@ -90,7 +90,7 @@ Config prometheus_config(int port) {
 
 TEST(PrometheusEndpoint, ServesTheTrainingMetricsOverHttp) {
   int port = lens::testing::free_port();
-  Telemetry t = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(prometheus_config(port), {.rank = 0, .world_size = 1, .reinit = true});
   megatron::record_training_metrics({.step_duration_ms = 250.0, .loss = 2.75, .skipped_iters = 1});
   httplib::Client client("127.0.0.1", port);
   auto response = client.Get("/metrics");
@@ -126,12 +126,12 @@ int listen_on(int port, int option) {
 
 TEST(PrometheusEndpoint, APortInUseIsASetupError) {
   int port = lens::testing::free_port();
-  Telemetry first = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry first = setup_telemetry(prometheus_config(port), {.rank = 0, .world_size = 1, .reinit = true});
   first.shutdown();
   int fd = listen_on(port, SO_REUSEADDR);
   ASSERT_GE(fd, 0);
   try {
-    setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+    setup_telemetry(prometheus_config(port), {.rank = 0, .world_size = 1, .reinit = true});
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos) << e.what();
@@ -146,7 +146,7 @@ TEST(PrometheusEndpoint, APortSharedThroughReusePortIsStillASetupError) {
   int port = lens::testing::free_port();
   int fd = listen_on(port, SO_REUSEPORT);
   ASSERT_GE(fd, 0);
-  EXPECT_THROW(setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
+  EXPECT_THROW(setup_telemetry(prometheus_config(port), {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
   ::close(fd);
 }
 
@@ -157,7 +157,7 @@ TEST(PrometheusEndpoint, ALargeRequestBodyIsRefusedUnread) {
   // client, not lens, would die of SIGPIPE).
   std::signal(SIGPIPE, SIG_IGN);
   int port = lens::testing::free_port();
-  Telemetry t = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(prometheus_config(port), {.rank = 0, .world_size = 1, .reinit = true});
   httplib::Client client("127.0.0.1", port);
   auto posted = client.Post("/metrics", std::string(8 << 20, 'x'), "application/octet-stream");
   EXPECT_TRUE(!posted || posted->status == 413) << posted->status;
@@ -221,7 +221,7 @@ int still_open(const std::vector<int>& fds) {
 // most 16 (64 in all), and an idle one is closed after 2 s.
 TEST(PrometheusEndpoint, IdleConnectionsNeitherStarveAScrapeNorHoldTheRank) {
   int port = lens::testing::free_port();
-  Telemetry t = setup_telemetry(prometheus_config(port), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(prometheus_config(port), {.rank = 0, .world_size = 1, .reinit = true});
   std::vector<int> idle;
   for (int i = 0; i < 300; ++i) {
     int fd = connect_from("127.0.0.1", port);

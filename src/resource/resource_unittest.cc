@@ -212,8 +212,8 @@ TEST_F(FakeNvml, MegatronAttributesAndNvmlOnlyOnExportingRanks) {
   c.file_dir = ::testing::TempDir() + "lens-nvml";
   int before = calls();
   // A non-exporting rank (single_rank: rank 3 of 4 exports) never runs the provider.
-  Telemetry quiet = setup_telemetry(c, 0, 4, {}, SetupOptions{.resource_provider = megatron::resource_provider(args),
-                                                              .reinit = true});
+  Telemetry quiet = setup_telemetry(
+      c, {.rank = 0, .world_size = 4, .resource_provider = megatron::resource_provider(args), .reinit = true});
   EXPECT_FALSE(quiet.is_exporting());
   EXPECT_EQ(calls(), before);
   quiet.shutdown();

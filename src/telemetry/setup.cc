@@ -94,11 +94,10 @@ struct TelemetryAccess {
 
 bool TelemetryState::inert() const noexcept { return shut_down.load() || pid != ::getpid(); }
 
-Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int> world_size,
-                ResourceAttributes resource_attributes, SetupOptions options, std::unique_ptr<TelemetryExporter> exporter) {
+Telemetry setup(const Config& config, SetupOptions options, std::unique_ptr<TelemetryExporter> exporter) {
   auto state = std::make_shared<TelemetryState>();
   state->config = config;
-  state->resource_attributes = std::move(resource_attributes);
+  state->resource_attributes = std::move(options.resource_attributes);
   state->pid = ::getpid();
 
   Live& l = *g_live.load();
@@ -110,7 +109,7 @@ Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int
   }
   // Decide and build before touching the live setup, so a bad setting leaves it running as it was.
   if (config.active()) {
-    decide(*state, rank, world_size, options.local_rank);
+    decide(*state, options.rank, options.world_size, options.local_rank);
     if (state->exporting) {
       // Built only on exporting ranks (SPEC §3: no resource detection elsewhere).
       state->run_id = resolve_run_id(config, process_env());
@@ -183,9 +182,8 @@ void forget_live_setup_after_fork() noexcept {
 
 }  // namespace internal
 
-Telemetry setup_telemetry(const Config& config, std::optional<int> rank, std::optional<int> world_size,
-                          ResourceAttributes resource_attributes, SetupOptions options) {
-  return internal::setup(config, rank, world_size, std::move(resource_attributes), options, nullptr);
+Telemetry setup_telemetry(const Config& config, SetupOptions options) {
+  return internal::setup(config, std::move(options), nullptr);
 }
 
 bool Telemetry::is_exporting() const noexcept { return state_ && state_->exporting && !state_->inert(); }

@@ -12,8 +12,7 @@ namespace lens::internal {
 struct TelemetryState;
 
 // setup_telemetry with `exporter` instead of the one the configuration names (when not null).
-Telemetry setup(const Config& config, std::optional<int> rank, std::optional<int> world_size,
-                ResourceAttributes resource_attributes, SetupOptions options, std::unique_ptr<TelemetryExporter> exporter);
+Telemetry setup(const Config& config, SetupOptions options, std::unique_ptr<TelemetryExporter> exporter);
 
 bool shutdown_state(const std::shared_ptr<TelemetryState>& state, std::chrono::milliseconds timeout);
 

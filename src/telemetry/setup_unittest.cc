@@ -33,11 +33,12 @@ Config enabled_megatron(std::string spec = "default") {
 
 class Setup : public ::testing::Test {
  protected:
-  void TearDown() override { setup_telemetry(Config{}, {}, {}, {}, SetupOptions{.reinit = true}).shutdown(); }
+  void TearDown() override { setup_telemetry(Config{}, {.reinit = true}).shutdown(); }
 };
 
 TEST_F(Setup, ExportingRankEnablesTheResolvedGroups) {
-  Telemetry t = setup_telemetry(enabled_megatron("per_step"), 7, 8);  // single_rank: the last rank
+  Telemetry t =
+      setup_telemetry(enabled_megatron("per_step"), {.rank = 7, .world_size = 8});  // single_rank: the last rank
   EXPECT_TRUE(t.is_exporting());
   EXPECT_TRUE(is_enabled(mg::step));
   EXPECT_FALSE(is_enabled(mg::layer));
@@ -56,7 +57,7 @@ TEST_F(Setup, ExportingRankEnablesTheResolvedGroups) {
 
 TEST_F(Setup, NonExportingRankHasNoGroupsAndStartsNothing) {
   int threads_before = thread_count();
-  Telemetry t = setup_telemetry(enabled_megatron("all"), 0, 8);
+  Telemetry t = setup_telemetry(enabled_megatron("all"), {.rank = 0, .world_size = 8});
   EXPECT_FALSE(t.is_exporting());
   EXPECT_TRUE(enabled_span_groups().empty());
   EXPECT_EQ(t.resolved_span_groups(), megatron::catalogue().all());  // resolved all the same
@@ -68,7 +69,7 @@ TEST_F(Setup, NonExportingRankHasNoGroupsAndStartsNothing) {
 TEST_F(Setup, DisabledTelemetryHasNoGroupsAndNeedsNoValidSpec) {
   Config c = enabled_megatron("no_such_group");
   c.enabled = false;
-  Telemetry t = setup_telemetry(c, 0, 1);
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1});
   EXPECT_FALSE(t.is_exporting());
   EXPECT_TRUE(enabled_span_groups().empty());
 }
@@ -76,13 +77,13 @@ TEST_F(Setup, DisabledTelemetryHasNoGroupsAndNeedsNoValidSpec) {
 TEST_F(Setup, SdkDisabledWinsOverEnabled) {
   Config c = enabled_megatron();
   c.sdk_disabled = true;
-  EXPECT_FALSE(setup_telemetry(c, 0, 1).is_exporting());
+  EXPECT_FALSE(setup_telemetry(c, {.rank = 0, .world_size = 1}).is_exporting());
 }
 
 TEST_F(Setup, TracesOffMeansNoGroupsButStillExporting) {
   Config c = enabled_megatron("all");
   c.traces_enabled = false;
-  Telemetry t = setup_telemetry(c, 0, 1);
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1});
   EXPECT_TRUE(t.is_exporting());
   EXPECT_TRUE(enabled_span_groups().empty());
   EXPECT_EQ(t.sampler(), nullptr);
@@ -91,7 +92,7 @@ TEST_F(Setup, TracesOffMeansNoGroupsButStillExporting) {
 TEST_F(Setup, ATypoFailsOnEveryRankExportingOrNot) {
   for (int rank : {0, 7}) {
     try {
-      setup_telemetry(enabled_megatron("defualt"), rank, 8);
+      setup_telemetry(enabled_megatron("defualt"), {.rank = rank, .world_size = 8});
       FAIL() << rank;
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("did you mean 'default'?"), std::string::npos) << e.what();
@@ -100,40 +101,40 @@ TEST_F(Setup, ATypoFailsOnEveryRankExportingOrNot) {
 }
 
 TEST_F(Setup, DoubleInitialisationIsAnErrorUnlessReinit) {
-  Telemetry first = setup_telemetry(enabled_megatron("job"), 0, 1);
-  EXPECT_THROW(setup_telemetry(enabled_megatron("step"), 0, 1), ConfigError);
+  Telemetry first = setup_telemetry(enabled_megatron("job"), {.rank = 0, .world_size = 1});
+  EXPECT_THROW(setup_telemetry(enabled_megatron("step"), {.rank = 0, .world_size = 1}), ConfigError);
   EXPECT_TRUE(first.is_exporting());
   EXPECT_TRUE(is_enabled(mg::job));
-  Telemetry second = setup_telemetry(enabled_megatron("step"), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry second = setup_telemetry(enabled_megatron("step"), {.rank = 0, .world_size = 1, .reinit = true});
   EXPECT_FALSE(first.is_exporting());
   EXPECT_TRUE(second.is_exporting());
   EXPECT_TRUE(is_enabled(mg::step));
   EXPECT_FALSE(is_enabled(mg::job));
   // A shut-down setup may be followed by a fresh one without reinit.
   second.shutdown();
-  EXPECT_TRUE(setup_telemetry(enabled_megatron("job"), 0, 1).is_exporting());
+  EXPECT_TRUE(setup_telemetry(enabled_megatron("job"), {.rank = 0, .world_size = 1}).is_exporting());
 }
 
 TEST_F(Setup, ABadSettingLeavesTheLiveSetupAsItWas) {
-  Telemetry live = setup_telemetry(enabled_megatron("job"), 0, 1);
-  EXPECT_THROW(setup_telemetry(enabled_megatron("jbo"), 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
+  Telemetry live = setup_telemetry(enabled_megatron("job"), {.rank = 0, .world_size = 1});
+  EXPECT_THROW(setup_telemetry(enabled_megatron("jbo"), {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
   EXPECT_TRUE(live.is_exporting());
   EXPECT_TRUE(is_enabled(mg::job));
 }
 
 TEST_F(Setup, ADisabledSetupMayBeRepeated) {
-  setup_telemetry(Config{}, 0, 1);
-  EXPECT_NO_THROW(setup_telemetry(enabled_megatron(), 0, 1));
+  setup_telemetry(Config{}, {.rank = 0, .world_size = 1});
+  EXPECT_NO_THROW(setup_telemetry(enabled_megatron(), {.rank = 0, .world_size = 1}));
 }
 
 TEST_F(Setup, StrategiesDecide) {
   Config c = enabled_megatron();
   c.rank_strategy = "first_rank_per_node";
-  EXPECT_TRUE(setup_telemetry(c, 4, 8, {}, SetupOptions{.local_rank = 0, .reinit = true}).is_exporting());
-  EXPECT_FALSE(setup_telemetry(c, 5, 8, {}, SetupOptions{.local_rank = 1, .reinit = true}).is_exporting());
+  EXPECT_TRUE(setup_telemetry(c, {.rank = 4, .world_size = 8, .local_rank = 0, .reinit = true}).is_exporting());
+  EXPECT_FALSE(setup_telemetry(c, {.rank = 5, .world_size = 8, .local_rank = 1, .reinit = true}).is_exporting());
   c.rank_strategy = "single_rank";
   c.export_rank = 2;
-  EXPECT_TRUE(setup_telemetry(c, 2, 8, {}, SetupOptions{.reinit = true}).is_exporting());
+  EXPECT_TRUE(setup_telemetry(c, {.rank = 2, .world_size = 8, .reinit = true}).is_exporting());
 }
 
 // grpc is the default protocol: a build with gRPC sets up (nothing is sent at setup, so no collector is needed);
@@ -142,18 +143,18 @@ TEST_F(Setup, OtlpOverGrpcWorksOrIsAClearErrorThatNamesHttpProtobuf) {
   Config c = enabled_megatron();
   c.exporter = Exporter::kOtlp;
   if (internal::otlp_grpc_available()) {
-    EXPECT_TRUE(setup_telemetry(c, 0, 1).is_exporting());
+    EXPECT_TRUE(setup_telemetry(c, {.rank = 0, .world_size = 1}).is_exporting());
     return;
   }
   try {
-    setup_telemetry(c, 0, 1);
+    setup_telemetry(c, {.rank = 0, .world_size = 1});
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("http/protobuf"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(enabled_span_groups().empty());
   c.otlp_traces.protocol = c.otlp_metrics.protocol = c.otlp_logs.protocol = OtlpProtocol::kHttpProtobuf;
-  EXPECT_TRUE(setup_telemetry(c, 0, 1).is_exporting());
+  EXPECT_TRUE(setup_telemetry(c, {.rank = 0, .world_size = 1}).is_exporting());
 }
 
 TEST_F(Setup, AnUnreadableOtlpCertificateIsASetupErrorNamingTheFile) {
@@ -165,7 +166,7 @@ TEST_F(Setup, AnUnreadableOtlpCertificateIsASetupErrorNamingTheFile) {
     c.otlp_traces.endpoint = "https://localhost:4317";
     c.otlp_traces.certificate = "/nonexistent/ca.pem";
     try {
-      setup_telemetry(c, 0, 1);
+      setup_telemetry(c, {.rank = 0, .world_size = 1});
       FAIL();
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("/nonexistent/ca.pem"), std::string::npos) << e.what();
@@ -178,7 +179,7 @@ TEST_F(Setup, AnUnreadableOtlpCertificateIsASetupErrorNamingTheFile) {
 TEST_F(Setup, AnUnwritableFileDirIsASetupError) {
   Config c = enabled_megatron();
   c.file_dir = "/proc/lens-cannot-write-here";
-  EXPECT_THROW(setup_telemetry(c, 0, 1), ConfigError);
+  EXPECT_THROW(setup_telemetry(c, {.rank = 0, .world_size = 1}), ConfigError);
 }
 
 TEST_F(Setup, AnInertHandleIsHarmless) {

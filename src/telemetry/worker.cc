@@ -162,7 +162,8 @@ Telemetry setup_worker_telemetry(const WorkerBootstrap& b, Config config) {
   config.run_id = b.run_id;
   config.rank_strategy = "all_ranks";  // the worker exports exactly when its rank does: `enabled` says which
   config.rank_strategy_source = "the worker bootstrap";
-  return setup_telemetry(config, b.rank, b.world_size, b.resource_attrs, SetupOptions{.reinit = true});
+  return setup_telemetry(
+      config, {.rank = b.rank, .world_size = b.world_size, .resource_attributes = b.resource_attrs, .reinit = true});
 }
 
 }  // namespace lens

@@ -371,7 +371,7 @@ TEST(Sampling, SampledOutSpansAreNotExportedAndTheirChildrenFollow) {
 
 TEST(Shutdown, OpenSpansAreEndedInnermostFirstAsTruncated) {
   auto shared = std::make_shared<internal::MemoryExporter::Shared>();
-  Telemetry t = internal::setup(testing::capture_config(), 0, 1, {}, SetupOptions{.reinit = true},
+  Telemetry t = internal::setup(testing::capture_config(), {.rank = 0, .world_size = 1, .reinit = true},
                                 std::make_unique<internal::MemoryExporter>(shared));
   {
     LENS_SPAN(mg::job, "outer");

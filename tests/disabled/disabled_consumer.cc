@@ -17,7 +17,7 @@ lens::SpanGroup expensive_group() {
 int main() {
   lens::Config config = lens::megatron::config_from_env();
   config.apply_cli(true, "svc", "all");
-  lens::Telemetry telemetry = lens::setup_telemetry(config, 0, 1);
+  lens::Telemetry telemetry = lens::setup_telemetry(config, {.rank = 0, .world_size = 1});
   lens::set_enabled_span_groups(lens::megatron::catalogue().all());
   bool any = LENS_GROUP_ENABLED(expensive_group()) || lens::is_enabled(lens::megatron::group::layer) ||
              telemetry.is_exporting() || !lens::enabled_span_groups().empty() ||

@@ -194,7 +194,7 @@ TEST(Fork, ChildHasTelemetryOffUntilItSetsUpAgainWithFreshIds) {
   config.run_id = "fork";
   config.span_groups = "all";
   config.rank_strategy = "all_ranks";
-  lens::Telemetry parent = lens::setup_telemetry(config, 0, 2, {}, lens::SetupOptions{.reinit = true});
+  lens::Telemetry parent = lens::setup_telemetry(config, {.rank = 0, .world_size = 2, .reinit = true});
   {
     LENS_SPAN(mg::job, "parent.open_across_fork");
     { LENS_SPAN(mg::step, "parent.before_fork"); }
@@ -204,7 +204,7 @@ TEST(Fork, ChildHasTelemetryOffUntilItSetsUpAgainWithFreshIds) {
       bool was_on = LENS_GROUP_ENABLED(mg::job);
       { LENS_SPAN(mg::job, "child.ignored"); }
       bool inert = !parent.is_exporting() && parent.shutdown(std::chrono::milliseconds(10));
-      lens::Telemetry child = lens::setup_telemetry(config, 1, 2);
+      lens::Telemetry child = lens::setup_telemetry(config, {.rank = 1, .world_size = 2});
       { LENS_SPAN(mg::job, "child.after_setup"); }
       bool ok = child.is_exporting() && child.shutdown();
       ::_exit(!was_on && inert && ok ? 0 : 1);

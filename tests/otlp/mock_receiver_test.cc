@@ -120,7 +120,7 @@ const json* named(const std::vector<json>& items, const std::string& name) {
 }
 
 TEST_P(MockReceiver, TracesArriveWhole) {
-  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(config(), {.rank = 0, .world_size = 1, .reinit = true});
   SpanContext linked;
   {
     LENS_SPAN_NAMED(from, mg::job, "linked-from");
@@ -182,7 +182,7 @@ TEST_P(MockReceiver, TracesArriveWhole) {
 }
 
 TEST_P(MockReceiver, MetricsArriveWithTheirPoints) {
-  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(config(), {.rank = 0, .world_size = 1, .reinit = true});
   // Instruments live as long as the process: names of this test's own, so earlier tests' values don't add up.
   const std::string prefix = "mock." + std::to_string(static_cast<int>(GetParam())) + ".";
   auto steps = metrics::counter<std::int64_t>(prefix + "steps", {.description = "Steps.", .unit = "{step}"});
@@ -218,7 +218,7 @@ TEST_P(MockReceiver, MetricsArriveWithTheirPoints) {
 }
 
 TEST_P(MockReceiver, LogsArriveWithTheirSpan) {
-  Telemetry t = setup_telemetry(config(), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(config(), {.rank = 0, .world_size = 1, .reinit = true});
   std::string span_id;
   {
     LENS_SPAN_NAMED(logging, mg::job, "logging");

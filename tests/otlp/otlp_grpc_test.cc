@@ -126,7 +126,7 @@ TEST(OtlpGrpc, ExportArrivesWithMetadataAndUserAgent) {
   Config c = grpc_config(collector.port());
   c.otlp_traces.headers = {{"Authorization", "Bearer s3cret-token"}, {"X-Tenant", "team-a"}};
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "over-grpc", {"k", 1}); }
   ASSERT_TRUE(t.shutdown());
   std::string log = ::testing::internal::GetCapturedStderr();
@@ -148,7 +148,7 @@ TEST(OtlpGrpc, GzipIsGrpcsMessageCompression) {
   for (Compression compression : {Compression::kGzip, Compression::kNone}) {
     Config c = grpc_config(collector.port());
     c.otlp_traces.compression = compression;
-    Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+    Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
     { LENS_SPAN(mg::job, "maybe-zipped"); }
     t.shutdown();
     EXPECT_EQ(t.span_stats().exported, compression == Compression::kGzip ? 0u : 1u);
@@ -160,7 +160,7 @@ TEST(OtlpGrpc, MetricsAndLogsUseTheirServices) {
   Config c = grpc_config(collector.port());
   c.metrics_enabled = true;
   c.logs_enabled = true;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   lens::log(Severity::kInfo, "hello");
   ASSERT_TRUE(t.shutdown());
   std::set<std::string> methods;
@@ -174,7 +174,7 @@ TEST(OtlpGrpc, UnavailableIsRetried) {
   GrpcCollector collector([](const Call&, std::string&, int attempt) {
     return attempt == 1 ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "warming up") : grpc::Status::OK;
   });
-  Telemetry t = setup_telemetry(grpc_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(grpc_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "retried"); }
   ASSERT_TRUE(t.shutdown());
   EXPECT_EQ(collector.calls(), 2);
@@ -202,7 +202,7 @@ TEST(OtlpGrpc, ResourceExhaustedIsRetriedOnlyWithRetryInfoAfterItsDelay) {
     return attempt == 1 ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "slow down", retry_info_details())
                         : grpc::Status::OK;
   });
-  Telemetry t = setup_telemetry(grpc_config(with_info.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(grpc_config(with_info.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "delayed"); }
   auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(t.shutdown(std::chrono::seconds(10)));
@@ -212,7 +212,7 @@ TEST(OtlpGrpc, ResourceExhaustedIsRetriedOnlyWithRetryInfoAfterItsDelay) {
 
   GrpcCollector without_info(
       [](const Call&, std::string&, int) { return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "quota"); });
-  t = setup_telemetry(grpc_config(without_info.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  t = setup_telemetry(grpc_config(without_info.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "dropped"); }
   t.shutdown();
   EXPECT_EQ(without_info.calls(), 1);
@@ -260,14 +260,14 @@ TEST(OtlpGrpc, HeadersGrpcCannotCarryAreRefusedAtSetup) {
   }
   Config binary = grpc_config(1);  // a -bin key carries any bytes
   binary.otlp_traces.headers = {{"trace-proto-bin", std::string("\0\r\n\xff", 4)}};
-  EXPECT_NO_THROW(setup_telemetry(binary, 0, 1, {}, SetupOptions{.reinit = true}).shutdown());
+  EXPECT_NO_THROW(setup_telemetry(binary, {.rank = 0, .world_size = 1, .reinit = true}).shutdown());
 }
 
 TEST(OtlpGrpc, InvalidArgumentIsNotRetriedAndItsMessageIsLogged) {
   GrpcCollector collector(
       [](const Call&, std::string&, int) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad span"); });
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(grpc_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(grpc_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "refused"); }
   t.shutdown();
   std::string log = ::testing::internal::GetCapturedStderr();
@@ -283,7 +283,7 @@ TEST(OtlpGrpc, PartialSuccessCountsTheRejectedSpans) {
     response = std::string("\x0a\x09\x08\x01\x12\x05quota", 11);  // rejected_spans = 1, error_message = "quota"
     return grpc::Status::OK;
   });
-  Telemetry t = setup_telemetry(grpc_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(grpc_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "a"); }
   { LENS_SPAN(mg::job, "b"); }
   ASSERT_TRUE(t.shutdown());
@@ -296,7 +296,7 @@ TEST(OtlpGrpc, PartialSuccessCountsTheRejectedSpans) {
 TEST(OtlpGrpc, AnAbsentCollectorCostsCountedDropsWithinTheDeadline) {
   Config c = grpc_config(testing::free_port());
   c.span_batch.export_timeout_ms = 1500;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "lost"); }
   auto start = std::chrono::steady_clock::now();
   t.shutdown(std::chrono::seconds(5));
@@ -312,7 +312,7 @@ TEST(OtlpGrpc, ACollectorThatNeverAnswersCannotHoldShutdown) {
     for (int i = 0; i < 100 && !release.load(); ++i) std::this_thread::sleep_for(milliseconds(50));  // bounded
     return grpc::Status::OK;
   });
-  Telemetry t = setup_telemetry(grpc_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(grpc_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "stuck"); }
   auto start = std::chrono::steady_clock::now();
   t.shutdown(milliseconds(500));
@@ -333,7 +333,7 @@ TEST(OtlpGrpc, TlsTrustedThroughTheCertificateVariableWorks) {
   GrpcCollector collector(ok, tls_server());
   Config c = grpc_config(collector.port(), "https");
   c.otlp_traces.certificate = self_signed().cert_path;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "over-tls"); }
   ASSERT_TRUE(t.shutdown());
   ASSERT_EQ(collector.calls(), 1);
@@ -346,7 +346,7 @@ TEST(OtlpGrpc, TlsUntrustedFailsAndNothingArrives) {
   Config c = grpc_config(collector.port(), "https");
   c.span_batch.export_timeout_ms = 1500;
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "must-not-arrive"); }
   t.shutdown(std::chrono::seconds(5));
   std::string log = ::testing::internal::GetCapturedStderr();

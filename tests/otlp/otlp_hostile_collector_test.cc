@@ -56,7 +56,7 @@ TEST(HostileInput, PercentEncodedLineBreaksInTheHeadersVariableAreRefused) {
   TestCollector collector(answer_ok);
   Config wire = http_config(collector.port());
   wire.otlp_traces.headers = c.otlp_traces.headers;
-  EXPECT_THROW(setup_telemetry(wire, 0, 1, {}, SetupOptions{.reinit = true}), ConfigError);
+  EXPECT_THROW(setup_telemetry(wire, {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
   EXPECT_EQ(collector.requests(), 0);
 }
 
@@ -89,7 +89,7 @@ TEST(HostileCollector, UnreadableOrZeroRetryAfterIsNotAFlood) {
     });
     Config c = http_config(collector.port());
     c.span_batch.export_timeout_ms = 1000;
-    Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+    Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
     { LENS_SPAN(mg::job, "refused"); }
     t.shutdown(std::chrono::seconds(3));
     EXPECT_LE(collector.requests(), 1000 / 100 + 1) << "Retry-After: " << hint;
@@ -109,7 +109,7 @@ TEST(HostileCollector, AnEndlessResponseBodyIsNotRead) {
       return sink.write(chunk.data(), chunk.size());
     });
   });
-  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "answered-without-end"); }
   ASSERT_TRUE(t.shutdown(std::chrono::seconds(10)));
   EXPECT_EQ(t.span_stats().exported, 1u);
@@ -128,7 +128,8 @@ TEST(HostileCollector, GarbageInASuccessfulAnswerIsNeitherACrashNorALoss) {
       ++requests;
       response.set_content(garbage, protocol == OtlpProtocol::kHttpJson ? "application/json" : "application/x-protobuf");
     });
-    Telemetry t = setup_telemetry(http_config(collector.port(), protocol), 0, 1, {}, SetupOptions{.reinit = true});
+    Telemetry t =
+        setup_telemetry(http_config(collector.port(), protocol), {.rank = 0, .world_size = 1, .reinit = true});
     for (int batch = 0; batch < 3; ++batch) {
       { LENS_SPAN(mg::job, "answered-with-garbage"); }
       ASSERT_TRUE(t.force_flush());
@@ -148,7 +149,7 @@ TEST(HostileCollector, ANegativeRejectedCountIsNotCounted) {
     response.set_content(R"({"partialSuccess":{"rejectedSpans":"-5","errorMessage":"odd"}})", "application/json");
   });
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "kept"); }
   ASSERT_TRUE(t.shutdown());
   std::string log = ::testing::internal::GetCapturedStderr();
@@ -169,7 +170,7 @@ TEST(HostileCollector, CollectorTextIsEscapedAndEndpointCredentialsAreRedacted) 
   c.otlp_traces.endpoint = "http://lens:PASSWORD1@127.0.0.1:" + std::to_string(collector.port()) + "/v1/traces?key=KEY2";
   c.otlp_traces.endpoint_is_per_signal = true;
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "refused"); }
   t.shutdown();
   std::string log = ::testing::internal::GetCapturedStderr() + c.summary();

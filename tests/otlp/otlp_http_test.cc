@@ -65,7 +65,7 @@ TEST(OtlpHttp, JsonArrivesWithHeadersAndUserAgent) {
   Config c = http_config(collector.port());
   c.otlp_traces.headers = {{"Authorization", "Bearer s3cret-token"}};
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "over-http", {"k", 1}); }
   ASSERT_TRUE(t.shutdown());
   std::string log = ::testing::internal::GetCapturedStderr();
@@ -87,7 +87,7 @@ TEST(OtlpHttp, ProtobufWithGzip) {
   TestCollector collector([](auto&, auto& response, int) { response.set_content("", "application/x-protobuf"); });
   Config c = http_config(collector.port(), OtlpProtocol::kHttpProtobuf);
   c.otlp_traces.compression = Compression::kGzip;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "zipped"); }
   ASSERT_TRUE(t.shutdown());
   std::vector<httplib::Request> received = collector.received();
@@ -113,7 +113,7 @@ TEST(OtlpHttp, RetriesOn503HonouringRetryAfterAndOn429) {
       response.set_content("{}", "application/json");
     }
   });
-  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "retried"); }
   auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(t.shutdown(std::chrono::seconds(10)));
@@ -124,7 +124,7 @@ TEST(OtlpHttp, RetriesOn503HonouringRetryAfterAndOn429) {
 
 TEST(OtlpHttp, NoRetryOn400AndTheBatchIsCounted) {
   TestCollector collector([](auto&, auto& response, int) { response.status = 400; });
-  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "refused"); }
   ASSERT_TRUE(t.shutdown());
   EXPECT_EQ(collector.requests(), 1);
@@ -139,7 +139,7 @@ TEST(OtlpHttp, PartialSuccessIsNotRetriedAndIsLoggedOnce) {
                          "application/json");
   });
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "a"); }
   ASSERT_TRUE(t.force_flush());
   { LENS_SPAN(mg::job, "b"); }
@@ -162,8 +162,8 @@ TEST(OtlpHttp, ProtobufPartialSuccessCountsTheRejectedItems) {
     response.set_content(body, "application/x-protobuf");
   });
   ::testing::internal::CaptureStderr();
-  Telemetry t =
-      setup_telemetry(http_config(collector.port(), OtlpProtocol::kHttpProtobuf), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port(), OtlpProtocol::kHttpProtobuf),
+                                {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "kept"); }
   { LENS_SPAN(mg::job, "rejected"); }
   ASSERT_TRUE(t.shutdown());
@@ -181,7 +181,7 @@ TEST(OtlpHttp, ARefusalIsLoggedWithTheCollectorsMessageAtABoundedRate) {
     response.set_content(R"({"code":3,"message":"span name is empty"})", "application/json");
   });
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   for (int i = 0; i < 5; ++i) {
     { LENS_SPAN(mg::job, "refused"); }
     t.force_flush();
@@ -202,7 +202,7 @@ TEST(OtlpHttp, ACollectorThatDiesAndComesBackGetsTheDataAfterItReturns) {
   Config c = http_config(port);
   c.otlp_traces.timeout_ms = 300;
   c.span_batch.export_timeout_ms = 800;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "before"); }
   ASSERT_TRUE(t.force_flush());
   EXPECT_EQ(first->requests(), 1);
@@ -236,7 +236,7 @@ TEST(OtlpHttp, ASlowCollectorFillsTheQueueButNeverHoldsTheTrainingThread) {
   c.span_batch.schedule_delay_ms = 1;
   c.otlp_traces.timeout_ms = 10000;
   c.span_batch.export_timeout_ms = 10000;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   for (int i = 0; i < 20000; ++i) {
     LENS_SPAN(mg::job, "step", {"i", i});
   }
@@ -254,7 +254,7 @@ TEST(OtlpHttp, AnAbsentCollectorCostsCountedDropsNotAHang) {
   { TestCollector gone([](auto&, auto&, int) {}); port = gone.port(); }  // a port nobody listens on now
   Config c = http_config(port);
   c.span_batch.export_timeout_ms = 1500;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "lost"); }
   auto start = std::chrono::steady_clock::now();
   t.shutdown(std::chrono::seconds(5));
@@ -270,7 +270,7 @@ TEST(OtlpHttp, ACollectorThatNeverAnswersCannotHoldShutdown) {
     for (int i = 0; i < 100 && !release.load(); ++i) std::this_thread::sleep_for(milliseconds(50));  // bounded
     response.set_content("{}", "application/json");
   });
-  Telemetry t = setup_telemetry(http_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(http_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "stuck"); }
   auto start = std::chrono::steady_clock::now();
   t.shutdown(milliseconds(500));

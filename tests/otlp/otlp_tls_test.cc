@@ -34,7 +34,7 @@ TEST(OtlpTls, TrustedThroughTheCertificateVariableTheDataArrives) {
                           self_signed().cert_path, self_signed().key_path);
   Config c = tls_config(collector.port());
   c.otlp_traces.certificate = self_signed().cert_path;
-  Telemetry t = setup_telemetry(c, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "over-tls"); }
   ASSERT_TRUE(t.shutdown());
   ASSERT_EQ(collector.requests(), 1);
@@ -47,7 +47,7 @@ TEST(OtlpTls, UntrustedTheExportFailsClearlyAndNothingIsSent) {
   TestCollector collector([](auto&, auto& response, int) { response.set_content("", "application/x-protobuf"); },
                           self_signed().cert_path, self_signed().key_path);
   ::testing::internal::CaptureStderr();
-  Telemetry t = setup_telemetry(tls_config(collector.port()), 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(tls_config(collector.port()), {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(mg::job, "must-not-arrive"); }
   t.shutdown();
   std::string log = ::testing::internal::GetCapturedStderr();

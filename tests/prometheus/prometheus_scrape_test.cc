@@ -84,7 +84,7 @@ TEST(Prometheus, ScrapesLensAndAnswersTheSpecQuery) {
   c.prometheus_host = "127.0.0.1";
   c.prometheus_port = lens_port;
   c.run_id = "prom-" + std::to_string(::getpid());
-  lens::Telemetry t = lens::setup_telemetry(c, 0, 1);
+  lens::Telemetry t = lens::setup_telemetry(c, {.rank = 0, .world_size = 1});
   ASSERT_TRUE(t.is_exporting());
   for (double ms : {120.0, 480.0, 9000.0}) lens::megatron::record_training_metrics({.step_duration_ms = ms});
   lens::megatron::record_training_metrics({.loss = 2.375, .skipped_iters = 2, .learning_rate = 3e-4});

@@ -30,8 +30,9 @@ class Capture {
  public:
   explicit Capture(Config config = capture_config(), ResourceAttributes resource = {})
       : shared_(std::make_shared<internal::MemoryExporter::Shared>()),
-        telemetry_(internal::setup(config, 0, 1, std::move(resource), SetupOptions{.reinit = true},
-                                   std::make_unique<internal::MemoryExporter>(shared_))) {}
+        telemetry_(internal::setup(
+            config, {.rank = 0, .world_size = 1, .resource_attributes = std::move(resource), .reinit = true},
+            std::make_unique<internal::MemoryExporter>(shared_))) {}
   ~Capture() { telemetry_.shutdown(); }
 
   Telemetry& telemetry() { return telemetry_; }

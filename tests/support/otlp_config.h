@@ -36,7 +36,7 @@ inline Config otlp_test_config(OtlpProtocol protocol, const std::string& endpoin
 // shutdown, and returns the shut-down handle for its counts: how a retry test sees that trouble with the first
 // batch does not hold the second. Expects the shutdown to succeed within 4 s.
 inline Telemetry export_two_batches(const Config& config) {
-  Telemetry t = setup_telemetry(config, 0, 1, {}, SetupOptions{.reinit = true});
+  Telemetry t = setup_telemetry(config, {.rank = 0, .world_size = 1, .reinit = true});
   { LENS_SPAN(megatron::group::job, "first"); }
   t.force_flush(std::chrono::seconds(5));
   { LENS_SPAN(megatron::group::job, "second"); }

@@ -10,7 +10,7 @@ namespace lens::testing {
 
 inline std::string setup_error(const Config& config) {
   try {
-    setup_telemetry(config, 0, 1, {}, SetupOptions{.reinit = true}).shutdown();
+    setup_telemetry(config, {.rank = 0, .world_size = 1, .reinit = true}).shutdown();
   } catch (const ConfigError& e) {
     return e.what();
   }
