@@ -52,6 +52,7 @@ void StartupWatch::enter(const std::string& step) { main_store_->set(key("step",
 void StartupWatch::finished() {
   enter("finished");
   main_store_->add("startup/finished", 1);
+  finished_.store(true);
 }
 
 void StartupWatch::run() {
@@ -83,7 +84,9 @@ void StartupWatch::run() {
       std::this_thread::sleep_for(kBeat);
     }
   } catch (const std::exception& e) {
-    if (stop_.load()) return;
+    // Past this rank's startup a lost store is not the watch's to report: the rank hosting it may simply have
+    // finished a short run first, and a peer that dies now breaks a Gloo connection, which says so.
+    if (stop_.load() || finished_.load()) return;
     end_rank("lost the rendezvous store (hosted by rank 0 or the launcher's agent): " + error_message(e));
   }
 }

@@ -69,6 +69,7 @@ class StartupWatch {
   c10::intrusive_ptr<c10d::Store> main_store_;
   c10::intrusive_ptr<c10d::Store> store_;  // the watch's own connection: a c10d store is used from one thread
   std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};  // this rank's startup is over
   std::thread thread_;
 };
 
