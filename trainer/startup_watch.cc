@@ -51,10 +51,14 @@ void StartupWatch::enter(const std::string& step) { main_store_->set(key("step",
 
 void StartupWatch::finished() {
   enter("finished");
+  main_store_->add(key("beat", topology_.rank), kFinishedBeat);  // no longer watched
   main_store_->add("startup/finished", 1);
   finished_.store(true);
 }
 
+// Every rank beats and looks for a verdict (two store operations a beat); only rank 0 reads every rank's beat,
+// so the store serves O(ranks) operations a beat, not O(ranks^2). Should rank 0 die, the store goes with it
+// (or, under a launcher's agent, its beat stops) and the others say so.
 void StartupWatch::run() {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
@@ -65,20 +69,22 @@ void StartupWatch::run() {
       store_->add(key("beat", topology_.rank), 1);
       if (store_->check({"startup/verdict"})) end_rank(text_or(*store_, "startup/verdict", "?"));
       if (store_->add("startup/finished", 0) >= topology_.world_size) return;
-      const auto now = Clock::now();
-      for (int r = 0; r < topology_.world_size; ++r) {
-        if (r == topology_.rank || text_or(*store_, key("step", r), "") == "finished") continue;
-        const std::int64_t beat = store_->add(key("beat", r), 0);
-        if (beat != beats[r]) {
-          beats[r] = beat;
-          changed[r] = now;
-        } else if (beat > 0 && now - changed[r] > kSilence) {
-          give_verdict("rank " + std::to_string(r) + " (" + text_or(*store_, key("who", r), "?") +
-                       ") stopped answering during startup, in " + text_or(*store_, key("step", r), "its first step") +
-                       ": it has died or hangs; see its own output");
-        } else if (beat == 0 && now - started > kJoin) {
-          give_verdict("rank " + std::to_string(r) + " never joined the rendezvous within " +
-                       std::to_string(kJoin.count()) + " s");
+      if (topology_.rank == 0) {
+        const auto now = Clock::now();
+        for (int r = 1; r < topology_.world_size; ++r) {
+          const std::int64_t beat = store_->add(key("beat", r), 0);
+          if (beat >= kFinishedBeat) continue;
+          if (beat != beats[r]) {
+            beats[r] = beat;
+            changed[r] = now;
+          } else if (beat > 0 && now - changed[r] > kSilence) {
+            give_verdict("rank " + std::to_string(r) + " (" + text_or(*store_, key("who", r), "?") +
+                         ") stopped answering during startup, in " +
+                         text_or(*store_, key("step", r), "its first step") + ": it has died or hangs; see its output");
+          } else if (beat == 0 && now - started > kJoin) {
+            give_verdict("rank " + std::to_string(r) + " never joined the rendezvous within " +
+                         std::to_string(kJoin.count()) + " s");
+          }
         }
       }
       std::this_thread::sleep_for(kBeat);
@@ -87,7 +93,8 @@ void StartupWatch::run() {
     // Past this rank's startup a lost store is not the watch's to report: the rank hosting it may simply have
     // finished a short run first, and a peer that dies now breaks a Gloo connection, which says so.
     if (stop_.load() || finished_.load()) return;
-    end_rank("lost the rendezvous store (hosted by rank 0 or the launcher's agent): " + error_message(e));
+    end_rank("lost the rendezvous store (hosted by rank 0 or the launcher's agent), so rank 0 or the agent has "
+             "stopped: " + error_message(e));
   }
 }
 

@@ -1,9 +1,10 @@
 // Startup is where a dead rank costs the most: until the process groups are connected nothing notices it, and
 // the others wait for a rendezvous or Gloo timeout (2-5 minutes) with a message that names no one. A StartupWatch
-// beats for this rank in the rendezvous store, from a connection of its own, and watches every other rank's
-// beat: one that stops for kSilence ends this rank at once with a message naming it (rank, host, pid, and the
-// step of startup it was in); one that never beat at all is named after kJoin. The watch ends when every rank
-// has finished startup (from then on, Gloo's connections notice a dead peer).
+// beats for this rank in the rendezvous store, from a connection of its own; rank 0's reads every rank's beat,
+// every rank's reads the verdict (O(ranks) store operations a beat): a beat that stops for kSilence ends every rank at
+// once with a message naming it (rank, host, pid, and the step of startup it was in); one that never beat at all
+// is named after kJoin. The watch ends when every rank has finished startup (from then on, Gloo's connections
+// notice a dead peer).
 //
 //   trainer::StartupWatch watch(topology, store);
 //   watch.enter("telemetry setup");
@@ -16,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <functional>
 #include <mutex>
@@ -28,9 +30,10 @@ namespace trainer {
 
 class StartupWatch {
  public:
-  static constexpr std::chrono::seconds kSilence{10};
+  static constexpr std::chrono::seconds kSilence{15};
   static constexpr std::chrono::seconds kJoin{120};  // the rendezvous store's own timeout
-  static constexpr std::chrono::milliseconds kBeat{500};
+  static constexpr std::chrono::milliseconds kBeat{1000};
+  static constexpr std::int64_t kFinishedBeat = std::int64_t{1} << 40;  // added to a rank's beat when it is done
 
   // `store` is the main thread's connection to the rendezvous (enter() and finished() use it); the watch opens
   // one of its own.
