@@ -36,7 +36,7 @@ void log_info(const char* format, ...) {
 namespace {
 
 void warn(const void* source, const char* format, va_list args) {
-  static std::mutex* mutex = new std::mutex;
+  static std::mutex* mutex = new std::mutex;  // guards limits
   static auto* limits = new std::map<std::pair<const char*, const void*>, RateLimit>;
   unsigned long suppressed;
   {

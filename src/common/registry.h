@@ -66,7 +66,7 @@ class NamedRegistry {
  private:
   std::string kind_;
   std::set<std::string> builtins_;
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards entries_
   std::map<std::string, T, std::less<>> entries_;
 };
 

@@ -18,7 +18,7 @@ namespace lens::internal {
 class MemoryExporter final : public TelemetryExporter {
  public:
   struct Shared {
-    std::mutex mutex;
+    std::mutex mutex;  // guards every field below
     std::condition_variable released_cv;
     std::vector<std::string> requests;  // one OTLP/JSON request per span batch
     std::vector<std::string> metrics;   // ... per metric collection

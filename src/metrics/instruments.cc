@@ -12,7 +12,7 @@ std::atomic<bool> g_metrics_recording{false};
 namespace {
 
 struct Registry {
-  std::mutex mutex;
+  std::mutex mutex;  // guards instruments
   std::map<std::string, std::unique_ptr<Instrument>, std::less<>> instruments;
 };
 Registry& registry() {

@@ -38,7 +38,7 @@ bool bind(void* library, const char* symbol, F*& out) {
   return out != nullptr;
 }
 
-std::mutex g_mutex;
+std::mutex g_mutex;  // guards g_loaded and g_tried
 Nvml* g_loaded = nullptr;
 bool g_tried = false;
 

@@ -18,14 +18,13 @@ namespace lens {
 
 namespace internal {
 
-extern std::atomic<Pipeline*> g_logs_pipeline;  // logs/log.cc
 
 namespace {
 
 // The live setup. Leaked on purpose (no work in static destructors; the atexit hook still reaches it), and
 // replaced wholesale in a forked child, whose copy of the mutex may be held by a thread that does not exist.
 struct Live {
-  std::mutex mutex;
+  std::mutex mutex;  // guards state
   std::shared_ptr<TelemetryState> state;
 };
 std::atomic<Live*> g_live{new Live};

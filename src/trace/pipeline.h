@@ -111,12 +111,11 @@ class Pipeline {
   std::unique_ptr<TelemetryExporter> exporter_;
 
   QueueBudget queue_budget_;
-  mutable std::mutex threads_mutex_;
+  mutable std::mutex threads_mutex_;  // guards threads_ and ended_threads_
   std::vector<std::unique_ptr<ThreadState>> threads_;
-  ThreadCounters ended_threads_;  // the counts of freed states (guarded by threads_mutex_)
+  ThreadCounters ended_threads_;  // the counts of freed states
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
+  std::mutex mutex_;  // guards stop_requested_, flush_requested_, flush_done_ (and done_'s waits)
   std::condition_variable done_;
   bool stop_requested_ = false;
   std::atomic<bool> finished_{false};
@@ -146,14 +145,14 @@ class Pipeline {
   std::atomic<std::uint64_t> export_failures_{0};
   std::atomic<std::uint64_t> late_drops_{0};
 
-  std::mutex join_mutex_;
+  std::mutex join_mutex_;  // guards joining or detaching thread_ (shutdown may run on two threads)
   MetricCollector metric_collector_;
-  std::mutex pull_mutex_;
+  std::mutex pull_mutex_;  // guards pull_collector_ (Prometheus scrapes may overlap)
   MetricCollector pull_collector_{Temporality::kCumulative};  // Prometheus scrapes: always cumulative
   const std::uint64_t start_unix_nanos_ = unix_nanos_now();
   std::chrono::steady_clock::time_point next_metrics_;
 
-  mutable std::mutex logs_mutex_;
+  mutable std::mutex logs_mutex_;  // guards logs_ and log_counts_
   std::vector<LogRecordData> logs_;
   LogStats log_counts_;  // guarded by logs_mutex_ (exported/dropped_export_failed: export thread, same lock)
 
@@ -165,5 +164,7 @@ class Pipeline {
 extern std::atomic<Pipeline*> g_pipeline;
 // The live pipeline whatever signals it carries (what SIGTERM flushes).
 extern std::atomic<Pipeline*> g_export_pipeline;
+// The pipeline log records go to; null when logs are off (defined in logs/log.cc).
+extern std::atomic<Pipeline*> g_logs_pipeline;
 
 }  // namespace lens::internal
