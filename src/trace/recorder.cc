@@ -33,10 +33,11 @@ pthread_once_t g_thread_exit_once = PTHREAD_ONCE_INIT;
 void on_thread_exit(void* state) noexcept {
   auto* t = static_cast<ThreadState*>(state);
   if (t_state == t) t_state = nullptr;  // a span from a later destructor gets a fresh state
+  Pipeline* p = t->pipeline;  // read first: once `exited` is set, the export thread may free the state
   t->exited.store(true, std::memory_order_release);
   // Freed at the export thread's next pass: now, not after the schedule delay, or a program that starts many
   // short-lived threads would hold their states (about 140 KiB each) for seconds. (A pipeline is never freed.)
-  if (!t->pipeline->stopped()) t->pipeline->wake_exporter();
+  if (!p->stopped()) p->wake_exporter();
 }
 
 void make_thread_exit_key() noexcept { pthread_key_create(&g_thread_exit_key, on_thread_exit); }
