@@ -99,11 +99,20 @@ int run(const Args& args) {
   }
   const std::vector<std::uint8_t> shared_id = store->get("lens/run_id");
   config.run_id.assign(shared_id.begin(), shared_id.end());
-  lens::megatron::TrainingArgs training{ranks.local_rank, args.tensor_model_parallel_size,
-                                        args.pipeline_model_parallel_size, dp, args.global_batch_size,
-                                        args.seq_length, args.num_layers, args.hidden_size,
-                                        args.num_attention_heads, args.train_iters, args.micro_batch_size,
-                                        args.ckpt_format, args.fp16, args.bf16};
+  const lens::megatron::TrainingArgs training{.local_rank = ranks.local_rank,
+                                              .tensor_model_parallel_size = args.tensor_model_parallel_size,
+                                              .pipeline_model_parallel_size = args.pipeline_model_parallel_size,
+                                              .data_parallel_size = dp,
+                                              .global_batch_size = args.global_batch_size,
+                                              .seq_length = args.seq_length,
+                                              .num_layers = args.num_layers,
+                                              .hidden_size = args.hidden_size,
+                                              .num_attention_heads = args.num_attention_heads,
+                                              .train_iters = args.train_iters,
+                                              .micro_batch_size = args.micro_batch_size,
+                                              .ckpt_format = args.ckpt_format,
+                                              .fp16 = args.fp16,
+                                              .bf16 = args.bf16};
   // Setup that can fail on one rank only (an exporting rank's exporter) ends every rank at once.
   lens::Telemetry telemetry;
   watch.enter("telemetry setup");
