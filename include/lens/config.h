@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "lens/groups.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens {
 

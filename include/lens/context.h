@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens {
 

@@ -16,7 +16,7 @@
 
 #include "lens/attributes.h"
 #include "lens/config.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens {
 

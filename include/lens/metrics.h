@@ -27,7 +27,7 @@
 #include <type_traits>
 
 #include "lens/attributes.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens {
 

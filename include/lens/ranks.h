@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens {
 

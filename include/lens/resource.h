@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "lens/config.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "lens/context.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 #include "lens/ranks.h"
 
 namespace lens {

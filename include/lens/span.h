@@ -34,7 +34,7 @@
 #include "lens/attributes.h"
 #include "lens/context.h"
 #include "lens/groups.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens {
 

@@ -23,7 +23,7 @@
 
 #include "lens/config.h"
 #include "lens/groups.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 #include "lens/ranks.h"
 #include "lens/sampling.h"
 

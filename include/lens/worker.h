@@ -20,7 +20,7 @@
 
 #include "lens/config.h"
 #include "lens/context.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 #include "lens/span.h"
 #include "lens/telemetry.h"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "export/otlp_walk.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 
 namespace lens::internal {
 

@@ -17,7 +17,7 @@
 #include <variant>
 
 #include "export/exporter.h"
-#include "lens/internal/export.h"
+#include "lens/internal/visibility.h"
 #include "lens/version.h"
 #include "trace/record.h"
 

@@ -1,4 +1,4 @@
-// lens/internal/export.h: symbol visibility and inlining macros. Not for users.
+// lens/internal/visibility.h: symbol visibility and inlining macros. Not for users.
 //
 // The library is compiled with hidden visibility; only what a consumer may call is marked LENS_API.
 #pragma once
@@ -9,7 +9,7 @@
 #define LENS_API
 #endif
 
-// The hot path (the group check, later span start/end) must never become a call.
+// The hot paths (the group check, span start and end) must never become a call.
 #define LENS_ALWAYS_INLINE inline __attribute__((always_inline))
 
 // Public API compiled under LENS_DISABLED lives in its own inline namespace, so a program that mixes
