@@ -2,7 +2,7 @@
 //
 // LENS_SPAN opens a span for the rest of the scope, if its group is enabled: otherwise nothing is evaluated,
 // not even the name or the attributes. The span becomes the thread's current span, so spans opened inside it
-// are its children. Recording costs under a hundred nanoseconds and never blocks or locks: the ended span is
+// are its children. Recording costs about a hundred nanoseconds and never blocks or locks: the ended span is
 // copied into a per-thread queue (its memory drawn, a chunk every few hundred spans, from one bounded budget per
 // process) that one background thread drains; a span that does not fit is dropped and counted.
 //

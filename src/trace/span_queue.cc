@@ -23,13 +23,12 @@ SpanChunk* SpanChunk::make(std::uint32_t capacity, QueueBudget* budget) noexcept
   }
   auto* chunk = new (memory) SpanChunk;
   chunk->capacity = capacity;
-  chunk->budgeted = budget != nullptr;
   chunk->budget = budget;
   return chunk;
 }
 
 void SpanChunk::free(SpanChunk* chunk) noexcept {
-  if (chunk->budgeted) chunk->budget->give(sizeof(SpanChunk) + chunk->capacity);
+  if (chunk->budget != nullptr) chunk->budget->give(sizeof(SpanChunk) + chunk->capacity);
   chunk->~SpanChunk();
   ::operator delete(chunk, std::align_val_t{alignof(SpanChunk)});
 }

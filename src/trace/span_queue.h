@@ -50,8 +50,7 @@ struct alignas(16) SpanChunk {
   std::atomic<SpanChunk*> next{nullptr};
   std::atomic<std::uint32_t> written{0};
   std::uint32_t capacity = 0;  // bytes of records after this header
-  bool budgeted = false;       // taken from the QueueBudget (a thread's first chunk is not)
-  QueueBudget* budget = nullptr;
+  QueueBudget* budget = nullptr;  // the budget it was taken from; null for a thread's first chunk
 
   std::uint8_t* data() noexcept { return reinterpret_cast<std::uint8_t*>(this + 1); }
   // Null when there is no memory or the budget is spent.
