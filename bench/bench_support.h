@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
 #include "telemetry/setup_internal.h"

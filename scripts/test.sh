@@ -5,17 +5,17 @@
 # fails if a label the configuration promised ran none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "test: installs what is missing, builds four configurations (full, ASan+UBSan, TSan, libFuzzer) and runs every"
-echo "test: test; about 14 minutes on 2 cores from scratch (packages, four builds, the tests), 5 when built"
+echo "test: installs what is missing, builds four configurations (full, ASan+UBSan, TSan, libFuzzer), checks the"
+echo "test: style and runs every test; about 16 minutes on 2 cores from scratch (packages, four builds, the tests)"
 ./scripts/setup-deps.sh
 
 jobs=$(nproc)
 summary=()
-build() {  # build <dir> <cmake args...>
+build() {  # build <dir> <cmake args...>: warnings are errors
   local dir=$1
   shift
   echo "== configure and build $dir"
-  cmake -S . -B "$dir" -G Ninja -Wno-dev "$@" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -Wno-dev -DLENS_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
 }
 run_tests() {  # run_tests <dir> <title> <labels that must run> -- <ctest args...>
@@ -35,6 +35,9 @@ echo "== full build and tests"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 mapfile -t promised <build/lens_promised_labels.txt
 run_tests build "full" "${promised[@]}" --
+
+echo "== style: clang-format on every file, clang-tidy on the library"
+./scripts/style.sh build
 
 echo "== core and concurrent tests under ASan+UBSan (a race that frees memory shows here as a use after free)"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=address,undefined

@@ -97,4 +97,16 @@ void GradBuckets::finish() {
   }
 }
 
+torch::Tensor GradBuckets::squared_norm() const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor sum = torch::zeros({});
+  for (const Bucket& b : buckets_) sum += b.flat.dot(b.flat);
+  return sum;
+}
+
+void GradBuckets::scale(double factor) {
+  torch::NoGradGuard no_grad;
+  for (Bucket& b : buckets_) b.flat.mul_(factor);
+}
+
 }  // namespace trainer

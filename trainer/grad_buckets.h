@@ -43,6 +43,10 @@ class GradBuckets {
   void arm();
   // Starts the buckets not yet started, waits for all, divides by the number of replicas.
   void finish();
+  // The sum of the squares of every gradient (a 0-dimensional tensor), and scaling every gradient: over the flat
+  // buffers, one operation per bucket.
+  torch::Tensor squared_norm() const;
+  void scale(double factor);
 
  private:
   struct Bucket {

@@ -79,165 +79,233 @@ void log_line(const Args& a, std::int64_t iteration, const Trainer::StepResult& 
   std::fflush(stdout);
 }
 
-int run(const Args& args) {
-  lens::RankInfo ranks = lens::detect_rank_info();
-  const int dp = trainer::validate(args, ranks.world_size);
-  trainer::Topology topology{ranks.rank, ranks.world_size, args.pipeline_model_parallel_size, dp};
+// One rank's run: rendezvous and telemetry setup (the constructor), then the pretrain span around data loading,
+// model setup, the training segments and the end of training.
+class PretrainRun {
+ public:
+  explicit PretrainRun(const Args& args);
+  int run();
 
+ private:
+  lens::megatron::TrainingArgs training_args() const;
+  void set_up_telemetry();
+  void build_trainer();
+  // One trace segment: the iterations up to the next save (all of them without --save-interval). False when a
+  // rank was asked to stop.
+  bool train_segment(const lens::SpanContext& pretrain_context);
+  void train_iteration(const lens::SpanContext& iteration_context);
+  void log_interval(std::int64_t iteration, const Trainer::StepResult& step);
+  void finish_training(bool stopped);
+
+  const Args& args_;
+  const lens::RankInfo ranks_ = lens::detect_rank_info();
+  const trainer::Topology topology_;
+  const bool prints_;  // Megatron logs on the last rank
+  lens::Config config_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  trainer::StartupWatch watch_;  // a rank that dies before training starts is named at once
+  lens::Telemetry telemetry_;
+
+  trainer::Corpus corpus_;
+  std::unique_ptr<trainer::Parallel> parallel_;
+  std::unique_ptr<Trainer> trainer_;
+
+  bool first_iteration_ = true;
+  lens::SpanContext previous_segment_;
+  Clock::time_point interval_start_;
+  std::int64_t interval_iterations_ = 0;
+  double final_train_loss_ = 0;
+  double last_validation_loss_ = -1;  // none yet
+};
+
+trainer::Topology topology_of(const Args& args, const lens::RankInfo& ranks) {
+  const int dp = trainer::validate(args, ranks.world_size);
+  return {ranks.rank, ranks.world_size, args.pipeline_model_parallel_size, dp};
+}
+
+lens::Config config_of(const Args& args) {
   std::signal(SIGTERM, request_stop);  // before lens: its handler flushes telemetry, then calls this one
   lens::Config config = lens::megatron::config_from_env();
   config.apply_cli(args.otel_enabled, args.otel_service_name, args.otel_span_groups);
   // A bad span-group spec fails every rank here, before the rendezvous (where rank 0 leaving early would break
   // the others' connection to its store).
   if (config.enabled) lens::resolve(config.catalogue, config.span_groups, config.span_groups_source);
-  // One run id on every rank: rank 0's, through the rendezvous store (the launcher may give none).
-  auto store = trainer::make_store(topology);
-  trainer::StartupWatch watch(topology, store);  // a rank that dies before training starts is named at once
-  if (ranks.rank == 0) {
-    const std::string id = lens::resolve_run_id(config);
-    store->set("lens/run_id", std::vector<std::uint8_t>(id.begin(), id.end()));
-  }
-  const std::vector<std::uint8_t> shared_id = store->get("lens/run_id");
-  config.run_id.assign(shared_id.begin(), shared_id.end());
-  const lens::megatron::TrainingArgs training{.local_rank = ranks.local_rank,
-                                              .tensor_model_parallel_size = args.tensor_model_parallel_size,
-                                              .pipeline_model_parallel_size = args.pipeline_model_parallel_size,
-                                              .data_parallel_size = dp,
-                                              .global_batch_size = args.global_batch_size,
-                                              .seq_length = args.seq_length,
-                                              .num_layers = args.num_layers,
-                                              .hidden_size = args.hidden_size,
-                                              .num_attention_heads = args.num_attention_heads,
-                                              .train_iters = args.train_iters,
-                                              .micro_batch_size = args.micro_batch_size,
-                                              .ckpt_format = args.ckpt_format,
-                                              .fp16 = args.fp16,
-                                              .bf16 = args.bf16};
-  // Setup that can fail on one rank only (an exporting rank's exporter) ends every rank at once.
-  lens::Telemetry telemetry;
-  watch.enter("telemetry setup");
-  trainer::all_or_none(*store, topology, "telemetry setup", [&] {
-    telemetry = lens::setup_telemetry(config, {.rank = ranks.rank,
-                                               .world_size = ranks.world_size,
-                                               .local_rank = ranks.local_rank,
-                                               .resource_provider = lens::megatron::resource_provider(training)});
-  });
-  watch.before_ending([&telemetry] { telemetry.force_flush(); });
-  const bool telemetry_on = config.enabled;
-  torch::set_num_threads(1);  // ranks share the machine's cores
+  return config;
+}
 
-  double final_train_loss = 0, last_eval = -1;
+PretrainRun::PretrainRun(const Args& args)
+    : args_(args),
+      topology_(topology_of(args, ranks_)),
+      prints_(ranks_.rank == ranks_.world_size - 1),
+      config_(config_of(args)),
+      store_(trainer::make_store(topology_)),
+      watch_(topology_, store_) {
+  set_up_telemetry();
+  torch::set_num_threads(1);  // ranks share the machine's cores
+}
+
+lens::megatron::TrainingArgs PretrainRun::training_args() const {
+  return {.local_rank = ranks_.local_rank,
+          .tensor_model_parallel_size = args_.tensor_model_parallel_size,
+          .pipeline_model_parallel_size = args_.pipeline_model_parallel_size,
+          .data_parallel_size = topology_.data_parallel_size,
+          .global_batch_size = args_.global_batch_size,
+          .seq_length = args_.seq_length,
+          .num_layers = args_.num_layers,
+          .hidden_size = args_.hidden_size,
+          .num_attention_heads = args_.num_attention_heads,
+          .train_iters = args_.train_iters,
+          .micro_batch_size = args_.micro_batch_size,
+          .ckpt_format = args_.ckpt_format,
+          .fp16 = args_.fp16,
+          .bf16 = args_.bf16};
+}
+
+void PretrainRun::set_up_telemetry() {
+  // One run id on every rank: rank 0's, through the rendezvous store (the launcher may give none).
+  if (ranks_.rank == 0) {
+    const std::string id = lens::resolve_run_id(config_);
+    store_->set("lens/run_id", std::vector<std::uint8_t>(id.begin(), id.end()));
+  }
+  const std::vector<std::uint8_t> shared_id = store_->get("lens/run_id");
+  config_.run_id.assign(shared_id.begin(), shared_id.end());
+  // Setup that can fail on one rank only (an exporting rank's exporter) ends every rank at once.
+  watch_.enter("telemetry setup");
+  trainer::all_or_none(*store_, topology_, "telemetry setup", [&] {
+    telemetry_ = lens::setup_telemetry(config_, {.rank = ranks_.rank,
+                                                 .world_size = ranks_.world_size,
+                                                 .local_rank = ranks_.local_rank,
+                                                 .resource_provider = lens::megatron::resource_provider(training_args())});
+  });
+  watch_.before_ending([this] { telemetry_.force_flush(); });
+}
+
+void PretrainRun::build_trainer() {
+  {
+    watch_.enter("data loading");
+    LENS_SPAN(mg::data_loading, "megatron.data_loading");
+    LENS_TRACE_REGION("dataset.read_text");
+    corpus_ = trainer::load_corpus(args_.data_path);
+  }
+  {
+    LENS_SPAN(mg::model_init, "megatron.model_init");
+    watch_.enter("process group setup");
+    parallel_ = watch_.naming_the_dead([&] { return std::make_unique<trainer::Parallel>(topology_, store_); });
+    watch_.enter("model setup");
+    // The worker's resource comes from the same function as this rank's (built only where it is exported).
+    lens::ResourceAttributes resource = telemetry_.is_exporting()
+                                            ? lens::megatron::resource_attributes(training_args())
+                                            : lens::ResourceAttributes{};
+    trainer::all_or_none(*store_, topology_, "model setup", [&] {
+      trainer_ = watch_.naming_the_dead(
+          [&] { return std::make_unique<Trainer>(args_, *parallel_, corpus_, telemetry_, std::move(resource)); });
+    });
+  }
+  bool loaded = false;
+  if (!args_.load.empty()) {  // one stage's file missing or truncated ends every rank, not only its own
+    watch_.enter("checkpoint load");
+    trainer::all_or_none(*store_, topology_, "checkpoint load",
+                         [&] { loaded = trainer_->load_checkpoint(args_.load); });
+  }
+  watch_.finished();
+  if (loaded && ranks_.rank == 0)
+    std::printf(" loaded checkpoint from %s at iteration %lld\n", args_.load.c_str(),
+                static_cast<long long>(trainer_->iteration()));
+}
+
+int PretrainRun::run() {
+  bool stopped = false;
   {
     LENS_SPAN_NAMED(pretrain, mg::job, "megatron.pretrain", {"megatron.model_type", "gpt"},
-                    {"megatron.train_iters", args.train_iters}, {"megatron.global_batch_size", args.global_batch_size});
-    std::unique_ptr<trainer::Parallel> parallel;
-    std::unique_ptr<Trainer> trainer;
-    trainer::Corpus corpus;
-    {
-      watch.enter("data loading");
-      LENS_SPAN(mg::data_loading, "megatron.data_loading");
-      LENS_TRACE_REGION("dataset.read_text");
-      corpus = trainer::load_corpus(args.data_path);
-    }
-    {
-      LENS_SPAN(mg::model_init, "megatron.model_init");
-      watch.enter("process group setup");
-      parallel = watch.naming_the_dead([&] { return std::make_unique<trainer::Parallel>(topology, store); });
-      watch.enter("model setup");
-      // The worker's resource comes from the same function as this rank's (built only where it is exported).
-      lens::ResourceAttributes resource =
-          telemetry.is_exporting() ? lens::megatron::resource_attributes(training) : lens::ResourceAttributes{};
-      trainer::all_or_none(*store, topology, "model setup", [&] {
-        trainer = watch.naming_the_dead(
-            [&] { return std::make_unique<Trainer>(args, *parallel, corpus, telemetry, std::move(resource)); });
-      });
-    }
-    bool loaded = false;
-    if (!args.load.empty()) {  // one stage's file missing or truncated ends every rank, not only its own
-      watch.enter("checkpoint load");
-      trainer::all_or_none(*store, topology, "checkpoint load", [&] { loaded = trainer->load_checkpoint(args.load); });
-    }
-    watch.finished();
-    if (loaded && ranks.rank == 0)
-      std::printf(" loaded checkpoint from %s at iteration %lld\n", args.load.c_str(),
-                  static_cast<long long>(trainer->iteration()));
-
-    const lens::SpanContext pretrain_context = pretrain.context();
-    const trainer::GptConfig& model = trainer->config();
-    const bool prints = ranks.rank == ranks.world_size - 1;  // Megatron logs on the last rank
-    bool first = true;
-    auto interval_start = Clock::now();
-    std::int64_t interval_iterations = 0;
-    lens::SpanContext previous_segment;
-    bool stopping = false;
-    while (trainer->iteration() < args.train_iters && !stopping) {
-      // One trace segment per save interval (the whole run without one): the first is pretrain's child, each
-      // later one a new trace linked to pretrain and to the segment before.
-      const bool later_segment = previous_segment.is_valid();
-      lens::ScopedSpan segment;
-      if (LENS_GROUP_ENABLED(mg::job))
-        segment.start(mg::job, "megatron.train", {{"megatron.train_iters", args.train_iters}},
-                      {.root = later_segment});
-      if (later_segment) {
-        segment.add_link(pretrain_context);
-        segment.add_link(previous_segment);
-      }
-      const std::int64_t segment_end =
-          args.save_interval > 0 ? std::min(args.train_iters, (trainer->iteration() / args.save_interval + 1) * args.save_interval)
-                                 : args.train_iters;
-      while (trainer->iteration() < segment_end) {
-        const Agreement agreement = agree(*parallel, telemetry_on);
-        if ((stopping = agreement.stop)) break;
-        const lens::SpanContext& iteration_context = agreement.rank0_context;
-        lens::Span first_iteration;
-        if (first && LENS_GROUP_ENABLED(mg::first_iteration))
-          first_iteration.start(mg::first_iteration, "megatron.train.first_iteration",
-                                {{"megatron.iteration", trainer->iteration() + 1}});
-        const Trainer::StepResult r = trainer->train_step(iteration_context);
-        first_iteration.end();
-        first = false;
-        final_train_loss = r.loss;
-        ++interval_iterations;
-        const std::int64_t it = trainer->iteration();
-        if (it % args.log_interval == 0 || it == args.train_iters) {
-          const double seconds = std::chrono::duration<double>(Clock::now() - interval_start).count();
-          const double per_iteration = seconds / static_cast<double>(interval_iterations);
-          const double tokens_per_sec = static_cast<double>(args.global_batch_size * args.seq_length) / per_iteration;
-          const double tflops = trainer::flops_per_iteration(model, args.global_batch_size) / per_iteration /
-                                1e12 / ranks.world_size;
-          lens::megatron::record_training_metrics({.step_duration_ms = 1000.0 * per_iteration,
-                                                   .loss = r.loss,
-                                                   .throughput_tflops = tflops,
-                                                   .grad_norm = r.grad_norm,
-                                                   .skipped_iters = std::int64_t{0},
-                                                   .learning_rate = r.learning_rate,
-                                                   .tokens_per_sec = tokens_per_sec,
-                                                   .memory_allocated_gb = peak_memory_gb()});
-          if (lens::should_log(lens::Severity::kInfo))
-            lens::log(lens::Severity::kInfo, "training progress", {{"megatron.iteration", it}, {"megatron.loss", r.loss}});
-          if (prints) log_line(args, it, r, 1000.0 * per_iteration, tokens_per_sec, tflops);
-          interval_start = Clock::now();
-          interval_iterations = 0;
-        }
-        if (args.eval_interval > 0 && it % args.eval_interval == 0) {
-          last_eval = trainer->evaluate();
-          if (prints) std::printf(" validation loss at iteration %lld: %.6E\n", static_cast<long long>(it), last_eval);
-        }
-        if (args.save_interval > 0 && it % args.save_interval == 0) trainer->save_checkpoint(args.save);
-      }
-      previous_segment = segment.context();
-    }
-    if (stopping && !args.save.empty()) trainer->save_checkpoint(args.save);
-    trainer->finish_pending_save();
-    if (!stopping && last_eval < 0) last_eval = trainer->evaluate();
-    if (prints)
-      std::printf(" done: %lld iterations, last training loss %.4f, validation loss %.4f%s\n",
-                  static_cast<long long>(trainer->iteration()), final_train_loss, last_eval,
-                  stopping ? " (stopped by SIGTERM)" : "");
-    parallel->barrier();
+                    {"megatron.train_iters", args_.train_iters},
+                    {"megatron.global_batch_size", args_.global_batch_size});
+    build_trainer();
+    interval_start_ = Clock::now();
+    while (trainer_->iteration() < args_.train_iters && !stopped) stopped = !train_segment(pretrain.context());
+    finish_training(stopped);
   }
-  telemetry.shutdown();
+  telemetry_.shutdown();
   return 0;
+}
+
+bool PretrainRun::train_segment(const lens::SpanContext& pretrain_context) {
+  // The first segment is pretrain's child, each later one a new trace linked to pretrain and to the one before.
+  const bool later_segment = previous_segment_.is_valid();
+  lens::ScopedSpan segment;
+  if (LENS_GROUP_ENABLED(mg::job))
+    segment.start(mg::job, "megatron.train", {{"megatron.train_iters", args_.train_iters}}, {.root = later_segment});
+  if (later_segment) {
+    segment.add_link(pretrain_context);
+    segment.add_link(previous_segment_);
+  }
+  const std::int64_t save_interval = args_.save_interval;
+  const std::int64_t segment_end =
+      save_interval > 0 ? std::min(args_.train_iters, (trainer_->iteration() / save_interval + 1) * save_interval)
+                        : args_.train_iters;
+  bool go_on = true;
+  while (go_on && trainer_->iteration() < segment_end) {
+    const Agreement agreement = agree(*parallel_, config_.enabled);
+    go_on = !agreement.stop;
+    if (go_on) train_iteration(agreement.rank0_context);
+  }
+  previous_segment_ = segment.context();
+  return go_on;
+}
+
+void PretrainRun::train_iteration(const lens::SpanContext& iteration_context) {
+  // A sibling of the step span, not its parent (SPEC §6): started, not made current.
+  lens::Span first_iteration;
+  if (first_iteration_ && LENS_GROUP_ENABLED(mg::first_iteration))
+    first_iteration.start(mg::first_iteration, "megatron.train.first_iteration",
+                          {{"megatron.iteration", trainer_->iteration() + 1}});
+  const Trainer::StepResult step = trainer_->train_step(iteration_context);
+  first_iteration.end();
+  first_iteration_ = false;
+  final_train_loss_ = step.loss;
+  ++interval_iterations_;
+  const std::int64_t iteration = trainer_->iteration();
+  if (iteration % args_.log_interval == 0 || iteration == args_.train_iters) log_interval(iteration, step);
+  if (args_.eval_interval > 0 && iteration % args_.eval_interval == 0) {
+    last_validation_loss_ = trainer_->evaluate();
+    if (prints_)
+      std::printf(" validation loss at iteration %lld: %.6E\n", static_cast<long long>(iteration),
+                  last_validation_loss_);
+  }
+  if (args_.save_interval > 0 && iteration % args_.save_interval == 0) trainer_->save_checkpoint(args_.save);
+}
+
+// The metrics, the log record and the printed line of one --log-interval.
+void PretrainRun::log_interval(std::int64_t iteration, const Trainer::StepResult& step) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - interval_start_).count();
+  const double per_iteration = seconds / static_cast<double>(interval_iterations_);
+  const double tokens_per_sec = static_cast<double>(args_.global_batch_size * args_.seq_length) / per_iteration;
+  const double tflops = trainer::flops_per_iteration(trainer_->config(), args_.global_batch_size) / per_iteration /
+                        1e12 / ranks_.world_size;
+  lens::megatron::record_training_metrics({.step_duration_ms = 1000.0 * per_iteration,
+                                           .loss = step.loss,
+                                           .throughput_tflops = tflops,
+                                           .grad_norm = step.grad_norm,
+                                           .skipped_iters = std::int64_t{0},
+                                           .learning_rate = step.learning_rate,
+                                           .tokens_per_sec = tokens_per_sec,
+                                           .memory_allocated_gb = peak_memory_gb()});
+  if (lens::should_log(lens::Severity::kInfo))
+    lens::log(lens::Severity::kInfo, "training progress",
+              {{"megatron.iteration", iteration}, {"megatron.loss", step.loss}});
+  if (prints_) log_line(args_, iteration, step, 1000.0 * per_iteration, tokens_per_sec, tflops);
+  interval_start_ = Clock::now();
+  interval_iterations_ = 0;
+}
+
+void PretrainRun::finish_training(bool stopped) {
+  if (stopped && !args_.save.empty()) trainer_->save_checkpoint(args_.save);
+  trainer_->finish_pending_save();
+  if (!stopped && last_validation_loss_ < 0) last_validation_loss_ = trainer_->evaluate();
+  if (prints_)
+    std::printf(" done: %lld iterations, last training loss %.4f, validation loss %.4f%s\n",
+                static_cast<long long>(trainer_->iteration()), final_train_loss_, last_validation_loss_,
+                stopped ? " (stopped by SIGTERM)" : "");
+  parallel_->barrier();
 }
 
 }  // namespace
@@ -248,7 +316,8 @@ int main(int argc, char** argv) {
   // a silent SIGPIPE at the next write to its pipe. Python, which launches Megatron, ignores SIGPIPE the same way.
   std::signal(SIGPIPE, SIG_IGN);
   try {
-    return run(trainer::parse_args(argc, argv));
+    const Args args = trainer::parse_args(argc, argv);
+    return PretrainRun(args).run();
   } catch (const trainer::ArgsError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;

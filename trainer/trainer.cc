@@ -15,15 +15,15 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, torch::Tensor received, c
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
   InFlight f;
   torch::Tensor tokens;
-  if (t_.first_stage() || t_.last_stage()) tokens = batch_of(data, a_, iteration_, t_.data_rank(), micro, stream);
-  if (t_.first_stage()) {
-    f.input = tokens.slice(1, 0, a_.seq_length);
+  if (topology_.first_stage() || topology_.last_stage()) tokens = batch_of(data, args_, iteration_, topology_.data_rank(), micro, stream);
+  if (topology_.first_stage()) {
+    f.input = tokens.slice(1, 0, args_.seq_length);
   } else {
     f.input = keep_graph ? received.requires_grad_(true) : received;
   }
   f.output = model_->forward(f.input);
-  if (t_.last_stage()) {
-    auto targets = tokens.slice(1, 1, a_.seq_length + 1);
+  if (topology_.last_stage()) {
+    auto targets = tokens.slice(1, 1, args_.seq_length + 1);
     f.loss = torch::nn::functional::cross_entropy(f.output.reshape({-1, trainer::GptConfig::kVocab}),
                                                   targets.reshape({-1}));
   }
@@ -32,7 +32,7 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, torch::Tensor received, c
 
 void Trainer::backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.backward", {"megatron.microbatch_id", micro});
-  if (t_.last_stage()) {
+  if (topology_.last_stage()) {
     (f.loss / static_cast<double>(microbatches_)).backward();
   } else {
     f.output.backward(output_grad);
@@ -40,62 +40,63 @@ void Trainer::backward(std::int64_t micro, InFlight& f, const torch::Tensor& out
 }
 
 torch::Tensor Trainer::recv_forward(std::int64_t micro, const lens::SpanContext* link) {
-  if (t_.first_stage()) return {};
+  if (topology_.first_stage()) return {};
   auto receive = [&] {
     LENS_SPAN(mg::communication, "megatron.p2p.recv_forward");
-    return par_.recv(activation_shape(), -1, trainer::Parallel::kForward);
+    return parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
   };
   if (!link) return receive();
   // The warm-up receives of a non-first stage link to rank 0's iteration context (SPEC §6).
   LENS_SPAN_NAMED(linked, mg::communication, "megatron.pp.recv_forward.linked",
-                  {"dl.pipeline_parallel.rank", t_.stage()}, {"dl.microbatch_id", micro});
+                  {"dl.pipeline_parallel.rank", topology_.stage()}, {"dl.microbatch_id", micro});
   if (link->is_valid()) linked.add_link(*link);
   return receive();
 }
 
 torch::Tensor Trainer::recv_backward() {
-  if (t_.last_stage()) return {};
+  if (topology_.last_stage()) return {};
   LENS_SPAN(mg::communication, "megatron.p2p.recv_backward");
-  return par_.recv(activation_shape(), +1, trainer::Parallel::kBackward);
+  return parallel_.recv(activation_shape(), +1, trainer::Parallel::kBackward);
 }
 
 // Sends are started, not waited for: the matching receive may come after this rank's own next receive.
 void Trainer::send_forward(const torch::Tensor& output) {
-  if (t_.last_stage()) return;
+  if (topology_.last_stage()) return;
   LENS_SPAN(mg::communication, "megatron.p2p.send_forward");
-  pending_sends_.push_back(par_.send(output.detach(), +1, trainer::Parallel::kForward));
+  pending_sends_.push_back(parallel_.send(output.detach(), +1, trainer::Parallel::kForward));
 }
 
 void Trainer::send_backward(const torch::Tensor& input_grad) {
-  if (t_.first_stage()) return;
+  if (topology_.first_stage()) return;
   LENS_SPAN(mg::communication, "megatron.p2p.send_backward");
-  pending_sends_.push_back(par_.send(input_grad, -1, trainer::Parallel::kBackward));
+  pending_sends_.push_back(parallel_.send(input_grad, -1, trainer::Parallel::kBackward));
 }
 
 Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_context) {
   LENS_SPAN_NAMED(step, mg::step, "megatron.train_step", {"megatron.iteration", iteration_ + 1});
-  grads_->begin_iteration(lens::current_context());
-  const int stages = t_.pipeline_size;
-  const std::int64_t warmup = std::min<std::int64_t>(stages - t_.stage() - 1, microbatches_);
+  grad_buckets_->begin_iteration(lens::current_context());
+  const int stages = topology_.pipeline_size;
+  const std::int64_t warmup = std::min<std::int64_t>(stages - topology_.stage() - 1, microbatches_);
   const std::int64_t steady = microbatches_ - warmup;
   std::deque<std::pair<std::int64_t, InFlight>> in_flight;
-  double loss_sum = 0;
+  // Summed as a tensor, read once per step: each .item() is a device sync on a GPU.
+  torch::Tensor loss_sum = torch::zeros({1});
   {
     LENS_SPAN(mg::forward_backward, "megatron.forward_backward", {"megatron.num_microbatches", microbatches_});
     std::int64_t next_forward = 0, next_backward = 0;
     auto run_forward = [&](torch::Tensor received) {
       InFlight f = forward(next_forward, std::move(received), corpus_.train, 0, true);
-      if (t_.last_stage()) loss_sum += f.loss.item<double>();
+      if (topology_.last_stage()) loss_sum += f.loss.detach();
       send_forward(f.output);
       in_flight.emplace_back(next_forward++, std::move(f));
     };
     auto run_backward = [&](const torch::Tensor& output_grad) {
       auto [micro, f] = std::move(in_flight.front());
       in_flight.pop_front();
-      if (micro == microbatches_ - 1) grads_->arm();  // its gradients complete the buckets
+      if (micro == microbatches_ - 1) grad_buckets_->arm();  // its gradients complete the buckets
       backward(micro, f, output_grad);
       ++next_backward;
-      if (!t_.first_stage()) send_backward(f.input.grad());
+      if (!topology_.first_stage()) send_backward(f.input.grad());
     };
     for (std::int64_t i = 0; i < warmup; ++i) run_forward(recv_forward(next_forward, &iteration_context));
     for (std::int64_t i = 0; i < steady; ++i) {
@@ -106,70 +107,65 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_conte
     for (auto& w : pending_sends_) w->wait();
     pending_sends_.clear();
   }
-  grads_->finish();
+  grad_buckets_->finish();
   StepResult r{};
   {
-    LENS_SPAN_NAMED(step, mg::optimizer, "megatron.optimizer_step");
+    LENS_SPAN_NAMED(optimizer_step, mg::optimizer, "megatron.optimizer_step");
     r.grad_norm = clip_and_norm();
     r.learning_rate = learning_rate();
     for (auto& group : optimizer_->param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(r.learning_rate);
     optimizer_->step();
-    step.set_attributes({{"megatron.grad_norm", r.grad_norm}, {"megatron.update_successful", true}});
+    optimizer_step.set_attributes({{"megatron.grad_norm", r.grad_norm}, {"megatron.update_successful", true}});
   }
   // The loss is known on the last stage: give it to the pipeline, then average over the replicas.
-  auto loss = torch::tensor({loss_sum / static_cast<double>(microbatches_)}, torch::kFloat);
-  par_.broadcast(par_.pipeline(), loss, stages - 1);
-  par_.allreduce(par_.data(), loss);
-  r.loss = loss.item<double>() / t_.data_parallel_size;
+  torch::Tensor loss = loss_sum / static_cast<double>(microbatches_);
+  parallel_.broadcast(parallel_.pipeline(), loss, stages - 1);
+  parallel_.allreduce(parallel_.data(), loss);
+  r.loss = loss.item<double>() / topology_.data_parallel_size;
   ++iteration_;
   step.set_attributes({{"megatron.loss", r.loss}, {"megatron.grad_norm", r.grad_norm}});
   return r;
 }
 
-// The global gradient norm (all stages; the replicas agree after the sync), then clipping to --clip-grad.
+// The global gradient norm (all stages; the replicas agree after the sync), then clipping to --clip-grad. Every
+// gradient lives in the buckets' flat buffers: one reduction and one scale per bucket, not per parameter.
 double Trainer::clip_and_norm() {
-  auto squares = torch::zeros({1});
-  for (auto& p : model_->parameters())
-    if (p.grad().defined()) squares += p.grad().pow(2).sum();
-  par_.allreduce(par_.pipeline(), squares);
+  torch::Tensor squares = grad_buckets_->squared_norm().reshape({1});
+  parallel_.allreduce(parallel_.pipeline(), squares);
   const double norm = std::sqrt(squares.item<double>());
-  if (a_.clip_grad > 0 && norm > a_.clip_grad) {
-    const double scale = a_.clip_grad / (norm + 1e-6);
-    for (auto& p : model_->parameters())
-      if (p.grad().defined()) p.grad().mul_(scale);
-  }
+  if (args_.clip_grad > 0 && norm > args_.clip_grad) grad_buckets_->scale(args_.clip_grad / (norm + 1e-6));
   return norm;
 }
 
 double Trainer::learning_rate() const {
   const double it = static_cast<double>(iteration_);
-  if (a_.lr_warmup_iters > 0 && iteration_ < a_.lr_warmup_iters)
-    return a_.lr * (it + 1) / static_cast<double>(a_.lr_warmup_iters);
-  if (a_.lr_decay_style == "constant" || a_.train_iters <= a_.lr_warmup_iters) return a_.lr;
+  if (args_.lr_warmup_iters > 0 && iteration_ < args_.lr_warmup_iters)
+    return args_.lr * (it + 1) / static_cast<double>(args_.lr_warmup_iters);
+  if (args_.lr_decay_style == "constant" || args_.train_iters <= args_.lr_warmup_iters) return args_.lr;
   const double progress =
-      (it - static_cast<double>(a_.lr_warmup_iters)) / static_cast<double>(a_.train_iters - a_.lr_warmup_iters);
-  const double decay = a_.lr_decay_style == "linear" ? 1.0 - progress : 0.5 * (1.0 + std::cos(M_PI * progress));
-  return a_.min_lr + (a_.lr - a_.min_lr) * std::max(0.0, decay);
+      (it - static_cast<double>(args_.lr_warmup_iters)) / static_cast<double>(args_.train_iters - args_.lr_warmup_iters);
+  const double decay = args_.lr_decay_style == "linear" ? 1.0 - progress : 0.5 * (1.0 + std::cos(M_PI * progress));
+  return args_.min_lr + (args_.lr - args_.min_lr) * std::max(0.0, decay);
 }
 
 double Trainer::evaluate() {
-  LENS_SPAN(mg::evaluate, "megatron.evaluate", {"megatron.eval_iters", a_.eval_iters});
+  LENS_SPAN(mg::evaluate, "megatron.evaluate", {"megatron.eval_iters", args_.eval_iters});
   torch::NoGradGuard no_grad;
-  double loss_sum = 0;
-  for (std::int64_t e = 0; e < a_.eval_iters; ++e) {
+  torch::Tensor loss_sum = torch::zeros({1});
+  for (std::int64_t e = 0; e < args_.eval_iters; ++e) {
     LENS_SPAN(mg::evaluate, "megatron.evaluate.step");
     for (std::int64_t micro = 0; micro < microbatches_; ++micro) {
-      torch::Tensor received = t_.first_stage() ? torch::Tensor() : par_.recv(activation_shape(), -1, trainer::Parallel::kForward);
+      torch::Tensor received = topology_.first_stage() ? torch::Tensor() : parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
       InFlight f = forward(micro, received, corpus_.valid, 1 + static_cast<std::uint64_t>(e), false);
-      if (t_.last_stage()) loss_sum += f.loss.item<double>();
-      if (!t_.last_stage()) par_.send(f.output, +1, trainer::Parallel::kForward)->wait();
+      if (topology_.last_stage()) loss_sum += f.loss;
+      if (!topology_.last_stage()) parallel_.send(f.output, +1, trainer::Parallel::kForward)->wait();
     }
   }
-  auto loss = torch::tensor({loss_sum / static_cast<double>(a_.eval_iters * microbatches_)}, torch::kFloat);
-  par_.broadcast(par_.pipeline(), loss, t_.pipeline_size - 1);
-  par_.allreduce(par_.data(), loss);
-  return loss.item<double>() / t_.data_parallel_size;
+  torch::Tensor loss = loss_sum / static_cast<double>(args_.eval_iters * microbatches_);
+  parallel_.broadcast(parallel_.pipeline(), loss, topology_.pipeline_size - 1);
+  parallel_.allreduce(parallel_.data(), loss);
+  return loss.item<double>() / topology_.data_parallel_size;
 }
 
 namespace {
@@ -195,7 +191,7 @@ std::string stage_file(const std::string& iteration_path, int stage) {
 void Trainer::save_checkpoint(const std::string& dir) {
   finish_pending_save();
   LENS_SPAN_NAMED(save, mg::checkpoint, "megatron.save_checkpoint", {"megatron.iteration", iteration_});
-  const std::string path = stage_file(iteration_dir(dir, iteration_), t_.stage());
+  const std::string path = stage_file(iteration_dir(dir, iteration_), topology_.stage());
   if (saves()) {
     torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
     std::ostringstream bytes;
@@ -208,9 +204,9 @@ void Trainer::save_checkpoint(const std::string& dir) {
       archive.write("iteration", torch::tensor({iteration_}, torch::kLong));
       archive.save_to(bytes);
     }
-    if (worker_) {
+    if (checkpoint_worker_) {
       LENS_TRACE_REGION("checkpoint.handoff");
-      worker_->submit(lens::build_worker_bootstrap(telemetry_, resource_, save.context()).serialize(), path, bytes.str());
+      checkpoint_worker_->submit(lens::build_worker_bootstrap(telemetry_, resource_, save.context()).serialize(), path, bytes.str());
     } else {
       LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint.io_write");
       {
@@ -222,37 +218,37 @@ void Trainer::save_checkpoint(const std::string& dir) {
       std::filesystem::rename(path + ".tmp", path);
     }
   }
-  if (a_.async_save) {
-    pending_save_ = iteration_;
-    dir_ = dir;
+  if (args_.async_save) {
+    pending_save_iteration_ = iteration_;
+    last_save_dir_ = dir;
     return;
   }
-  par_.barrier();
-  dir_ = dir;
+  parallel_.barrier();
+  last_save_dir_ = dir;
   write_tracker(iteration_);
 }
 
 void Trainer::finish_pending_save() {
-  if (pending_save_ < 0) return;
-  const bool written = !worker_ || worker_->wait_written();
+  if (pending_save_iteration_ < 0) return;
+  const bool written = !checkpoint_worker_ || checkpoint_worker_->wait_written();
   auto ok = torch::tensor({written ? 0.0f : 1.0f});
   std::vector<torch::Tensor> tensors{ok};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
-  par_.world().allreduce(tensors, options)->wait();
+  parallel_.world().allreduce(tensors, options)->wait();
   if (tensors[0].item<float>() == 0) {
-    write_tracker(pending_save_);
-  } else if (t_.rank == 0) {
+    write_tracker(pending_save_iteration_);
+  } else if (topology_.rank == 0) {
     std::fprintf(stderr, "pretrain_gpt: the checkpoint of iteration %lld was not written; the latest stays as it was\n",
-                 static_cast<long long>(pending_save_));
+                 static_cast<long long>(pending_save_iteration_));
   }
-  pending_save_ = -1;
+  pending_save_iteration_ = -1;
 }
 
 void Trainer::write_tracker(std::int64_t iteration) {
-  if (t_.rank != 0) return;
+  if (topology_.rank != 0) return;
   LENS_TRACE_REGION("checkpoint.tracker");
-  const auto tracker = std::filesystem::path(dir_) / "latest_checkpointed_iteration.txt";
+  const auto tracker = std::filesystem::path(last_save_dir_) / "latest_checkpointed_iteration.txt";
   std::ofstream(tracker.string() + ".tmp") << iteration << "\n";
   std::filesystem::rename(tracker.string() + ".tmp", tracker);
 }
@@ -266,7 +262,7 @@ bool Trainer::load_checkpoint(const std::string& dir) {
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   {
     LENS_SPAN(mg::load_checkpoint, "megatron.load_checkpoint.io_read");
-    const std::string path = stage_file(iteration_dir(dir, saved), t_.stage());
+    const std::string path = stage_file(iteration_dir(dir, saved), topology_.stage());
     try {
       archive.load_from(path);
     } catch (const std::exception& e) {

@@ -30,26 +30,27 @@ class Trainer {
  public:
   Trainer(const Args& args, trainer::Parallel& parallel, const Corpus& corpus, const lens::Telemetry& telemetry,
           lens::ResourceAttributes resource)
-      : a_(args),
-        par_(parallel),
-        t_(parallel.topology()),
+      : args_(args),
+        parallel_(parallel),
+        topology_(parallel.topology()),
         corpus_(corpus),
         telemetry_(telemetry),
         resource_(std::move(resource)),
-        microbatches_(trainer::num_microbatches(args, t_.data_parallel_size)),
-        config_{args.num_layers, args.hidden_size, args.num_attention_heads, args.seq_length,
-                t_.stage(), t_.pipeline_size} {
-    torch::manual_seed(static_cast<std::uint64_t>(a_.seed) + static_cast<std::uint64_t>(t_.stage()));
-    model_ = trainer::GptStage(config_);
+        microbatches_(trainer::num_microbatches(args, topology_.data_parallel_size)),
+        model_config_{args.num_layers, args.hidden_size, args.num_attention_heads, args.seq_length,
+                topology_.stage(), topology_.pipeline_size} {
+    torch::manual_seed(static_cast<std::uint64_t>(args_.seed) + static_cast<std::uint64_t>(topology_.stage()));
+    model_ = trainer::GptStage(model_config_);
     optimizer_ = std::make_unique<torch::optim::AdamW>(
-        model_->parameters(), torch::optim::AdamWOptions(a_.lr).weight_decay(a_.weight_decay));
-    grads_ = std::make_unique<trainer::GradBuckets>(
-        model_->parameters(), trainer::bucket_elements(a_, t_.data_parallel_size), par_.data(), a_.overlap_grad_reduce);
-    if (a_.async_save && saves()) worker_ = std::make_unique<trainer::CheckpointWorker>();
+        model_->parameters(), torch::optim::AdamWOptions(args_.lr).weight_decay(args_.weight_decay));
+    grad_buckets_ = std::make_unique<trainer::GradBuckets>(
+        model_->parameters(), trainer::bucket_elements(args_, topology_.data_parallel_size), parallel_.data(), args_.overlap_grad_reduce);
+    if (args_.async_save && saves()) checkpoint_worker_ = std::make_unique<trainer::CheckpointWorker>();
+    activation_shape_ = {args_.micro_batch_size, args_.seq_length, args_.hidden_size};
   }
 
   std::int64_t iteration() const { return iteration_; }
-  const trainer::GptConfig& config() const { return config_; }
+  const trainer::GptConfig& config() const { return model_config_; }
 
   // One iteration, as the span megatron.train_step: forward and backward of every micro-batch (1F1B), gradient
   // sync, optimizer step. `iteration_context`: rank 0's context, which the pipeline's first receive links to.
@@ -77,30 +78,27 @@ class Trainer {
   void send_backward(const torch::Tensor& input_grad);
   double clip_and_norm();
   double learning_rate() const;
-  at::IntArrayRef activation_shape() {
-    shape_ = {a_.micro_batch_size, a_.seq_length, a_.hidden_size};
-    return shape_;
-  }
+  at::IntArrayRef activation_shape() const { return activation_shape_; }
 
-  const Args& a_;
-  trainer::Parallel& par_;
-  trainer::Topology t_;
-  bool saves() const { return t_.data_rank() == 0; }  // each stage's first replica writes its files
+  const Args& args_;
+  trainer::Parallel& parallel_;
+  trainer::Topology topology_;
+  bool saves() const { return topology_.data_rank() == 0; }  // each stage's first replica writes its files
   void write_tracker(std::int64_t iteration);
 
   const Corpus& corpus_;
   const lens::Telemetry& telemetry_;
   lens::ResourceAttributes resource_;
-  std::unique_ptr<trainer::CheckpointWorker> worker_;
-  std::int64_t pending_save_ = -1;  // iteration of an async save not yet known written
-  std::string dir_;                 // where the last save went
+  std::unique_ptr<trainer::CheckpointWorker> checkpoint_worker_;
+  std::int64_t pending_save_iteration_ = -1;  // iteration of an async save not yet known written
+  std::string last_save_dir_;                 // where the last save went
   std::int64_t microbatches_;
-  trainer::GptConfig config_;
+  trainer::GptConfig model_config_;
   trainer::GptStage model_{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer_;
-  std::unique_ptr<trainer::GradBuckets> grads_;  // every parameter's .grad lives in these
+  std::unique_ptr<trainer::GradBuckets> grad_buckets_;  // every parameter's .grad lives in these
   std::int64_t iteration_ = 0;
-  std::vector<std::int64_t> shape_;
+  std::vector<std::int64_t> activation_shape_;  // what one micro-batch sends between stages
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_sends_;
 };
 

@@ -53,7 +53,7 @@ enum class MetricsExporter { kOtlp, kPrometheus, kConsole, kNone };
 // OTEL_BSP_* / OTEL_BLRP_*: the batch processors of traces and logs.
 // Every delay, interval and timeout is at most one day: read from the environment, a larger value is an error;
 // set in code, it is clamped where it is used. So no deadline computation can overflow.
-inline constexpr std::int64_t kMaxDurationMs = 24 * 60 * 60 * 1000;
+inline constexpr std::int64_t kMaxDurationMs = std::int64_t{24} * 60 * 60 * 1000;
 
 struct BatchConfig {
   std::int64_t schedule_delay_ms;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 #include "export/otlp_json.h"
 #include "export/otlp_proto.h"
 #include "trace/record.h"

@@ -209,7 +209,7 @@ std::string read_tls_file(const std::string& path, const char* variable) {
   return text.str();
 }
 
-OtlpChannel::OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, std::string destination)
+OtlpChannel::OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, const std::string& destination)
     : settings_(settings), signal_(signal), destination_(redact_url(destination)) {
   check_otlp_headers(settings_, signal_);
   // Read the TLS files now: a wrong path is a setup error, not a warning per batch.

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 #include "lens/config.h"
 
 namespace lens::internal {
@@ -68,7 +68,7 @@ std::string read_tls_file(const std::string& path, const char* variable);
 
 class OtlpChannel {
  public:
-  OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, std::string destination);
+  OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, const std::string& destination);
   virtual ~OtlpChannel() = default;
   OtlpChannel(const OtlpChannel&) = delete;
   OtlpChannel& operator=(const OtlpChannel&) = delete;

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 #include "lens/config.h"
 
 namespace lens::internal {

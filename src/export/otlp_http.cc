@@ -31,7 +31,7 @@ std::string gzip(std::string_view data) {
 
 // An OTLP response is a few bytes; a collector that answers with more is not read further (the transfer ends,
 // the status line still decides), so an endless body cannot grow a rank's memory.
-constexpr std::size_t kMaxResponseBody = 64 * 1024;
+constexpr std::size_t kMaxResponseBody = std::size_t{64} << 10;
 
 struct Response {
   std::string body;
@@ -78,7 +78,11 @@ class HttpChannel final : public OtlpChannel {
     std::string type = json() ? "application/json" : "application/x-protobuf";
     headers_ = curl_slist_append(headers_, ("Content-Type: " + type).c_str());
     if (settings.compression == Compression::kGzip) headers_ = curl_slist_append(headers_, "Content-Encoding: gzip");
-    for (const auto& [k, v] : settings.headers) headers_ = curl_slist_append(headers_, (k + ": " + v).c_str());
+    for (const auto& [k, v] : settings.headers) {
+      std::string line = k;
+      line.append(": ").append(v);
+      headers_ = curl_slist_append(headers_, line.c_str());
+    }
     headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip
     configure();
   }

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string_view>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
 

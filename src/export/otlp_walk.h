@@ -16,7 +16,7 @@
 #include <string_view>
 #include <variant>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 #include "lens/internal/visibility.h"
 #include "lens/version.h"
 #include "trace/record.h"

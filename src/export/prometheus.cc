@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "trace/pipeline.h"
 
 namespace lens::internal {
 
@@ -125,10 +124,11 @@ std::string render_prometheus(const Resource& resource, const std::vector<Metric
       for (std::size_t b = 0; b < p.bucket_counts.size(); ++b) {
         cumulative += p.bucket_counts[b];
         std::string le = b < m.bounds.size() ? number(m.bounds[b]) : "+Inf";
-        out += name + "_bucket" + l + ",le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+        out.append(name).append("_bucket").append(l).append(",le=\"").append(le).append("\"} ");
+        out.append(std::to_string(cumulative)).append("\n");
       }
-      out += name + "_sum" + l + "} " + number(p.sum) + "\n";
-      out += name + "_count" + l + "} " + std::to_string(p.count) + "\n";
+      out.append(name).append("_sum").append(l).append("} ").append(number(p.sum)).append("\n");
+      out.append(name).append("_count").append(l).append("} ").append(std::to_string(p.count)).append("\n");
     }
   }
   return out;
@@ -174,7 +174,8 @@ class MicrohttpdEndpoint final : public PrometheusEndpoint {
   static constexpr std::size_t kConnectionMemory = 16 << 10;
   static constexpr unsigned long long kMaxBody = 4096;
 
-  MicrohttpdEndpoint(const Config& config, Pipeline& pipeline) : pipeline_(pipeline) {
+  MicrohttpdEndpoint(const Config& config, const Resource& resource, MetricSchedule& metrics)
+      : resource_(resource), metrics_(metrics) {
     const int fd = listen_socket(config.prometheus_host, config.prometheus_port);
     if (fd >= 0) {
       daemon_ = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, nullptr, nullptr, &MicrohttpdEndpoint::answer, this,
@@ -226,7 +227,7 @@ class MicrohttpdEndpoint final : public PrometheusEndpoint {
       body = "lens serves GET /metrics only\n";
       type = "text/plain; charset=utf-8";
     } else {
-      body = render_prometheus(pipeline_.resource(), pipeline_.collect_for_pull());
+      body = render_prometheus(resource_, metrics_.collect_for_pull());
     }
     MHD_Response* response = MHD_create_response_from_buffer(body.size(), body.data(), MHD_RESPMEM_MUST_COPY);
     if (response == nullptr) return MHD_NO;
@@ -237,15 +238,17 @@ class MicrohttpdEndpoint final : public PrometheusEndpoint {
     return queued;
   }
 
-  Pipeline& pipeline_;
+  const Resource& resource_;
+  MetricSchedule& metrics_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, Pipeline& pipeline) {
-  return std::make_unique<MicrohttpdEndpoint>(config, pipeline);
+std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, const Resource& resource,
+                                                              MetricSchedule& metrics) {
+  return std::make_unique<MicrohttpdEndpoint>(config, resource, metrics);
 }
 
 }  // namespace lens::internal

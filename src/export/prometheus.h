@@ -8,12 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "export/exporter.h"
 #include "lens/config.h"
+#include "metrics/metric_schedule.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
-
-class Pipeline;
 
 // `megatron.training.step_duration_ms` + `ms` -> `megatron_training_step_duration_ms_milliseconds`.
 std::string prometheus_name(const MetricData& metric);
@@ -29,7 +28,9 @@ class PrometheusEndpoint {
 };
 
 // Binds OTEL_EXPORTER_PROMETHEUS_HOST:PORT now (a port in use is a ConfigError here, not a crash later) and
-// serves from a thread of its own.
-std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, Pipeline& pipeline);
+// serves from a thread of its own: each scrape collects `metrics` and renders them with `resource` (both outlive
+// the endpoint).
+std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, const Resource& resource,
+                                                              MetricSchedule& metrics);
 
 }  // namespace lens::internal

@@ -39,7 +39,8 @@ namespace {
 
 std::vector<std::string> valid_names(const Catalogue& catalogue) {
   std::vector<std::string> names;
-  for (std::uint8_t i = 0; i < catalogue.group_count(); ++i) names.emplace_back(catalogue.group_name(SpanGroup(i)));
+  for (std::size_t i = 0; i < catalogue.group_count(); ++i)
+    names.emplace_back(catalogue.group_name(SpanGroup(static_cast<std::uint8_t>(i))));
   for (std::size_t i = 0; i < catalogue.preset_count(); ++i) names.emplace_back(catalogue.preset(i).name);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());  // a preset may share a group's name
@@ -76,8 +77,10 @@ GroupSet resolve(const Catalogue& catalogue, std::string_view spec, std::string_
 
 std::string describe(const Catalogue& catalogue, GroupSet set) {
   std::vector<std::string> names;
-  for (std::uint8_t i = 0; i < catalogue.group_count(); ++i)
-    if (set.contains(SpanGroup(i))) names.emplace_back(catalogue.group_name(SpanGroup(i)));
+  for (std::size_t i = 0; i < catalogue.group_count(); ++i) {
+    const SpanGroup group(static_cast<std::uint8_t>(i));
+    if (set.contains(group)) names.emplace_back(catalogue.group_name(group));
+  }
   return internal::join(names, ",");
 }
 

@@ -1,21 +1,21 @@
 #include "lens/log.h"
 
+#include "common/clock.h"
 #include "lens/span.h"
-#include "logs/log_record.h"
-#include "metrics/instruments.h"
-#include "trace/pipeline.h"
+#include "logs/log_queue.h"
+#include "signals/log_record.h"
 
 namespace lens {
 
 namespace internal {
 
 std::atomic<int> g_min_log_severity{kLogsOff};
-std::atomic<Pipeline*> g_logs_pipeline{nullptr};
+std::atomic<LogQueue*> g_log_queue{nullptr};
 
 void emit_log(int severity_number, std::string_view severity_text, std::string_view body,
               std::initializer_list<Attribute> attributes, std::chrono::system_clock::time_point time) {
-  Pipeline* p = g_logs_pipeline.load(std::memory_order_acquire);
-  if (p == nullptr) return;
+  LogQueue* queue = g_log_queue.load(std::memory_order_acquire);
+  if (queue == nullptr) return;
   LogRecordData r;
   r.time_unix_nanos = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count());
@@ -34,7 +34,7 @@ void emit_log(int severity_number, std::string_view severity_text, std::string_v
     }
   }
   r.span = current_context();
-  p->emit_log(std::move(r));
+  queue->emit(std::move(r));
 }
 
 }  // namespace internal

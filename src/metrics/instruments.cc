@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/clock.h"
+
 namespace lens::internal {
 
 std::atomic<bool> g_metrics_recording{false};
@@ -134,12 +136,6 @@ bool has_data(const Instrument& i, const Series& s) {
 }
 
 }  // namespace
-
-std::uint64_t unix_nanos_now() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
 
 void set_metrics_recording(bool on) noexcept { g_metrics_recording.store(on, std::memory_order_relaxed); }
 

@@ -12,10 +12,9 @@
 #include "lens/config.h"
 #include "lens/metrics.h"
 #include "lens/telemetry.h"
+#include "signals/metric_data.h"
 
 namespace lens::internal {
-
-using MetricAttributes = ResourceAttributes;  // owned key/value pairs, sorted by key
 
 // One time series: cumulative state, updated with relaxed atomics.
 struct Series {
@@ -47,27 +46,6 @@ struct Instrument {
         bounds(std::move(b)), plain(bounds.size() + 1) {}
 };
 
-// A collected point.
-struct MetricPoint {
-  MetricAttributes attributes;
-  std::int64_t int_value = 0;
-  double double_value = 0;
-  std::vector<std::uint64_t> bucket_counts;
-  std::uint64_t count = 0;
-  double sum = 0, min = 0, max = 0;
-  std::uint64_t start_unix_nanos = 0, time_unix_nanos = 0;
-};
-
-struct MetricData {
-  std::string name, unit, description;
-  InstrumentKind kind;
-  bool integer;
-  bool monotonic;
-  bool delta = false;  // the points' temporality: delta, else cumulative
-  std::vector<double> bounds;
-  std::vector<MetricPoint> points;
-};
-
 // Collects every instrument that has data, with the temporality asked for. Keeps what delta needs (the
 // previous cumulative values) between calls; one collector per reader.
 class MetricCollector {
@@ -81,8 +59,6 @@ class MetricCollector {
   std::uint64_t last_unix_nanos_;
   std::map<std::string, MetricPoint> previous_;  // delta: the last cumulative point of each series
 };
-
-std::uint64_t unix_nanos_now();
 
 // Turns recording on or off for every instrument (setup on an exporting rank with metrics on).
 void set_metrics_recording(bool on) noexcept;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "config/env.h"
-#include "export/exporter.h"
+#include "signals/exporter.h"
 #include "lens/config.h"
 #include "lens/ranks.h"
 #include "lens/resource.h"

@@ -29,7 +29,7 @@ void on_sigterm(int signal, siginfo_t* info, void* context) {
   if (application_handles(previous) || previous.sa_handler == SIG_IGN) {
     // The process goes on: export what is queued now (a SIGKILL may follow), keep the pipeline for what comes
     // (the last checkpoint's spans), and let the exit shut it down.
-    if (Pipeline* p = g_export_pipeline.load()) p->flush_from_signal(static_cast<int>(kDefaultShutdownTimeout.count()));
+    if (Pipeline* p = g_pipeline.load()) p->flush_from_signal(static_cast<int>(kDefaultShutdownTimeout.count()));
     if (previous.sa_flags & SA_SIGINFO)
       previous.sa_sigaction(signal, info, context);
     else if (previous.sa_handler != SIG_IGN)
@@ -39,8 +39,8 @@ void on_sigterm(int signal, siginfo_t* info, void* context) {
   // The default action, termination: the background thread truncates this thread's open spans (it is parked
   // here) and exports, then the signal is delivered again with the default action (it is blocked while this
   // handler runs, so that happens as soon as the handler returns).
-  if (Pipeline* p = g_export_pipeline.exchange(nullptr)) {
-    g_pipeline.store(nullptr, std::memory_order_relaxed);
+  if (Pipeline* p = g_pipeline.exchange(nullptr)) {
+    g_span_drain.store(nullptr, std::memory_order_relaxed);
     g_enabled_group_bits.store(0, std::memory_order_relaxed);
     p->shutdown_from_signal(current_thread_state_if_any(), static_cast<int>(kDefaultShutdownTimeout.count()));
   }

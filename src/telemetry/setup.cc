@@ -12,7 +12,7 @@
 #include "sampling/build.h"
 #include "telemetry/setup_internal.h"
 #include "telemetry/state.h"
-#include "trace/clock.h"
+#include "common/clock.h"
 
 namespace lens {
 
@@ -41,9 +41,9 @@ bool is_live_and_enabled(const std::shared_ptr<TelemetryState>& s) {
 
 // Points spans, metrics and logs at `p` (null: nowhere).
 void route_signals(Pipeline* p, const Config& c) {
-  g_export_pipeline.store(p, std::memory_order_release);
-  g_pipeline.store(p && c.traces_enabled ? p : nullptr, std::memory_order_release);
-  g_logs_pipeline.store(p && c.logs_enabled ? p : nullptr, std::memory_order_release);
+  g_pipeline.store(p, std::memory_order_release);
+  g_span_drain.store(p && c.traces_enabled ? &p->spans() : nullptr, std::memory_order_release);
+  g_log_queue.store(p && c.logs_enabled ? &p->logs() : nullptr, std::memory_order_release);
   g_min_log_severity.store(p && c.logs_enabled ? static_cast<int>(c.min_log_severity) : kLogsOff,
                            std::memory_order_relaxed);
   set_metrics_recording(p && c.metrics_enabled);
@@ -119,7 +119,7 @@ Telemetry setup(const Config& config, SetupOptions options, std::unique_ptr<Tele
       if (config.traces_enabled || config.metrics_enabled || config.logs_enabled)
         state->pipeline = build_pipeline(*state, std::move(exporter));
       if (state->pipeline && config.metrics_enabled && config.metrics_exporter == MetricsExporter::kPrometheus)
-        state->prometheus = start_prometheus_endpoint(config, *state->pipeline);  // throws when it cannot bind
+        state->prometheus = start_prometheus_endpoint(config, state->pipeline->resource(), state->pipeline->metrics());  // throws when it cannot bind
     }
   }
   if (l.state) {
@@ -170,13 +170,14 @@ void shutdown_live_setup() noexcept {
 
 void forget_live_setup_after_fork() noexcept {
   // The child's copies of the live mutex and the pipeline's threads are not to be trusted: start afresh.
-  g_pipeline.store(nullptr);
-  g_logs_pipeline.store(nullptr);
-  if (Pipeline* p = g_export_pipeline.exchange(nullptr)) p->mark_stopped_in_child();
+  g_span_drain.store(nullptr);
+  g_log_queue.store(nullptr);
+  if (Pipeline* p = g_pipeline.exchange(nullptr)) p->mark_stopped_in_child();
   g_min_log_severity.store(kLogsOff);
   set_metrics_recording(false);
   install_span_groups({}, {});
-  g_live.store(new Live);
+  // No memory in a child that was just forked: terminating it is the only answer left.
+  g_live.store(new Live);  // NOLINT(bugprone-unhandled-exception-at-new)
 }
 
 }  // namespace internal
@@ -218,7 +219,7 @@ RankInfo Telemetry::ranks() const { return state_ ? state_->ranks : RankInfo{}; 
 GroupSet Telemetry::resolved_span_groups() const { return state_ ? state_->resolved_span_groups : GroupSet{}; }
 
 const Sampler* Telemetry::sampler() const {
-  return state_ && state_->pipeline && state_->config.traces_enabled ? state_->pipeline->sampler : nullptr;
+  return state_ && state_->pipeline && state_->config.traces_enabled ? state_->pipeline->spans().sampler : nullptr;
 }
 
 }  // namespace lens

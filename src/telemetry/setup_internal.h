@@ -4,7 +4,7 @@
 #include <chrono>
 #include <memory>
 
-#include "export/exporter.h"
+#include "signals/exporter.h"
 #include "lens/telemetry.h"
 
 namespace lens::internal {

@@ -6,10 +6,10 @@
 #include <atomic>
 #include <memory>
 
-#include "export/exporter.h"
-#include "lens/telemetry.h"
 #include "export/prometheus.h"
-#include "trace/pipeline.h"
+#include "lens/telemetry.h"
+#include "signals/exporter.h"
+#include "telemetry/pipeline.h"
 
 namespace lens::internal {
 

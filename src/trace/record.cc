@@ -15,8 +15,8 @@ std::uint32_t AttributeView::array_size() const noexcept {
   }
 }
 
-std::int64_t AttributeView::int_at(std::uint32_t i) const noexcept { return load<std::int64_t>(value + 8 * i); }
-double AttributeView::double_at(std::uint32_t i) const noexcept { return load<double>(value + 8 * i); }
+std::int64_t AttributeView::int_at(std::uint32_t i) const noexcept { return load<std::int64_t>(value + std::size_t{8} * i); }
+double AttributeView::double_at(std::uint32_t i) const noexcept { return load<double>(value + std::size_t{8} * i); }
 
 std::string_view AttributeView::next_string(std::uint32_t& cursor) const noexcept {
   if (cursor == 0) cursor = 4;  // past the count

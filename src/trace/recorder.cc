@@ -11,8 +11,8 @@
 #include <typeinfo>
 
 #include "lens/span.h"
-#include "trace/clock.h"
-#include "trace/pipeline.h"
+#include "common/clock.h"
+#include "trace/span_drain.h"
 #include "trace/record.h"
 #include "trace/thread_state.h"
 
@@ -33,16 +33,16 @@ pthread_once_t g_thread_exit_once = PTHREAD_ONCE_INIT;
 void on_thread_exit(void* state) noexcept {
   auto* t = static_cast<ThreadState*>(state);
   if (t_state == t) t_state = nullptr;  // a span from a later destructor gets a fresh state
-  Pipeline* p = t->pipeline;  // read first: once `exited` is set, the export thread may free the state
+  SpanDrain* p = t->drain;  // read first: once `exited` is set, the export thread may free the state
   t->exited.store(true, std::memory_order_release);
   // Freed at the export thread's next pass: now, not after the schedule delay, or a program that starts many
-  // short-lived threads would hold their states (about 140 KiB each) for seconds. (A pipeline is never freed.)
+  // short-lived threads would hold their states (about 140 KiB each) for seconds. (A drain is never freed.)
   if (!p->stopped()) p->wake_exporter();
 }
 
 void make_thread_exit_key() noexcept { pthread_key_create(&g_thread_exit_key, on_thread_exit); }
 
-__attribute__((noinline)) ThreadState* attach_state(Pipeline* p) noexcept {
+__attribute__((noinline)) ThreadState* attach_state(SpanDrain* p) noexcept {
   ThreadState* t = p->thread_state();
   if (t != nullptr) {
     pthread_once(&g_thread_exit_once, make_thread_exit_key);
@@ -52,15 +52,15 @@ __attribute__((noinline)) ThreadState* attach_state(Pipeline* p) noexcept {
   return t;
 }
 
-LENS_ALWAYS_INLINE ThreadState* state_for(Pipeline* p) noexcept {
+LENS_ALWAYS_INLINE ThreadState* state_for(SpanDrain* p) noexcept {
   ThreadState* t = t_state;
-  if (__builtin_expect(t != nullptr && t->pipeline == p, 1)) return t;
+  if (__builtin_expect(t != nullptr && t->drain == p, 1)) return t;
   return attach_state(p);
 }
 
-// The current pipeline's state for this thread, or null.
+// The current drain's state for this thread, or null.
 LENS_ALWAYS_INLINE ThreadState* current_state() noexcept {
-  Pipeline* p = g_pipeline.load(std::memory_order_acquire);
+  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   return p ? state_for(p) : nullptr;
 }
 
@@ -338,10 +338,10 @@ void set_status_message(OpenSpan& s, std::string_view message) noexcept {
 
 // ---- ending ------------------------------------------------------------------------------------------------
 
-// Queues a finished record from `t`'s thread (its pipeline live) and counts the outcome.
+// Queues a finished record from `t`'s thread (its drain live) and counts the outcome.
 void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   ThreadCounters::bump(t.counters.produced);
-  Pipeline* p = t.pipeline;
+  SpanDrain* p = t.drain;
   s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
   const SpanQueue::Push pushed = t.queue.push(s.header, s.arena);
   if (__builtin_expect(pushed == SpanQueue::Push::kQueued, 1)) return;
@@ -362,7 +362,7 @@ void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view 
 
 void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
                 const StartOptions& options) noexcept {
-  Pipeline* p = g_pipeline.load(std::memory_order_acquire);
+  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   if (p == nullptr) return;
   ThreadState* t = state_for(p);
   if (t == nullptr) return;
@@ -424,7 +424,7 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
   std::uint64_t end = now_ticks();
   if (!owns(h)) return;  // truncated at shutdown: already exported
   OpenSpan& s = *h.slot;
-  Pipeline* p = s.owner->pipeline;
+  SpanDrain* p = s.owner->drain;
   if (by_exception) {
     if (s.header.status_code != static_cast<std::uint8_t>(StatusCode::kOk)) {
       s.header.status_code = static_cast<std::uint8_t>(StatusCode::kError);
@@ -448,17 +448,17 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
 }
 
 void set_attributes(SpanHandle& h, std::initializer_list<Attribute> attributes) noexcept {
-  if (owns(h)) append_attributes(*h.slot, h.slot->owner->pipeline->limits, attributes);
+  if (owns(h)) append_attributes(*h.slot, h.slot->owner->drain->limits, attributes);
 }
 
 void add_event(SpanHandle& h, SpanName name, std::initializer_list<Attribute> attributes) noexcept {
-  if (owns(h)) append_event(*h.slot, h.slot->owner->pipeline->limits, name, now_ticks(), attributes);
+  if (owns(h)) append_event(*h.slot, h.slot->owner->drain->limits, name, now_ticks(), attributes);
 }
 
 void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attribute> attributes) noexcept {
   if (!owns(h)) return;
   OpenSpan& s = *h.slot;
-  const Limits& limits = s.owner->pipeline->limits;
+  const Limits& limits = s.owner->drain->limits;
   ArenaWriter w(s);
   if (s.header.link_count >= limits.span_link_count || !w.fits(sizeof(LinkHead))) {
     ++s.header.dropped_links;
@@ -489,7 +489,7 @@ void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexce
 }
 
 void record_exception(SpanHandle& h, std::string_view type, std::string_view message, bool escaped) noexcept {
-  if (owns(h)) record_exception_entry(*h.slot, h.slot->owner->pipeline->limits, type, message, escaped);
+  if (owns(h)) record_exception_entry(*h.slot, h.slot->owner->drain->limits, type, message, escaped);
 }
 
 std::string_view exception_type_name(const std::exception& e) noexcept {

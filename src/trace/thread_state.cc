@@ -63,8 +63,8 @@ SpanId IdGenerator::span_id() noexcept {
   return id;
 }
 
-ThreadState::ThreadState(Pipeline* owner, std::uint64_t batch_size, QueueBudget& budget)
-    : pipeline(owner), slots(new OpenSpan[kMaxOpenSpans]), queue(batch_size, budget) {
+ThreadState::ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget)
+    : drain(owner), slots(new OpenSpan[kMaxOpenSpans]), queue(batch_size, budget) {
   for (int i = 0; i < kMaxOpenSpans; ++i) {
     slots[i].owner = this;
     slots[i].owner_slot_index = static_cast<std::uint8_t>(i);

@@ -14,7 +14,7 @@
 
 namespace lens::internal {
 
-class Pipeline;
+class SpanDrain;
 
 // One open span: its header and arena, built in place until the span ends.
 struct ThreadState;
@@ -27,7 +27,7 @@ struct OpenSpan {
   alignas(8) std::uint8_t arena[kArenaBytes];
 };
 
-// Counters of one thread, summed by Pipeline::stats(). Written by their thread only (load + store, no RMW).
+// Counters of one thread, summed by SpanDrain::stats(). Written by their thread only (load + store, no RMW).
 struct ThreadCounters {
   std::atomic<std::uint64_t> produced{0};            // sampled-in spans: ended, truncated, or refused a slot
   std::atomic<std::uint64_t> dropped_queue_full{0};
@@ -68,9 +68,9 @@ struct ThreadState {
   static constexpr int kMaxOpenSpans = 64;
   static constexpr int kMaxContextDepth = 128;
 
-  ThreadState(Pipeline* owner, std::uint64_t batch_size, QueueBudget& budget);
+  ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget);
 
-  Pipeline* pipeline;
+  SpanDrain* drain;
   std::uint64_t free_slots = ~std::uint64_t{0};       // owner-only bitmap of free slots
   std::atomic<std::uint64_t> remote_free{0};          // slots released by other threads, folded in lazily
   std::unique_ptr<OpenSpan[]> slots;

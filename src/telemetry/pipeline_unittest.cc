@@ -10,7 +10,7 @@
 #include "lens/log.h"
 #include "lens/metrics.h"
 #include "support/capture.h"
-#include "trace/pipeline.h"
+#include "telemetry/pipeline.h"
 
 namespace lens {
 namespace {
@@ -58,7 +58,7 @@ TEST(Pipeline, ABatchAfterTheExportThreadWentIdleWakesItAgain) {
 // Issue 12: 3,000 short-lived threads with one span each held 1.9 GiB, a state per thread never freed.
 TEST(Pipeline, AThreadsStateIsFreedAfterItEnds) {
   testing::Capture c(testing::capture_config("job"));
-  internal::Pipeline* p = internal::g_pipeline.load();
+  internal::SpanDrain* p = internal::g_span_drain.load();
   ASSERT_NE(p, nullptr);
   constexpr int kThreads = 3000;
   std::size_t most_states = 0;
@@ -96,7 +96,7 @@ TEST(Pipeline, QueueMemoryIsBoundedPerProcessNotPerThread) {
   Config config = testing::capture_config("job");
   config.span_batch.max_queue_size = 8192;
   testing::Capture c(config);
-  internal::Pipeline* p = internal::g_pipeline.load();
+  internal::SpanDrain* p = internal::g_span_drain.load();
   c.exporter().hang = true;  // nothing leaves the queues
   { LENS_SPAN(mg::job, "held"); }
   ASSERT_TRUE(eventually([&] { return c.telemetry().span_stats().queued == 1; }));
@@ -109,7 +109,7 @@ TEST(Pipeline, QueueMemoryIsBoundedPerProcessNotPerThread) {
     });
   for (auto& t : threads) t.join();
   EXPECT_LE(p->queue_budget().in_use(), p->queue_budget().limit());
-  EXPECT_EQ(p->queue_budget().limit(), 8192u * internal::Pipeline::kQueueBytesPerSpan);
+  EXPECT_EQ(p->queue_budget().limit(), 8192u * internal::SpanDrain::kQueueBytesPerSpan);
   SpanStats during = c.telemetry().span_stats();
   EXPECT_GT(during.dropped_queue_full, 0u) << "160,000 spans of ~190 B do not fit 8 MiB";
   c.exporter().release();

@@ -25,6 +25,13 @@ inline std::uint64_t now_ticks() noexcept {
   return steady_nanos();
 }
 
+// Wall-clock time now, in Unix nanoseconds (log records, metric points).
+inline std::uint64_t unix_nanos_now() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
 // Decides the tick source (once per process): the TSC when /proc/cpuinfo says it is constant and non-stop.
 void init_clock() noexcept;
 

@@ -1,6 +1,6 @@
-// The exporter interface: what the pipeline's background thread hands batches of spans, metrics and log
-// records to. console and file (OTLP/JSON) implement it here, OTLP over HTTP and gRPC later; tests use
-// MemoryExporter.
+// What the three signals share on their way out, below both the code that records them (trace, logs, metrics)
+// and the code that sends them (export): the exporter interface, its batches and results, the resource every
+// batch carries, and the deadline an export must keep. The console, file, OTLP and test exporters implement it.
 #pragma once
 
 #include <chrono>
@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "lens/telemetry.h"
-#include "logs/log_record.h"
-#include "metrics/instruments.h"
-#include "trace/clock.h"
+#include "signals/log_record.h"
+#include "signals/metric_data.h"
 
 namespace lens::internal {
 

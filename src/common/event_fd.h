@@ -1,0 +1,49 @@
+// A wake-up one thread sends another through an eventfd: usable from a signal handler (write, read and poll are
+// async-signal-safe), and waitable with a timeout. The pipeline's export thread sleeps on one; producers, flushes,
+// shutdowns and the SIGTERM handler write it.
+#pragma once
+
+#include <atomic>
+
+namespace lens::internal {
+
+class EventFd {
+ public:
+  EventFd() noexcept;
+  ~EventFd();
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+
+  void signal() noexcept;
+  void clear() noexcept;
+  // True when signalled before `timeout_ms` passed (0: just looks).
+  bool wait(int timeout_ms) noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+// An EventFd that many producers may ring on every batch: only the first ring after the sleeper woke writes the
+// fd, so a busy producer pays one exchange, not a system call.
+class WakeUp {
+ public:
+  // Producers. An exchange, not a load first: the sleeper clears the flag with an exchange before it looks at
+  // the work, so either it sees this producer's work or this producer sees the flag cleared and writes the fd.
+  void ring() noexcept {
+    if (!pending_.exchange(true, std::memory_order_acq_rel)) fd_.signal();
+  }
+  // Flush, shutdown, signals: always written.
+  void ring_now() noexcept { fd_.signal(); }
+  // The sleeper: waits up to `timeout_ms`, then re-arms (pairs with ring()).
+  void sleep(int timeout_ms) noexcept {
+    fd_.wait(timeout_ms);
+    fd_.clear();
+    pending_.exchange(false, std::memory_order_acq_rel);
+  }
+
+ private:
+  EventFd fd_;
+  alignas(64) std::atomic<bool> pending_{false};
+};
+
+}  // namespace lens::internal

@@ -1,0 +1,92 @@
+#include "metrics/metric_schedule.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace lens::internal {
+
+MetricSchedule::MetricSchedule(bool push, std::int64_t interval_ms, Temporality temporality, const Resource& resource,
+                               TelemetryExporter& exporter, SpanCounts span_counts)
+    : push_(push),
+      interval_(interval_ms),
+      resource_(resource),
+      exporter_(exporter),
+      span_counts_(std::move(span_counts)),
+      start_unix_nanos_(unix_nanos_now()),
+      push_collector_(temporality),
+      next_push_(std::chrono::steady_clock::now() + interval_) {}
+
+std::int64_t MetricSchedule::wait_ms(std::int64_t limit_ms) const {
+  if (!push_) return limit_ms;
+  auto until = std::chrono::duration_cast<std::chrono::milliseconds>(next_push_ - std::chrono::steady_clock::now());
+  return std::clamp<std::int64_t>(until.count(), 0, limit_ms);
+}
+
+void MetricSchedule::push_if_due(bool now_anyway, std::int64_t export_timeout_ms) {
+  if (!push_ || !(now_anyway || std::chrono::steady_clock::now() >= next_push_)) return;
+  std::vector<MetricData> metrics = collect(push_collector_);
+  ExportResult result = ExportResult::kFailure;
+  try {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(export_timeout_ms);
+    result = exporter_.export_metrics(MetricsBatch{resource_, metrics}, deadline);
+  } catch (const std::exception& e) {
+    log_warning("metric export threw: %s", e.what());
+  }
+  if (!result.delivered) export_failures_.fetch_add(1, std::memory_order_relaxed);
+  next_push_ = std::chrono::steady_clock::now() + interval_;
+}
+
+std::vector<MetricData> MetricSchedule::collect_for_pull() {
+  std::lock_guard lock(pull_mutex_);
+  return collect(pull_collector_);
+}
+
+std::vector<MetricData> MetricSchedule::collect(MetricCollector& collector) {
+  std::vector<MetricData> metrics = collector.collect();
+  append_span_metrics(span_counts_(), start_unix_nanos_, metrics);
+  return metrics;
+}
+
+namespace {
+
+MetricPoint point(std::int64_t value, std::uint64_t start_unix_nanos, std::uint64_t now) {
+  MetricPoint p;
+  p.int_value = value;
+  p.start_unix_nanos = start_unix_nanos;
+  p.time_unix_nanos = now;
+  return p;
+}
+
+}  // namespace
+
+void append_span_metrics(const SpanStats& s, std::uint64_t start_unix_nanos, std::vector<MetricData>& out) {
+  const std::uint64_t now = unix_nanos_now();
+  auto counter = [&](const char* name, const char* unit, const char* description,
+                     const std::vector<std::pair<const char*, std::uint64_t>>& by_reason) {
+    MetricData d{name, unit, description, InstrumentKind::kCounter, true, true, false, {}, {}};
+    for (const auto& [reason, value] : by_reason) {
+      MetricPoint p = point(static_cast<std::int64_t>(value), start_unix_nanos, now);
+      if (reason) p.attributes = {{"reason", std::string(reason)}};
+      d.points.push_back(std::move(p));
+    }
+    out.push_back(std::move(d));
+  };
+  counter("lens.spans.exported", "{span}", "Spans the exporter accepted.", {{nullptr, s.exported}});
+  counter("lens.spans.dropped", "{span}", "Spans dropped, by reason.",
+          {{"queue_full", s.dropped_queue_full},
+           {"no_slot", s.dropped_no_slot},
+           {"after_shutdown", s.dropped_after_shutdown},
+           {"export_failed", s.dropped_export_failed},
+           {"rejected", s.rejected_by_collector}});
+  counter("lens.export.failures", "{call}", "Export calls that failed.", {{nullptr, s.export_failures}});
+  MetricData fill{"lens.queue.fill", "{span}", "Spans waiting in the queues at collection.", InstrumentKind::kGauge,
+                  true, false, false, {}, {}};
+  fill.points.push_back(point(static_cast<std::int64_t>(s.queued), 0, now));  // a gauge has no start time
+  out.push_back(std::move(fill));
+}
+
+}  // namespace lens::internal

@@ -1,0 +1,36 @@
+// A metric as collected for export: owned values, so a batch outlives the instruments' next updates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lens/metrics.h"
+#include "lens/telemetry.h"
+
+namespace lens::internal {
+
+using MetricAttributes = ResourceAttributes;  // owned key/value pairs, sorted by key
+
+// A collected point.
+struct MetricPoint {
+  MetricAttributes attributes;
+  std::int64_t int_value = 0;
+  double double_value = 0;
+  std::vector<std::uint64_t> bucket_counts;
+  std::uint64_t count = 0;
+  double sum = 0, min = 0, max = 0;
+  std::uint64_t start_unix_nanos = 0, time_unix_nanos = 0;
+};
+
+struct MetricData {
+  std::string name, unit, description;
+  InstrumentKind kind;
+  bool integer;
+  bool monotonic;
+  bool delta = false;  // the points' temporality: delta, else cumulative
+  std::vector<double> bounds;
+  std::vector<MetricPoint> points;
+};
+
+}  // namespace lens::internal

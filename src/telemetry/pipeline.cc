@@ -1,0 +1,181 @@
+#include "telemetry/pipeline.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace lens::internal {
+
+std::atomic<Pipeline*> g_pipeline{nullptr};
+
+namespace {
+
+// Durations set in code are clamped as the environment's are checked (kMaxDurationMs), so no deadline overflows;
+// a schedule delay of 0 becomes 1 ms, so an idle export thread sleeps instead of spinning.
+PipelineSettings bounded(PipelineSettings s) {
+  for (BatchConfig* b : {&s.batch, &s.log_batch}) {
+    b->schedule_delay_ms = std::clamp<std::int64_t>(b->schedule_delay_ms, 1, kMaxDurationMs);
+    b->export_timeout_ms = std::clamp<std::int64_t>(b->export_timeout_ms, 0, kMaxDurationMs);
+  }
+  s.metric_interval_ms = std::clamp<std::int64_t>(s.metric_interval_ms, 1, kMaxDurationMs);
+  return s;
+}
+
+void log_span_summary(const SpanStats& s) {
+  if (s.produced == 0 && s.dropped() == 0) return;
+  auto n = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+  log_info("spans: %llu produced, %llu exported, %llu dropped (queue full %llu, no slot %llu, after shutdown %llu, "
+           "export failed %llu, rejected by the collector %llu)",
+           n(s.produced), n(s.exported), n(s.dropped()), n(s.dropped_queue_full), n(s.dropped_no_slot),
+           n(s.dropped_after_shutdown), n(s.dropped_export_failed), n(s.rejected_by_collector));
+}
+
+}  // namespace
+
+Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter> exporter,
+                   std::unique_ptr<Sampler> sampler)
+    : settings_(bounded(std::move(settings))),
+      exporter_(std::move(exporter)),
+      spans_(settings_.batch, settings_.limits, std::move(sampler), settings_.resource, *exporter_, wake_),
+      logs_(settings_.log_batch, settings_.resource, *exporter_, wake_),
+      metrics_(settings_.metrics, settings_.metric_interval_ms, settings_.temporality, settings_.resource, *exporter_,
+               [this] { return stats(); }) {
+  // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
+  // inherited from this thread's at creation.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
+  thread_ = std::thread([this] { run(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void Pipeline::run() {
+  const std::int64_t delay_ms = std::min(settings_.batch.schedule_delay_ms, settings_.log_batch.schedule_delay_ms);
+  bool busy = false;
+  for (;;) {
+    // While producers keep queues filling, go straight on; otherwise sleep until woken, the delay passes or
+    // metrics are due.
+    wake_.sleep(busy ? 0 : static_cast<int>(std::min<std::int64_t>(metrics_.wait_ms(delay_ms), INT32_MAX)));
+
+    if (signal_shutdown_.load(std::memory_order_acquire)) {
+      if (ThreadState* parked = parked_.exchange(nullptr)) spans_.truncate_open_spans(*parked);
+      std::lock_guard lock(mutex_);
+      stop_requested_ = true;
+    }
+    const bool signal_flush = signal_flush_.exchange(false, std::memory_order_acq_rel);
+    std::uint64_t flush_target;
+    bool stop;
+    {
+      std::lock_guard lock(mutex_);
+      flush_target = flush_requested_;
+      stop = stop_requested_;
+    }
+    if (stop) {
+      spans_.stop();
+      logs_.stop();
+    }
+    auto export_deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.batch.export_timeout_ms);
+    busy = spans_.drain_and_export(export_deadline);
+    logs_.export_all(export_deadline);
+    metrics_.push_if_due(stop || flush_target != 0, settings_.batch.export_timeout_ms);
+    if (signal_flush) flushed_fd_.signal();
+    if (stop) {
+      finish();
+      return;
+    }
+    if (flush_target != 0) {
+      std::lock_guard lock(mutex_);
+      flush_done_ = std::max(flush_done_, flush_target);
+      done_.notify_all();
+    }
+  }
+}
+
+void Pipeline::finish() {
+  try {
+    exporter_->shutdown();
+  } catch (...) {
+  }
+  log_span_summary(stats());
+  {
+    std::lock_guard lock(mutex_);
+    finished_.store(true);
+    flush_done_ = flush_requested_;
+  }
+  done_.notify_all();
+  done_fd_.signal();
+}
+
+bool Pipeline::force_flush(Deadline deadline) {
+  std::unique_lock lock(mutex_);
+  if (finished()) return true;
+  std::uint64_t target = ++flush_requested_;
+  wake_.ring_now();
+  return done_.wait_until(lock, deadline, [&] { return flush_done_ >= target || finished(); });
+}
+
+bool Pipeline::shutdown(Deadline deadline) {
+  if (!shutdown_started_.exchange(true)) {
+    ThreadState* mine = current_thread_state_if_any();
+    if (mine != nullptr && mine->drain == &spans_) spans_.truncate_open_spans(*mine);
+    std::lock_guard lock(mutex_);
+    stop_requested_ = true;
+    wake_.ring_now();
+  }
+  std::unique_lock lock(mutex_);
+  if (!done_.wait_until(lock, deadline, [&] { return finished(); })) {
+    lock.unlock();
+    std::uint64_t abandoned = spans_.abandon_in_flight();
+    log_warning("shutdown: the exporter did not finish by the deadline; the %llu spans it was sending are counted "
+                "as failed, %llu still queued may be lost",
+                static_cast<unsigned long long>(abandoned), static_cast<unsigned long long>(stats().queued));
+    // Left to finish on its own: the pipeline is never freed, so it touches nothing that goes away.
+    std::lock_guard join_lock(join_mutex_);
+    if (thread_.joinable()) thread_.detach();
+    return false;
+  }
+  lock.unlock();
+  std::lock_guard join_lock(join_mutex_);  // shutdown may be called from two threads at once
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  return true;
+}
+
+void Pipeline::shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept {
+  if (!shutdown_started_.exchange(true)) {
+    if (parked != nullptr && parked->drain == &spans_) parked_.store(parked, std::memory_order_release);
+    signal_shutdown_.store(true, std::memory_order_release);
+    wake_.ring_now();
+  }
+  done_fd_.wait(timeout_ms);
+}
+
+void Pipeline::flush_from_signal(int timeout_ms) noexcept {
+  if (finished()) return;
+  flushed_fd_.clear();
+  signal_flush_.store(true, std::memory_order_release);
+  wake_.ring_now();
+  flushed_fd_.wait(timeout_ms);
+}
+
+void Pipeline::mark_stopped_in_child() noexcept {
+  spans_.stop();
+  logs_.stop();
+  finished_.store(true);
+}
+
+SpanStats Pipeline::stats() const {
+  SpanStats s = spans_.stats();
+  s.export_failures += metrics_.export_failures();
+  if (finished()) {
+    // Whatever a racing thread queued after the last drain will never be exported.
+    s.dropped_after_shutdown += s.queued;
+    s.queued = 0;
+  }
+  return s;
+}
+
+}  // namespace lens::internal

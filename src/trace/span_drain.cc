@@ -1,0 +1,183 @@
+#include "trace/span_drain.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace lens::internal {
+
+std::atomic<SpanDrain*> g_span_drain{nullptr};
+
+SpanDrain::SpanDrain(const BatchConfig& batch, const Limits& limits_in, std::unique_ptr<Sampler> sampler_in,
+                     const Resource& resource, TelemetryExporter& exporter, WakeUp& wake)
+    : owned_sampler_(std::move(sampler_in)),
+      sampler(owned_sampler_.get()),
+      limits(limits_in),
+      batch_size(static_cast<std::size_t>(batch.max_export_batch_size)),
+      resource_(resource),
+      exporter_(exporter),
+      wake_(wake),
+      queue_budget_(std::clamp<std::size_t>(static_cast<std::size_t>(batch.max_queue_size) * kQueueBytesPerSpan,
+                                            kMinQueueBytes, kMaxQueueBytes)) {
+  batch_spans_.reserve(batch_size);
+}
+
+ThreadState* SpanDrain::thread_state() noexcept {
+  if (stopped()) return nullptr;
+  try {
+    auto state = std::make_unique<ThreadState>(this, batch_size, queue_budget_);
+    ThreadState* t = state.get();
+    std::lock_guard lock(threads_mutex_);
+    threads_.push_back(std::move(state));
+    return t;
+  } catch (...) {
+    return nullptr;  // no memory: this thread records nothing
+  }
+}
+
+std::size_t SpanDrain::thread_states() const {
+  std::lock_guard lock(threads_mutex_);
+  return threads_.size();
+}
+
+std::vector<ThreadState*> SpanDrain::snapshot_threads() {
+  std::lock_guard lock(threads_mutex_);
+  std::vector<ThreadState*> out;
+  out.reserve(threads_.size());
+  for (auto& t : threads_) out.push_back(t.get());
+  return out;
+}
+
+bool SpanDrain::drain_and_export(Deadline deadline) {
+  bool full_batch = false;
+  for (ThreadState* t : snapshot_threads()) {
+    // Read before draining: an ended thread pushed its last span before it said so.
+    const bool ended = t->exited.load(std::memory_order_acquire);
+    // At most what is queued now, so a producer that never pauses cannot keep a flush from ending.
+    std::uint64_t available = t->queue.size();
+    while (available > 0) {
+      std::size_t room = batch_size - batch_spans_.size();
+      std::size_t n = t->queue.pop(
+          std::min<std::uint64_t>(room, available), [&](const std::uint8_t* record) { batch_spans_.push_back(record); },
+          [&](SpanChunk* chunk) { retired_chunks_.push_back(chunk); });
+      if (n == 0) break;
+      available -= n;
+      if (batch_spans_.size() >= batch_size) {
+        export_batch(deadline);
+        full_batch = true;
+      }
+    }
+    if (ended) free_if_ended(t);
+  }
+  if (!batch_spans_.empty() || !retired_chunks_.empty()) export_batch(deadline);
+  return full_batch;
+}
+
+void SpanDrain::free_if_ended(ThreadState* t) {
+  // A span the thread started may still be open on another thread; its state waits for it.
+  if (t->queue.size() != 0 || !t->all_slots_free()) return;
+  std::unique_ptr<ThreadState> freed;
+  {
+    std::lock_guard lock(threads_mutex_);
+    auto it = std::find_if(threads_.begin(), threads_.end(), [&](const auto& owned) { return owned.get() == t; });
+    if (it == threads_.end()) return;
+    ended_threads_.add(t->counters);
+    // Its last records may sit in the batch being built: its chunks go when that batch has been exported.
+    t->queue.retire_all([&](SpanChunk* chunk) { retired_chunks_.push_back(chunk); });
+    freed = std::move(*it);
+    *it = std::move(threads_.back());
+    threads_.pop_back();
+  }
+}
+
+void SpanDrain::export_batch(Deadline deadline) {
+  if (batch_spans_.empty()) {
+    release_retired_chunks();
+    return;
+  }
+  time_.refresh();
+  in_flight_.store(batch_spans_.size(), std::memory_order_release);
+  ExportResult result = ExportResult::kFailure;
+  try {
+    result = exporter_.export_spans(ExportBatch{resource_, batch_spans_, time_}, deadline);
+  } catch (const std::exception& e) {
+    log_warning("span export threw: %s", e.what());
+  }
+  if (in_flight_.exchange(0, std::memory_order_acq_rel) == 0) {
+    // A shutdown that gave up on this export has counted the batch as failed already.
+  } else if (result.delivered) {
+    const std::uint64_t rejected = std::min<std::uint64_t>(result.rejected, batch_spans_.size());
+    exported_.fetch_add(batch_spans_.size() - rejected, std::memory_order_relaxed);
+    rejected_by_collector_.fetch_add(rejected, std::memory_order_relaxed);
+  } else {
+    dropped_export_failed_.fetch_add(batch_spans_.size(), std::memory_order_relaxed);
+    export_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+  batch_spans_.clear();
+  release_retired_chunks();
+}
+
+void SpanDrain::release_retired_chunks() noexcept {
+  for (SpanChunk* chunk : retired_chunks_) SpanChunk::free(chunk);
+  retired_chunks_.clear();
+}
+
+std::uint64_t SpanDrain::abandon_in_flight() noexcept {
+  std::uint64_t abandoned = in_flight_.exchange(0, std::memory_order_acq_rel);
+  if (abandoned > 0) {
+    dropped_export_failed_.fetch_add(abandoned, std::memory_order_relaxed);
+    export_failures_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return abandoned;
+}
+
+void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
+  std::uint64_t open = ~(t.free_slots | t.remote_free.load(std::memory_order_acquire));
+  OpenSpan* spans[ThreadState::kMaxOpenSpans];
+  int n = 0;
+  for (int i = 0; i < ThreadState::kMaxOpenSpans; ++i)
+    if (open & (std::uint64_t{1} << i)) spans[n++] = &t.slots[i];
+  // Innermost first: the latest started ends first (SPEC §6).
+  std::sort(spans, spans + n, [](OpenSpan* a, OpenSpan* b) { return a->header.start_tick > b->header.start_tick; });
+  std::uint64_t now = now_ticks();
+  for (int i = 0; i < n; ++i) {
+    OpenSpan& s = *spans[i];
+    s.header.end_tick = now;
+    s.header.bits |= RecordHeader::kTruncated;  // the exporters add the attribute and the event
+    ThreadCounters::bump(t.counters.produced);
+    s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
+    if (t.queue.push(s.header, s.arena) == SpanQueue::Push::kDropped)
+      ThreadCounters::bump(t.counters.dropped_queue_full);
+    s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    t.free_slots |= std::uint64_t{1} << s.owner_slot_index;
+  }
+}
+
+SpanStats SpanDrain::stats() const {
+  SpanStats s;
+  ThreadCounters total;
+  {
+    std::lock_guard lock(threads_mutex_);
+    total.add(ended_threads_);
+    for (const auto& t : threads_) {
+      total.add(t->counters);
+      s.queued += t->queue.size();
+    }
+  }
+  s.produced = total.produced.load(std::memory_order_relaxed);
+  s.dropped_queue_full = total.dropped_queue_full.load(std::memory_order_relaxed);
+  s.dropped_no_slot = total.dropped_no_slot.load(std::memory_order_relaxed);
+  s.dropped_after_shutdown = total.dropped_after_shutdown.load(std::memory_order_relaxed);
+  s.sampled_out = total.sampled_out.load(std::memory_order_relaxed);
+  std::uint64_t late = late_drops_.load(std::memory_order_relaxed);
+  s.produced += late;
+  s.dropped_after_shutdown += late;
+  s.exported = exported_.load(std::memory_order_relaxed);
+  s.dropped_export_failed = dropped_export_failed_.load(std::memory_order_relaxed);
+  s.rejected_by_collector = rejected_by_collector_.load(std::memory_order_relaxed);
+  s.export_failures = export_failures_.load(std::memory_order_relaxed);
+  s.queued += in_flight_.load(std::memory_order_acquire);
+  return s;
+}
+
+}  // namespace lens::internal

@@ -1,0 +1,111 @@
+// The span part of the pipeline: every recording thread's state and queue, drained in batches by the export
+// thread (which the pipeline runs) and handed to the exporter. Owns the thread states, the queue budget, the
+// span counters and the batch being built; knows nothing of logs, metrics or the thread that drives it.
+//
+// Never freed once made (threads may still hold pointers into it), so a late span end or a hung exporter can
+// never touch freed memory; a stopped drain only counts what still arrives.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/event_fd.h"
+#include "lens/config.h"
+#include "lens/sampling.h"
+#include "lens/telemetry.h"
+#include "signals/exporter.h"
+#include "trace/thread_state.h"
+
+namespace lens::internal {
+
+class SpanDrain {
+ public:
+  // `resource`, `exporter` and `wake` belong to the pipeline, which outlives the drain's use of them.
+  SpanDrain(const BatchConfig& batch, const Limits& limits, std::unique_ptr<Sampler> sampler, const Resource& resource,
+            TelemetryExporter& exporter, WakeUp& wake);
+  SpanDrain(const SpanDrain&) = delete;
+  SpanDrain& operator=(const SpanDrain&) = delete;
+
+  // ---- recording threads ----
+  // The calling thread's state, created and registered on its first span (null when stopped or out of memory).
+  ThreadState* thread_state() noexcept;
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+  // A queue just reached the batch size, went past half the budget, or dropped a span.
+  void wake_exporter() noexcept { wake_.ring(); }
+  // A span ended after shutdown on a thread with no state here: counted as produced and dropped.
+  void count_late_drop() noexcept { late_drops_.fetch_add(1, std::memory_order_relaxed); }
+  // Ends `t`'s open spans, innermost first, as truncated (SPEC §6). Runs on t's thread, or on the export thread
+  // while t is parked in the SIGTERM handler.
+  void truncate_open_spans(ThreadState& t) noexcept;
+
+ private:
+  std::unique_ptr<Sampler> owned_sampler_;
+
+ public:
+  const Sampler* const sampler;
+  const Limits limits;
+  const std::size_t batch_size;
+
+  // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
+  // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within
+  // [kMinQueueBytes, kMaxQueueBytes].
+  static constexpr std::size_t kQueueBytesPerSpan = 1024;
+  static constexpr std::size_t kMinQueueBytes = 64 << 10;
+  static constexpr std::size_t kMaxQueueBytes = std::size_t{1} << 30;
+  const QueueBudget& queue_budget() const noexcept { return queue_budget_; }
+  // Thread states alive now (a thread's is freed after it ends, once drained).
+  std::size_t thread_states() const;
+
+  // ---- the export thread ----
+  // Exports what is queued now; true when at least one full batch went (producers are keeping up the pace).
+  bool drain_and_export(Deadline deadline);
+  // No more spans are accepted (set by the export thread once a stop is asked for).
+  void stop() noexcept { stopped_.store(true, std::memory_order_release); }
+
+  // ---- any thread ----
+  // The counts so far; what is queued or being sent counts as `queued`.
+  SpanStats stats() const;
+  // A shutdown whose deadline passed: the batch being sent is counted as failed, once; returns its size.
+  std::uint64_t abandon_in_flight() noexcept;
+
+ private:
+  void export_batch(Deadline deadline);
+  std::vector<ThreadState*> snapshot_threads();
+  // Frees the state of a thread that has ended, once nothing refers to it; its counts are kept.
+  void free_if_ended(ThreadState* t);
+  void release_retired_chunks() noexcept;
+
+  const Resource& resource_;
+  TelemetryExporter& exporter_;
+  WakeUp& wake_;
+
+  QueueBudget queue_budget_;
+  mutable std::mutex threads_mutex_;  // guards threads_ and ended_threads_
+  std::vector<std::unique_ptr<ThreadState>> threads_;
+  ThreadCounters ended_threads_;  // the counts of freed states
+
+  alignas(64) std::atomic<bool> stopped_{false};  // read on every span start
+
+  // Export-thread state: the batch points into queue chunks, freed once it is exported.
+  TimeMap time_;
+  std::vector<const std::uint8_t*> batch_spans_;
+  std::vector<SpanChunk*> retired_chunks_;
+
+  // The spans of the batch being exported. Whoever takes them with exchange(0) counts them, exactly once: the
+  // export thread when the exporter answers, or a shutdown whose deadline passed first (as failed).
+  alignas(64) std::atomic<std::uint64_t> in_flight_{0};
+  std::atomic<std::uint64_t> exported_{0};
+  std::atomic<std::uint64_t> dropped_export_failed_{0};
+  std::atomic<std::uint64_t> rejected_by_collector_{0};
+  std::atomic<std::uint64_t> export_failures_{0};
+  std::atomic<std::uint64_t> late_drops_{0};
+};
+
+// The drain spans are recorded into now; null when none (disabled, non-exporting, traces off, after shutdown).
+extern std::atomic<SpanDrain*> g_span_drain;
+
+}  // namespace lens::internal
