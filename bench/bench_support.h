@@ -4,9 +4,9 @@
 
 #include <memory>
 
-#include "signals/exporter.h"
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
+#include "signals/exporter.h"
 #include "telemetry/setup_internal.h"
 
 namespace lens::bench {

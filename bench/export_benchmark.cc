@@ -81,7 +81,8 @@ void BM_EndToEnd_Loopback(benchmark::State& state, lens::OtlpProtocol protocol) 
   run_end_to_end(state, t);
 }
 BENCHMARK_CAPTURE(BM_EndToEnd_Loopback, http_protobuf, lens::OtlpProtocol::kHttpProtobuf)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_EndToEnd_Loopback, grpc, lens::OtlpProtocol::kGrpc)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_EndToEnd_Baseline_DiscardExporter(benchmark::State& state) {

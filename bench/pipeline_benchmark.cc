@@ -56,6 +56,9 @@ void BM_Pipeline_TenMillionSpansIntoTheFileExporter(benchmark::State& state) {
     std::filesystem::remove_all(dir);
   }
 }
-BENCHMARK(BM_Pipeline_TenMillionSpansIntoTheFileExporter)->Arg(10'000'000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Pipeline_TenMillionSpansIntoTheFileExporter)
+    ->Arg(10'000'000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

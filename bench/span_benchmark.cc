@@ -100,7 +100,8 @@ BENCHMARK(BM_Span_DisabledGroup);
 // Under a parent the sampler dropped: parentbased_always_on drops the child too.
 void BM_Span_SampledOut(benchmark::State& state) {
   lens::bench::set_up();
-  const lens::SpanContext dropped_parent = *lens::from_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
+  const lens::SpanContext dropped_parent =
+      *lens::from_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
   lens::ContextScope scope(dropped_parent);
   for (auto _ : state) {
     LENS_SPAN(mg::step, "megatron.train_step");

@@ -24,9 +24,12 @@ cpp_files | xargs clang-format --dry-run -Werror || {
 
 library=$(git ls-files 'src/*.cc' | grep -v -e '_unittest\.cc$' -e '_fuzzer\.cc$' -e '_benchmark\.cc$' -e 'fuzz\.cc$')
 echo "style: clang-tidy on $(echo "$library" | wc -l) library sources"
-# "N warnings generated" counts what the header filter and the system headers hid: left out.
-echo "$library" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet 2>&1 | grep -v 'warnings\? generated\.$' || true
-if [ "${PIPESTATUS[1]}" != 0 ]; then
+# "N warnings generated" counts what the header filter and the system headers hid: left out of the output.
+status=0
+findings=$(echo "$library" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet 2>&1) || status=$?
+grep -v 'warnings\? generated\.$' <<<"$findings" || true
+if [ "$status" != 0 ]; then
   echo "style: clang-tidy found the problems above (.clang-tidy says which checks)" >&2
   exit 1
 fi
+echo "style: clean"

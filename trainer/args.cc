@@ -1,7 +1,6 @@
 #include "args.h"
 
 #include <CLI/CLI.hpp>
-
 #include <filesystem>
 
 namespace trainer {
@@ -25,8 +24,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--clip-grad", a.clip_grad, "Gradient norm clip (0: none)")->check(CLI::NonNegativeNumber);
   app.add_option("--pipeline-model-parallel-size", a.pipeline_model_parallel_size, "Pipeline stages")
       ->check(CLI::PositiveNumber);
-  app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size, "Must be 1")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size, "Must be 1")->check(CLI::PositiveNumber);
   app.add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
                "Start each gradient bucket's all-reduce during backward, as soon as its gradients are ready");
   app.add_option("--ddp-bucket-size", a.ddp_bucket_size,
@@ -36,8 +34,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--data-path", a.data_path, "Text file to train on (default: the project's docs)");
   app.add_option("--save", a.save, "Checkpoint directory to save to");
   app.add_option("--load", a.load, "Checkpoint directory to resume from");
-  app.add_option("--save-interval", a.save_interval, "Iterations between checkpoints")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--save-interval", a.save_interval, "Iterations between checkpoints")->check(CLI::NonNegativeNumber);
   app.add_flag("--async-save", a.async_save, "Write checkpoints from a worker process");
   app.add_option("--eval-interval", a.eval_interval, "Iterations between evaluations (0: none)")
       ->check(CLI::NonNegativeNumber);

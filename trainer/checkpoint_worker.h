@@ -1,12 +1,13 @@
-// --async-save: a worker process that writes checkpoint files while training goes on (SPEC §9). A saving rank
+// --async-save: a worker process that writes checkpoint files while training goes on (CONTRACT §9). A saving rank
 // starts one (this same program with --checkpoint-worker), serializes its state in memory and hands the bytes
 // over a pipe, with lens's worker bootstrap: the worker reports as its rank, with the same resource, and links
 // its spans (nvrx.checkpoint.save.request > nvrx.checkpoint.save.write, group checkpoint) to the rank's
 // megatron.save_checkpoint. Each request is answered with one status byte once its file is in place.
 #pragma once
 
-#include <string>
 #include <sys/types.h>
+
+#include <string>
 
 namespace trainer {
 

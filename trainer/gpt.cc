@@ -61,7 +61,8 @@ GptStageImpl::GptStageImpl(const GptConfig& config) : config_(config) {
     layers_->push_back(TransformerLayer(config.hidden_size, config.num_attention_heads, layer_number));
   }
   if (last()) {
-    final_norm_ = register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.hidden_size})));
+    final_norm_ =
+        register_module("final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.hidden_size})));
     head_ = register_module("head", torch::nn::Linear(config.hidden_size, GptConfig::kVocab));
   }
 }

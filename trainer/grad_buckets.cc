@@ -70,8 +70,7 @@ void GradBuckets::on_gradient_accumulated(std::size_t bucket) {
 }
 
 void GradBuckets::start_ready_buckets() {
-  while (next_to_start_ < buckets_.size() &&
-         buckets_[next_to_start_].ready == buckets_[next_to_start_].parameters)
+  while (next_to_start_ < buckets_.size() && buckets_[next_to_start_].ready == buckets_[next_to_start_].parameters)
     start(buckets_[next_to_start_++]);
 }
 

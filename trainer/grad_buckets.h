@@ -16,11 +16,11 @@
 #pragma once
 
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <vector>
 
 #include "lens/lens.h"
@@ -31,8 +31,8 @@ class GradBuckets {
  public:
   // `bucket_elements`: a bucket closes once it holds at least this many elements (0: one bucket for all).
   // Parameters are bucketed in reverse order, the order backward produces their gradients.
-  GradBuckets(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_elements,
-              c10d::ProcessGroupGloo& group, bool overlap);
+  GradBuckets(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_elements, c10d::ProcessGroupGloo& group,
+              bool overlap);
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 

@@ -4,13 +4,13 @@
 // replicas of one stage). Point-to-point transfers run between neighbouring stages of the pipeline.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 namespace trainer {
 

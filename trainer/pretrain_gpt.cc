@@ -1,5 +1,5 @@
 // pretrain_gpt: a Megatron-style GPT pretraining run, data and pipeline parallel (1F1B), on c10d Gloo, traced by
-// lens through its public API only: the span tree of SPEC §6, the training metrics of §8, the Megatron resource of
+// lens through its public API only: the span tree of CONTRACT §6, the training metrics of §8, the Megatron resource of
 // §5. Launch with torchrun --no_python, mpirun or srun (rank and world size from their variables).
 //
 //   torchrun --nproc_per_node 4 --no_python --redirects 9:0 --tee 9:0 build/trainer/pretrain_gpt
@@ -31,7 +31,7 @@ void request_stop(int) { g_stop.store(true); }
 // What the ranks settle together at the start of each iteration, in one small all-reduce (MAX): whether any was
 // asked to stop (SIGTERM; so that none waits in a collective for one that has left) and, when telemetry is
 // configured, rank 0's current context in its fixed 26-byte binary form (the others contribute zeros), which the
-// pipeline receives link to (SPEC §6: every rank takes part whenever telemetry is configured, exporting or not).
+// pipeline receives link to (CONTRACT §6: every rank takes part whenever telemetry is configured, exporting or not).
 struct Agreement {
   bool stop = false;
   lens::SpanContext rank0_context;
@@ -70,10 +70,11 @@ double peak_memory_gb() {
 
 void log_line(const Args& a, std::int64_t iteration, const Trainer::StepResult& r, double ms_per_iteration,
               double tokens_per_sec, double tflops) {
-  std::printf(" iteration %8lld/%8lld | learning rate: %.3E | lm loss: %.6E | grad norm: %.3f | "
-              "elapsed time per iteration (ms): %.1f",
-              static_cast<long long>(iteration), static_cast<long long>(a.train_iters), r.learning_rate, r.loss,
-              r.grad_norm, ms_per_iteration);
+  std::printf(
+      " iteration %8lld/%8lld | learning rate: %.3E | lm loss: %.6E | grad norm: %.3f | "
+      "elapsed time per iteration (ms): %.1f",
+      static_cast<long long>(iteration), static_cast<long long>(a.train_iters), r.learning_rate, r.loss, r.grad_norm,
+      ms_per_iteration);
   if (a.log_throughput) std::printf(" | tokens/s: %.0f | TFLOP/s: %.4f", tokens_per_sec, tflops);
   std::printf("\n");
   std::fflush(stdout);
@@ -172,10 +173,11 @@ void PretrainRun::set_up_telemetry() {
   // Setup that can fail on one rank only (an exporting rank's exporter) ends every rank at once.
   watch_.enter("telemetry setup");
   trainer::all_or_none(*store_, topology_, "telemetry setup", [&] {
-    telemetry_ = lens::setup_telemetry(config_, {.rank = ranks_.rank,
-                                                 .world_size = ranks_.world_size,
-                                                 .local_rank = ranks_.local_rank,
-                                                 .resource_provider = lens::megatron::resource_provider(training_args())});
+    telemetry_ =
+        lens::setup_telemetry(config_, {.rank = ranks_.rank,
+                                        .world_size = ranks_.world_size,
+                                        .local_rank = ranks_.local_rank,
+                                        .resource_provider = lens::megatron::resource_provider(training_args())});
   });
   watch_.before_ending([this] { telemetry_.force_flush(); });
 }
@@ -193,9 +195,8 @@ void PretrainRun::build_trainer() {
     parallel_ = watch_.naming_the_dead([&] { return std::make_unique<trainer::Parallel>(topology_, store_); });
     watch_.enter("model setup");
     // The worker's resource comes from the same function as this rank's (built only where it is exported).
-    lens::ResourceAttributes resource = telemetry_.is_exporting()
-                                            ? lens::megatron::resource_attributes(training_args())
-                                            : lens::ResourceAttributes{};
+    lens::ResourceAttributes resource =
+        telemetry_.is_exporting() ? lens::megatron::resource_attributes(training_args()) : lens::ResourceAttributes{};
     trainer::all_or_none(*store_, topology_, "model setup", [&] {
       trainer_ = watch_.naming_the_dead(
           [&] { return std::make_unique<Trainer>(args_, *parallel_, corpus_, telemetry_, std::move(resource)); });
@@ -253,7 +254,7 @@ bool PretrainRun::train_segment(const lens::SpanContext& pretrain_context) {
 }
 
 void PretrainRun::train_iteration(const lens::SpanContext& iteration_context) {
-  // A sibling of the step span, not its parent (SPEC §6): started, not made current.
+  // A sibling of the step span, not its parent (CONTRACT §6): started, not made current.
   lens::Span first_iteration;
   if (first_iteration_ && LENS_GROUP_ENABLED(mg::first_iteration))
     first_iteration.start(mg::first_iteration, "megatron.train.first_iteration",

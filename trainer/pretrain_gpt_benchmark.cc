@@ -20,13 +20,13 @@
 // The times spread by ~15 % (coefficient of variation) on this VM and do not resolve the differences; the
 // instruction counts are steady to ~0.005 % (a second run: default 1.000000, per_step 1.000002, all 1.000242).
 #include <benchmark/benchmark.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <unistd.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "lens/lens.h"
 #include "trainer.h"
@@ -109,9 +109,12 @@ void BM_TrainStep(benchmark::State& state, const char* groups) {
 }
 
 // Three steps a repetition (Debian's Google Benchmark 1.7 takes no "3x" min-time): one step is ~0.5 s here.
-#define LENS_TRAIN_STEP_CASE(name, groups)                                                      \
-  BENCHMARK_CAPTURE(BM_TrainStep, name, groups)                                                 \
-      ->Iterations(3)->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond)
+#define LENS_TRAIN_STEP_CASE(name, groups)      \
+  BENCHMARK_CAPTURE(BM_TrainStep, name, groups) \
+      ->Iterations(3)                           \
+      ->MeasureProcessCPUTime()                 \
+      ->UseRealTime()                           \
+      ->Unit(benchmark::kMillisecond)
 LENS_TRAIN_STEP_CASE(off, "");
 LENS_TRAIN_STEP_CASE(default, "default");
 LENS_TRAIN_STEP_CASE(per_step, "per_step");

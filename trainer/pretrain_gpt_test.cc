@@ -2,10 +2,9 @@
 // would (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), telemetry to files, then what a user relies on
 // is read back from the files: the span names of each preset, parentage and counts, the pipeline links, the
 // resource and the one run id, the metrics, the export strategies, resuming, and the errors before training.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -14,14 +13,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -57,10 +57,14 @@ Launch launch(const std::string& name, int world, std::vector<std::string> flags
     args.insert(args.end(), flags.begin(), flags.end());
     // `env` first: the first of two same-named entries is the one getenv sees, so the test's values win.
     std::vector<std::string> vars = env;
-    std::vector<std::string> defaults{"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
-                                  "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
-                                  "MASTER_PORT=" + std::to_string(port), "MEGATRON_OTEL_EXPORTER=file",
-                                  "MEGATRON_OTEL_FILE_DIR=" + (run.dir / "telemetry").string(), "PATH=/usr/bin:/bin"};
+    std::vector<std::string> defaults{"RANK=" + std::to_string(rank),
+                                      "WORLD_SIZE=" + std::to_string(world),
+                                      "LOCAL_RANK=" + std::to_string(rank),
+                                      "MASTER_ADDR=127.0.0.1",
+                                      "MASTER_PORT=" + std::to_string(port),
+                                      "MEGATRON_OTEL_EXPORTER=file",
+                                      "MEGATRON_OTEL_FILE_DIR=" + (run.dir / "telemetry").string(),
+                                      "PATH=/usr/bin:/bin"};
     vars.insert(vars.end(), defaults.begin(), defaults.end());
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
@@ -95,9 +99,24 @@ Launch launch(const std::string& name, int world, std::vector<std::string> flags
 
 // The small model of the tests: 4 layers on 2 stages, 2 micro-batches per replica, 3 iterations.
 std::vector<std::string> small(std::vector<std::string> more = {}) {
-  std::vector<std::string> f{"--pipeline-model-parallel-size", "2", "--num-layers", "4", "--hidden-size", "32",
-                             "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2",
-                             "--global-batch-size", "8", "--train-iters", "3", "--log-interval", "1",
+  std::vector<std::string> f{"--pipeline-model-parallel-size",
+                             "2",
+                             "--num-layers",
+                             "4",
+                             "--hidden-size",
+                             "32",
+                             "--num-attention-heads",
+                             "2",
+                             "--seq-length",
+                             "16",
+                             "--micro-batch-size",
+                             "2",
+                             "--global-batch-size",
+                             "8",
+                             "--train-iters",
+                             "3",
+                             "--log-interval",
+                             "1",
                              "--otel-enabled"};
   f.insert(f.end(), more.begin(), more.end());
   return f;
@@ -179,14 +198,28 @@ TEST(PretrainGpt, AllGroupsGiveTheWholeTreeWithItsCountsOnEveryRank) {
   Telemetry t = read_telemetry(run);
   ASSERT_EQ(t.run_dirs.size(), 1u) << "one run id for every rank";
   EXPECT_EQ(t.ranks_with_files, (std::set<int>{0, 1, 2, 3}));
-  for (const char* name :
-       {"megatron.pretrain", "megatron.model_init", "megatron.data_loading", "megatron.train",
-        "megatron.train.first_iteration", "megatron.train_step", "megatron.forward_backward",
-        "megatron.microbatch.forward", "megatron.microbatch.backward", "megatron.layer.forward",
-        "megatron.layer.self_attention", "megatron.layer.mlp", "megatron.p2p.recv_forward",
-        "megatron.p2p.send_forward", "megatron.p2p.recv_backward", "megatron.p2p.send_backward",
-        "megatron.pp.recv_forward.linked", "megatron.grad_sync.start", "megatron.grad_sync.finish",
-        "megatron.optimizer_step", "megatron.evaluate", "megatron.evaluate.step"})
+  for (const char* name : {"megatron.pretrain",
+                           "megatron.model_init",
+                           "megatron.data_loading",
+                           "megatron.train",
+                           "megatron.train.first_iteration",
+                           "megatron.train_step",
+                           "megatron.forward_backward",
+                           "megatron.microbatch.forward",
+                           "megatron.microbatch.backward",
+                           "megatron.layer.forward",
+                           "megatron.layer.self_attention",
+                           "megatron.layer.mlp",
+                           "megatron.p2p.recv_forward",
+                           "megatron.p2p.send_forward",
+                           "megatron.p2p.recv_backward",
+                           "megatron.p2p.send_backward",
+                           "megatron.pp.recv_forward.linked",
+                           "megatron.grad_sync.start",
+                           "megatron.grad_sync.finish",
+                           "megatron.optimizer_step",
+                           "megatron.evaluate",
+                           "megatron.evaluate.step"})
     EXPECT_FALSE(t.named(name).empty()) << name;
   // Per rank: 3 iterations x 2 micro-batches x 2 layers of its stage (training), plus the final evaluation's
   // 4 x 2 x 2 forward passes.
@@ -206,8 +239,10 @@ TEST(PretrainGpt, AllGroupsGiveTheWholeTreeWithItsCountsOnEveryRank) {
     auto it = by_id.find(s["parentSpanId"].get<std::string>());
     return it == by_id.end() ? "?" : (*it->second)["name"].get<std::string>();
   };
-  for (const Span* s : t.named("megatron.layer.self_attention")) EXPECT_EQ(parent_name(s->data), "megatron.layer.forward");
-  for (const Span* s : t.named("megatron.microbatch.backward")) EXPECT_EQ(parent_name(s->data), "megatron.forward_backward");
+  for (const Span* s : t.named("megatron.layer.self_attention"))
+    EXPECT_EQ(parent_name(s->data), "megatron.layer.forward");
+  for (const Span* s : t.named("megatron.microbatch.backward"))
+    EXPECT_EQ(parent_name(s->data), "megatron.forward_backward");
   for (const Span* s : t.named("megatron.forward_backward")) EXPECT_EQ(parent_name(s->data), "megatron.train_step");
   for (const Span* s : t.named("megatron.train_step")) EXPECT_EQ(parent_name(s->data), "megatron.train");
   for (const Span* s : t.named("megatron.train")) EXPECT_EQ(parent_name(s->data), "megatron.pretrain");
@@ -271,9 +306,8 @@ TEST(PretrainGpt, DefaultPresetAndDefaultStrategyExportTheProductionSpansFromThe
   expect_all_ranks_succeeded(run);
   Telemetry t = read_telemetry(run);
   EXPECT_EQ(t.ranks_with_files, (std::set<int>{3}));  // single_rank: the last rank
-  EXPECT_EQ(t.names(), (std::set<std::string>{"megatron.pretrain", "megatron.train",
-                                              "megatron.train.first_iteration", "megatron.evaluate",
-                                              "megatron.evaluate.step"}));
+  EXPECT_EQ(t.names(), (std::set<std::string>{"megatron.pretrain", "megatron.train", "megatron.train.first_iteration",
+                                              "megatron.evaluate", "megatron.evaluate.step"}));
 }
 
 TEST(PretrainGpt, TrainingMetricsCarryTheLoggedLoss) {
@@ -347,9 +381,9 @@ TEST(PretrainGpt, InconsistentArgumentsAreClearErrorsBeforeAnyProcessGroup) {
 // backward (Gloo sums each element the same way whatever the bucketing).
 TEST(PretrainGpt, OverlappedGradientBucketsStartDuringBackwardAndChangeNoLoss) {
   Launch plain = launch("one_bucket", 4, small());
-  Launch overlapped = launch("overlap", 4,
-                             small({"--overlap-grad-reduce", "--ddp-bucket-size", "4000", "--otel-span-groups", "all"}),
-                             {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  Launch overlapped =
+      launch("overlap", 4, small({"--overlap-grad-reduce", "--ddp-bucket-size", "4000", "--otel-span-groups", "all"}),
+             {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(plain);
   expect_all_ranks_succeeded(overlapped);
   for (int iteration = 1; iteration <= 3; ++iteration) {
@@ -364,7 +398,9 @@ TEST(PretrainGpt, OverlappedGradientBucketsStartDuringBackwardAndChangeNoLoss) {
       if (s->data.value("parentSpanId", "") == parent.data["spanId"]) out.push_back(s);
     return out;
   };
-  auto time = [](const Span* s, const char* key) -> std::uint64_t { return std::stoull(s->data[key].get<std::string>()); };
+  auto time = [](const Span* s, const char* key) -> std::uint64_t {
+    return std::stoull(s->data[key].get<std::string>());
+  };
   for (const Span* step : t.named("megatron.train_step")) {
     const auto starts = children(*step, "megatron.grad_sync.start");
     EXPECT_GE(starts.size(), 3u) << "rank " << step->rank;
@@ -381,7 +417,8 @@ TEST(PretrainGpt, OverlappedGradientBucketsStartDuringBackwardAndChangeNoLoss) {
 }
 
 TEST(PretrainGpt, ResumingContinuesTheIterationsAndEmitsLoadCheckpoint) {
-  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_ckpt_" + std::to_string(::getpid()))).string();
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_ckpt_" + std::to_string(::getpid()))).string();
   fs::remove_all(ckpt);
   Launch first = launch("save", 4, small({"--save", ckpt, "--save-interval", "3"}));
   expect_all_ranks_succeeded(first);
@@ -416,7 +453,8 @@ std::vector<std::string> with_iters(std::vector<std::string> flags, int iters) {
 }
 
 TEST(PretrainGpt, AResumedRunReproducesTheLossesOfAnUninterruptedOne) {
-  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_repro_" + std::to_string(::getpid()))).string();
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_repro_" + std::to_string(::getpid()))).string();
   fs::remove_all(ckpt);
   Launch whole = launch("whole", 4, with_iters(small(), 4));
   Launch first = launch("first_half", 4, with_iters(small({"--save", ckpt, "--save-interval", "2"}), 2));
@@ -504,21 +542,22 @@ TEST(PretrainGpt, ARendezvousAtTheHostsOwnAddressTakesTheMultiNodePath) {
   EXPECT_FALSE(std::isnan(logged_loss(run.outputs[3], 3))) << run.outputs[3];
 }
 
-// Which ranks write files, for the export strategies of SPEC §3 (all 4 ranks on one node here).
+// Which ranks write files, for the export strategies of CONTRACT §3 (all 4 ranks on one node here).
 TEST(PretrainGpt, ExportStrategiesPickTheirRanks) {
   Launch per_node = launch("per_node", 4, small(), {"MEGATRON_OTEL_RANK_STRATEGY=first_rank_per_node"});
   expect_all_ranks_succeeded(per_node);
   EXPECT_EQ(read_telemetry(per_node).ranks_with_files, (std::set<int>{0}));
   // sampled: rank r exports when (int(md5(str(r))) mod 10000) / 10000 < EXPORT_SAMPLE_RATE; ranks 0-3 score
   // 0.785, 0.8411, 0.9212, 0.0883, so 0.8 picks ranks 0 and 3.
-  Launch sampled = launch("sampled", 4, small(),
-                          {"MEGATRON_OTEL_RANK_STRATEGY=sampled", "MEGATRON_OTEL_EXPORT_SAMPLE_RATE=0.8"});
+  Launch sampled =
+      launch("sampled", 4, small(), {"MEGATRON_OTEL_RANK_STRATEGY=sampled", "MEGATRON_OTEL_EXPORT_SAMPLE_RATE=0.8"});
   expect_all_ranks_succeeded(sampled);
   EXPECT_EQ(read_telemetry(sampled).ranks_with_files, (std::set<int>{0, 3}));
 }
 
 TEST(PretrainGpt, PerStepAndAMixedSpecGiveExactlyTheirSpans) {
-  Launch per_step = launch("per_step", 4, small({"--otel-span-groups", "per_step"}), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  Launch per_step =
+      launch("per_step", 4, small({"--otel-span-groups", "per_step"}), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(per_step);
   const std::set<std::string> production{"megatron.pretrain", "megatron.train", "megatron.train.first_iteration",
                                          "megatron.evaluate", "megatron.evaluate.step"};
@@ -529,13 +568,13 @@ TEST(PretrainGpt, PerStepAndAMixedSpecGiveExactlyTheirSpans) {
                         "megatron.p2p.recv_backward", "megatron.p2p.send_backward", "megatron.pp.recv_forward.linked"})
     expected.insert(n);
   EXPECT_EQ(read_telemetry(per_step).names(), expected);
-  // A preset and two groups, with spaces and capitals (the union; SPEC §1 grammar).
+  // A preset and two groups, with spaces and capitals (the union; CONTRACT §1 grammar).
   Launch mixed = launch("mixed", 4, small({"--otel-span-groups", " Default, layer ,data_loading"}),
                         {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(mixed);
   expected = production;
-  for (const char* n : {"megatron.layer.forward", "megatron.layer.self_attention", "megatron.layer.mlp",
-                        "megatron.data_loading"})
+  for (const char* n :
+       {"megatron.layer.forward", "megatron.layer.self_attention", "megatron.layer.mlp", "megatron.data_loading"})
     expected.insert(n);
   EXPECT_EQ(read_telemetry(mixed).names(), expected);
 }
@@ -543,7 +582,8 @@ TEST(PretrainGpt, PerStepAndAMixedSpecGiveExactlyTheirSpans) {
 // With --save-interval the run is cut into trace segments: the first megatron.train is pretrain's child, each
 // later one the root of a new trace, linked to pretrain and to the segment before.
 TEST(PretrainGpt, SaveIntervalsCutTheRunIntoLinkedTraceSegments) {
-  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_segments_" + std::to_string(::getpid()))).string();
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_segments_" + std::to_string(::getpid()))).string();
   Launch run = launch("segments", 4, with_iters(small({"--save", ckpt, "--save-interval", "2"}), 6));
   expect_all_ranks_succeeded(run);
   Telemetry t = read_telemetry(run);
@@ -583,17 +623,19 @@ std::vector<pid_t> children_with(pid_t parent, const std::string& word) {
 // A checkpoint worker killed before a save: its rank must fail with a message that says so (it was killed by
 // SIGPIPE, exit 141, without a word), and no rank may die of SIGPIPE.
 TEST(PretrainGpt, AKilledCheckpointWorkerIsAClearErrorOnItsRank) {
-  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_killed_" + std::to_string(::getpid()))).string();
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_killed_" + std::to_string(::getpid()))).string();
   fs::remove_all(ckpt);
   bool killed = false;
-  Launch run = launch("killed_worker", 4, with_iters(small({"--save", ckpt, "--save-interval", "3", "--async-save"}), 6),
-                      {}, [&](const std::vector<pid_t>& pids, const fs::path&) {
-                        for (int i = 0; i < 1500 && !killed; ++i) {  // at most 30 s
-                          for (pid_t worker : children_with(pids[0], "--checkpoint-worker"))
-                            killed = ::kill(worker, SIGKILL) == 0;
-                          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                        }
-                      });
+  Launch run =
+      launch("killed_worker", 4, with_iters(small({"--save", ckpt, "--save-interval", "3", "--async-save"}), 6), {},
+             [&](const std::vector<pid_t>& pids, const fs::path&) {
+               for (int i = 0; i < 1500 && !killed; ++i) {  // at most 30 s
+                 for (pid_t worker : children_with(pids[0], "--checkpoint-worker"))
+                   killed = ::kill(worker, SIGKILL) == 0;
+                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
+               }
+             });
   ASSERT_TRUE(killed) << "rank 0 started no checkpoint worker: " << run.outputs[0];
   EXPECT_EQ(run.exit_codes[0], 1) << run.outputs[0];
   EXPECT_NE(run.outputs[0].find("checkpoint worker"), std::string::npos) << run.outputs[0];
@@ -604,11 +646,13 @@ TEST(PretrainGpt, AKilledCheckpointWorkerIsAClearErrorOnItsRank) {
 // --async-save: the checkpoint worker of each saving rank writes the files; its spans carry the rank's resource and
 // link to the rank's megatron.save_checkpoint; the tracker names the checkpoint once it is written; it loads.
 TEST(PretrainGpt, AsyncSaveWorkersWriteTheCheckpointAndReportAsTheirRank) {
-  const std::string ckpt = (fs::path(::testing::TempDir()) / ("pretrain_gpt_async_" + std::to_string(::getpid()))).string();
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_async_" + std::to_string(::getpid()))).string();
   fs::remove_all(ckpt);
-  Launch run = launch("async", 4, with_iters(small({"--save", ckpt, "--save-interval", "2", "--async-save",
-                                                    "--otel-span-groups", "all"}), 4),
-                      {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  Launch run = launch(
+      "async", 4,
+      with_iters(small({"--save", ckpt, "--save-interval", "2", "--async-save", "--otel-span-groups", "all"}), 4),
+      {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(run);
   std::ifstream tracker(fs::path(ckpt) / "latest_checkpointed_iteration.txt");
   std::int64_t saved = 0;
@@ -705,16 +749,17 @@ TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoi
   fs::remove_all(ckpt);
   std::vector<std::string> flags = small({"--save", ckpt, "--otel-span-groups", "per_step,checkpoint"});
   flags[std::find(flags.begin(), flags.end(), "--train-iters") - flags.begin() + 1] = "100000";
-  Launch run = launch("sigterm", 4, flags, {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"},
-                      [](const std::vector<pid_t>& pids, const fs::path& dir) {
-    for (int i = 0; i < 1500; ++i) {  // until the last rank has logged two iterations (at most 30 s)
-      std::ifstream in(dir / "rank3.out");
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (text.find("iteration        2/") != std::string::npos) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    for (pid_t pid : pids) kill(pid, SIGTERM);
-  });
+  Launch run =
+      launch("sigterm", 4, flags, {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"},
+             [](const std::vector<pid_t>& pids, const fs::path& dir) {
+               for (int i = 0; i < 1500; ++i) {  // until the last rank has logged two iterations (at most 30 s)
+                 std::ifstream in(dir / "rank3.out");
+                 std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+                 if (text.find("iteration        2/") != std::string::npos) break;
+                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
+               }
+               for (pid_t pid : pids) kill(pid, SIGTERM);
+             });
   expect_all_ranks_succeeded(run);
   EXPECT_NE(run.outputs[3].find("stopped by SIGTERM"), std::string::npos) << run.outputs[3];
   Telemetry t = read_telemetry(run);  // every line parses

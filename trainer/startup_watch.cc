@@ -93,8 +93,10 @@ void StartupWatch::run() {
     // Past this rank's startup a lost store is not the watch's to report: the rank hosting it may simply have
     // finished a short run first, and a peer that dies now breaks a Gloo connection, which says so.
     if (stop_.load() || finished_.load()) return;
-    end_rank("lost the rendezvous store (hosted by rank 0 or the launcher's agent), so rank 0 or the agent has "
-             "stopped: " + error_message(e));
+    end_rank(
+        "lost the rendezvous store (hosted by rank 0 or the launcher's agent), so rank 0 or the agent has "
+        "stopped: " +
+        error_message(e));
   }
 }
 

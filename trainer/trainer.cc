@@ -15,7 +15,8 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, torch::Tensor received, c
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
   InFlight f;
   torch::Tensor tokens;
-  if (topology_.first_stage() || topology_.last_stage()) tokens = batch_of(data, args_, iteration_, topology_.data_rank(), micro, stream);
+  if (topology_.first_stage() || topology_.last_stage())
+    tokens = batch_of(data, args_, iteration_, topology_.data_rank(), micro, stream);
   if (topology_.first_stage()) {
     f.input = tokens.slice(1, 0, args_.seq_length);
   } else {
@@ -24,8 +25,8 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, torch::Tensor received, c
   f.output = model_->forward(f.input);
   if (topology_.last_stage()) {
     auto targets = tokens.slice(1, 1, args_.seq_length + 1);
-    f.loss = torch::nn::functional::cross_entropy(f.output.reshape({-1, trainer::GptConfig::kVocab}),
-                                                  targets.reshape({-1}));
+    f.loss =
+        torch::nn::functional::cross_entropy(f.output.reshape({-1, trainer::GptConfig::kVocab}), targets.reshape({-1}));
   }
   return f;
 }
@@ -46,7 +47,7 @@ torch::Tensor Trainer::recv_forward(std::int64_t micro, const lens::SpanContext*
     return parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
   };
   if (!link) return receive();
-  // The warm-up receives of a non-first stage link to rank 0's iteration context (SPEC §6).
+  // The warm-up receives of a non-first stage link to rank 0's iteration context (CONTRACT §6).
   LENS_SPAN_NAMED(linked, mg::communication, "megatron.pp.recv_forward.linked",
                   {"dl.pipeline_parallel.rank", topology_.stage()}, {"dl.microbatch_id", micro});
   if (link->is_valid()) linked.add_link(*link);
@@ -143,8 +144,8 @@ double Trainer::learning_rate() const {
   if (args_.lr_warmup_iters > 0 && iteration_ < args_.lr_warmup_iters)
     return args_.lr * (it + 1) / static_cast<double>(args_.lr_warmup_iters);
   if (args_.lr_decay_style == "constant" || args_.train_iters <= args_.lr_warmup_iters) return args_.lr;
-  const double progress =
-      (it - static_cast<double>(args_.lr_warmup_iters)) / static_cast<double>(args_.train_iters - args_.lr_warmup_iters);
+  const double progress = (it - static_cast<double>(args_.lr_warmup_iters)) /
+                          static_cast<double>(args_.train_iters - args_.lr_warmup_iters);
   const double decay = args_.lr_decay_style == "linear" ? 1.0 - progress : 0.5 * (1.0 + std::cos(M_PI * progress));
   return args_.min_lr + (args_.lr - args_.min_lr) * std::max(0.0, decay);
 }
@@ -156,7 +157,9 @@ double Trainer::evaluate() {
   for (std::int64_t e = 0; e < args_.eval_iters; ++e) {
     LENS_SPAN(mg::evaluate, "megatron.evaluate.step");
     for (std::int64_t micro = 0; micro < microbatches_; ++micro) {
-      torch::Tensor received = topology_.first_stage() ? torch::Tensor() : parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
+      torch::Tensor received = topology_.first_stage()
+                                   ? torch::Tensor()
+                                   : parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
       InFlight f = forward(micro, received, corpus_.valid, 1 + static_cast<std::uint64_t>(e), false);
       if (topology_.last_stage()) loss_sum += f.loss;
       if (!topology_.last_stage()) parallel_.send(f.output, +1, trainer::Parallel::kForward)->wait();
@@ -206,7 +209,8 @@ void Trainer::save_checkpoint(const std::string& dir) {
     }
     if (checkpoint_worker_) {
       LENS_TRACE_REGION("checkpoint.handoff");
-      checkpoint_worker_->submit(lens::build_worker_bootstrap(telemetry_, resource_, save.context()).serialize(), path, bytes.str());
+      checkpoint_worker_->submit(lens::build_worker_bootstrap(telemetry_, resource_, save.context()).serialize(), path,
+                                 bytes.str());
     } else {
       LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint.io_write");
       {

@@ -1,5 +1,5 @@
 // The training of one pretrain_gpt rank: its pipeline stage of the GPT, the 1F1B schedule over its
-// micro-batches, the data-parallel gradient sync, AdamW, evaluation and checkpoints, each traced where SPEC §6
+// micro-batches, the data-parallel gradient sync, AdamW, evaluation and checkpoints, each traced where CONTRACT §6
 // places it. The run around it (rendezvous, telemetry setup, the iteration loop, logging) is pretrain_gpt.cc.
 //
 //   trainer::Trainer trainer(args, parallel, corpus, telemetry, resource);
@@ -37,14 +37,15 @@ class Trainer {
         telemetry_(telemetry),
         resource_(std::move(resource)),
         microbatches_(trainer::num_microbatches(args, topology_.data_parallel_size)),
-        model_config_{args.num_layers, args.hidden_size, args.num_attention_heads, args.seq_length,
-                topology_.stage(), topology_.pipeline_size} {
+        model_config_{args.num_layers, args.hidden_size,  args.num_attention_heads,
+                      args.seq_length, topology_.stage(), topology_.pipeline_size} {
     torch::manual_seed(static_cast<std::uint64_t>(args_.seed) + static_cast<std::uint64_t>(topology_.stage()));
     model_ = trainer::GptStage(model_config_);
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         model_->parameters(), torch::optim::AdamWOptions(args_.lr).weight_decay(args_.weight_decay));
     grad_buckets_ = std::make_unique<trainer::GradBuckets>(
-        model_->parameters(), trainer::bucket_elements(args_, topology_.data_parallel_size), parallel_.data(), args_.overlap_grad_reduce);
+        model_->parameters(), trainer::bucket_elements(args_, topology_.data_parallel_size), parallel_.data(),
+        args_.overlap_grad_reduce);
     if (args_.async_save && saves()) checkpoint_worker_ = std::make_unique<trainer::CheckpointWorker>();
     activation_shape_ = {args_.micro_batch_size, args_.seq_length, args_.hidden_size};
   }

@@ -4,7 +4,6 @@
 //   MEGATRON_OTEL_ENABLED=1 MEGATRON_OTEL_SPAN_GROUPS=per_step ./telemetry_from_env --iterations 3
 //   ./telemetry_from_env --otel-enabled --otel-span-groups all
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "lens/lens.h"
@@ -13,7 +12,7 @@ namespace mg = lens::megatron::group;
 
 namespace {
 
-// A toy training run whose every phase is a span of its SPEC §6 name and group.
+// A toy training run whose every phase is a span of its CONTRACT §6 name and group.
 void train(int iterations, int microbatches, int layers) {
   LENS_SPAN(mg::job, "megatron.pretrain", {"megatron.train_iters", iterations});
   { LENS_SPAN(mg::model_init, "megatron.model_init"); }
@@ -40,9 +39,7 @@ void train(int iterations, int microbatches, int layers) {
       }
     }
     { LENS_SPAN(mg::communication, "megatron.grad_sync.start"); }
-    {
-      LENS_SPAN(mg::optimizer, "megatron.optimizer_step", {"megatron.update_successful", true});
-    }
+    { LENS_SPAN(mg::optimizer, "megatron.optimizer_step", {"megatron.update_successful", true}); }
     step.set_attributes({{"megatron.loss", 2.5 - 0.1 * it}, {"megatron.grad_norm", 1.0}});
   }
   {
@@ -79,16 +76,16 @@ int main(int argc, char** argv) {
     lens::RankInfo ranks = telemetry.ranks();
     std::printf("rank %d of %d (local %d), exporting: %s\n", ranks.rank, ranks.world_size, ranks.local_rank,
                 telemetry.is_exporting() ? "yes" : "no");
-    if (const lens::Sampler* sampler = telemetry.sampler()) std::printf("sampler: %s\n", sampler->description().c_str());
+    if (const lens::Sampler* sampler = telemetry.sampler())
+      std::printf("sampler: %s\n", sampler->description().c_str());
 
     train(iterations, microbatches, layers);
     const lens::Catalogue catalogue = lens::megatron::catalogue();
     std::printf("span groups on: %s\n", lens::describe(catalogue, lens::enabled_span_groups()).c_str());
     telemetry.shutdown();
     lens::SpanStats stats = telemetry.span_stats();
-    std::printf("spans: %llu recorded, %llu exported, %llu dropped\n",
-                static_cast<unsigned long long>(stats.produced), static_cast<unsigned long long>(stats.exported),
-                static_cast<unsigned long long>(stats.dropped()));
+    std::printf("spans: %llu recorded, %llu exported, %llu dropped\n", static_cast<unsigned long long>(stats.produced),
+                static_cast<unsigned long long>(stats.exported), static_cast<unsigned long long>(stats.dropped()));
     if (config.exporter == lens::Exporter::kFile && stats.exported > 0)
       std::printf("traces: %s/%s/rank%d.traces.jsonl\n", config.file_dir.c_str(), telemetry.run_id().c_str(),
                   ranks.rank);

@@ -68,14 +68,14 @@ class AttributeValue {
  public:
   constexpr AttributeValue(bool v) noexcept : type_(ValueType::kBool), b_(v) {}  // NOLINT
   template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
-  constexpr AttributeValue(T v) noexcept : type_(ValueType::kInt), i_(static_cast<std::int64_t>(v)) {}  // NOLINT
-  constexpr AttributeValue(double v) noexcept : type_(ValueType::kDouble), d_(v) {}            // NOLINT
-  constexpr AttributeValue(float v) noexcept : type_(ValueType::kDouble), d_(v) {}             // NOLINT
-  constexpr AttributeValue(std::string_view v) noexcept : type_(ValueType::kString), s_(v) {}  // NOLINT
-  constexpr AttributeValue(const char* v) noexcept : type_(ValueType::kString), s_(v) {}       // NOLINT
-  AttributeValue(const std::string& v) noexcept : type_(ValueType::kString), s_(v) {}          // NOLINT
+  constexpr AttributeValue(T v) noexcept : type_(ValueType::kInt), i_(static_cast<std::int64_t>(v)) {}     // NOLINT
+  constexpr AttributeValue(double v) noexcept : type_(ValueType::kDouble), d_(v) {}                        // NOLINT
+  constexpr AttributeValue(float v) noexcept : type_(ValueType::kDouble), d_(v) {}                         // NOLINT
+  constexpr AttributeValue(std::string_view v) noexcept : type_(ValueType::kString), s_(v) {}              // NOLINT
+  constexpr AttributeValue(const char* v) noexcept : type_(ValueType::kString), s_(v) {}                   // NOLINT
+  AttributeValue(const std::string& v) noexcept : type_(ValueType::kString), s_(v) {}                      // NOLINT
   constexpr AttributeValue(std::span<const bool> v) noexcept : type_(ValueType::kBoolArray), bools_(v) {}  // NOLINT
-  constexpr AttributeValue(std::span<const std::int64_t> v) noexcept  // NOLINT
+  constexpr AttributeValue(std::span<const std::int64_t> v) noexcept                                       // NOLINT
       : type_(ValueType::kIntArray), ints_(v) {}
   constexpr AttributeValue(std::span<const double> v) noexcept  // NOLINT
       : type_(ValueType::kDoubleArray), doubles_(v) {}

@@ -1,4 +1,4 @@
-// lens/config.h: configuration from the environment and the command line (SPEC §2).
+// lens/config.h: configuration from the environment and the command line (CONTRACT §2).
 //
 // Each lens key is read as <PREFIX>_<KEY>, then <FALLBACK>_<KEY>, then its default; values are trimmed and an
 // empty value counts as unset. The standard OpenTelemetry SDK variables (OTEL_*) are read as the OpenTelemetry
@@ -78,7 +78,7 @@ struct Limits {
 // variable, else the general one, else the specification's default.
 struct OtlpSignalConfig {
   OtlpProtocol protocol = OtlpProtocol::kGrpc;
-  std::string endpoint;              // as configured; empty = the protocol's default
+  std::string endpoint;                 // as configured; empty = the protocol's default
   bool endpoint_is_per_signal = false;  // a per-signal endpoint is used as-is, a general one gets /v1/<signal>
   std::vector<std::pair<std::string, std::string>> headers;  // percent-decoded; never print the values
   std::int64_t timeout_ms = 10000;
@@ -90,7 +90,7 @@ struct OtlpSignalConfig {
 LENS_ABI_NAMESPACE_BEGIN
 
 struct Config {
-  // lens keys (SPEC §2 table).
+  // lens keys (CONTRACT §2 table).
   bool enabled = false;
   std::string service_name;
   std::string span_groups = "default";

@@ -35,7 +35,7 @@ struct TraceId {
   std::array<std::uint8_t, 16> bytes{};
 
   constexpr bool is_valid() const noexcept { return internal::any_nonzero(bytes); }
-  // The low 64 bits (bytes 8..15, big-endian): what the trace-id ratio test compares (SPEC §4).
+  // The low 64 bits (bytes 8..15, big-endian): what the trace-id ratio test compares (CONTRACT §4).
   constexpr std::uint64_t low64() const noexcept {
     std::uint64_t v = 0;
     for (int i = 8; i < 16; ++i) v = (v << 8) | bytes[i];

@@ -67,7 +67,7 @@ class GroupSet {
   std::uint64_t bits_ = 0;
 };
 
-// The 8 base groups of SPEC §1, in catalogue order.
+// The 8 base groups of CONTRACT §1, in catalogue order.
 namespace group {
 inline constexpr SpanGroup job{0};
 inline constexpr SpanGroup checkpoint{1};
@@ -81,7 +81,8 @@ inline constexpr SpanGroup optimizer{7};
 
 // The names a span-group spec may use: groups (index = SpanGroup id) and presets. A literal type, so whole
 // catalogues are built at compile time and a mistake in one (a duplicate or upper-case name, a 65th group)
-// is a compile error (at run time, std::invalid_argument or std::length_error). Names must have static storage duration (string literals): they are kept as views.
+// is a compile error (at run time, std::invalid_argument or std::length_error). Names must have static storage duration
+// (string literals): they are kept as views.
 class Catalogue {
  public:
   static constexpr std::size_t kMaxPresets = 16;
@@ -105,7 +106,8 @@ class Catalogue {
   // Adds a preset, or replaces the preset of that name. A preset may share a group's name: spec tokens are
   // looked up as presets first.
   constexpr void set_preset(std::string_view name, GroupSet groups) {
-    if ((groups.bits() & ~all().bits()) != 0) throw std::invalid_argument("lens: preset names a group outside the catalogue");
+    if ((groups.bits() & ~all().bits()) != 0)
+      throw std::invalid_argument("lens: preset names a group outside the catalogue");
     for (std::size_t i = 0; i < preset_count_; ++i) {
       if (presets_[i].name == name) {
         presets_[i].groups = groups;
@@ -117,7 +119,7 @@ class Catalogue {
     presets_[preset_count_++] = Preset{name, groups};
   }
 
-  // Drops every preset: an extending consumer's presets replace the base ones (SPEC §1).
+  // Drops every preset: an extending consumer's presets replace the base ones (CONTRACT §1).
   constexpr void clear_presets() { preset_count_ = 0; }
 
   constexpr std::size_t group_count() const noexcept { return group_count_; }
@@ -163,11 +165,11 @@ class Catalogue {
   std::uint8_t preset_count_ = 0;
 };
 
-// The base catalogue of SPEC §1: 8 groups; presets default, per_step, all (aliases profiling, full).
+// The base catalogue of CONTRACT §1: 8 groups; presets default, per_step, all (aliases profiling, full).
 constexpr Catalogue base_catalogue() {
   Catalogue c;
-  for (std::string_view name : {"job", "checkpoint", "evaluate", "model_init", "load_checkpoint", "step",
-                                "forward_backward", "optimizer"})
+  for (std::string_view name :
+       {"job", "checkpoint", "evaluate", "model_init", "load_checkpoint", "step", "forward_backward", "optimizer"})
     c.add_group(name);
   c.set_preset("default", {group::job, group::checkpoint, group::evaluate});
   c.set_preset("per_step", c.all());
@@ -204,11 +206,11 @@ LENS_ALWAYS_INLINE bool is_enabled(SpanGroup g) noexcept {
 LENS_API GroupSet enabled_span_groups() noexcept;
 
 // Replaces the enabled set at run time, from any thread; every thread sees it at its next check. Only an
-// exporting rank with traces on can enable anything (SPEC §1): elsewhere the set stays empty. Returns the set
+// exporting rank with traces on can enable anything (CONTRACT §1): elsewhere the set stays empty. Returns the set
 // now in force.
 LENS_API GroupSet set_enabled_span_groups(GroupSet groups) noexcept;
 
-// Resolves a span-group spec (SPEC §1) against a catalogue: comma-separated tokens, each trimmed and
+// Resolves a span-group spec (CONTRACT §1) against a catalogue: comma-separated tokens, each trimmed and
 // lower-cased, empty tokens skipped, looked up as a preset first and then as a group, united. An empty spec is
 // the empty set. An unknown token throws lens::ConfigError naming `source` (the variable or flag the spec came
 // from), the token, every valid name and the closest one; nothing is applied.

@@ -1,4 +1,4 @@
-// lens/log.h: log records exported as OpenTelemetry log records (SPEC §8).
+// lens/log.h: log records exported as OpenTelemetry log records (CONTRACT §8).
 //
 // With LOGS_ENABLED=1 on an exporting rank, each record carries the current span's trace and span ids, is
 // queued (bounded by OTEL_BLRP_MAX_QUEUE_SIZE; a full queue drops and counts) and exported in batches by the

@@ -1,6 +1,6 @@
 // lens/megatron.h: the ready-made extension for Megatron-style trainers.
 //
-// The Megatron catalogue adds 8 groups to the base 8 (SPEC §1) and replaces the presets: `default` is the
+// The Megatron catalogue adds 8 groups to the base 8 (CONTRACT §1) and replaces the presets: `default` is the
 // production set, `per_step` adds one span per iteration phase, `all` (aliases `profiling`, `full`) everything
 // down to each layer of each micro-batch. Configuration is read under the MEGATRON_OTEL prefix with NEMO_LENS as
 // fallback, and the service name defaults to `megatron-lm`.
@@ -42,12 +42,11 @@ constexpr Catalogue catalogue() {
                                 "first_iteration", "trace_region", "inference"})
     c.add_group(name);
   c.clear_presets();
-  const GroupSet production{group::job, group::checkpoint, group::evaluate, group::first_iteration,
-                            group::inference};
+  const GroupSet production{group::job, group::checkpoint, group::evaluate, group::first_iteration, group::inference};
   c.set_preset("default", production);
-  c.set_preset("per_step", production | GroupSet{group::model_init, group::load_checkpoint, group::step,
-                                                  group::forward_backward, group::optimizer,
-                                                  group::communication, group::data_loading});
+  c.set_preset("per_step",
+               production | GroupSet{group::model_init, group::load_checkpoint, group::step, group::forward_backward,
+                                     group::optimizer, group::communication, group::data_loading});
   for (std::string_view name : {"all", "profiling", "full"}) c.set_preset(name, c.all());
   return c;
 }
@@ -73,7 +72,7 @@ struct TrainingArgs {
   bool bf16 = false;
 };
 
-// The Megatron consumer attributes of SPEC §5: dl.*, megatron.*, the GPU identity (NVML), copies of the SLURM
+// The Megatron consumer attributes of CONTRACT §5: dl.*, megatron.*, the GPU identity (NVML), copies of the SLURM
 // ids, and the job and run uuids. One function for the trainer and its checkpoint worker, so the two never
 // drift apart. Touches NVML: call it only on an exporting rank (resource_provider() does).
 #if !defined(LENS_DISABLED)
@@ -100,7 +99,7 @@ struct TrainingMetrics {
   std::optional<double> memory_allocated_gb{};  // megatron.training.memory_allocated_gb (gauge)
 };
 
-// Records the eight megatron.training.* instruments of SPEC §8 (exact names, kinds, units, descriptions), no
+// Records the eight megatron.training.* instruments of CONTRACT §8 (exact names, kinds, units, descriptions), no
 // metric attributes: identity rides the resource. Call it every --log-interval iterations.
 #if !defined(LENS_DISABLED)
 LENS_API void record_training_metrics(const TrainingMetrics& metrics);

@@ -1,4 +1,4 @@
-// lens/metrics.h: counters, up-down counters, histograms and gauges (SPEC §8).
+// lens/metrics.h: counters, up-down counters, histograms and gauges (CONTRACT §8).
 //
 // An instrument is created once by name (the same name gives the same instrument) and recorded into from any
 // thread. A measurement without attributes is a few relaxed atomic operations: no lock, no allocation. With
@@ -54,8 +54,8 @@ LENS_API void record(Instrument* i, double v, std::int64_t iv, std::initializer_
 
 inline bool recording() noexcept { return g_metrics_recording.load(std::memory_order_relaxed); }
 #else  // LENS_DISABLED: instruments exist as names only; nothing is recorded.
-inline Instrument* find_or_create_instrument(std::string_view, std::string_view, std::string_view, InstrumentKind,
-                                             bool, std::span<const double>) {
+inline Instrument* find_or_create_instrument(std::string_view, std::string_view, std::string_view, InstrumentKind, bool,
+                                             std::span<const double>) {
   return nullptr;
 }
 template <typename... A>
@@ -106,8 +106,7 @@ class Recorder {
     if (internal::recording()) internal::record(i_, v);
   }
   void record(T v, std::initializer_list<Attribute> attributes) noexcept {
-    if (internal::recording())
-      internal::record(i_, static_cast<double>(v), static_cast<std::int64_t>(v), attributes);
+    if (internal::recording()) internal::record(i_, static_cast<double>(v), static_cast<std::int64_t>(v), attributes);
   }
 
  private:
@@ -122,7 +121,7 @@ using Gauge = Recorder<T>;
 // swapped unseen: lens::metrics::counter<std::int64_t>("trainer.steps", {.description = "Steps run."}).
 struct InstrumentOptions {
   std::string_view description = {};
-  std::string_view unit = {};  // UCUM: "ms", "By", "{item}"; empty for a plain number
+  std::string_view unit = {};                       // UCUM: "ms", "By", "{item}"; empty for a plain number
   std::span<const double> bounds = kDefaultBounds;  // histograms only: ascending bucket bounds
 };
 
@@ -135,9 +134,8 @@ Counter<T> counter(std::string_view name, const InstrumentOptions& o = {}) {
 }
 template <typename T>
 UpDownCounter<T> up_down_counter(std::string_view name, const InstrumentOptions& o = {}) {
-  return UpDownCounter<T>(internal::find_or_create_instrument(name, o.unit, o.description,
-                                                              InstrumentKind::kUpDownCounter,
-                                                              std::is_integral_v<T>, {}));
+  return UpDownCounter<T>(internal::find_or_create_instrument(
+      name, o.unit, o.description, InstrumentKind::kUpDownCounter, std::is_integral_v<T>, {}));
 }
 template <typename T>
 Histogram<T> histogram(std::string_view name, const InstrumentOptions& o = {}) {

@@ -1,4 +1,4 @@
-// lens/ranks.h: which ranks of a distributed job export telemetry (SPEC §3).
+// lens/ranks.h: which ranks of a distributed job export telemetry (CONTRACT §3).
 //
 // Decided once per process at setup from rank, world size and local rank. A non-exporting rank behaves exactly
 // like disabled telemetry. Built-in strategies: single_rank (default; EXPORT_RANK, negative = last rank),
@@ -29,7 +29,7 @@ struct RankInfo {
 // What a rank strategy decides from.
 struct RankStrategyInput {
   RankInfo ranks;
-  long long export_rank = -1;     // EXPORT_RANK
+  long long export_rank = -1;       // EXPORT_RANK
   double export_sample_rate = 1.0;  // EXPORT_SAMPLE_RATE
 };
 

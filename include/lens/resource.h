@@ -1,4 +1,4 @@
-// lens/resource.h: run identity and the resource every exported item carries (SPEC §5).
+// lens/resource.h: run identity and the resource every exported item carries (CONTRACT §5).
 //
 // The run id is shared by every rank of a job without communication: MYTRAINER_OTEL_RUN_ID / NEMO_LENS_RUN_ID,
 // else SLURM_JOB_ID, else the launcher's job id (torchrun's TORCHELASTIC_RUN_ID unless `none`, the OpenMPI/PMIx
@@ -31,12 +31,12 @@ LENS_API std::string resolve_run_id(const Config& config);
 LENS_API std::string uuid5_url(std::string_view name);
 
 struct RunUuids {
-  std::string job_uuid;  // stable across restarts and requeues of one job
-  std::string run_uuid;  // changes with every restart
+  std::string job_uuid;                                   // stable across restarts and requeues of one job
+  std::string run_uuid;                                   // changes with every restart
   std::optional<std::string> torchelastic_restart_count;  // when TORCHELASTIC_RESTART_COUNT is set
 };
 // From SLURM_CLUSTER_NAME, SLURM_JOB_ID, SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID, SLURM_RESTART_COUNT and
-// TORCHELASTIC_RESTART_COUNT, exactly as SPEC §5 says.
+// TORCHELASTIC_RESTART_COUNT, exactly as CONTRACT §5 says.
 LENS_API RunUuids run_uuids();
 
 struct GpuIdentity {

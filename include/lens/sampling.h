@@ -1,4 +1,4 @@
-// lens/sampling.h: which traces an exporting rank keeps (SPEC §4).
+// lens/sampling.h: which traces an exporting rank keeps (CONTRACT §4).
 //
 // The sampler comes from OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG, as the OpenTelemetry specification
 // defines them (default parentbased_always_on). The trace-id ratio test uses the low 64 bits of the trace id,

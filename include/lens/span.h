@@ -58,7 +58,7 @@ struct ThreadState;
 struct SpanHandle {
   OpenSpan* slot = nullptr;  // null: not recording (group off, sampled out, no room)
   std::uint32_t generation = 0;
-  SpanContext context;       // valid when the span exists, recording or sampled out
+  SpanContext context;  // valid when the span exists, recording or sampled out
 };
 }  // namespace internal
 
@@ -74,8 +74,7 @@ LENS_API void set_attributes(SpanHandle& h, std::initializer_list<Attribute> att
 LENS_API void add_event(SpanHandle& h, SpanName name, std::initializer_list<Attribute> attributes) noexcept;
 LENS_API void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attribute> attributes) noexcept;
 LENS_API void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexcept;
-LENS_API void record_exception(SpanHandle& h, std::string_view type, std::string_view message,
-                               bool escaped) noexcept;
+LENS_API void record_exception(SpanHandle& h, std::string_view type, std::string_view message, bool escaped) noexcept;
 LENS_API std::string_view exception_type_name(const std::exception& e) noexcept;
 // Returns where the context went (null: nowhere), for pop_context.
 LENS_API ThreadState* push_context(const SpanContext& context) noexcept;
@@ -245,12 +244,12 @@ LENS_ABI_NAMESPACE_END
 #if !defined(LENS_DISABLED)
 // A span for the rest of the scope, named `var` so the scope can add to it.
 #define LENS_SPAN_NAMED(var, group, name, ...) \
-  ::lens::ScopedSpan var;                       \
+  ::lens::ScopedSpan var;                      \
   if (LENS_GROUP_ENABLED(group)) var.start(group, name, {__VA_ARGS__})
 // The same, recorded only when `cond` holds too (evaluated only when the group is enabled):
 // LENS_SPAN_NAMED_IF(span, rank == 0, group, "name", ...).
 #define LENS_SPAN_NAMED_IF(var, cond, group, name, ...) \
-  ::lens::ScopedSpan var;                                \
+  ::lens::ScopedSpan var;                               \
   if (LENS_GROUP_ENABLED(group) && (cond)) var.start(group, name, {__VA_ARGS__})
 #else
 namespace lens::internal {
@@ -260,12 +259,12 @@ namespace lens::internal {
 char check_span_arguments(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes) noexcept;
 char check_condition(bool condition) noexcept;
 }  // namespace lens::internal
-#define LENS_SPAN_NAMED(var, group, name, ...)  \
-  [[maybe_unused]] ::lens::ScopedSpan var;       \
+#define LENS_SPAN_NAMED(var, group, name, ...) \
+  [[maybe_unused]] ::lens::ScopedSpan var;     \
   static_cast<void>(sizeof(::lens::internal::check_span_arguments(group, name, {__VA_ARGS__})))
-#define LENS_SPAN_NAMED_IF(var, cond, group, name, ...)                                            \
-  [[maybe_unused]] ::lens::ScopedSpan var;                                                         \
-  static_cast<void>(sizeof(::lens::internal::check_condition(cond)) +                              \
+#define LENS_SPAN_NAMED_IF(var, cond, group, name, ...)               \
+  [[maybe_unused]] ::lens::ScopedSpan var;                            \
+  static_cast<void>(sizeof(::lens::internal::check_condition(cond)) + \
                     sizeof(::lens::internal::check_span_arguments(group, name, {__VA_ARGS__})))
 #endif
 
@@ -273,6 +272,5 @@ char check_condition(bool condition) noexcept;
 #define LENS_SPAN(group, name, ...) \
   LENS_SPAN_NAMED(LENS_INTERNAL_CONCAT(lens_span_, __LINE__), group, name __VA_OPT__(, ) __VA_ARGS__)
 // The same, recorded only when `cond` holds too: LENS_SPAN_IF(is_last_stage, group, "name", ...).
-#define LENS_SPAN_IF(cond, group, name, ...)                                                    \
-  LENS_SPAN_NAMED_IF(LENS_INTERNAL_CONCAT(lens_span_, __LINE__), cond, group, name __VA_OPT__(, ) \
-                         __VA_ARGS__)
+#define LENS_SPAN_IF(cond, group, name, ...) \
+  LENS_SPAN_NAMED_IF(LENS_INTERNAL_CONCAT(lens_span_, __LINE__), cond, group, name __VA_OPT__(, ) __VA_ARGS__)

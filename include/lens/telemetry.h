@@ -12,8 +12,8 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,7 +29,7 @@
 
 namespace lens {
 
-// Attributes the consumer adds to the resource (SPEC §5, layer 2).
+// Attributes the consumer adds to the resource (CONTRACT §5, layer 2).
 using ResourceValue = std::variant<std::string, bool, std::int64_t, double>;
 using ResourceAttributes = std::vector<std::pair<std::string, ResourceValue>>;
 
@@ -38,7 +38,7 @@ inline constexpr std::chrono::milliseconds kDefaultShutdownTimeout{5000};
 namespace internal {
 struct TelemetryState;
 struct TelemetryAccess;
-}
+}  // namespace internal
 
 // What happened to the log records of a setup; after shutdown produced == exported + dropped().
 struct LogStats {
@@ -103,7 +103,7 @@ class LENS_API Telemetry {
   // Span and log record counts (all zero where nothing is exported).
   SpanStats span_stats() const;
   LogStats log_stats() const;
-  // The run id every rank of the job shares (SPEC §5); empty where telemetry is off.
+  // The run id every rank of the job shares (CONTRACT §5); empty where telemetry is off.
   const std::string& run_id() const;
   // Ends this setup within `timeout`: flushes what is queued and stops what was started. Idempotent, safe from
   // any thread. Returns false when something could not finish in time.
@@ -146,9 +146,7 @@ class Telemetry {
   std::string run_id_;
 };
 
-inline Telemetry setup_telemetry(const Config&, const SetupOptions& = {}) {
-  return {};
-}
+inline Telemetry setup_telemetry(const Config&, const SetupOptions& = {}) { return {}; }
 
 #endif
 

@@ -1,4 +1,4 @@
-// lens/worker.h: telemetry for a helper process of a training rank (SPEC §9), such as a checkpoint writer.
+// lens/worker.h: telemetry for a helper process of a training rank (CONTRACT §9), such as a checkpoint writer.
 //
 // The rank builds a bootstrap and hands it to the worker (a pipe, a file, an environment variable); the worker
 // sets telemetry up from it and so reports with the rank's service name, span groups, rank, run id and
@@ -29,14 +29,14 @@ namespace lens {
 LENS_ABI_NAMESPACE_BEGIN
 
 struct LENS_API WorkerBootstrap {
-  bool enabled = false;                           // the rank exports telemetry
+  bool enabled = false;  // the rank exports telemetry
   std::string service_name;
   std::string span_groups;                        // the spec the rank was configured with
   std::vector<std::string> resolved_span_groups;  // the groups it resolved to, in catalogue order
   int rank = 0, world_size = 1;
   std::string run_id;
-  ResourceAttributes resource_attrs;              // the consumer's attributes (the same function as the rank's)
-  SpanContext link;                               // the span the worker's spans link to (invalid: none)
+  ResourceAttributes resource_attrs;  // the consumer's attributes (the same function as the rank's)
+  SpanContext link;                   // the span the worker's spans link to (invalid: none)
 
   // Text of `key=value` lines with %XX escapes: safe in a pipe, a file or an environment variable.
   std::string serialize() const;

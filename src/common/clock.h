@@ -40,8 +40,8 @@ void init_clock() noexcept;
 // and spans converted in one batch share one map.
 class TimeMap {
  public:
-  TimeMap() noexcept;                  // anchors now
-  void refresh() noexcept;             // re-measures the rate (export thread, once per batch)
+  TimeMap() noexcept;       // anchors now
+  void refresh() noexcept;  // re-measures the rate (export thread, once per batch)
   // Inline: the exporter converts two to four timestamps per span.
   std::uint64_t to_unix_nanos(std::uint64_t tick) const noexcept {
     double delta = static_cast<double>(static_cast<std::int64_t>(tick - tick0_)) * nanos_per_tick_;

@@ -1,8 +1,9 @@
+#include "lens/config.h"
+
 #include <string>
 
 #include "common/text.h"
 #include "config/env.h"
-#include "lens/config.h"
 #include "lens/ranks.h"
 #include "lens/sampling.h"
 
@@ -54,16 +55,16 @@ void read_lens_keys(const EnvReader& env, Config& c) {
 
 void read_sampler(const EnvReader& env, Config& c) {
   if (auto v = env.get("OTEL_TRACES_SAMPLER")) {
-    c.traces_sampler = parse_choice<TracesSampler>(
-        *v, {{"always_on", TracesSampler::kAlwaysOn},
-             {"always_off", TracesSampler::kAlwaysOff},
-             {"traceidratio", TracesSampler::kTraceIdRatio},
-             {"parentbased_always_on", TracesSampler::kParentBasedAlwaysOn},
-             {"parentbased_always_off", TracesSampler::kParentBasedAlwaysOff},
-             {"parentbased_traceidratio", TracesSampler::kParentBasedTraceIdRatio}});
+    c.traces_sampler =
+        parse_choice<TracesSampler>(*v, {{"always_on", TracesSampler::kAlwaysOn},
+                                         {"always_off", TracesSampler::kAlwaysOff},
+                                         {"traceidratio", TracesSampler::kTraceIdRatio},
+                                         {"parentbased_always_on", TracesSampler::kParentBasedAlwaysOn},
+                                         {"parentbased_always_off", TracesSampler::kParentBasedAlwaysOff},
+                                         {"parentbased_traceidratio", TracesSampler::kParentBasedTraceIdRatio}});
   }
-  bool uses_ratio = c.traces_sampler == TracesSampler::kTraceIdRatio ||
-                    c.traces_sampler == TracesSampler::kParentBasedTraceIdRatio;
+  bool uses_ratio =
+      c.traces_sampler == TracesSampler::kTraceIdRatio || c.traces_sampler == TracesSampler::kParentBasedTraceIdRatio;
   // The argument means something only to the ratio samplers; the specification ignores it elsewhere.
   if (auto v = env.get("OTEL_TRACES_SAMPLER_ARG"); v && uses_ratio) c.traces_sampler_ratio = parse_number(*v, 0, 1);
 }
@@ -107,14 +108,14 @@ void read_metrics(const EnvReader& env, Config& c) {
   if (auto v = env.get("OTEL_METRIC_EXPORT_TIMEOUT")) c.metric_export_timeout_ms = parse_duration_ms(*v, 0);
   if (auto v = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")) {
     c.metrics_temporality = parse_choice<Temporality>(*v, {{"cumulative", Temporality::kCumulative},
-                                                          {"delta", Temporality::kDelta},
-                                                          {"lowmemory", Temporality::kLowMemory}});
+                                                           {"delta", Temporality::kDelta},
+                                                           {"lowmemory", Temporality::kLowMemory}});
   }
   if (auto v = env.get("OTEL_METRICS_EXPORTER")) {
     c.metrics_exporter = parse_choice<MetricsExporter>(*v, {{"otlp", MetricsExporter::kOtlp},
-                                                           {"prometheus", MetricsExporter::kPrometheus},
-                                                           {"console", MetricsExporter::kConsole},
-                                                           {"none", MetricsExporter::kNone}});
+                                                            {"prometheus", MetricsExporter::kPrometheus},
+                                                            {"console", MetricsExporter::kConsole},
+                                                            {"none", MetricsExporter::kNone}});
   }
   if (auto v = env.get("OTEL_EXPORTER_PROMETHEUS_HOST")) c.prometheus_host = v->text;
   if (auto v = env.get("OTEL_EXPORTER_PROMETHEUS_PORT")) c.prometheus_port = static_cast<int>(parse_int(*v, 1, 65535));
@@ -129,8 +130,8 @@ OtlpSignalConfig read_otlp(const EnvReader& env, std::string_view signal) {
   OtlpSignalConfig s;
   if (auto v = pick("PROTOCOL")) {
     s.protocol = parse_choice<OtlpProtocol>(*v, {{"grpc", OtlpProtocol::kGrpc},
-                                                {"http/protobuf", OtlpProtocol::kHttpProtobuf},
-                                                {"http/json", OtlpProtocol::kHttpJson}});
+                                                 {"http/protobuf", OtlpProtocol::kHttpProtobuf},
+                                                 {"http/json", OtlpProtocol::kHttpJson}});
   }
   if (auto v = pick("ENDPOINT")) {
     s.endpoint = v->text;

@@ -1,10 +1,11 @@
+#include "lens/config.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
 #include "config/env.h"
-#include "lens/config.h"
 #include "lens/megatron.h"
 #include "lens/ranks.h"
 #include "lens/sampling.h"
@@ -182,10 +183,10 @@ TEST(ConfigStrategies, RankStrategyAndItsAlias) {
   EXPECT_EQ(alias.rank_strategy, "sampled");
   EXPECT_EQ(alias.rank_strategy_source, "MEGATRON_OTEL_EXPORT_STRATEGY");
   // The key beats its alias under one prefix; the primary prefix's alias beats the fallback's key.
-  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_RANK_STRATEGY", "all_ranks"},
-                             {"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}})
-                .rank_strategy,
-            "all_ranks");
+  EXPECT_EQ(
+      megatron_config({{"MEGATRON_OTEL_RANK_STRATEGY", "all_ranks"}, {"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}})
+          .rank_strategy,
+      "all_ranks");
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}, {"NEMO_LENS_RANK_STRATEGY", "all_ranks"}})
                 .rank_strategy,
             "sampled");
@@ -318,9 +319,8 @@ TEST(ConfigOtlp, PerSignalBeatsGeneral) {
 }
 
 TEST(ConfigOtlp, HeadersArePercentDecoded) {
-  Config c = megatron_config(
-      {{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20s3cret, x-team = ml ,"},
-       {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=k%3Dv"}});
+  Config c = megatron_config({{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20s3cret, x-team = ml ,"},
+                              {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=k%3Dv"}});
   ASSERT_EQ(c.otlp_metrics.headers.size(), 2u);
   EXPECT_EQ(c.otlp_metrics.headers[0], (std::pair<std::string, std::string>{"Authorization", "Bearer s3cret"}));
   EXPECT_EQ(c.otlp_metrics.headers[1], (std::pair<std::string, std::string>{"x-team", "ml"}));

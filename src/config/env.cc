@@ -25,7 +25,7 @@ std::optional<EnvValue> EnvReader::get(std::string_view name) const {
   std::optional<std::string> raw = lookup_(variable);
   if (!raw) return std::nullopt;
   std::string_view text = trim(*raw);
-  if (text.empty()) return std::nullopt;  // empty means unset (SPEC §2)
+  if (text.empty()) return std::nullopt;  // empty means unset (CONTRACT §2)
   return EnvValue{std::string(text), std::move(variable)};
 }
 
@@ -45,13 +45,17 @@ void throw_invalid(const EnvValue& value, std::string_view expected) {
 }
 
 bool parse_flag(const EnvValue& value) {
-  return parse_choice<bool>(value, {{"1", true}, {"true", true}, {"yes", true}, {"on", true},
-                                    {"0", false}, {"false", false}, {"no", false}, {"off", false}});
+  return parse_choice<bool>(value, {{"1", true},
+                                    {"true", true},
+                                    {"yes", true},
+                                    {"on", true},
+                                    {"0", false},
+                                    {"false", false},
+                                    {"no", false},
+                                    {"off", false}});
 }
 
-bool parse_otel_bool(const EnvValue& value) {
-  return parse_choice<bool>(value, {{"true", true}, {"false", false}});
-}
+bool parse_otel_bool(const EnvValue& value) { return parse_choice<bool>(value, {{"true", true}, {"false", false}}); }
 
 namespace {
 // The whole text as an integer in [min, max], else nullopt.
@@ -74,8 +78,8 @@ std::int64_t parse_int(const EnvValue& value, std::int64_t min, std::int64_t max
 
 std::int64_t parse_duration_ms(const EnvValue& value, std::int64_t min_ms) {
   if (auto n = integer_in(value, min_ms, kMaxDurationMs)) return *n;
-  throw_invalid(value, "milliseconds in [" + std::to_string(min_ms) + ", " + std::to_string(kMaxDurationMs) +
-                           "] (one day)");
+  throw_invalid(value,
+                "milliseconds in [" + std::to_string(min_ms) + ", " + std::to_string(kMaxDurationMs) + "] (one day)");
 }
 
 double parse_number(const EnvValue& value, double min, double max) {

@@ -5,7 +5,7 @@
 
 #include "common/text.h"
 #include "config/env.h"
-#include "export/exporters.h"
+#include "export/json_lines_exporter.h"
 #include "export/otlp_channel.h"
 #include "lens/context.h"
 #include "lens/megatron.h"
@@ -31,15 +31,32 @@ std::string value_or_config_error(const std::string& input, Parse&& parse) {
 }  // namespace
 
 const std::vector<std::string>& configuration_variables() {
-  static const std::vector<std::string> variables = {
-      "MEGATRON_OTEL_ENABLED", "MEGATRON_OTEL_SPAN_GROUPS", "MEGATRON_OTEL_RANK_STRATEGY", "MEGATRON_OTEL_EXPORT_RANK",
-      "MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "MEGATRON_OTEL_SAMPLING_STRATEGY", "MEGATRON_OTEL_EXPORTER",
-      "NEMO_LENS_TRACES_ENABLED", "OTEL_SDK_DISABLED", "OTEL_TRACES_SAMPLER", "OTEL_BSP_SCHEDULE_DELAY",
-      "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "OTEL_BLRP_EXPORT_TIMEOUT",
-      "OTEL_METRIC_EXPORT_INTERVAL", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS",
-      "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_COMPRESSION",
-      "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_PROMETHEUS_PORT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
-      "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"};
+  static const std::vector<std::string> variables = {"MEGATRON_OTEL_ENABLED",
+                                                     "MEGATRON_OTEL_SPAN_GROUPS",
+                                                     "MEGATRON_OTEL_RANK_STRATEGY",
+                                                     "MEGATRON_OTEL_EXPORT_RANK",
+                                                     "MEGATRON_OTEL_EXPORT_SAMPLE_RATE",
+                                                     "MEGATRON_OTEL_SAMPLING_STRATEGY",
+                                                     "MEGATRON_OTEL_EXPORTER",
+                                                     "NEMO_LENS_TRACES_ENABLED",
+                                                     "OTEL_SDK_DISABLED",
+                                                     "OTEL_TRACES_SAMPLER",
+                                                     "OTEL_BSP_SCHEDULE_DELAY",
+                                                     "OTEL_BSP_MAX_QUEUE_SIZE",
+                                                     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+                                                     "OTEL_BLRP_EXPORT_TIMEOUT",
+                                                     "OTEL_METRIC_EXPORT_INTERVAL",
+                                                     "OTEL_EXPORTER_OTLP_PROTOCOL",
+                                                     "OTEL_EXPORTER_OTLP_HEADERS",
+                                                     "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                                                     "OTEL_EXPORTER_OTLP_TIMEOUT",
+                                                     "OTEL_EXPORTER_OTLP_COMPRESSION",
+                                                     "OTEL_EXPORTER_OTLP_INSECURE",
+                                                     "OTEL_EXPORTER_PROMETHEUS_PORT",
+                                                     "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+                                                     "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+                                                     "OTEL_METRICS_EXPORTER",
+                                                     "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"};
   return variables;
 }
 

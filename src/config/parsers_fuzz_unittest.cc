@@ -4,13 +4,14 @@
 // ConfigError, never another exception, a crash or (under ASan+UBSan, where the core tests also run) undefined
 // behaviour. Fixed seed and iteration count: the same inputs every run, a bounded time in CI. The parsers' side is
 // parsers_fuzz.cc, shared with the coverage-guided libFuzzer target (parsers_fuzzer.cc).
+#include "config/parsers_fuzz.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 #include <vector>
 
-#include "config/parsers_fuzz.h"
 #include "lens/worker.h"
 
 namespace lens {
@@ -41,10 +42,22 @@ class Inputs {
     return pick(4) == 0 ? static_cast<char>(pick(256)) : kInteresting[pick(kInteresting.size())];
   }
   std::string random_text() {
-    static const std::vector<std::string> kPieces = {"99999999999999999999", "-1", "9223372036854775807", "0x10",
-                                                     "nan", "inf", "1e309", "%", "%0", "%zz", "%0d%0a", "=", ","};
+    static const std::vector<std::string> kPieces = {"99999999999999999999",
+                                                     "-1",
+                                                     "9223372036854775807",
+                                                     "0x10",
+                                                     "nan",
+                                                     "inf",
+                                                     "1e309",
+                                                     "%",
+                                                     "%0",
+                                                     "%zz",
+                                                     "%0d%0a",
+                                                     "=",
+                                                     ","};
     std::string s;
-    for (std::size_t n = pick(12); n > 0; --n) s += pick(3) == 0 ? kPieces[pick(kPieces.size())] : std::string(1, byte());
+    for (std::size_t n = pick(12); n > 0; --n)
+      s += pick(3) == 0 ? kPieces[pick(kPieces.size())] : std::string(1, byte());
     return s;
   }
   std::mt19937 random_;
@@ -54,8 +67,17 @@ constexpr int kIterations = 20000;
 
 TEST(ParsersFuzz, ConfigurationVariables) {
   const std::vector<std::string>& variables = fuzz::configuration_variables();
-  const std::vector<std::string> seeds = {"1", "all,-layer", "per_step", "all_ranks", "0.5", "5000", "grpc",
-                                          "authorization=Bearer%20x,k=v", "traceidratio", "gzip", "9464"};
+  const std::vector<std::string> seeds = {"1",
+                                          "all,-layer",
+                                          "per_step",
+                                          "all_ranks",
+                                          "0.5",
+                                          "5000",
+                                          "grpc",
+                                          "authorization=Bearer%20x,k=v",
+                                          "traceidratio",
+                                          "gzip",
+                                          "9464"};
   Inputs inputs(20261130);
   for (int i = 0; i < kIterations; ++i) {
     const std::string& variable = variables[inputs.pick(variables.size())];

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "signals/exporter.h"
 #include "export/otlp_json.h"
 #include "export/otlp_proto.h"
+#include "signals/exporter.h"
 #include "trace/record.h"
 
 namespace lens::internal {
@@ -39,7 +39,8 @@ class MemoryExporter final : public TelemetryExporter {
   explicit MemoryExporter(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
   ExportResult export_spans(const ExportBatch& batch, Deadline) override {
-    ExportResult r = keep(batch, encode_traces_json, encode_traces_proto, &Shared::requests, &Shared::span_protos, true);
+    ExportResult r =
+        keep(batch, encode_traces_json, encode_traces_proto, &Shared::requests, &Shared::span_protos, true);
     if (r == ExportResult::kSuccess) {
       std::lock_guard lock(shared_->mutex);
       shared_->spans += batch.spans.size();

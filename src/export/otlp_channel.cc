@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -148,7 +148,8 @@ RpcStatus parse_rpc_status_proto(std::string_view body) {
 std::string parse_rpc_status_message_json(std::string_view body) { return json_string_after(body, "\"message\""); }
 
 milliseconds bounded_retry_hint(std::uint64_t seconds, std::uint64_t nanos) {
-  constexpr auto kMaxSeconds = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryHint).count());
+  constexpr auto kMaxSeconds =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryHint).count());
   if (seconds >= kMaxSeconds) return kMaxRetryHint;
   milliseconds hint(seconds * 1000 + std::min<std::uint64_t>(nanos, 999999999) / 1000000);
   return std::clamp(hint, kMinRetryHint, kMaxRetryHint);
@@ -230,10 +231,11 @@ ExportResult OtlpChannel::send(std::string_view payload, std::size_t items, Dead
       return ExportResult::kFailure;
     }
     Attempt a = attempt(payload, timeout);
-    if (a.outcome == Attempt::Outcome::kDelivered) return ExportResult::delivered_with(take_partial_success(a.partial, items));
+    if (a.outcome == Attempt::Outcome::kDelivered)
+      return ExportResult::delivered_with(take_partial_success(a.partial, items));
     if (a.outcome == Attempt::Outcome::kRefused) {
-      log_warning_from(this, "OTLP %s export to %s was refused (%s); not retried, the batch is dropped",
-                       signal_.name, destination_.c_str(), a.error.c_str());
+      log_warning_from(this, "OTLP %s export to %s was refused (%s); not retried, the batch is dropped", signal_.name,
+                       destination_.c_str(), a.error.c_str());
       return ExportResult::kFailure;
     }
     // Exponential back-off with jitter, or the server's hint; never past the deadline.

@@ -1,7 +1,8 @@
 // What OTLP/HTTP and OTLP/gRPC share (OTLP exporter specification): one signal's destination, sending a
 // pre-encoded request with retries (exponential back-off with jitter, the server's retry hint honoured, never past
 // the deadline), the collector's partial-success answer (logged once per distinct message, its rejected items
-// counted, never retried), and failures logged at a bounded rate per channel. A transport only says what one attempt did.
+// counted, never retried), and failures logged at a bounded rate per channel. A transport only says what one attempt
+// did.
 #pragma once
 
 #include <chrono>
@@ -11,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "signals/exporter.h"
 #include "lens/config.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
 

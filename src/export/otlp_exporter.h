@@ -1,12 +1,12 @@
-// The OTLP exporter: each signal to its own destination over its own protocol (SPEC §7: the per-signal
+// The OTLP exporter: each signal to its own destination over its own protocol (CONTRACT §7: the per-signal
 // OTEL_EXPORTER_OTLP_<SIGNAL>_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, else grpc), encoded once into a reused
 // buffer on the background thread and sent by an OtlpChannel (HTTP or gRPC).
 #pragma once
 
 #include <memory>
 
-#include "signals/exporter.h"
 #include "lens/config.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
 

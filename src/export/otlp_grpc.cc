@@ -14,9 +14,10 @@ namespace {
 
 const char* code_name(grpc::StatusCode code) {
   static constexpr const char* kNames[] = {
-      "OK",           "CANCELLED",         "UNKNOWN",      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-      "OUT_OF_RANGE", "UNIMPLEMENTED",     "INTERNAL",     "UNAVAILABLE",      "DATA_LOSS",         "UNAUTHENTICATED"};
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   auto index = static_cast<std::size_t>(code);
   return index < std::size(kNames) ? kNames[index] : "UNKNOWN";
 }
@@ -39,7 +40,9 @@ Attempt::Outcome outcome_of(const grpc::Status& status, bool has_retry_info) {
 class GrpcChannel final : public OtlpChannel {
  public:
   GrpcChannel(const OtlpSignalConfig& settings, const OtlpSignal& signal, GrpcTarget target)
-      : OtlpChannel(settings, signal, (target.tls ? "https://" : "http://") + target.address), target_(std::move(target)), method_(signal.grpc_method) {
+      : OtlpChannel(settings, signal, (target.tls ? "https://" : "http://") + target.address),
+        target_(std::move(target)),
+        method_(signal.grpc_method) {
     if (target_.tls) {
       grpc::SslCredentialsOptions tls;
       if (!settings.certificate.empty()) tls.pem_root_certs = read_tls_file(settings.certificate, "CERTIFICATE");

@@ -1,12 +1,12 @@
 #include "export/otlp_http.h"
 
 #include <curl/curl.h>
+#include <strings.h>
 #include <zlib.h>
 
 #include <charconv>
 #include <cstdlib>
 #include <mutex>
-#include <strings.h>
 
 #include "common/text.h"
 #include "lens/version.h"

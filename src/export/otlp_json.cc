@@ -134,8 +134,12 @@ class Json {
         *p++ = static_cast<char>(c);
         ++i;
       } else if (c < 0x20) {
-        const char* named = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : c == '\b' ? "\\b"
-                          : c == '\f' ? "\\f" : nullptr;
+        const char* named = c == '\n'   ? "\\n"
+                            : c == '\t' ? "\\t"
+                            : c == '\r' ? "\\r"
+                            : c == '\b' ? "\\b"
+                            : c == '\f' ? "\\f"
+                                        : nullptr;
         if (named) {
           std::memcpy(p, named, 2);
           p += 2;

@@ -10,7 +10,7 @@
 #include <regex>
 #include <sstream>
 
-#include "export/exporters.h"
+#include "export/json_lines_exporter.h"
 #include "support/capture.h"
 
 namespace lens {
@@ -149,9 +149,14 @@ TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
   Config c = exporter_config(Exporter::kFile, dir);
   c.metrics_temporality = Temporality::kDelta;
   Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
-  megatron::record_training_metrics({.step_duration_ms = 310.0, .loss = 2.5, .throughput_tflops = 180.0,
-                                     .grad_norm = 1.25, .skipped_iters = 1, .learning_rate = 1e-4,
-                                     .tokens_per_sec = 52000.0, .memory_allocated_gb = 61.5});
+  megatron::record_training_metrics({.step_duration_ms = 310.0,
+                                     .loss = 2.5,
+                                     .throughput_tflops = 180.0,
+                                     .grad_norm = 1.25,
+                                     .skipped_iters = 1,
+                                     .learning_rate = 1e-4,
+                                     .tokens_per_sec = 52000.0,
+                                     .memory_allocated_gb = 61.5});
   { LENS_SPAN(mg::job, "one"); }
   ASSERT_TRUE(t.shutdown());
   std::ifstream in(dir + "/json-run/rank0.metrics.jsonl");
@@ -166,7 +171,7 @@ TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
   EXPECT_EQ(step["unit"], "ms");
   EXPECT_EQ(step["description"], "Duration of one training step in milliseconds.");
   ASSERT_TRUE(step.contains("histogram"));
-  EXPECT_EQ(step["histogram"]["aggregationTemporality"], 1);  // delta, as asked
+  EXPECT_EQ(step["histogram"]["aggregationTemporality"], 1);    // delta, as asked
   EXPECT_EQ(step["histogram"]["dataPoints"][0]["count"], "1");  // fixed64 as a string
   EXPECT_EQ(step["histogram"]["dataPoints"][0]["bucketCounts"].size(), 16u);
   for (const char* gauge : {"megatron.training.loss", "megatron.training.throughput_tflops",

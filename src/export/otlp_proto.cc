@@ -103,7 +103,9 @@ class ProtoWriter {
       default: return false;
     }
   }
-  LENS_ALWAYS_INLINE void string(int field, std::string_view, std::string_view v) { bytes(field, {}, v.data(), v.size()); }
+  LENS_ALWAYS_INLINE void string(int field, std::string_view, std::string_view v) {
+    bytes(field, {}, v.data(), v.size());
+  }
   LENS_ALWAYS_INLINE void bytes(int field, std::string_view, const void* data, std::size_t n) {
     char* p = reserve(n + 16);
     p = put_tag(p, field, kLength);
@@ -116,7 +118,9 @@ class ProtoWriter {
   LENS_ALWAYS_INLINE void real(int field, std::string_view, double v) { fixed(field, kFixed64, &v, 8); }
   LENS_ALWAYS_INLINE void fixed32(int field, std::string_view, std::uint32_t v) { fixed(field, kFixed32, &v, 4); }
   // int64: a negative value takes ten bytes, as protobuf writes it.
-  LENS_ALWAYS_INLINE void int64(int field, std::string_view, std::int64_t v) { varint_field(field, static_cast<std::uint64_t>(v)); }
+  LENS_ALWAYS_INLINE void int64(int field, std::string_view, std::int64_t v) {
+    varint_field(field, static_cast<std::uint64_t>(v));
+  }
   LENS_ALWAYS_INLINE void uint32(int field, std::string_view, std::uint32_t v) { varint_field(field, v); }
   LENS_ALWAYS_INLINE void enumeration(int field, std::string_view, int v) {
     varint_field(field, static_cast<std::uint64_t>(static_cast<std::int64_t>(v)));
@@ -233,7 +237,7 @@ class ProtoWriter {
   static_assert(std::size(kLengthBytes) == kMaxDepth);
   std::size_t frames_[kMaxDepth];  // offsets where each open message's content starts
   std::size_t depth_ = 0;
-  int lists_[kMaxDepth];           // field numbers of the open repeated fields
+  int lists_[kMaxDepth];  // field numbers of the open repeated fields
   std::size_t list_depth_ = 0;
 };
 

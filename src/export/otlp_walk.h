@@ -16,9 +16,9 @@
 #include <string_view>
 #include <variant>
 
-#include "signals/exporter.h"
 #include "lens/internal/visibility.h"
 #include "lens/version.h"
+#include "signals/exporter.h"
 #include "trace/record.h"
 
 namespace lens::internal::otlp {
@@ -231,7 +231,9 @@ void metric(W& w, const MetricData& m) {
   if (!m.unit.empty()) w.string(3, "unit", m.unit);
   const int temporality = m.delta ? 1 : 2;  // AGGREGATION_TEMPORALITY_DELTA = 1, CUMULATIVE = 2
   if (m.kind == InstrumentKind::kHistogram) {
-    w.begin(9, "histogram");  // HistogramDataPoint { attributes 9, ..., count 4, sum 5, buckets 6, bounds 7, min 11, max 12 }
+    w.begin(
+        9,
+        "histogram");  // HistogramDataPoint { attributes 9, ..., count 4, sum 5, buckets 6, bounds 7, min 11, max 12 }
     w.begin_list(1, "dataPoints");
     for (const MetricPoint& p : m.points) {
       point_head(w, 9, p);

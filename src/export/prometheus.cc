@@ -29,9 +29,9 @@ std::string sanitize(std::string_view name) {
 // The OpenTelemetry-to-Prometheus unit words; annotations such as {span} add nothing.
 std::string unit_word(const MetricData& m) {
   static const std::pair<const char*, const char*> kUnits[] = {
-      {"ms", "milliseconds"}, {"s", "seconds"}, {"us", "microseconds"}, {"ns", "nanoseconds"}, {"min", "minutes"},
-      {"h", "hours"},         {"By", "bytes"},  {"KiBy", "kibibytes"},  {"MiBy", "mebibytes"}, {"GiBy", "gibibytes"},
-      {"%", "percent"}};
+      {"ms", "milliseconds"}, {"s", "seconds"},      {"us", "microseconds"}, {"ns", "nanoseconds"},
+      {"min", "minutes"},     {"h", "hours"},        {"By", "bytes"},        {"KiBy", "kibibytes"},
+      {"MiBy", "mebibytes"},  {"GiBy", "gibibytes"}, {"%", "percent"}};
   if (m.unit.empty() || m.unit.front() == '{') return {};
   if (m.unit == "1") return m.kind == InstrumentKind::kGauge ? "ratio" : "";
   for (auto [unit, word] : kUnits)
@@ -178,11 +178,11 @@ class MicrohttpdEndpoint final : public PrometheusEndpoint {
       : resource_(resource), metrics_(metrics) {
     const int fd = listen_socket(config.prometheus_host, config.prometheus_port);
     if (fd >= 0) {
-      daemon_ = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, nullptr, nullptr, &MicrohttpdEndpoint::answer, this,
-                                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerAddress,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, kIdleSeconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                 kConnectionMemory, MHD_OPTION_END);
+      daemon_ =
+          MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, nullptr, nullptr, &MicrohttpdEndpoint::answer, this,
+                           MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
+                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerAddress, MHD_OPTION_CONNECTION_TIMEOUT,
+                           kIdleSeconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemory, MHD_OPTION_END);
       if (daemon_ == nullptr) ::close(fd);
     }
     if (daemon_ == nullptr) {

@@ -1,26 +1,26 @@
 // The Prometheus exposition: names, labels, target_info, histograms, and the endpoint itself (bind errors,
 // a scrape over HTTP).
+#include "export/prometheus.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <poll.h>
-#include <csignal>
-
-#include "support/net.h"
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "export/prometheus.h"
+#include <csignal>
+
 #include "lens/megatron.h"
 #include "lens/metrics.h"
 #include "support/capture.h"
+#include "support/net.h"
 
 namespace lens {
 namespace {
 
 using internal::MetricData;
 using internal::MetricPoint;
-
 
 MetricData data(std::string name, std::string unit, InstrumentKind kind) {
   MetricData m{std::move(name), std::move(unit), "", kind, false, kind == InstrumentKind::kCounter, false, {}, {}};
@@ -232,8 +232,10 @@ TEST(PrometheusEndpoint, IdleConnectionsNeitherStarveAScrapeNorHoldTheRank) {
   EXPECT_NE(answer.find("lens_spans_dropped_total{"), std::string::npos);
   auto eventually = [](auto done, std::chrono::seconds limit) {
     for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;)
-      if (done()) return true;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (done())
+        return true;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return done();
   };
   EXPECT_TRUE(eventually([&] { return still_open(idle) <= 16; }, std::chrono::seconds(1)))

@@ -1,3 +1,5 @@
+#include "lens/groups.h"
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -5,7 +7,6 @@
 #include "common/text.h"
 #include "groups/switch.h"
 #include "lens/config.h"
-#include "lens/groups.h"
 
 namespace lens {
 

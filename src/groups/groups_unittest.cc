@@ -1,3 +1,5 @@
+#include "lens/groups.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -6,7 +8,6 @@
 
 #include "groups/switch.h"
 #include "lens/config.h"
-#include "lens/groups.h"
 #include "lens/megatron.h"
 
 namespace lens {
@@ -20,8 +21,8 @@ static_assert(!std::is_convertible_v<int, SpanGroup>, "is_enabled(3) must not co
 TEST(Catalogue, BaseHasTheEightGroupsInOrder) {
   constexpr Catalogue c = base_catalogue();
   ASSERT_EQ(c.group_count(), 8u);
-  const char* names[] = {"job", "checkpoint", "evaluate", "model_init", "load_checkpoint", "step",
-                         "forward_backward", "optimizer"};
+  const char* names[] = {"job",  "checkpoint",       "evaluate", "model_init", "load_checkpoint",
+                         "step", "forward_backward", "optimizer"};
   for (std::uint8_t i = 0; i < 8; ++i) EXPECT_EQ(c.group_name(SpanGroup(i)), names[i]);
   EXPECT_EQ(c.group_name(group::optimizer), "optimizer");
 }
@@ -41,9 +42,9 @@ TEST(Catalogue, MegatronHasSixteenGroupsAndItsOwnPresets) {
   EXPECT_EQ(c.group_name(mg::trace_region), "trace_region");
   const GroupSet production{mg::job, mg::checkpoint, mg::evaluate, mg::first_iteration, mg::inference};
   EXPECT_EQ(c.find_preset("default")->groups, production);
-  const GroupSet per_step = production | GroupSet{mg::model_init, mg::load_checkpoint, mg::step,
-                                                  mg::forward_backward, mg::optimizer, mg::communication,
-                                                  mg::data_loading};
+  const GroupSet per_step =
+      production | GroupSet{mg::model_init, mg::load_checkpoint, mg::step,        mg::forward_backward,
+                            mg::optimizer,  mg::communication,   mg::data_loading};
   EXPECT_EQ(c.find_preset("per_step")->groups, per_step);
   for (const char* name : {"all", "profiling", "full"}) EXPECT_EQ(c.find_preset(name)->groups, c.all()) << name;
   // Only `all` has the finest groups.

@@ -17,8 +17,8 @@ void emit_log(int severity_number, std::string_view severity_text, std::string_v
   LogQueue* queue = g_log_queue.load(std::memory_order_acquire);
   if (queue == nullptr) return;
   LogRecordData r;
-  r.time_unix_nanos = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count());
+  r.time_unix_nanos =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count());
   r.observed_unix_nanos = unix_nanos_now();
   r.severity_number = severity_number;
   r.severity_text = std::string(severity_text);

@@ -1,9 +1,10 @@
 // Log records: correlation with the active span, the spdlog sink, drops under a flood, and nothing at all
 // where logs are off.
+#include "lens/log.h"
+
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include "lens/log.h"
 #include "lens/spdlog_sink.h"
 #include "support/capture.h"
 

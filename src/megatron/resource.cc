@@ -1,6 +1,7 @@
+#include "lens/resource.h"
+
 #include "config/env.h"
 #include "lens/megatron.h"
-#include "lens/resource.h"
 #include "resource/resource.h"
 
 namespace lens::megatron {
@@ -19,7 +20,9 @@ ResourceAttributes resource_attributes(const TrainingArgs& a) {
       {"megatron.train_iters", a.train_iters},
       {"megatron.micro_batch_size", std::int64_t{a.micro_batch_size}},
       {"megatron.ckpt_format", a.ckpt_format},
-      {"megatron.precision", std::string(a.fp16 ? "fp16" : a.bf16 ? "bf16" : "fp32")},
+      {"megatron.precision", std::string(a.fp16   ? "fp16"
+                                         : a.bf16 ? "bf16"
+                                                  : "fp32")},
   };
   if (std::optional<GpuIdentity> gpu = detect_gpu_identity(a.local_rank)) {
     r.emplace_back("dl.gpu.index", std::int64_t{gpu->index});
@@ -29,7 +32,8 @@ ResourceAttributes resource_attributes(const TrainingArgs& a) {
     r.emplace_back("dl.gpu.pci_bus_id", gpu->pci_bus_id);
   }
   internal::EnvReader env(internal::process_env(), "", "");
-  for (auto [key, variable] : {std::pair{"slurm.job.id", "SLURM_JOB_ID"}, {"slurm.cluster", "SLURM_CLUSTER_NAME"},
+  for (auto [key, variable] : {std::pair{"slurm.job.id", "SLURM_JOB_ID"},
+                               {"slurm.cluster", "SLURM_CLUSTER_NAME"},
                                {"slurm.array.job_id", "SLURM_ARRAY_JOB_ID"},
                                {"slurm.array.task_id", "SLURM_ARRAY_TASK_ID"},
                                {"slurm.restart_count", "SLURM_RESTART_COUNT"}}) {
@@ -38,7 +42,8 @@ ResourceAttributes resource_attributes(const TrainingArgs& a) {
   RunUuids ids = run_uuids();
   r.emplace_back("nemo.lens.job_uuid", ids.job_uuid);
   r.emplace_back("nemo.lens.run_uuid", ids.run_uuid);
-  if (ids.torchelastic_restart_count) r.emplace_back("slurm.torchelastic.restart_count", *ids.torchelastic_restart_count);
+  if (ids.torchelastic_restart_count)
+    r.emplace_back("slurm.torchelastic.restart_count", *ids.torchelastic_restart_count);
   return r;
 }
 

@@ -6,13 +6,13 @@ namespace lens::megatron {
 namespace {
 
 struct Instruments {
-  metrics::Histogram<double> step_duration = metrics::histogram<double>(
-      "megatron.training.step_duration_ms",
-      {.description = "Duration of one training step in milliseconds.", .unit = "ms"});
+  metrics::Histogram<double> step_duration =
+      metrics::histogram<double>("megatron.training.step_duration_ms",
+                                 {.description = "Duration of one training step in milliseconds.", .unit = "ms"});
   metrics::Gauge<double> loss =
       metrics::gauge<double>("megatron.training.loss", {.description = "Training loss value at each log interval."});
-  metrics::Gauge<double> throughput = metrics::gauge<double>(
-      "megatron.training.throughput_tflops", {.description = "Training throughput in TFLOP/s/GPU."});
+  metrics::Gauge<double> throughput = metrics::gauge<double>("megatron.training.throughput_tflops",
+                                                             {.description = "Training throughput in TFLOP/s/GPU."});
   metrics::Gauge<double> grad_norm =
       metrics::gauge<double>("megatron.training.grad_norm", {.description = "Global gradient norm."});
   metrics::Counter<std::int64_t> skipped = metrics::counter<std::int64_t>(
@@ -21,8 +21,8 @@ struct Instruments {
       metrics::gauge<double>("megatron.training.learning_rate", {.description = "Current learning rate."});
   metrics::Gauge<double> tokens_per_sec = metrics::gauge<double>(
       "megatron.training.tokens_per_sec", {.description = "Training throughput in tokens/second."});
-  metrics::Gauge<double> memory = metrics::gauge<double>(
-      "megatron.training.memory_allocated_gb", {.description = "Peak memory allocated in GB."});
+  metrics::Gauge<double> memory =
+      metrics::gauge<double>("megatron.training.memory_allocated_gb", {.description = "Peak memory allocated in GB."});
 };
 
 Instruments& instruments() {

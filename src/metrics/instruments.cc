@@ -84,12 +84,14 @@ std::pair<std::string, MetricAttributes> own(std::initializer_list<Attribute> at
   for (const auto& [k, v] : out) {
     text += k;
     text += '\x1f';
-    std::visit([&](const auto& x) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
-        text += x;
-      else
-        text += std::to_string(x);
-    }, v);
+    std::visit(
+        [&](const auto& x) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
+            text += x;
+          else
+            text += std::to_string(x);
+        },
+        v);
     text += '\x1e';
   }
   return {std::move(text), std::move(out)};
@@ -151,11 +153,10 @@ Instrument* find_or_create_instrument(std::string_view name, std::string_view un
     return it->second.get();
   }
   std::vector<double> sorted(bounds.begin(), bounds.end());
-  if (!std::is_sorted(sorted.begin(), sorted.end()) ||
-      std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+  if (!std::is_sorted(sorted.begin(), sorted.end()) || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     throw std::invalid_argument("lens: histogram bounds of '" + std::string(name) + "' must increase strictly");
-  auto instrument = std::make_unique<Instrument>(std::string(name), std::string(unit), std::string(description),
-                                                 kind, integer, std::move(sorted));
+  auto instrument = std::make_unique<Instrument>(std::string(name), std::string(unit), std::string(description), kind,
+                                                 integer, std::move(sorted));
   Instrument* raw = instrument.get();
   r.instruments.emplace(std::string(name), std::move(instrument));
   return raw;
@@ -191,7 +192,7 @@ std::vector<MetricData> MetricCollector::collect() {
     // Delta for counters and histograms when asked (lowmemory too); up-down counters stay cumulative, as the
     // specification's preference table says; gauges are last values either way.
     bool delta = monotonic_sum && temporality_ != Temporality::kCumulative;
-    MetricData d{i.name, i.unit, i.description, i.kind, i.integer, i.kind == InstrumentKind::kCounter, delta,
+    MetricData d{i.name,   i.unit, i.description, i.kind, i.integer, i.kind == InstrumentKind::kCounter, delta,
                  i.bounds, {}};
     auto emit = [&](const std::string& key, MetricAttributes attributes, const Series& s) {
       if (!has_data(i, s)) return;

@@ -1,4 +1,4 @@
-// Instruments, their series and the collection of a snapshot (SPEC §8).
+// Instruments, their series and the collection of a snapshot (CONTRACT §8).
 #pragma once
 
 #include <atomic>
@@ -21,7 +21,7 @@ struct Series {
   explicit Series(std::size_t buckets) : bucket_counts(buckets) {}
   std::atomic<std::int64_t> int_value{0};
   std::atomic<double> double_value{0};
-  std::atomic<bool> has_value{false};  // gauges: recorded at least once
+  std::atomic<bool> has_value{false};                     // gauges: recorded at least once
   std::vector<std::atomic<std::uint64_t>> bucket_counts;  // histograms: one more than the bounds
   std::atomic<std::uint64_t> count{0};
   std::atomic<double> min{0}, max{0};
@@ -42,8 +42,13 @@ struct Instrument {
   std::atomic<std::uint64_t> overflowed{0};  // measurements sent to the overflow series
 
   Instrument(std::string n, std::string u, std::string d, InstrumentKind k, bool i, std::vector<double> b)
-      : name(std::move(n)), unit(std::move(u)), description(std::move(d)), kind(k), integer(i),
-        bounds(std::move(b)), plain(bounds.size() + 1) {}
+      : name(std::move(n)),
+        unit(std::move(u)),
+        description(std::move(d)),
+        kind(k),
+        integer(i),
+        bounds(std::move(b)),
+        plain(bounds.size() + 1) {}
 };
 
 // Collects every instrument that has data, with the temporality asked for. Keeps what delta needs (the

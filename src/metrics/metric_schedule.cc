@@ -83,8 +83,15 @@ void append_span_metrics(const SpanStats& s, std::uint64_t start_unix_nanos, std
            {"export_failed", s.dropped_export_failed},
            {"rejected", s.rejected_by_collector}});
   counter("lens.export.failures", "{call}", "Export calls that failed.", {{nullptr, s.export_failures}});
-  MetricData fill{"lens.queue.fill", "{span}", "Spans waiting in the queues at collection.", InstrumentKind::kGauge,
-                  true, false, false, {}, {}};
+  MetricData fill{"lens.queue.fill",
+                  "{span}",
+                  "Spans waiting in the queues at collection.",
+                  InstrumentKind::kGauge,
+                  true,
+                  false,
+                  false,
+                  {},
+                  {}};
   fill.points.push_back(point(static_cast<std::int64_t>(s.queued), 0, now));  // a gauge has no start time
   out.push_back(std::move(fill));
 }

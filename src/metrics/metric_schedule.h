@@ -51,9 +51,9 @@ class MetricSchedule {
   const SpanCounts span_counts_;
   const std::uint64_t start_unix_nanos_;
 
-  MetricCollector push_collector_;  // the export thread's only
-  std::chrono::steady_clock::time_point next_push_;  // the export thread's only
-  std::mutex pull_mutex_;  // guards pull_collector_ (Prometheus scrapes may overlap)
+  MetricCollector push_collector_;                            // the export thread's only
+  std::chrono::steady_clock::time_point next_push_;           // the export thread's only
+  std::mutex pull_mutex_;                                     // guards pull_collector_ (Prometheus scrapes may overlap)
   MetricCollector pull_collector_{Temporality::kCumulative};  // Prometheus scrapes: always cumulative
   std::atomic<std::uint64_t> export_failures_{0};
 };

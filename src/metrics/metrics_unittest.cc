@@ -1,9 +1,10 @@
 // Instruments, aggregation and temporality, as a collector sees them.
+#include "lens/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "lens/metrics.h"
 #include "metrics/instruments.h"
 #include "support/alloc_counter.h"
 

@@ -7,8 +7,8 @@
 
 #include "common/registry.h"
 #include "common/text.h"
-#include "ranks/detect.h"
 #include "lens/config.h"
+#include "ranks/detect.h"
 
 namespace lens {
 
@@ -46,17 +46,17 @@ RankInfo detect_rank_info_from(const EnvLookup& lookup, std::optional<int> rank,
                                std::optional<int> local_rank) {
   EnvReader env(lookup, "", "");
   RankInfo info;
-  info.rank = rank ? *rank
-                   : launcher_value(env, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0).value_or(0);
+  info.rank =
+      rank ? *rank : launcher_value(env, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0).value_or(0);
   info.world_size =
-      world_size ? *world_size
-                 : launcher_value(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1)
-                       .value_or(1);
+      world_size
+          ? *world_size
+          : launcher_value(env, {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1).value_or(1);
   info.local_rank =
-      local_rank ? *local_rank
-                 : launcher_value(env, {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"},
-                                  0)
-                       .value_or(0);
+      local_rank
+          ? *local_rank
+          : launcher_value(env, {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}, 0)
+                .value_or(0);
   if (info.world_size < 1 || info.rank < 0 || info.rank >= info.world_size || info.local_rank < 0) {
     throw ConfigError("lens: inconsistent ranks: rank " + std::to_string(info.rank) + ", world size " +
                       std::to_string(info.world_size) + ", local rank " + std::to_string(info.local_rank) +

@@ -1,9 +1,10 @@
+#include "lens/ranks.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "lens/config.h"
-#include "lens/ranks.h"
 #include "ranks/detect.h"
 
 namespace lens {
@@ -55,7 +56,8 @@ TEST(Registry, CustomStrategyRegistersOverridesAndUnregisters) {
   EXPECT_TRUE(has_rank_strategy("odd"));
   EXPECT_TRUE(rank_exports("odd", {{1, 8, 1}}));
   EXPECT_THROW(register_rank_strategy("odd", [](const RankStrategyInput&) { return true; }), std::invalid_argument);
-  register_rank_strategy("odd", [](const RankStrategyInput&) { return false; }, /*allow_override=*/true);
+  register_rank_strategy(
+      "odd", [](const RankStrategyInput&) { return false; }, /*allow_override=*/true);
   EXPECT_FALSE(rank_exports("odd", {{1, 8, 1}}));
   unregister_rank_strategy("odd");
   EXPECT_FALSE(has_rank_strategy("odd"));
@@ -92,8 +94,7 @@ TEST(Detect, NoLauncherMeansRankZeroOfOne) { EXPECT_EQ(detect({}), (RankInfo{0, 
 TEST(Detect, EachLauncher) {
   EXPECT_EQ(detect({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}}), (RankInfo{5, 8, 1}));
   EXPECT_EQ(detect({{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"}}), (RankInfo{9, 16, 1}));
-  EXPECT_EQ(detect({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}}),
+  EXPECT_EQ(detect({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}}),
             (RankInfo{2, 4, 0}));
   EXPECT_EQ(detect({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}}), (RankInfo{3, 4, 0}));
 }

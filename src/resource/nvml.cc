@@ -47,7 +47,7 @@ Nvml* nvml() {
   std::lock_guard lock(g_mutex);
   if (g_tried) return g_loaded;
   g_tried = true;
-  g_loaded = [] () -> Nvml* {
+  g_loaded = []() -> Nvml* {
     const char* path = std::getenv("LENS_NVML_LIBRARY");
     void* library = dlopen(path && *path ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (library == nullptr) return nullptr;

@@ -155,12 +155,15 @@ ResourceAttributes parse_resource_attributes(const std::string& raw) {
     ++position;
     if (trim(entry).empty()) continue;
     std::size_t eq = entry.find('=');
-    std::optional<std::string> key = eq == std::string_view::npos ? std::nullopt : percent_decode(trim(entry.substr(0, eq)));
-    std::optional<std::string> value = eq == std::string_view::npos ? std::nullopt : percent_decode(trim(entry.substr(eq + 1)));
+    std::optional<std::string> key =
+        eq == std::string_view::npos ? std::nullopt : percent_decode(trim(entry.substr(0, eq)));
+    std::optional<std::string> value =
+        eq == std::string_view::npos ? std::nullopt : percent_decode(trim(entry.substr(eq + 1)));
     if (!key || key->empty() || !value) {
-      log_warning("OTEL_RESOURCE_ATTRIBUTES is malformed (entry %zu is not key=value with valid %%XX escapes); "
-                  "the whole variable is ignored",
-                  position);
+      log_warning(
+          "OTEL_RESOURCE_ATTRIBUTES is malformed (entry %zu is not key=value with valid %%XX escapes); "
+          "the whole variable is ignored",
+          position);
       return {};
     }
     out.emplace_back(std::move(*key), std::move(*value));

@@ -1,14 +1,14 @@
-// Run identity and the resource every exported item carries (SPEC §5), over an injectable environment.
+// Run identity and the resource every exported item carries (CONTRACT §5), over an injectable environment.
 #pragma once
 
 #include <string>
 
 #include "config/env.h"
-#include "signals/exporter.h"
 #include "lens/config.h"
 #include "lens/ranks.h"
 #include "lens/resource.h"
 #include "lens/telemetry.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
 
@@ -28,7 +28,7 @@ std::optional<GpuIdentity> detect_gpu_identity_from(const EnvLookup& env, int lo
 // that names the variable, not its content) and ignored whole, as the specification says.
 ResourceAttributes parse_resource_attributes(const std::string& raw);
 
-// In SPEC §5's order, later wins: (1) lens keys, (2) the consumer's attributes, (3) detected keys (host,
+// In CONTRACT §5's order, later wins: (1) lens keys, (2) the consumer's attributes, (3) detected keys (host,
 // process, host.gpu.count, SLURM, Kubernetes); then (4) OTEL_RESOURCE_ATTRIBUTES fills keys still missing.
 Resource build_resource(const Config& config, const RankInfo& ranks, const std::string& run_id,
                         const ResourceAttributes& consumer, const EnvLookup& env);

@@ -1,12 +1,13 @@
 // Run identity, uuids, resource precedence, OTEL_RESOURCE_ATTRIBUTES, and GPU identity through a fake NVML
 // library loaded with dlopen.
-#include <gtest/gtest.h>
+#include "lens/resource.h"
+
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <map>
 
 #include "lens/megatron.h"
-#include "lens/resource.h"
 #include "resource/nvml.h"
 #include "resource/resource.h"
 
@@ -40,18 +41,21 @@ TEST(Uuids, TheFourVectorsOfTheSpec) {
   RunUuids none = internal::run_uuids_from(lookup({}));
   EXPECT_EQ(none.job_uuid, "d2badfc7-0e4c-537b-b4ea-8785f79f8679");
   EXPECT_EQ(none.run_uuid, "b19cd435-659e-5816-b7eb-724bc636e47b");
-  RunUuids eos = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"}, {"SLURM_JOB_ID", "12345"},
-                                                  {"SLURM_RESTART_COUNT", "0"}}));
+  RunUuids eos = internal::run_uuids_from(
+      lookup({{"SLURM_CLUSTER_NAME", "eos"}, {"SLURM_JOB_ID", "12345"}, {"SLURM_RESTART_COUNT", "0"}}));
   EXPECT_EQ(eos.job_uuid, "b65b814f-1489-5070-b0e3-b2b0e6a3f643");
   EXPECT_EQ(eos.run_uuid, "ccaf9f6c-8189-58ea-a374-ef47a8053f95");
-  RunUuids restarted = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"}, {"SLURM_JOB_ID", "12345"},
+  RunUuids restarted = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"},
+                                                        {"SLURM_JOB_ID", "12345"},
                                                         {"SLURM_RESTART_COUNT", "2"},
                                                         {"TORCHELASTIC_RESTART_COUNT", "1"}}));
   EXPECT_EQ(restarted.job_uuid, "b65b814f-1489-5070-b0e3-b2b0e6a3f643");
   EXPECT_EQ(restarted.run_uuid, "d032fbad-d34b-54bf-93ab-b9892e36bb8f");
   EXPECT_EQ(restarted.torchelastic_restart_count, "1");
-  RunUuids array = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"}, {"SLURM_ARRAY_JOB_ID", "777"},
-                                                    {"SLURM_ARRAY_TASK_ID", "3"}, {"SLURM_JOB_ID", "778"}}));
+  RunUuids array = internal::run_uuids_from(lookup({{"SLURM_CLUSTER_NAME", "eos"},
+                                                    {"SLURM_ARRAY_JOB_ID", "777"},
+                                                    {"SLURM_ARRAY_TASK_ID", "3"},
+                                                    {"SLURM_JOB_ID", "778"}}));
   EXPECT_EQ(array.job_uuid, "9fee113f-ce3c-5a96-b8dc-119b84e9daec");
   EXPECT_EQ(array.run_uuid, "ebbc5afd-0e4a-5911-add2-42c535e40505");
 }
@@ -79,8 +83,13 @@ TEST(Resource, LensKeysThenConsumerThenDetectedThenOtelFillsTheRest) {
   c.user_id = "team-a";
   c.resource_attributes = "service.name=from-otel,extra.key=hello%20world,host.name=from-otel";
   ResourceAttributes consumer = {{"service.name", "consumer-svc"}, {"dl.custom", std::int64_t{5}}};
-  Env env{{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NAME", "gpt"}, {"SLURM_NNODES", "2"}, {"DEPLOYMENT_ENV", "prod"},
-          {"KUBERNETES_SERVICE_HOST", "10.0.0.1"}, {"HOSTNAME", "pod-7"}, {"K8S_NAMESPACE", "ml"},
+  Env env{{"SLURM_JOB_ID", "42"},
+          {"SLURM_JOB_NAME", "gpt"},
+          {"SLURM_NNODES", "2"},
+          {"DEPLOYMENT_ENV", "prod"},
+          {"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
+          {"HOSTNAME", "pod-7"},
+          {"K8S_NAMESPACE", "ml"},
           {"CUDA_VISIBLE_DEVICES", "0,1,2"}};
   internal::Resource r = internal::build_resource(c, RankInfo{3, 8, 3}, "run-1", consumer, lookup(env));
   const ResourceAttributes& a = r.attributes;

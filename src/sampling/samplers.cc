@@ -122,8 +122,7 @@ std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio) {
     case TracesSampler::kTraceIdRatio: return make_trace_id_ratio_sampler(ratio);
     case TracesSampler::kParentBasedAlwaysOn: return make_parent_based_sampler(make_always_on_sampler());
     case TracesSampler::kParentBasedAlwaysOff: return make_parent_based_sampler(make_always_off_sampler());
-    case TracesSampler::kParentBasedTraceIdRatio:
-      return make_parent_based_sampler(make_trace_id_ratio_sampler(ratio));
+    case TracesSampler::kParentBasedTraceIdRatio: return make_parent_based_sampler(make_trace_id_ratio_sampler(ratio));
   }
   throw std::logic_error("lens: unhandled sampler kind");
 }
@@ -136,7 +135,8 @@ std::unique_ptr<Sampler> build_sampler(const Config& config, const RankInfo& ran
     throw ConfigError("lens: unknown sampling strategy '" + config.sampling_strategy + "' from " +
                       config.sampling_strategy_source + "; registered: " + join(sampling_strategy_names(), ", "));
   }
-  std::unique_ptr<Sampler> sampler = (*factory)(SamplingStrategyInput{ranks, config.export_sample_rate, std::move(sdk)});
+  std::unique_ptr<Sampler> sampler =
+      (*factory)(SamplingStrategyInput{ranks, config.export_sample_rate, std::move(sdk)});
   if (!sampler) throw ConfigError("lens: sampling strategy '" + config.sampling_strategy + "' built no sampler");
   return sampler;
 }

@@ -1,9 +1,10 @@
+#include "lens/sampling.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "lens/config.h"
-#include "lens/sampling.h"
 #include "sampling/build.h"
 #include "support/alloc_counter.h"
 
@@ -142,8 +143,9 @@ TEST(BuildSampler, CustomStrategyWrapsTheSdkSampler) {
   Config c;
   c.sampling_strategy = "drop_all";
   EXPECT_EQ(root_decision(*internal::build_sampler(c, {}), 0), kDrop);
-  EXPECT_THROW(register_sampling_strategy("drop_all", [](SamplingStrategyInput in) { return std::move(in.sdk_sampler); }),
-               std::invalid_argument);
+  EXPECT_THROW(
+      register_sampling_strategy("drop_all", [](SamplingStrategyInput in) { return std::move(in.sdk_sampler); }),
+      std::invalid_argument);
   unregister_sampling_strategy("drop_all");
   EXPECT_THROW(internal::build_sampler(c, {}), ConfigError);
   EXPECT_THROW(unregister_sampling_strategy("rank_aware"), std::invalid_argument);

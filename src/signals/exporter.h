@@ -3,6 +3,7 @@
 // batch carries, and the deadline an export must keep. The console, file, OTLP and test exporters implement it.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -18,7 +19,10 @@ namespace lens::internal {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-// The resource every exported span carries (SPEC §5), in the order it was assembled.
+enum class Signal { kTraces = 0, kMetrics = 1, kLogs = 2 };
+using SignalSet = std::array<bool, 3>;  // indexed by Signal
+
+// The resource every exported span carries (CONTRACT §5), in the order it was assembled.
 struct Resource {
   ResourceAttributes attributes;
 };

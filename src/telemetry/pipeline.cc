@@ -27,10 +27,11 @@ PipelineSettings bounded(PipelineSettings s) {
 void log_span_summary(const SpanStats& s) {
   if (s.produced == 0 && s.dropped() == 0) return;
   auto n = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
-  log_info("spans: %llu produced, %llu exported, %llu dropped (queue full %llu, no slot %llu, after shutdown %llu, "
-           "export failed %llu, rejected by the collector %llu)",
-           n(s.produced), n(s.exported), n(s.dropped()), n(s.dropped_queue_full), n(s.dropped_no_slot),
-           n(s.dropped_after_shutdown), n(s.dropped_export_failed), n(s.rejected_by_collector));
+  log_info(
+      "spans: %llu produced, %llu exported, %llu dropped (queue full %llu, no slot %llu, after shutdown %llu, "
+      "export failed %llu, rejected by the collector %llu)",
+      n(s.produced), n(s.exported), n(s.dropped()), n(s.dropped_queue_full), n(s.dropped_no_slot),
+      n(s.dropped_after_shutdown), n(s.dropped_export_failed), n(s.rejected_by_collector));
 }
 
 }  // namespace
@@ -130,9 +131,10 @@ bool Pipeline::shutdown(Deadline deadline) {
   if (!done_.wait_until(lock, deadline, [&] { return finished(); })) {
     lock.unlock();
     std::uint64_t abandoned = spans_.abandon_in_flight();
-    log_warning("shutdown: the exporter did not finish by the deadline; the %llu spans it was sending are counted "
-                "as failed, %llu still queued may be lost",
-                static_cast<unsigned long long>(abandoned), static_cast<unsigned long long>(stats().queued));
+    log_warning(
+        "shutdown: the exporter did not finish by the deadline; the %llu spans it was sending are counted "
+        "as failed, %llu still queued may be lost",
+        static_cast<unsigned long long>(abandoned), static_cast<unsigned long long>(stats().queued));
     // Left to finish on its own: the pipeline is never freed, so it touches nothing that goes away.
     std::lock_guard join_lock(join_mutex_);
     if (thread_.joinable()) thread_.detach();

@@ -26,11 +26,11 @@
 namespace lens::internal {
 
 struct PipelineSettings {
-  BatchConfig batch;       // spans (OTEL_BSP_*)
-  BatchConfig log_batch;   // log records (OTEL_BLRP_*)
+  BatchConfig batch;      // spans (OTEL_BSP_*)
+  BatchConfig log_batch;  // log records (OTEL_BLRP_*)
   Limits limits;
   Resource resource;
-  bool metrics = false;             // push metrics every metric_interval_ms (not with Prometheus, which pulls)
+  bool metrics = false;  // push metrics every metric_interval_ms (not with Prometheus, which pulls)
   std::int64_t metric_interval_ms = 10000;
   Temporality temporality = Temporality::kCumulative;
 };

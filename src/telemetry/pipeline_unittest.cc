@@ -1,7 +1,8 @@
 // The pipeline under pressure: a full queue, a failing exporter, a hanging exporter, several producers. Also
 // run under ThreadSanitizer.
-#include <gtest/gtest.h>
+#include "telemetry/pipeline.h"
 
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 
 #include <chrono>
@@ -10,7 +11,6 @@
 #include "lens/log.h"
 #include "lens/metrics.h"
 #include "support/capture.h"
-#include "telemetry/pipeline.h"
 
 namespace lens {
 namespace {
@@ -187,7 +187,9 @@ TEST(Pipeline, ExtremeDurationsSetInCodeNeitherFloodNorDropNorSpin) {
   getrusage(RUSAGE_SELF, &before);
   std::this_thread::sleep_for(milliseconds(500));  // idle: the export thread must sleep
   getrusage(RUSAGE_SELF, &after);
-  auto cpu_us = [](const rusage& r) { return r.ru_utime.tv_sec * 1000000L + r.ru_utime.tv_usec + r.ru_stime.tv_sec * 1000000L + r.ru_stime.tv_usec; };
+  auto cpu_us = [](const rusage& r) {
+    return r.ru_utime.tv_sec * 1000000L + r.ru_utime.tv_usec + r.ru_stime.tv_sec * 1000000L + r.ru_stime.tv_usec;
+  };
   EXPECT_LT(cpu_us(after) - cpu_us(before), 250000) << "the idle export thread spun";
   {
     std::lock_guard lock(c.exporter().mutex);

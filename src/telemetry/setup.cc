@@ -2,8 +2,9 @@
 
 #include <mutex>
 
+#include "common/clock.h"
 #include "config/env.h"
-#include "export/exporters.h"
+#include "export/exporter_factory.h"
 #include "export/prometheus.h"
 #include "groups/switch.h"
 #include "lens/log.h"
@@ -12,12 +13,10 @@
 #include "sampling/build.h"
 #include "telemetry/setup_internal.h"
 #include "telemetry/state.h"
-#include "common/clock.h"
 
 namespace lens {
 
 namespace internal {
-
 
 namespace {
 
@@ -35,9 +34,7 @@ std::vector<Pipeline*>& retired_pipelines() {
   return *v;
 }
 
-bool is_live_and_enabled(const std::shared_ptr<TelemetryState>& s) {
-  return s && s->config.active() && !s->inert();
-}
+bool is_live_and_enabled(const std::shared_ptr<TelemetryState>& s) { return s && s->config.active() && !s->inert(); }
 
 // Points spans, metrics and logs at `p` (null: nowhere).
 void route_signals(Pipeline* p, const Config& c) {
@@ -60,7 +57,7 @@ void detach_locked(Live& l, const std::shared_ptr<TelemetryState>& state) {
 void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world_size, std::optional<int> local_rank) {
   const Config& c = s.config;
   s.ranks = detect_rank_info(rank, world_size, local_rank);
-  // Resolved on every rank, exporting or not, so a typo fails everywhere alike (SPEC §1).
+  // Resolved on every rank, exporting or not, so a typo fails everywhere alike (CONTRACT §1).
   s.resolved_span_groups = resolve(c.catalogue, c.span_groups, c.span_groups_source);
   RankStrategyInput input{s.ranks, c.export_rank, c.export_sample_rate};
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
@@ -110,16 +107,16 @@ Telemetry setup(const Config& config, SetupOptions options, std::unique_ptr<Tele
   if (config.active()) {
     decide(*state, options.rank, options.world_size, options.local_rank);
     if (state->exporting) {
-      // Built only on exporting ranks (SPEC §3: no resource detection elsewhere).
+      // Built only on exporting ranks (CONTRACT §3: no resource detection elsewhere).
       state->run_id = resolve_run_id(config, process_env());
       if (options.resource_provider)
         for (auto& kv : options.resource_provider()) state->resource_attributes.push_back(std::move(kv));
-      state->resource =
-          build_resource(config, state->ranks, state->run_id, state->resource_attributes, process_env());
+      state->resource = build_resource(config, state->ranks, state->run_id, state->resource_attributes, process_env());
       if (config.traces_enabled || config.metrics_enabled || config.logs_enabled)
         state->pipeline = build_pipeline(*state, std::move(exporter));
       if (state->pipeline && config.metrics_enabled && config.metrics_exporter == MetricsExporter::kPrometheus)
-        state->prometheus = start_prometheus_endpoint(config, state->pipeline->resource(), state->pipeline->metrics());  // throws when it cannot bind
+        state->prometheus = start_prometheus_endpoint(config, state->pipeline->resource(),
+                                                      state->pipeline->metrics());  // throws when it cannot bind
     }
   }
   if (l.state) {
@@ -127,8 +124,7 @@ Telemetry setup(const Config& config, SetupOptions options, std::unique_ptr<Tele
     detach_locked(l, previous);
     previous->shut_down.store(true);
     if (previous->prometheus) previous->prometheus->stop();
-    if (previous->pipeline && !previous->pipeline->shutdown(std::chrono::steady_clock::now() +
-                                                            kDefaultShutdownTimeout))
+    if (previous->pipeline && !previous->pipeline->shutdown(std::chrono::steady_clock::now() + kDefaultShutdownTimeout))
       retired_pipelines().push_back(previous->pipeline);
   }
 
@@ -195,9 +191,7 @@ bool Telemetry::force_flush(std::chrono::milliseconds timeout) {
   return state_->pipeline->force_flush(std::chrono::steady_clock::now() + timeout);
 }
 
-SpanStats Telemetry::span_stats() const {
-  return state_ && state_->pipeline ? state_->pipeline->stats() : SpanStats{};
-}
+SpanStats Telemetry::span_stats() const { return state_ && state_->pipeline ? state_->pipeline->stats() : SpanStats{}; }
 
 LogStats Telemetry::log_stats() const {
   if (!state_ || !state_->pipeline) return {};

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <memory>
 
-#include "signals/exporter.h"
 #include "lens/telemetry.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
 

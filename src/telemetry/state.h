@@ -21,9 +21,9 @@ struct TelemetryState {
   std::string run_id;
   Resource resource;
   ResourceAttributes resource_attributes;
-  Pipeline* pipeline = nullptr;  // exporting ranks with any signal on; owns the sampler; never freed
+  Pipeline* pipeline = nullptr;                    // exporting ranks with any signal on; owns the sampler; never freed
   std::unique_ptr<PrometheusEndpoint> prometheus;  // OTEL_METRICS_EXPORTER=prometheus
-  pid_t pid = 0;                 // the process that set up: in a forked child the state is inert
+  pid_t pid = 0;                                   // the process that set up: in a forked child the state is inert
   std::atomic<bool> shut_down{false};
 
   bool inert() const noexcept;  // shut down, or inherited across fork

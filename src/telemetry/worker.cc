@@ -13,7 +13,8 @@ constexpr std::string_view kHeader = "lens-worker-bootstrap 1";
 
 // %XX for '%', control characters, '=' and ',' (so values can hold lists and keys hold anything).
 std::string escape(std::string_view s) {
-  return internal::percent_encode(s, [](unsigned char c) { return c == '%' || c == '=' || c == ',' || c < 0x20 || c == 0x7f; });
+  return internal::percent_encode(
+      s, [](unsigned char c) { return c == '%' || c == '=' || c == ',' || c < 0x20 || c == 0x7f; });
 }
 
 bool unescape(std::string_view s, std::string& out) {

@@ -1,8 +1,9 @@
-// The worker bootstrap (SPEC §9): built from a live setup, through its text form and back, and a worker's setup
+// The worker bootstrap (CONTRACT §9): built from a live setup, through its text form and back, and a worker's setup
 // from it reporting as its rank.
+#include "lens/worker.h"
+
 #include <gtest/gtest.h>
 
-#include "lens/worker.h"
 #include "support/capture.h"
 
 namespace lens {
@@ -19,7 +20,10 @@ TEST(WorkerBootstrap, SurvivesItsTextFormWithAnyCharactersAndEveryAttributeType)
   b.rank = 3;
   b.world_size = 8;
   b.run_id = "run-42";
-  b.resource_attrs = {{"s", std::string("a=b,c\n%")}, {"i", std::int64_t{-7}}, {"d", 0.1}, {"b", true},
+  b.resource_attrs = {{"s", std::string("a=b,c\n%")},
+                      {"i", std::int64_t{-7}},
+                      {"d", 0.1},
+                      {"b", true},
                       {"key with = sign", std::string("")}};
   b.link = *from_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
   WorkerBootstrap back = WorkerBootstrap::parse(b.serialize());
@@ -32,8 +36,7 @@ TEST(WorkerBootstrap, SurvivesItsTextFormWithAnyCharactersAndEveryAttributeType)
   EXPECT_EQ(back.run_id, "run-42");
   EXPECT_EQ(back.resource_attrs, b.resource_attrs);
   EXPECT_EQ(to_traceparent(back.link), to_traceparent(b.link));
-  EXPECT_EQ(b.serialize().find('\n', b.serialize().find("service_name=")) -
-                b.serialize().find("service_name="),
+  EXPECT_EQ(b.serialize().find('\n', b.serialize().find("service_name=")) - b.serialize().find("service_name="),
             std::string("service_name=svc%3Dwith%2Codd%0Achars %2541 ünï").size());  // one line per key
 }
 

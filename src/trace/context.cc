@@ -1,8 +1,9 @@
 // Carrying a span context across threads and processes: W3C Trace Context text and the binary form.
+#include "lens/context.h"
+
 #include <cstring>
 
 #include "common/text.h"
-#include "lens/context.h"
 
 namespace lens {
 
@@ -62,7 +63,7 @@ std::optional<SpanContext> from_traceparent(std::string_view header) noexcept {
       !parse_hex(header.substr(36, 16), c.span_id.bytes.data()) || !parse_hex(header.substr(53, 2), &flags))
     return std::nullopt;
   if (!c.is_valid()) return std::nullopt;  // all-zero trace id or parent id
-  c.trace_flags = flags & kKnownFlags;  // masked, never compared: unknown bits are ignored
+  c.trace_flags = flags & kKnownFlags;     // masked, never compared: unknown bits are ignored
   c.is_remote = true;
   return c;
 }
@@ -76,8 +77,8 @@ std::string normalize_tracestate(std::string_view header) {
     std::size_t eq = member.find('=');
     if (eq == 0 || eq == std::string_view::npos || eq + 1 == member.size() || ++members > 32) return {};
     for (char c : member.substr(0, eq)) {
-      bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' || c == '/' ||
-                c == '@';
+      bool ok =
+          (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' || c == '/' || c == '@';
       if (!ok) return {};
     }
     for (char c : member.substr(eq + 1))

@@ -1,7 +1,7 @@
 // W3C Trace Context and the binary form: round trips and every malformed header the specification names.
-#include <gtest/gtest.h>
-
 #include "lens/context.h"
+
+#include <gtest/gtest.h>
 
 namespace lens {
 namespace {
@@ -36,24 +36,24 @@ TEST(Traceparent, FutureVersionsMayCarryMoreFields) {
 
 TEST(Traceparent, MalformedHeadersAreRejected) {
   for (const char* bad : {
-           "",
-           "00",
-           "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",      // version ff is invalid
-           "00-00000000000000000000000000000000-b7ad6b7169203331-01",      // all-zero trace id
-           "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",      // all-zero parent id
-           "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",      // upper-case hex
-           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xx",   // version 00 has exactly 4 fields
-           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01",       // short parent id
-           "00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",      // wrong separator
-           "0g-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",      // non-hex version
-           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0z",      // non-hex flags
+           "", "00",
+           "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",     // version ff is invalid
+           "00-00000000000000000000000000000000-b7ad6b7169203331-01",     // all-zero trace id
+           "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",     // all-zero parent id
+           "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",     // upper-case hex
+           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xx",  // version 00 has exactly 4 fields
+           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01",      // short parent id
+           "00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",     // wrong separator
+           "0g-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",     // non-hex version
+           "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0z",     // non-hex flags
        }) {
     EXPECT_FALSE(from_traceparent(bad).has_value()) << bad;
   }
 }
 
 TEST(Tracestate, NormalisesOrDiscardsWhole) {
-  EXPECT_EQ(normalize_tracestate(" rojo=00f067aa0ba902b7 , ,congo=t61rcWkgMzE"), "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
+  EXPECT_EQ(normalize_tracestate(" rojo=00f067aa0ba902b7 , ,congo=t61rcWkgMzE"),
+            "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
   EXPECT_EQ(normalize_tracestate("tenant@vendor=x"), "tenant@vendor=x");
   EXPECT_EQ(normalize_tracestate("novalue"), "");
   EXPECT_EQ(normalize_tracestate("Upper=1"), "");

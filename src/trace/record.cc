@@ -15,7 +15,9 @@ std::uint32_t AttributeView::array_size() const noexcept {
   }
 }
 
-std::int64_t AttributeView::int_at(std::uint32_t i) const noexcept { return load<std::int64_t>(value + std::size_t{8} * i); }
+std::int64_t AttributeView::int_at(std::uint32_t i) const noexcept {
+  return load<std::int64_t>(value + std::size_t{8} * i);
+}
 double AttributeView::double_at(std::uint32_t i) const noexcept { return load<double>(value + std::size_t{8} * i); }
 
 std::string_view AttributeView::next_string(std::uint32_t& cursor) const noexcept {
@@ -25,7 +27,6 @@ std::string_view AttributeView::next_string(std::uint32_t& cursor) const noexcep
   cursor += 4 + length;
   return s;
 }
-
 
 EventView SpanView::read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept {
   EventView e;

@@ -62,7 +62,7 @@ inline constexpr std::uint32_t kArenaBytes = 2048;
 //   link:      LinkHead, then that many attribute entries
 //   status message / name: TextHead, bytes
 struct AttributeHead {
-  std::uint8_t tag;  // EntryTag::kAttribute
+  std::uint8_t tag;   // EntryTag::kAttribute
   std::uint8_t type;  // ValueType
   std::uint8_t key_is_static;
   std::uint8_t pad;

@@ -10,10 +10,10 @@
 #include <cstring>
 #include <typeinfo>
 
-#include "lens/span.h"
 #include "common/clock.h"
-#include "trace/span_drain.h"
+#include "lens/span.h"
 #include "trace/record.h"
+#include "trace/span_drain.h"
 #include "trace/thread_state.h"
 
 namespace lens {
@@ -33,7 +33,7 @@ pthread_once_t g_thread_exit_once = PTHREAD_ONCE_INIT;
 void on_thread_exit(void* state) noexcept {
   auto* t = static_cast<ThreadState*>(state);
   if (t_state == t) t_state = nullptr;  // a span from a later destructor gets a fresh state
-  SpanDrain* p = t->drain;  // read first: once `exited` is set, the export thread may free the state
+  SpanDrain* p = t->drain;              // read first: once `exited` is set, the export thread may free the state
   t->exited.store(true, std::memory_order_release);
   // Freed at the export thread's next pass: now, not after the schedule delay, or a program that starts many
   // short-lived threads would hold their states (about 140 KiB each) for seconds. (A drain is never freed.)
@@ -308,8 +308,10 @@ void append_event(OpenSpan& s, const Limits& limits, SpanName name, std::uint64_
     ++s.header.dropped_events;
     return;
   }
-  w.put(TextHead{static_cast<std::uint8_t>(EntryTag::kEvent), static_cast<std::uint8_t>(name.is_static() ? 1 : 0),
-                 {0, 0}, static_cast<std::uint32_t>(name.text().size())});
+  w.put(TextHead{static_cast<std::uint8_t>(EntryTag::kEvent),
+                 static_cast<std::uint8_t>(name.is_static() ? 1 : 0),
+                 {0, 0},
+                 static_cast<std::uint32_t>(name.text().size())});
   put_text(w, name.text(), name.is_static());
   std::uint8_t* tail = w.cursor();
   w.put(EventTail{tick, {0, 0}});
@@ -398,9 +400,10 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_
   r.kind = static_cast<std::uint8_t>(options.kind);
   r.status_code = 0;
   r.trace_flags = h.context.trace_flags;
-  r.bits = parent ? static_cast<std::uint8_t>(RecordHeader::kHasParent |
-                                              (parent->is_remote ? RecordHeader::kParentRemote : 0))
-                  : 0;
+  r.bits =
+      parent
+          ? static_cast<std::uint8_t>(RecordHeader::kHasParent | (parent->is_remote ? RecordHeader::kParentRemote : 0))
+          : 0;
   r.attribute_count = r.event_count = r.link_count = 0;
   r.group = group.id();
   r.dropped_attributes = r.dropped_events = r.dropped_links = 0;
@@ -411,8 +414,8 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_
     std::uint32_t entry = 0;
     std::string_view text = name.text().substr(0, kArenaBytes / 4);  // a runaway name must not fill the arena
     append_text_entry(*s, EntryTag::kName, text, &entry);
-    r.name = TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)),
-                     static_cast<std::uint32_t>(text.size())};
+    r.name =
+        TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
   }
   if (attributes.size() != 0) append_attributes(*s, p->limits, attributes);
   h.slot = s;

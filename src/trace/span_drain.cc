@@ -137,7 +137,7 @@ void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
   int n = 0;
   for (int i = 0; i < ThreadState::kMaxOpenSpans; ++i)
     if (open & (std::uint64_t{1} << i)) spans[n++] = &t.slots[i];
-  // Innermost first: the latest started ends first (SPEC §6).
+  // Innermost first: the latest started ends first (CONTRACT §6).
   std::sort(spans, spans + n, [](OpenSpan* a, OpenSpan* b) { return a->header.start_tick > b->header.start_tick; });
   std::uint64_t now = now_ticks();
   for (int i = 0; i < n; ++i) {

@@ -16,7 +16,7 @@ bool QueueBudget::take(std::size_t bytes) noexcept {
 SpanChunk* SpanChunk::make(std::uint32_t capacity, QueueBudget* budget) noexcept {
   const std::size_t bytes = sizeof(SpanChunk) + capacity;
   if (budget != nullptr && !budget->take(bytes)) return nullptr;
-  void* memory = ::operator new(bytes, std::align_val_t{alignof(SpanChunk)}, std::nothrow);
+  void* memory = ::operator new (bytes, std::align_val_t{alignof(SpanChunk)}, std::nothrow);
   if (memory == nullptr) {
     if (budget != nullptr) budget->give(bytes);
     return nullptr;
@@ -30,7 +30,7 @@ SpanChunk* SpanChunk::make(std::uint32_t capacity, QueueBudget* budget) noexcept
 void SpanChunk::free(SpanChunk* chunk) noexcept {
   if (chunk->budget != nullptr) chunk->budget->give(sizeof(SpanChunk) + chunk->capacity);
   chunk->~SpanChunk();
-  ::operator delete(chunk, std::align_val_t{alignof(SpanChunk)});
+  ::operator delete (chunk, std::align_val_t{alignof(SpanChunk)});
 }
 
 SpanQueue::SpanQueue(std::uint64_t wake_every, QueueBudget& budget)

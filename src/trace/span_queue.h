@@ -49,7 +49,7 @@ struct alignas(16) SpanChunk {
   // written by the producer, and nothing else on it changes while the chunk is in use.
   std::atomic<SpanChunk*> next{nullptr};
   std::atomic<std::uint32_t> written{0};
-  std::uint32_t capacity = 0;  // bytes of records after this header
+  std::uint32_t capacity = 0;     // bytes of records after this header
   QueueBudget* budget = nullptr;  // the budget it was taken from; null for a thread's first chunk
 
   std::uint8_t* data() noexcept { return reinterpret_cast<std::uint8_t*>(this + 1); }

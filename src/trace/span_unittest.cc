@@ -1,13 +1,13 @@
 // Spans as a collector sees them: tree shape, parentage across threads, attributes, events, links, status,
 // exceptions, limits, and no heap allocation on the span path.
+#include "lens/span.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
-
 #include <stdexcept>
 #include <thread>
 
-#include "lens/span.h"
 #include "support/alloc_counter.h"
 #include "support/capture.h"
 
@@ -52,7 +52,7 @@ TEST(Spans, NestedScopesMakeOneTreeInOneTrace) {
 // A key set again keeps its last value and appears once, in a span with few attributes and in one with more than
 // the exporter decodes at once (16).
 TEST(Spans, AnAttributeSetAgainKeepsItsLastValue) {
-  static const char* const kKeys[] = {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9",
+  static const char* const kKeys[] = {"k0",  "k1",  "k2",  "k3",  "k4",  "k5",  "k6",  "k7",  "k8",  "k9",
                                       "k10", "k11", "k12", "k13", "k14", "k15", "k16", "k17", "k18", "k19"};
   Capture c;
   for (int distinct : {3, 20}) {
@@ -192,8 +192,10 @@ TEST(Spans, EveryAttributeType) {
     const std::string_view names[] = {"a", "b\"c"};
     std::string dynamic_key = "dyn.key";
     LENS_SPAN_NAMED(s, mg::job, "typed", {"b", true}, {"i", std::int64_t{-7}}, {"d", 2.5}, {"s", "text"});
-    s.set_attributes({{"ba", std::span<const bool>(flags)}, {"ia", std::span<const std::int64_t>(ints)},
-                      {"da", std::span<const double>(reals)}, {"sa", std::span<const std::string_view>(names)}});
+    s.set_attributes({{"ba", std::span<const bool>(flags)},
+                      {"ia", std::span<const std::int64_t>(ints)},
+                      {"da", std::span<const double>(reals)},
+                      {"sa", std::span<const std::string_view>(names)}});
     s.set_attribute(dynamic_key, std::string("value"));
     s.set_attribute("i", 8);  // a repeated key: the last value wins
   }
@@ -203,14 +205,11 @@ TEST(Spans, EveryAttributeType) {
   EXPECT_EQ(attribute(s, "d"), json({{"doubleValue", 2.5}}));
   EXPECT_EQ(attribute(s, "s"), json({{"stringValue", "text"}}));
   EXPECT_EQ(attribute(s, "dyn.key"), json({{"stringValue", "value"}}));
-  EXPECT_EQ(attribute(s, "ba")["arrayValue"]["values"],
-            json::parse(R"([{"boolValue":true},{"boolValue":false}])"));
+  EXPECT_EQ(attribute(s, "ba")["arrayValue"]["values"], json::parse(R"([{"boolValue":true},{"boolValue":false}])"));
   EXPECT_EQ(attribute(s, "ia")["arrayValue"]["values"],
             json::parse(R"([{"intValue":"1"},{"intValue":"-2"},{"intValue":"3"}])"));
-  EXPECT_EQ(attribute(s, "da")["arrayValue"]["values"],
-            json::parse(R"([{"doubleValue":0.5},{"doubleValue":-1.25}])"));
-  EXPECT_EQ(attribute(s, "sa")["arrayValue"]["values"],
-            json::parse(R"([{"stringValue":"a"},{"stringValue":"b\"c"}])"));
+  EXPECT_EQ(attribute(s, "da")["arrayValue"]["values"], json::parse(R"([{"doubleValue":0.5},{"doubleValue":-1.25}])"));
+  EXPECT_EQ(attribute(s, "sa")["arrayValue"]["values"], json::parse(R"([{"stringValue":"a"},{"stringValue":"b\"c"}])"));
   int count_i = 0;
   for (const json& kv : s["attributes"]) count_i += kv["key"] == "i";
   EXPECT_EQ(count_i, 1);

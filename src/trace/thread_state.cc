@@ -23,8 +23,7 @@ IdGenerator::IdGenerator() noexcept {
   if (getrandom(seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
     // No entropy source: fall back to time, address and thread id, still independent of user seeding.
     std::uint64_t x = static_cast<std::uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count()) ^
-                      reinterpret_cast<std::uintptr_t>(this) ^
-                      std::hash<std::thread::id>{}(std::this_thread::get_id());
+                      reinterpret_cast<std::uintptr_t>(this) ^ std::hash<std::thread::id>{}(std::this_thread::get_id());
     for (auto& word : seed) word = splitmix(x);
   }
   for (int i = 0; i < 4; ++i) s_[i] = seed[i] ? seed[i] : 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(i);

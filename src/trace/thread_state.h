@@ -29,18 +29,19 @@ struct OpenSpan {
 
 // Counters of one thread, summed by SpanDrain::stats(). Written by their thread only (load + store, no RMW).
 struct ThreadCounters {
-  std::atomic<std::uint64_t> produced{0};            // sampled-in spans: ended, truncated, or refused a slot
+  std::atomic<std::uint64_t> produced{0};  // sampled-in spans: ended, truncated, or refused a slot
   std::atomic<std::uint64_t> dropped_queue_full{0};
-  std::atomic<std::uint64_t> dropped_no_slot{0};     // more than kMaxOpenSpans open on the thread
+  std::atomic<std::uint64_t> dropped_no_slot{0};  // more than kMaxOpenSpans open on the thread
   std::atomic<std::uint64_t> dropped_after_shutdown{0};
-  std::atomic<std::uint64_t> sampled_out{0};         // not a drop: the sampler decided
+  std::atomic<std::uint64_t> sampled_out{0};  // not a drop: the sampler decided
 
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
   }
   // Adds `other`'s counts (the caller is this set's only writer, or holds the lock its writers hold).
   void add(const ThreadCounters& other) noexcept {
-    for (auto [sum, part] : {std::pair{&produced, &other.produced}, {&dropped_queue_full, &other.dropped_queue_full},
+    for (auto [sum, part] : {std::pair{&produced, &other.produced},
+                             {&dropped_queue_full, &other.dropped_queue_full},
                              {&dropped_no_slot, &other.dropped_no_slot},
                              {&dropped_after_shutdown, &other.dropped_after_shutdown},
                              {&sampled_out, &other.sampled_out}})
@@ -71,8 +72,8 @@ struct ThreadState {
   ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget);
 
   SpanDrain* drain;
-  std::uint64_t free_slots = ~std::uint64_t{0};       // owner-only bitmap of free slots
-  std::atomic<std::uint64_t> remote_free{0};          // slots released by other threads, folded in lazily
+  std::uint64_t free_slots = ~std::uint64_t{0};  // owner-only bitmap of free slots
+  std::atomic<std::uint64_t> remote_free{0};     // slots released by other threads, folded in lazily
   std::unique_ptr<OpenSpan[]> slots;
   ContextEntry contexts[kMaxContextDepth];
   int context_depth = 0;

@@ -32,8 +32,7 @@ std::vector<RankResult> launch(const std::vector<std::string>& extra_env) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string entry = *e;
-      if (entry.rfind("MEGATRON_OTEL_", 0) != 0 && entry.rfind("NEMO_LENS_", 0) != 0 &&
-          entry.rfind("OTEL_", 0) != 0)
+      if (entry.rfind("MEGATRON_OTEL_", 0) != 0 && entry.rfind("NEMO_LENS_", 0) != 0 && entry.rfind("OTEL_", 0) != 0)
         env.push_back(entry);
     }
     env.push_back("RANK=" + std::to_string(rank));

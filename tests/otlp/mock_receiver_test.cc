@@ -4,10 +4,10 @@
 // decoded: names, ids, parentage, attributes of every type, events, links, status, kind, resource, scope, metric
 // points and log records. The ports are fixed, so ctest runs these alone (RESOURCE_LOCK mockotlpserver).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "export/otlp_exporter.h"

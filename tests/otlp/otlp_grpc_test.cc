@@ -247,9 +247,14 @@ TEST(OtlpGrpc, AHugeOrNegativeRetryInfoIsBounded) {
 // value): they are refused at setup, naming the variable and the entry, never the value.
 TEST(OtlpGrpc, HeadersGrpcCannotCarryAreRefusedAtSetup) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"authorization", "Bearer TOKEN123\n"}, {"authorization", std::string("Bearer TOKEN123\0x", 17)},
-      {"authorization", "Bearer TOKEN123\r"}, {"bad key", "TOKEN123"}, {":authority", "TOKEN123"},
-      {"grpc-timeout", "TOKEN123"},          {"x-caf\xc3\xa9", "TOKEN123"}, {"x", "caf\xc3\xa9 TOKEN123"}};
+      {"authorization", "Bearer TOKEN123\n"},
+      {"authorization", std::string("Bearer TOKEN123\0x", 17)},
+      {"authorization", "Bearer TOKEN123\r"},
+      {"bad key", "TOKEN123"},
+      {":authority", "TOKEN123"},
+      {"grpc-timeout", "TOKEN123"},
+      {"x-caf\xc3\xa9", "TOKEN123"},
+      {"x", "caf\xc3\xa9 TOKEN123"}};
   for (const auto& header : bad) {
     Config c = grpc_config(1);
     c.otlp_traces.headers = {{"x-ok", "fine"}, header};

@@ -25,16 +25,20 @@ Config http_config(int port, OtlpProtocol protocol = OtlpProtocol::kHttpJson) {
   return testing::otlp_test_config(protocol, "http://127.0.0.1:" + std::to_string(port));
 }
 
-void answer_ok(const httplib::Request&, httplib::Response& response, int) { response.set_content("{}", "application/json"); }
+void answer_ok(const httplib::Request&, httplib::Response& response, int) {
+  response.set_content("{}", "application/json");
+}
 
 // CR/LF/NUL in a value would put a forged header or a second request on the wire; a key with a space or a colon
 // is no header name. Refused at setup for both HTTP encodings, naming the variable and the entry, never the value.
 TEST(HostileInput, HeadersThatWouldSplitARequestAreRefusedAtSetup) {
   TestCollector collector(answer_ok);
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"authorization", "Bearer TOKEN123\r\nX-Injected: 1"}, {"authorization", "Bearer TOKEN123\n"},
-      {"authorization", std::string("TOKEN123\0x", 10)},     {"bad key", "TOKEN123"},
-      {":authority", "TOKEN123"},                            {"x\r\nInjected", "TOKEN123"}};
+  const std::vector<std::pair<std::string, std::string>> bad = {{"authorization", "Bearer TOKEN123\r\nX-Injected: 1"},
+                                                                {"authorization", "Bearer TOKEN123\n"},
+                                                                {"authorization", std::string("TOKEN123\0x", 10)},
+                                                                {"bad key", "TOKEN123"},
+                                                                {":authority", "TOKEN123"},
+                                                                {"x\r\nInjected", "TOKEN123"}};
   for (OtlpProtocol protocol : {OtlpProtocol::kHttpJson, OtlpProtocol::kHttpProtobuf}) {
     for (const auto& header : bad) {
       Config c = http_config(collector.port(), protocol);
@@ -126,7 +130,8 @@ TEST(HostileCollector, GarbageInASuccessfulAnswerIsNeitherACrashNorALoss) {
     std::atomic<int> requests{0};
     TestCollector collector([&](auto&, auto& response, int) {
       ++requests;
-      response.set_content(garbage, protocol == OtlpProtocol::kHttpJson ? "application/json" : "application/x-protobuf");
+      response.set_content(garbage,
+                           protocol == OtlpProtocol::kHttpJson ? "application/json" : "application/x-protobuf");
     });
     Telemetry t =
         setup_telemetry(http_config(collector.port(), protocol), {.rank = 0, .world_size = 1, .reinit = true});
@@ -167,7 +172,8 @@ TEST(HostileCollector, CollectorTextIsEscapedAndEndpointCredentialsAreRedacted) 
     response.set_content("{\"code\":3,\"message\":\"\x1b[2Jbad\r\nlens: forged line\"}", "application/json");
   });
   Config c = http_config(collector.port());
-  c.otlp_traces.endpoint = "http://lens:PASSWORD1@127.0.0.1:" + std::to_string(collector.port()) + "/v1/traces?key=KEY2";
+  c.otlp_traces.endpoint =
+      "http://lens:PASSWORD1@127.0.0.1:" + std::to_string(collector.port()) + "/v1/traces?key=KEY2";
   c.otlp_traces.endpoint_is_per_signal = true;
   ::testing::internal::CaptureStderr();
   Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});

@@ -1,6 +1,8 @@
 // OTLP over HTTP against a small collector of the test's own (cpp-httplib on loopback, bounded, stopped at the
 // end): what arrives, headers, gzip, the endpoint rules, retries (503 with Retry-After, 429), no retry on 400,
 // partial success, an absent collector and one that never answers (shutdown still meets its deadline).
+#include "export/otlp_http.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <zlib.h>
@@ -9,7 +11,6 @@
 #include <chrono>
 #include <thread>
 
-#include "export/otlp_http.h"
 #include "support/capture.h"
 #include "support/otlp_config.h"
 #include "support/test_collector.h"
@@ -18,8 +19,8 @@ namespace lens {
 namespace {
 
 namespace mg = megatron::group;
-using testing::json;
 using std::chrono::milliseconds;
+using testing::json;
 
 std::string gunzip(const std::string& in) {
   z_stream z{};
@@ -210,7 +211,7 @@ TEST(OtlpHttp, ACollectorThatDiesAndComesBackGetsTheDataAfterItReturns) {
   { LENS_SPAN(mg::job, "while-down"); }
   t.force_flush();
   EXPECT_EQ(t.span_stats().dropped_export_failed, 1u);  // lost, and counted
-  TestCollector second(ok, port);  // and comes back on the same port
+  TestCollector second(ok, port);                       // and comes back on the same port
   { LENS_SPAN(mg::job, "after"); }
   ASSERT_TRUE(t.shutdown());
   std::vector<httplib::Request> received = second.received();
@@ -251,7 +252,10 @@ TEST(OtlpHttp, ASlowCollectorFillsTheQueueButNeverHoldsTheTrainingThread) {
 
 TEST(OtlpHttp, AnAbsentCollectorCostsCountedDropsNotAHang) {
   int port;
-  { TestCollector gone([](auto&, auto&, int) {}); port = gone.port(); }  // a port nobody listens on now
+  {
+    TestCollector gone([](auto&, auto&, int) {});
+    port = gone.port();
+  }  // a port nobody listens on now
   Config c = http_config(port);
   c.span_batch.export_timeout_ms = 1500;
   Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});

@@ -50,15 +50,18 @@ TEST(OtlpProto, SpansDecodeToWhatLensMeant) {
   testing::Capture c(config, {{"consumer.key", std::string("ünïcødé ✓")}, {"consumer.int", std::int64_t{-42}}});
   SpanContext linked = *from_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
   {
-    const std::int64_t ints[] = {-1, 0, std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+    const std::int64_t ints[] = {-1, 0, std::numeric_limits<std::int64_t>::max(),
+                                 std::numeric_limits<std::int64_t>::min()};
     const double reals[] = {0.1, -2.5e300, std::numeric_limits<double>::infinity(), std::nan("")};
     const bool flags[] = {true, false, true};
     const std::string_view words[] = {"", "日本語", "a\"b\\c"};
     std::string long_text(1500, 'x');
     LENS_SPAN_NAMED(root, mg::job, "root ✓", {"empty", ""}, {"negative", std::int64_t{-123456789012}},
                     {"nan", std::nan("")}, {"inf", -std::numeric_limits<double>::infinity()}, {"t", true});
-    root.set_attributes({{"ints", std::span<const std::int64_t>(ints)}, {"reals", std::span<const double>(reals)},
-                         {"flags", std::span<const bool>(flags)}, {"words", std::span<const std::string_view>(words)},
+    root.set_attributes({{"ints", std::span<const std::int64_t>(ints)},
+                         {"reals", std::span<const double>(reals)},
+                         {"flags", std::span<const bool>(flags)},
+                         {"words", std::span<const std::string_view>(words)},
                          {"long", long_text}});
     root.add_event("event", {{"k", 1}});
     root.add_link(linked, {{"why", "previous segment"}});

@@ -6,10 +6,10 @@
 #define CPPHTTPLIB_OPENSSL_SUPPORT
 #endif
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "lens/lens.h"
 #include "support/otlp_config.h"

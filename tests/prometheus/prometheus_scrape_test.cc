@@ -1,9 +1,7 @@
 // A real Prometheus server (Debian's) scrapes lens's /metrics; its HTTP API must return what was recorded, by
-// the query SPEC §8 documents, and the histogram's buckets must add up.
+// the query CONTRACT §8 documents, and the histogram's buckets must add up.
 #include <gtest/gtest.h>
 #include <httplib.h>
-
-#include "support/net.h"
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,13 +18,13 @@
 
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
+#include "support/net.h"
 
 extern char** environ;
 
 namespace {
 
 using nlohmann::json;
-
 
 class PrometheusServer {
  public:
@@ -98,7 +96,7 @@ TEST(Prometheus, ScrapesLensAndAnswersTheSpecQuery) {
   EXPECT_DOUBLE_EQ(value_of(loss), 2.375);
   EXPECT_EQ(loss[0]["metric"]["service_instance_id"], c.run_id + "-rank0");
 
-  // The query of SPEC §8 selects the run's training series.
+  // The query of CONTRACT §8 selects the run's training series.
   json all = prometheus.query("{nemo_run_id=\"" + c.run_id + "\", __name__=~\"megatron_training_.*\"}");
   std::set<std::string> names;
   for (const json& series : all) names.insert(series["metric"]["__name__"].get<std::string>());

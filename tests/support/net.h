@@ -3,9 +3,10 @@
 #pragma once
 
 #include <netinet/in.h>
-#include <cstdint>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <cstdint>
 
 namespace lens::testing {
 

@@ -30,9 +30,10 @@ inline const SelfSigned& self_signed() {
     std::string dir = std::filesystem::temp_directory_path() / ("lens-tls-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     SelfSigned f{dir + "/cert.pem", dir + "/key.pem"};
-    std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
-                          "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + f.key_path + " -out " +
-                          f.cert_path + " >/dev/null 2>&1";
+    std::string command =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+        "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+        f.key_path + " -out " + f.cert_path + " >/dev/null 2>&1";
     if (std::system(command.c_str()) != 0) f = {};
     return f;
   }();

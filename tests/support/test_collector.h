@@ -22,7 +22,8 @@ class TestCollector {
   using Respond = std::function<void(const httplib::Request&, httplib::Response&, int attempt)>;
 
   // port 0: any free port.
-  explicit TestCollector(Respond respond, int port = 0) : TestCollector(std::make_unique<httplib::Server>(), respond, port) {}
+  explicit TestCollector(Respond respond, int port = 0)
+      : TestCollector(std::make_unique<httplib::Server>(), respond, port) {}
 #if defined(CPPHTTPLIB_OPENSSL_SUPPORT)
   TestCollector(Respond respond, const std::string& cert, const std::string& key)
       : TestCollector(std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str()), respond, 0) {}

@@ -1,7 +1,7 @@
 // A consumer outside the lens tree, built against the installed package.
-#include <cstdio>
-
 #include <lens/lens.h>
+
+#include <cstdio>
 
 int main() {
   lens::Config config = lens::megatron::config_from_env();

@@ -1,17 +1,14 @@
-// The span exporters of this layer and the choice among them (MYTRAINER_OTEL_EXPORTER).
+// The exporters that write OTLP/JSON lines: `console` (stdout) and `file` (one JSON Lines file per signal and
+// rank, the demo's default), and where the file exporter puts a run's files.
 #pragma once
 
-#include <array>
 #include <memory>
 #include <string>
 
-#include "signals/exporter.h"
 #include "lens/config.h"
+#include "signals/exporter.h"
 
 namespace lens::internal {
-
-enum class Signal { kTraces = 0, kMetrics = 1, kLogs = 2 };
-using SignalSet = std::array<bool, 3>;  // indexed by Signal
 
 // One compact OTLP/JSON request per line on stdout.
 std::unique_ptr<TelemetryExporter> make_console_exporter();
@@ -26,9 +23,5 @@ std::unique_ptr<TelemetryExporter> make_file_exporter(const std::string& prefix,
 // so that an id from the launcher ("../x", "/abs", "a/b") is always one path component inside FILE_DIR.
 std::string run_directory_name(const std::string& run_id);
 std::string telemetry_file_prefix(const Config& config, const std::string& run_id, int rank);
-
-// The exporter the configuration asks for. Throws ConfigError for one this build cannot provide.
-std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std::string& run_id, int rank,
-                                                 SignalSet signals);
 
 }  // namespace lens::internal

@@ -1,4 +1,4 @@
-#include "export/exporters.h"
+#include "export/json_lines_exporter.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,6 @@
 
 #include "common/log.h"
 #include "common/text.h"
-#include "export/otlp_exporter.h"
 #include "export/otlp_json.h"
 
 namespace lens::internal {
@@ -105,7 +104,8 @@ struct FileSink {
       ssize_t n = fds[k] < 0 ? -1 : ::write(fds[k], at, left);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        log_warning("cannot write telemetry to %s: %s", paths[k].c_str(), fds[k] < 0 ? "not open" : std::strerror(errno));
+        log_warning("cannot write telemetry to %s: %s", paths[k].c_str(),
+                    fds[k] < 0 ? "not open" : std::strerror(errno));
         return false;
       }
       at += n;
@@ -147,10 +147,10 @@ std::unique_ptr<TelemetryExporter> make_file_exporter(const std::string& prefix,
   static constexpr const char* kSuffix[] = {".traces.jsonl", ".metrics.jsonl", ".logs.jsonl"};
   std::filesystem::path run_directory = std::filesystem::path(prefix).parent_path();
   if (std::error_code error = make_private_directories(run_directory)) {
-    throw ConfigError("lens: cannot make the telemetry directory " + run_directory.string() + ": " +
-                      (error == std::errc::not_a_directory ? "a file or symbolic link is in its place"
-                                                           : error.message()) +
-                      "; set <PREFIX>_FILE_DIR to a writable directory");
+    throw ConfigError(
+        "lens: cannot make the telemetry directory " + run_directory.string() + ": " +
+        (error == std::errc::not_a_directory ? "a file or symbolic link is in its place" : error.message()) +
+        "; set <PREFIX>_FILE_DIR to a writable directory");
   }
   for (int k = 0; k < 3; ++k) {
     sink.paths[k] = prefix + kSuffix[k];
@@ -179,17 +179,8 @@ std::string run_directory_name(const std::string& run_id) {
 }
 
 std::string telemetry_file_prefix(const Config& config, const std::string& run_id, int rank) {
-  return (std::filesystem::path(config.file_dir) / run_directory_name(run_id) / ("rank" + std::to_string(rank))).string();
-}
-
-std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std::string& run_id, int rank,
-                                                 SignalSet signals) {
-  switch (config.exporter) {
-    case Exporter::kConsole: return make_console_exporter();
-    case Exporter::kFile: return make_file_exporter(telemetry_file_prefix(config, run_id, rank), signals);
-    case Exporter::kOtlp: return make_otlp_exporter(config);
-  }
-  throw ConfigError("lens: unknown exporter");
+  return (std::filesystem::path(config.file_dir) / run_directory_name(run_id) / ("rank" + std::to_string(rank)))
+      .string();
 }
 
 }  // namespace lens::internal

@@ -1,20 +1,20 @@
 // The file exporter against a hostile run id and file system: the run directory is always one component inside
 // FILE_DIR, files are private and never opened through a symlink, a torn last line is never extended, and a file
 // deleted mid-run is made again.
+#include "export/json_lines_exporter.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
-
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "export/exporters.h"
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
 
@@ -130,7 +130,7 @@ TEST_F(FileExporter, AWriteCutShortIsCountedAndTheNextLineStartsClean) {
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
   cut = before;
   cut.rlim_cur = static_cast<rlim_t>(fs::file_size(file)) + 64;  // room for 64 bytes of the next line
-  auto previous = std::signal(SIGXFSZ, SIG_IGN);                   // else the kernel ends the process
+  auto previous = std::signal(SIGXFSZ, SIG_IGN);                 // else the kernel ends the process
   ::testing::internal::CaptureStderr();
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &cut), 0);
   { LENS_SPAN(mg::job, "cut", {"padding", std::string(200, 'x')}); }
