@@ -66,8 +66,8 @@ class StartupWatch {
 
   const Topology topology_;
   const bool hosts_store_;
-  std::mutex mutex_;
-  std::function<void()> last_words_;  // guarded by mutex_
+  std::mutex mutex_;  // guards last_words_
+  std::function<void()> last_words_;
   c10::intrusive_ptr<c10d::Store> main_store_;
   c10::intrusive_ptr<c10d::Store> store_;  // the watch's own connection: a c10d store is used from one thread
   std::atomic<bool> stop_{false};
