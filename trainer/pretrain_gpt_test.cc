@@ -322,6 +322,14 @@ TEST(PretrainGpt, TrainingMetricsCarryTheLoggedLoss) {
   const std::size_t at = out.rfind("lm loss: ");
   ASSERT_NE(at, std::string::npos) << out;
   EXPECT_NEAR(last_loss, std::stod(out.substr(at + 9, 12)), 1e-5);
+  // Issue 15: no iteration is skipped here, and the counter says 0 rather than nothing ("No data").
+  int skipped_points = 0;
+  for (const json& m : t.metrics[3]) {
+    if (m["name"] != "megatron.training.skipped_iters") continue;
+    ++skipped_points;
+    EXPECT_EQ(m["sum"]["dataPoints"][0]["asInt"], "0") << m.dump();
+  }
+  EXPECT_GE(skipped_points, 1) << "megatron.training.skipped_iters is exported at 0";
 }
 
 // LOGS_ENABLED=1: a record per log interval, carrying the iteration and the trace and span of the segment

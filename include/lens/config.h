@@ -48,7 +48,10 @@ enum class TracesSampler {
   kParentBasedTraceIdRatio,
 };
 enum class Temporality { kCumulative, kDelta, kLowMemory };
-enum class MetricsExporter { kOtlp, kPrometheus, kConsole, kNone };
+// Where one signal goes (OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER, OTEL_LOGS_EXPORTER). kFollow, when unset:
+// the lens key EXPORTER decides; kNone turns the signal off; kPrometheus is for metrics only (pulled by a
+// scrape, not pushed).
+enum class SignalExporter { kFollow, kOtlp, kConsole, kNone, kPrometheus };
 
 // OTEL_BSP_* / OTEL_BLRP_*: the batch processors of traces and logs.
 // Every delay, interval and timeout is at most one day: read from the environment, a larger value is an error;
@@ -98,6 +101,7 @@ struct Config {
   std::string rank_strategy = "single_rank";
   std::string rank_strategy_source = "the default rank strategy";
   std::int64_t export_rank = -1;
+  std::string export_rank_source = "the export rank set in code";  // variable it came from
   double export_sample_rate = 1.0;
   std::string sampling_strategy;  // empty: the OTel SDK sampler alone
   std::string sampling_strategy_source;
@@ -123,10 +127,17 @@ struct Config {
   std::int64_t metric_export_interval_ms = 10000;
   std::int64_t metric_export_timeout_ms = 30000;
   Temporality metrics_temporality = Temporality::kCumulative;
-  MetricsExporter metrics_exporter = MetricsExporter::kOtlp;
+  SignalExporter traces_exporter = SignalExporter::kFollow;
+  SignalExporter metrics_exporter = SignalExporter::kFollow;
+  SignalExporter logs_exporter = SignalExporter::kFollow;
   std::string prometheus_host = "localhost";
   int prometheus_port = 9464;
   std::string resource_attributes;  // OTEL_RESOURCE_ATTRIBUTES, raw; parsed with the resource
+  // OTEL_PROPAGATORS (default tracecontext,baggage; `none`: neither). Without tracecontext, no span context
+  // leaves the process (a worker bootstrap carries none). lens keeps no baggage: `baggage` is accepted, and
+  // there is nothing to carry.
+  bool propagate_trace_context = true;
+  bool propagate_baggage = true;
   OtlpSignalConfig otlp_traces, otlp_metrics, otlp_logs;
 
   // True when telemetry is on: enabled and not OTEL_SDK_DISABLED.

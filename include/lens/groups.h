@@ -211,9 +211,11 @@ LENS_API GroupSet enabled_span_groups() noexcept;
 LENS_API GroupSet set_enabled_span_groups(GroupSet groups) noexcept;
 
 // Resolves a span-group spec (CONTRACT §1) against a catalogue: comma-separated tokens, each trimmed and
-// lower-cased, empty tokens skipped, looked up as a preset first and then as a group, united. An empty spec is
-// the empty set. An unknown token throws lens::ConfigError naming `source` (the variable or flag the spec came
-// from), the token, every valid name and the closest one; nothing is applied.
+// lower-cased, empty tokens skipped, looked up as a preset first and then as a group. A token written `-name`
+// removes that preset or group: the result is the union of the plain tokens minus the union of the removed ones,
+// whatever their order (`all,-layer`). An empty spec is the empty set. An unknown token throws
+// lens::ConfigError naming `source` (the variable or flag the spec came from), the token, every valid name and
+// the closest one; nothing is applied.
 LENS_API GroupSet resolve(const Catalogue& catalogue, std::string_view spec, std::string_view source);
 
 // Names of the groups in `set`, comma-separated, in catalogue order.

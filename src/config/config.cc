@@ -12,6 +12,24 @@ namespace lens {
 namespace internal {
 namespace {
 
+// OTEL_PROPAGATORS: a comma-separated list of tracecontext, baggage, none; any other name (b3, jaeger, xray, ...)
+// is an error naming it, rather than a propagator silently missing.
+void read_propagators(const EnvValue& v, Config& c) {
+  c.propagate_trace_context = c.propagate_baggage = false;
+  for (std::string_view raw : split(v.text, ',')) {
+    const std::string name = to_lower(trim(raw));
+    if (name == "tracecontext") {
+      c.propagate_trace_context = true;
+    } else if (name == "baggage") {
+      c.propagate_baggage = true;
+    } else if (name != "none" && !name.empty()) {
+      throw ConfigError("lens: " + v.variable + "='" + v.text + "': unknown propagator '" + name +
+                        "'; valid values: tracecontext, baggage, none (a comma-separated list)");
+    }
+  }
+}
+
+
 // A registered strategy name as written, else lower-cased (the built-ins are lower-case).
 template <typename Has, typename Names>
 std::string strategy_name(const EnvValue& value, Has has, Names names) {
@@ -30,7 +48,10 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     c.rank_strategy = strategy_name(*v, has_rank_strategy, rank_strategy_names);
     c.rank_strategy_source = v->variable;
   }
-  if (auto v = env.lens_key({"EXPORT_RANK"})) c.export_rank = parse_int(*v, INT32_MIN, INT32_MAX);
+  if (auto v = env.lens_key({"EXPORT_RANK"})) {
+    c.export_rank = parse_int(*v, INT32_MIN, INT32_MAX);
+    c.export_rank_source = v->variable;
+  }
   if (auto v = env.lens_key({"EXPORT_SAMPLE_RATE"})) c.export_sample_rate = parse_number(*v, 0.0, 1.0);
   if (auto v = env.lens_key({"SAMPLING_STRATEGY", "SAMPLER_ENABLED"})) {
     bool alias = v->variable.ends_with("_SAMPLER_ENABLED");
@@ -111,12 +132,17 @@ void read_metrics(const EnvReader& env, Config& c) {
                                                            {"delta", Temporality::kDelta},
                                                            {"lowmemory", Temporality::kLowMemory}});
   }
+  // One exporter per signal: a list such as `otlp,console` is refused with the rest (lens sends a signal to one
+  // place).
+  using SE = SignalExporter;
+  if (auto v = env.get("OTEL_TRACES_EXPORTER"))
+    c.traces_exporter = parse_choice<SE>(*v, {{"otlp", SE::kOtlp}, {"console", SE::kConsole}, {"none", SE::kNone}});
   if (auto v = env.get("OTEL_METRICS_EXPORTER")) {
-    c.metrics_exporter = parse_choice<MetricsExporter>(*v, {{"otlp", MetricsExporter::kOtlp},
-                                                            {"prometheus", MetricsExporter::kPrometheus},
-                                                            {"console", MetricsExporter::kConsole},
-                                                            {"none", MetricsExporter::kNone}});
+    c.metrics_exporter = parse_choice<SE>(
+        *v, {{"otlp", SE::kOtlp}, {"prometheus", SE::kPrometheus}, {"console", SE::kConsole}, {"none", SE::kNone}});
   }
+  if (auto v = env.get("OTEL_LOGS_EXPORTER"))
+    c.logs_exporter = parse_choice<SE>(*v, {{"otlp", SE::kOtlp}, {"console", SE::kConsole}, {"none", SE::kNone}});
   if (auto v = env.get("OTEL_EXPORTER_PROMETHEUS_HOST")) c.prometheus_host = v->text;
   if (auto v = env.get("OTEL_EXPORTER_PROMETHEUS_PORT")) c.prometheus_port = static_cast<int>(parse_int(*v, 1, 65535));
 }
@@ -162,6 +188,7 @@ Config config_from(const EnvLookup& lookup, std::string_view prefix, std::string
   c.service_name = std::string(default_service_name);
   if (auto v = env.get("OTEL_SERVICE_NAME")) c.service_name = v->text;
   if (auto v = env.get("OTEL_SDK_DISABLED")) c.sdk_disabled = parse_otel_bool(*v);
+  if (auto v = env.get("OTEL_PROPAGATORS")) read_propagators(*v, c);
   read_sampler(env, c);
   c.span_batch = read_batch(env, "OTEL_BSP_", c.span_batch);
   c.log_batch = read_batch(env, "OTEL_BLRP_", c.log_batch);

@@ -288,12 +288,51 @@ TEST(ConfigSdk, Metrics) {
                               {"OTEL_EXPORTER_PROMETHEUS_PORT", "9999"}});
   EXPECT_EQ(c.metric_export_interval_ms, 500);
   EXPECT_EQ(c.metrics_temporality, Temporality::kDelta);
-  EXPECT_EQ(c.metrics_exporter, MetricsExporter::kPrometheus);
+  EXPECT_EQ(c.metrics_exporter, SignalExporter::kPrometheus);
   EXPECT_EQ(c.prometheus_host, "0.0.0.0");
   EXPECT_EQ(c.prometheus_port, 9999);
   EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_PROMETHEUS_PORT", "70000"}}), "an integer in [1, 65535]"));
   EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sometimes"}}),
                        "cumulative, delta, lowmemory"));
+}
+
+// Issue 15: OTEL_TRACES_EXPORTER and OTEL_LOGS_EXPORTER were ignored without a word.
+TEST(ConfigSdk, SignalExportersAreReadAndAnythingElseIsAnError) {
+  Config unset = megatron_config({});
+  EXPECT_EQ(unset.traces_exporter, SignalExporter::kFollow);
+  EXPECT_EQ(unset.metrics_exporter, SignalExporter::kFollow);
+  EXPECT_EQ(unset.logs_exporter, SignalExporter::kFollow);
+  Config c = megatron_config(
+      {{"OTEL_TRACES_EXPORTER", "none"}, {"OTEL_METRICS_EXPORTER", "Console"}, {"OTEL_LOGS_EXPORTER", " otlp "}});
+  EXPECT_EQ(c.traces_exporter, SignalExporter::kNone);
+  EXPECT_EQ(c.metrics_exporter, SignalExporter::kConsole);
+  EXPECT_EQ(c.logs_exporter, SignalExporter::kOtlp);
+  for (const char* variable : {"OTEL_TRACES_EXPORTER", "OTEL_LOGS_EXPORTER"}) {
+    for (const char* value : {"zipkin", "otlp,console", "prometheus"}) {
+      std::string m = error_of({{variable, value}});
+      EXPECT_TRUE(contains(m, std::string(variable) + "='" + value + "'")) << m;
+      EXPECT_TRUE(contains(m, "otlp, console, none")) << m;
+    }
+  }
+  std::string m = error_of({{"OTEL_METRICS_EXPORTER", "statsd"}});
+  EXPECT_TRUE(contains(m, "otlp, prometheus, console, none")) << m;
+}
+
+// Issue 15: OTEL_PROPAGATORS was ignored; b3 would have been a propagator silently missing.
+TEST(ConfigSdk, PropagatorsAreReadAndAnUnknownOneIsAnError) {
+  Config unset = megatron_config({});
+  EXPECT_TRUE(unset.propagate_trace_context);
+  EXPECT_TRUE(unset.propagate_baggage);
+  Config none = megatron_config({{"OTEL_PROPAGATORS", "none"}});
+  EXPECT_FALSE(none.propagate_trace_context);
+  EXPECT_FALSE(none.propagate_baggage);
+  Config baggage = megatron_config({{"OTEL_PROPAGATORS", " Baggage "}});
+  EXPECT_FALSE(baggage.propagate_trace_context);
+  EXPECT_TRUE(baggage.propagate_baggage);
+  EXPECT_TRUE(megatron_config({{"OTEL_PROPAGATORS", "tracecontext,baggage"}}).propagate_trace_context);
+  std::string m = error_of({{"OTEL_PROPAGATORS", "tracecontext,b3"}});
+  EXPECT_TRUE(contains(m, "OTEL_PROPAGATORS='tracecontext,b3': unknown propagator 'b3'")) << m;
+  EXPECT_TRUE(contains(m, "tracecontext, baggage, none")) << m;
 }
 
 TEST(ConfigOtlp, PerSignalBeatsGeneral) {

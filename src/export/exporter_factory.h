@@ -1,4 +1,6 @@
-// The choice among the exporters (P_EXPORTER): console, file or OTLP, for the signals that are on.
+// The choice among the exporters: the lens key EXPORTER (console, file or OTLP) for every signal, unless
+// OTEL_<SIGNAL>_EXPORTER names another for that signal; signals that go to different places get one exporter
+// each behind a router.
 #pragma once
 
 #include <memory>
@@ -9,9 +11,12 @@
 
 namespace lens::internal {
 
-// The exporter the configuration asks for. Throws ConfigError for one this build cannot provide, or a file
-// that cannot be opened.
+// The exporter the configuration asks for, for the signals in `signals`. Throws ConfigError for one this build
+// cannot provide, or a file that cannot be opened.
 std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std::string& run_id, int rank,
                                                  SignalSet signals);
+
+// Where `signal` goes: EXPORTER, unless its OTEL_<SIGNAL>_EXPORTER says otherwise (otlp or console).
+Exporter exporter_for(const Config& config, Signal signal);
 
 }  // namespace lens::internal

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lens/log.h"
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
 
@@ -54,6 +55,33 @@ class FileExporter : public ::testing::Test {
   }
   fs::path root_;
 };
+
+// Issue 15: OTEL_<SIGNAL>_EXPORTER overrides EXPORTER for its signal; `none` turns the signal off.
+TEST_F(FileExporter, ASignalsOwnExporterVariableSendsItElsewhereOrNowhere) {
+  Config c = config("signals");
+  c.logs_enabled = true;
+  c.metrics_enabled = true;
+  c.metric_export_interval_ms = 60000;
+  c.traces_exporter = SignalExporter::kNone;
+  c.logs_exporter = SignalExporter::kConsole;
+  ::testing::internal::CaptureStdout();
+  {
+    Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1});
+    EXPECT_FALSE(is_enabled(mg::job)) << "traces are off: no group is enabled";
+    LENS_SPAN(mg::job, "never recorded");
+    lens::log(Severity::kWarn, "to the console");
+    t.shutdown();
+  }
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  const fs::path run = root_ / "telemetry" / "signals";
+  EXPECT_FALSE(fs::exists(run / "rank0.traces.jsonl")) << "OTEL_TRACES_EXPORTER=none";
+  EXPECT_FALSE(fs::exists(run / "rank0.logs.jsonl")) << "logs went to the console";
+  ASSERT_TRUE(fs::exists(run / "rank0.metrics.jsonl")) << "metrics follow EXPORTER=file";
+  EXPECT_NE(out.find("to the console"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"resourceLogs\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("never recorded"), std::string::npos) << out;
+  EXPECT_EQ(out.find("resourceMetrics"), std::string::npos) << out;
+}
 
 TEST_F(FileExporter, TheRunDirectoryIsOneSafeComponent) {
   EXPECT_EQ(internal::run_directory_name("slurm-123.4_a"), "slurm-123.4_a");

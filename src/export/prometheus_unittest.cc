@@ -81,7 +81,7 @@ Config prometheus_config(int port) {
   Config c = testing::capture_config("job");
   c.exporter = Exporter::kConsole;
   c.traces_enabled = false;
-  c.metrics_exporter = MetricsExporter::kPrometheus;
+  c.metrics_exporter = SignalExporter::kPrometheus;
   c.prometheus_host = "127.0.0.1";
   c.prometheus_port = port;
   c.run_id = "prom-run";

@@ -48,32 +48,47 @@ std::vector<std::string> valid_names(const Catalogue& catalogue) {
   return names;
 }
 
-// `token` as the user wrote it; the suggestion is looked for with the lower-cased form.
+// `token` as the user wrote it; the suggestion is looked for with the lower-cased form (a removal's with its `-`).
 [[noreturn]] void throw_unknown_token(const Catalogue& catalogue, std::string_view token, std::string_view spec,
                                       std::string_view source) {
   std::vector<std::string> names = valid_names(catalogue);
+  std::string wanted = internal::to_lower(token);
+  const bool removal = !wanted.empty() && wanted.front() == '-';
+  if (removal) wanted = internal::trim(std::string_view(wanted).substr(1));
+  const std::string suggestion = (removal ? "-" : "") + internal::closest(wanted, names);
   std::string message = "lens: unknown span group '" + std::string(token) + "' in " + std::string(source) + "='" +
-                        std::string(spec) + "'; did you mean '" + internal::closest(internal::to_lower(token), names) +
-                        "'? Valid names (groups and presets): " + internal::join(names, ", ");
+                        std::string(spec) + "'; did you mean '" + suggestion +
+                        "'? Valid names (groups and presets, each also as -name to remove it): " +
+                        internal::join(names, ", ");
   throw ConfigError(message);
+}
+
+// The groups one name stands for: a preset first, then a group; false when it is neither.
+bool lookup(const Catalogue& catalogue, std::string_view name, GroupSet* out) {
+  if (const Catalogue::Preset* preset = catalogue.find_preset(name)) {
+    *out = preset->groups;
+    return true;
+  }
+  SpanGroup group(0);
+  if (!catalogue.find_group(name, &group)) return false;
+  *out = GroupSet{group};
+  return true;
 }
 
 }  // namespace
 
 GroupSet resolve(const Catalogue& catalogue, std::string_view spec, std::string_view source) {
-  GroupSet result;
+  GroupSet added, removed;
   for (std::string_view raw : internal::split(spec, ',')) {
-    std::string token = internal::to_lower(internal::trim(raw));
+    const std::string token = internal::to_lower(internal::trim(raw));
     if (token.empty()) continue;
-    if (const Catalogue::Preset* preset = catalogue.find_preset(token)) {
-      result = result | preset->groups;
-      continue;
-    }
-    SpanGroup group(0);
-    if (!catalogue.find_group(token, &group)) throw_unknown_token(catalogue, internal::trim(raw), spec, source);
-    result = result | GroupSet{group};
+    const bool removal = token.front() == '-';
+    const std::string name(removal ? internal::trim(std::string_view(token).substr(1)) : std::string_view(token));
+    GroupSet groups;
+    if (!lookup(catalogue, name, &groups)) throw_unknown_token(catalogue, internal::trim(raw), spec, source);
+    (removal ? removed : added) = (removal ? removed : added) | groups;
   }
-  return result;
+  return GroupSet(added.bits() & ~removed.bits());
 }
 
 std::string describe(const Catalogue& catalogue, GroupSet set) {

@@ -110,6 +110,37 @@ TEST(Resolve, UnknownTokenNamesSourceTokenEveryValidNameAndTheClosest) {
   }
 }
 
+// Issue 15: `all,-layer` (the trainer's --help example) was an unknown group.
+TEST(Resolve, AMinusRemovesAGroupOrAPresetWhateverTheOrder) {
+  constexpr Catalogue c = megatron::catalogue();
+  GroupSet all_but_layer(c.all().bits() & ~GroupSet{mg::layer}.bits());
+  EXPECT_EQ(resolve(c, "all,-layer", "test"), all_but_layer);
+  EXPECT_EQ(resolve(c, "-layer,all", "test"), all_but_layer);
+  EXPECT_EQ(resolve(c, " ALL , - Layer ", "test"), all_but_layer);
+  GroupSet per_step = c.find_preset("per_step")->groups;
+  EXPECT_EQ(resolve(c, "per_step,microbatch,-communication", "test"),
+            GroupSet((per_step | GroupSet{mg::microbatch}).bits() & ~GroupSet{mg::communication}.bits()));
+  EXPECT_EQ(resolve(c, "all,-per_step", "test"), GroupSet(c.all().bits() & ~per_step.bits()));
+  EXPECT_EQ(resolve(c, "layer,-layer", "test"), GroupSet{});  // a removal wins over the same name added
+  EXPECT_TRUE(resolve(c, "-job", "test").empty());
+}
+
+TEST(Resolve, AnUnknownRemovalIsAnErrorWithARemovalSuggested) {
+  for (const char* spec : {"all,-layr", "all,-", "all, - "}) {
+    try {
+      resolve(megatron::catalogue(), spec, "MEGATRON_OTEL_SPAN_GROUPS");
+      FAIL() << spec << ": no error";
+    } catch (const ConfigError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("unknown span group '-"), std::string::npos) << m;
+      EXPECT_NE(m.find("each also as -name to remove it"), std::string::npos) << m;
+      if (std::string_view(spec) == "all,-layr") {
+        EXPECT_NE(m.find("did you mean '-layer'?"), std::string::npos) << m;
+      }
+    }
+  }
+}
+
 TEST(Resolve, FlagIsNamedAsTheSource) {
   try {
     resolve(base_catalogue(), "laeyr", "--otel-span-groups");

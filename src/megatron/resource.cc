@@ -32,11 +32,17 @@ ResourceAttributes resource_attributes(const TrainingArgs& a) {
     r.emplace_back("dl.gpu.pci_bus_id", gpu->pci_bus_id);
   }
   internal::EnvReader env(internal::process_env(), "", "");
+  // Copies of the scheduler's and the resiliency extension's identity (CONTRACT §5), when set and not empty.
   for (auto [key, variable] : {std::pair{"slurm.job.id", "SLURM_JOB_ID"},
+                               {"slurm.sluid", "LENS_SLURM_SLUID"},
                                {"slurm.cluster", "SLURM_CLUSTER_NAME"},
                                {"slurm.array.job_id", "SLURM_ARRAY_JOB_ID"},
                                {"slurm.array.task_id", "SLURM_ARRAY_TASK_ID"},
-                               {"slurm.restart_count", "SLURM_RESTART_COUNT"}}) {
+                               {"slurm.array.sluid", "LENS_SLURM_ARRAY_SLUID"},
+                               {"slurm.restart_count", "SLURM_RESTART_COUNT"},
+                               {"nvrx.cycle", "NVRX_CYCLE"},
+                               {"nvrx.infra_rank", "NVRX_INFRA_RANK"},
+                               {"nvrx.membership", "NVRX_MEMBERSHIP"}}) {
     if (auto v = env.get(variable)) r.emplace_back(key, v->text);
   }
   RunUuids ids = run_uuids();

@@ -46,6 +46,12 @@ void record_histogram(Instrument& i, Series& s, double v) noexcept {
   update_min_max(s, v, first);
 }
 
+// A sum that was measured is exported even while it is 0 (a dashboard shows 0, not "No data"). A load first:
+// the flag is written once per series, not on every measurement.
+void mark_measured(Series& s) noexcept {
+  if (!s.has_value.load(std::memory_order_relaxed)) s.has_value.store(true, std::memory_order_release);
+}
+
 void record_into(Instrument& i, Series& s, double v, std::int64_t iv) noexcept {
   switch (i.kind) {
     case InstrumentKind::kCounter:
@@ -54,6 +60,7 @@ void record_into(Instrument& i, Series& s, double v, std::int64_t iv) noexcept {
         s.int_value.fetch_add(iv, std::memory_order_relaxed);
       else
         s.double_value.fetch_add(v, std::memory_order_relaxed);
+      mark_measured(s);
       break;
     case InstrumentKind::kGauge:
       if (i.integer)
@@ -133,7 +140,7 @@ bool has_data(const Instrument& i, const Series& s) {
     case InstrumentKind::kGauge: return s.has_value.load(std::memory_order_acquire);
     case InstrumentKind::kHistogram: return s.count.load(std::memory_order_relaxed) > 0;
     default:
-      return s.int_value.load(std::memory_order_relaxed) != 0 || s.double_value.load(std::memory_order_relaxed) != 0;
+      return s.has_value.load(std::memory_order_acquire);
   }
 }
 
@@ -162,8 +169,14 @@ Instrument* find_or_create_instrument(std::string_view name, std::string_view un
   return raw;
 }
 
-void add(Instrument* i, std::int64_t v) noexcept { i->plain.int_value.fetch_add(v, std::memory_order_relaxed); }
-void add(Instrument* i, double v) noexcept { i->plain.double_value.fetch_add(v, std::memory_order_relaxed); }
+void add(Instrument* i, std::int64_t v) noexcept {
+  i->plain.int_value.fetch_add(v, std::memory_order_relaxed);
+  mark_measured(i->plain);
+}
+void add(Instrument* i, double v) noexcept {
+  i->plain.double_value.fetch_add(v, std::memory_order_relaxed);
+  mark_measured(i->plain);
+}
 void record(Instrument* i, std::int64_t v) noexcept { record_into(*i, i->plain, static_cast<double>(v), v); }
 void record(Instrument* i, double v) noexcept { record_into(*i, i->plain, v, static_cast<std::int64_t>(v)); }
 

@@ -21,7 +21,7 @@ struct Series {
   explicit Series(std::size_t buckets) : bucket_counts(buckets) {}
   std::atomic<std::int64_t> int_value{0};
   std::atomic<double> double_value{0};
-  std::atomic<bool> has_value{false};                     // gauges: recorded at least once
+  std::atomic<bool> has_value{false};                     // a measurement was taken (a sum of 0 is data)
   std::vector<std::atomic<std::uint64_t>> bucket_counts;  // histograms: one more than the bounds
   std::atomic<std::uint64_t> count{0};
   std::atomic<double> min{0}, max{0};

@@ -53,6 +53,28 @@ TEST_F(Metrics, CounterUpDownCounterAndGaugeValues) {
   EXPECT_DOUBLE_EQ(find(all, "test.gauge")->points.at(0).double_value, 0.25);
 }
 
+// Issue 15: megatron.training.skipped_iters was never exported while it was 0, so a dashboard showed "No data".
+TEST_F(Metrics, ACounterThatWasAddedZeroIsExportedAtZeroAndAnUntouchedOneIsNot) {
+  auto untouched = metrics::counter<std::int64_t>("test.zero.untouched");
+  auto zero = metrics::counter<std::int64_t>("test.zero.plain");
+  auto zero_attributed = metrics::counter<double>("test.zero.attributed");
+  auto down = metrics::up_down_counter<std::int64_t>("test.zero.updown");
+  MetricCollector collector(Temporality::kCumulative);
+  zero.add(0);
+  zero_attributed.add(0.0, {{"reason", "none"}});
+  down.add(2);
+  down.add(-2);
+  std::vector<MetricData> all = collector.collect();
+  EXPECT_EQ(find(all, "test.zero.untouched"), nullptr);
+  ASSERT_NE(find(all, "test.zero.plain"), nullptr);
+  EXPECT_EQ(find(all, "test.zero.plain")->points.at(0).int_value, 0);
+  ASSERT_NE(find(all, "test.zero.attributed"), nullptr);
+  EXPECT_EQ(find(all, "test.zero.attributed")->points.at(0).double_value, 0.0);
+  ASSERT_NE(find(all, "test.zero.updown"), nullptr) << "back at 0 is still a value";
+  EXPECT_EQ(find(all, "test.zero.updown")->points.at(0).int_value, 0);
+  (void)untouched;
+}
+
 TEST_F(Metrics, HistogramBucketsSumMinMax) {
   const double bounds[] = {1, 10, 100};
   auto h = metrics::histogram<double>("test.histogram", {.unit = "ms", .bounds = bounds});

@@ -59,6 +59,13 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   s.ranks = detect_rank_info(rank, world_size, local_rank);
   // Resolved on every rank, exporting or not, so a typo fails everywhere alike (CONTRACT §1).
   s.resolved_span_groups = resolve(c.catalogue, c.span_groups, c.span_groups_source);
+  // single_rank with a rank the job does not have would export nothing, without a word (issue 15).
+  if (c.rank_strategy == "single_rank" && c.export_rank >= s.ranks.world_size) {
+    throw ConfigError("lens: " + c.export_rank_source + "=" + std::to_string(c.export_rank) +
+                      " is not a rank of this job (world size " + std::to_string(s.ranks.world_size) +
+                      "), so no rank would export; valid: 0.." + std::to_string(s.ranks.world_size - 1) +
+                      ", or a negative value for the last rank");
+  }
   RankStrategyInput input{s.ranks, c.export_rank, c.export_sample_rate};
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
 }
@@ -67,8 +74,7 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
 Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> exporter) {
   const Config& c = s.config;
   std::unique_ptr<Sampler> sampler = build_sampler(c, s.ranks);
-  bool push_metrics = c.metrics_enabled && c.metrics_exporter != MetricsExporter::kPrometheus &&
-                      c.metrics_exporter != MetricsExporter::kNone;
+  const bool push_metrics = c.metrics_enabled && c.metrics_exporter != SignalExporter::kPrometheus;
   if (!exporter) exporter = make_exporter(c, s.run_id, s.ranks.rank, {c.traces_enabled, push_metrics, c.logs_enabled});
   init_clock();
   PipelineSettings settings;
@@ -90,9 +96,22 @@ struct TelemetryAccess {
 
 bool TelemetryState::inert() const noexcept { return shut_down.load() || pid != ::getpid(); }
 
-Telemetry setup(const Config& config, SetupOptions options, std::unique_ptr<TelemetryExporter> exporter) {
+namespace {
+
+// OTEL_<SIGNAL>_EXPORTER=none turns that signal off, as if <SIGNAL>_ENABLED=0.
+Config with_signal_exporters_applied(Config c) {
+  if (c.traces_exporter == SignalExporter::kNone) c.traces_enabled = false;
+  if (c.metrics_exporter == SignalExporter::kNone) c.metrics_enabled = false;
+  if (c.logs_exporter == SignalExporter::kNone) c.logs_enabled = false;
+  return c;
+}
+
+}  // namespace
+
+Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<TelemetryExporter> exporter) {
   auto state = std::make_shared<TelemetryState>();
-  state->config = config;
+  state->config = with_signal_exporters_applied(requested);
+  const Config& config = state->config;
   state->resource_attributes = std::move(options.resource_attributes);
   state->pid = ::getpid();
 
@@ -114,7 +133,7 @@ Telemetry setup(const Config& config, SetupOptions options, std::unique_ptr<Tele
       state->resource = build_resource(config, state->ranks, state->run_id, state->resource_attributes, process_env());
       if (config.traces_enabled || config.metrics_enabled || config.logs_enabled)
         state->pipeline = build_pipeline(*state, std::move(exporter));
-      if (state->pipeline && config.metrics_enabled && config.metrics_exporter == MetricsExporter::kPrometheus)
+      if (state->pipeline && config.metrics_enabled && config.metrics_exporter == SignalExporter::kPrometheus)
         state->prometheus = start_prometheus_endpoint(config, state->pipeline->resource(),
                                                       state->pipeline->metrics());  // throws when it cannot bind
     }

@@ -136,6 +136,30 @@ TEST_F(Setup, StrategiesDecide) {
   EXPECT_TRUE(setup_telemetry(c, {.rank = 2, .world_size = 8, .reinit = true}).is_exporting());
 }
 
+// Issue 15: EXPORT_RANK at or above the world size exported nothing, silently; now every rank refuses alike.
+TEST_F(Setup, AnExportRankTheJobDoesNotHaveIsAnErrorOnEveryRank) {
+  Config c = enabled_megatron();
+  c.export_rank = 4;
+  c.export_rank_source = "MEGATRON_OTEL_EXPORT_RANK";
+  for (int rank = 0; rank < 4; ++rank) {
+    try {
+      setup_telemetry(c, {.rank = rank, .world_size = 4, .reinit = true});
+      FAIL() << "rank " << rank << ": no error";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("MEGATRON_OTEL_EXPORT_RANK=4 is not a rank of this job (world size 4)"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("valid: 0..3"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(enabled_span_groups().empty());
+  }
+  c.export_rank = 3;
+  EXPECT_TRUE(setup_telemetry(c, {.rank = 3, .world_size = 4, .reinit = true}).is_exporting());
+  c.rank_strategy = "all_ranks";  // the export rank means nothing to other strategies
+  c.export_rank = 9;
+  EXPECT_TRUE(setup_telemetry(c, {.rank = 0, .world_size = 4, .reinit = true}).is_exporting());
+}
+
 // grpc is the default protocol: a build with gRPC sets up (nothing is sent at setup, so no collector is needed);
 // a build without it (the sanitizer builds) refuses with a message that names the alternative.
 TEST_F(Setup, OtlpOverGrpcWorksOrIsAClearErrorThatNamesHttpProtobuf) {

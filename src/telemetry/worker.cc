@@ -151,7 +151,7 @@ WorkerBootstrap build_worker_bootstrap(const Telemetry& telemetry, ResourceAttri
   b.world_size = telemetry.ranks().world_size;
   b.run_id = telemetry.run_id();
   b.resource_attrs = std::move(resource_attrs);
-  b.link = link;
+  b.link = config.propagate_trace_context ? link : SpanContext{};  // OTEL_PROPAGATORS without tracecontext
   return b;
 }
 

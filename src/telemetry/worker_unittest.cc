@@ -53,6 +53,16 @@ TEST(WorkerBootstrap, MalformedTextIsAConfigErrorNamingTheLine) {
   }
 }
 
+// OTEL_PROPAGATORS without tracecontext: no span context leaves the process.
+TEST(WorkerBootstrap, CarriesNoContextWhenTraceContextIsNotAPropagator) {
+  Config config = testing::capture_config("per_step");
+  config.propagate_trace_context = false;
+  testing::Capture c(config);
+  LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint");
+  ASSERT_TRUE(current_context().is_valid());
+  EXPECT_FALSE(build_worker_bootstrap(c.telemetry(), {}).link.is_valid());
+}
+
 TEST(WorkerBootstrap, IsBuiltFromTheRanksSetupWithTheCurrentSpanAsItsLink) {
   Config config = testing::capture_config("per_step,layer");
   config.service_name = "trainer";

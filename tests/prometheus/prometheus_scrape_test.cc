@@ -78,7 +78,7 @@ TEST(Prometheus, ScrapesLensAndAnswersTheSpecQuery) {
   c.enabled = true;
   c.traces_enabled = false;
   c.exporter = lens::Exporter::kConsole;
-  c.metrics_exporter = lens::MetricsExporter::kPrometheus;
+  c.metrics_exporter = lens::SignalExporter::kPrometheus;
   c.prometheus_host = "127.0.0.1";
   c.prometheus_port = lens_port;
   c.run_id = "prom-" + std::to_string(::getpid());
