@@ -28,37 +28,14 @@ void request_stop(int) { g_stop.store(true); }
 
 // ---- telemetry around the run --------------------------------------------------------------------------------
 
-// What the ranks settle together at the start of each iteration, in one small all-reduce (MAX): whether any was
-// asked to stop (SIGTERM; so that none waits in a collective for one that has left) and, when telemetry is
-// configured, rank 0's current context in its fixed 26-byte binary form (the others contribute zeros), which the
-// pipeline receives link to (CONTRACT §6: every rank takes part whenever telemetry is configured, exporting or not).
-struct Agreement {
-  bool stop = false;
-  lens::SpanContext rank0_context;
-};
-
-Agreement agree(trainer::Parallel& par, bool with_context) {
-  lens::BinaryContext bytes{};
-  const std::int64_t n = 1 + (with_context ? static_cast<std::int64_t>(bytes.size()) : 0);
-  auto values = torch::zeros({n});
-  auto* v = values.data_ptr<float>();
-  v[0] = g_stop.load() ? 1.0f : 0.0f;
-  if (with_context && par.topology().rank == 0) {
-    bytes = lens::to_binary(lens::current_context());
-    for (std::size_t i = 0; i < bytes.size(); ++i) v[1 + i] = bytes[i];
-  }
-  std::vector<torch::Tensor> tensors{values};
+// Whether any rank was asked to stop (SIGTERM), settled at the start of each iteration in one small all-reduce
+// (MAX), so that no rank waits in a collective for one that has left.
+bool any_rank_stops(trainer::Parallel& parallel) {
+  std::vector<torch::Tensor> tensors{torch::tensor({g_stop.load() ? 1.0f : 0.0f})};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
-  par.world().allreduce(tensors, options)->wait();
-  v = tensors[0].data_ptr<float>();
-  Agreement a;
-  a.stop = v[0] > 0;
-  if (with_context) {
-    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(v[1 + i]);
-    a.rank0_context = lens::from_binary(bytes).value_or(lens::SpanContext{});
-  }
-  return a;
+  parallel.world().allreduce(tensors, options)->wait();
+  return tensors[0].item<float>() > 0;
 }
 
 // This CPU trainer's stand-in for the GPU's peak allocated memory: the process's peak resident set.
@@ -94,7 +71,7 @@ class PretrainRun {
   // One trace segment: the iterations up to the next save (all of them without --save-interval). False when a
   // rank was asked to stop.
   bool train_segment(const lens::SpanContext& pretrain_context);
-  void train_iteration(const lens::SpanContext& iteration_context);
+  void train_iteration(const lens::SpanContext& segment);
   void log_interval(std::int64_t iteration, const Trainer::StepResult& step);
   void finish_training(bool stopped);
 
@@ -245,21 +222,20 @@ bool PretrainRun::train_segment(const lens::SpanContext& pretrain_context) {
                         : args_.train_iters;
   bool go_on = true;
   while (go_on && trainer_->iteration() < segment_end) {
-    const Agreement agreement = agree(*parallel_, config_.enabled);
-    go_on = !agreement.stop;
-    if (go_on) train_iteration(agreement.rank0_context);
+    go_on = !any_rank_stops(*parallel_);
+    if (go_on) train_iteration(segment.context());
   }
   previous_segment_ = segment.context();
   return go_on;
 }
 
-void PretrainRun::train_iteration(const lens::SpanContext& iteration_context) {
+void PretrainRun::train_iteration(const lens::SpanContext& segment) {
   // A sibling of the step span, not its parent (CONTRACT §6): started, not made current.
   lens::Span first_iteration;
   if (first_iteration_ && LENS_GROUP_ENABLED(mg::first_iteration))
     first_iteration.start(mg::first_iteration, "megatron.train.first_iteration",
                           {{"megatron.iteration", trainer_->iteration() + 1}});
-  const Trainer::StepResult step = trainer_->train_step(iteration_context);
+  const Trainer::StepResult step = trainer_->train_step(segment);
   first_iteration.end();
   first_iteration_ = false;
   final_train_loss_ = step.loss;

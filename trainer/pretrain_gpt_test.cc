@@ -283,24 +283,6 @@ TEST(PretrainGpt, FourPipelineStagesEachHoldTheirLayer) {
   EXPECT_FALSE(std::isnan(logged_loss(run.outputs[3], 3))) << run.outputs[3];
 }
 
-TEST(PretrainGpt, PipelineReceivesLinkToRankZerosIterationContext) {
-  Launch run = launch("links", 4, small({"--otel-span-groups", "all"}), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
-  expect_all_ranks_succeeded(run);
-  Telemetry t = read_telemetry(run);
-  std::set<std::string> rank0_spans;
-  for (const Span& s : t.spans)
-    if (s.rank == 0) rank0_spans.insert(s.data["spanId"].get<std::string>());
-  auto linked = t.named("megatron.pp.recv_forward.linked");
-  ASSERT_FALSE(linked.empty());
-  for (const Span* s : linked) {
-    EXPECT_GE(s->rank, 2) << "only the second stage receives forward activations";
-    ASSERT_EQ(s->data["links"].size(), 1u);
-    EXPECT_TRUE(rank0_spans.count(s->data["links"][0]["spanId"].get<std::string>()))
-        << "the link points at a span of rank 0";
-    EXPECT_EQ(attribute(s->data, "dl.pipeline_parallel.rank")["intValue"], "1");
-  }
-}
-
 TEST(PretrainGpt, DefaultPresetAndDefaultStrategyExportTheProductionSpansFromTheLastRank) {
   Launch run = launch("default", 4, small());
   expect_all_ranks_succeeded(run);
@@ -788,6 +770,88 @@ TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoi
   Launch resumed = launch("sigterm_resume", 4, resume);
   expect_all_ranks_succeeded(resumed);
   EXPECT_NE(resumed.outputs[0].find("loaded checkpoint"), std::string::npos) << resumed.outputs[0];
+}
+
+// Issue 15: each warm-up receive links to the span that sent the activation, so micro-batch 0 can be followed
+// from the last stage back to the first through the links alone (it linked every stage to rank 0 before).
+TEST(PretrainGpt, AMicroBatchIsFollowedThroughFourStagesByItsSenderLinks) {
+  std::vector<std::string> flags = small({"--otel-span-groups", "all"});
+  flags[std::find(flags.begin(), flags.end(), "--pipeline-model-parallel-size") - flags.begin() + 1] = "4";
+  Launch run = launch("sender_links", 4, flags, {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  std::map<std::string, const Span*> by_id;
+  for (const Span& s : t.spans) by_id[s.data["spanId"].get<std::string>()] = &s;
+  auto microbatch = [](const Span& s) { return attribute(s.data, "dl.microbatch_id")["intValue"]; };
+  // On the sender's rank, the linked receive of micro-batch 0 under the same forward_backward as `send`.
+  auto linked_receive_beside = [&](const Span& send) -> const Span* {
+    for (const Span* r : t.named("megatron.pp.recv_forward.linked", send.rank))
+      if (r->data["parentSpanId"] == send.data["parentSpanId"] && microbatch(*r) == "0") return r;
+    return nullptr;
+  };
+  const auto last_stage = t.named("megatron.pp.recv_forward.linked", 3);
+  ASSERT_EQ(last_stage.size(), 3u) << "one linked receive per iteration on the last stage (no warm-up)";
+  for (const Span* hop : last_stage) {
+    EXPECT_EQ(microbatch(*hop), "0");
+    int stage = 3;
+    while (hop != nullptr) {
+      ASSERT_EQ(hop->data["links"].size(), 1u) << "stage " << stage;
+      const json& link = hop->data["links"][0];
+      auto sender = by_id.find(link["spanId"].get<std::string>());
+      ASSERT_NE(sender, by_id.end()) << "stage " << stage << ": the link points at no span";
+      const Span& send = *sender->second;
+      EXPECT_EQ(send.data["name"], "megatron.p2p.send_forward");
+      EXPECT_EQ(send.rank, stage - 1) << "the link points at the previous stage";
+      EXPECT_EQ(link["traceId"], send.data["traceId"]);
+      EXPECT_EQ(attribute(hop->data, "dl.pipeline_parallel.rank")["intValue"], std::to_string(stage));
+      --stage;
+      hop = stage > 0 ? linked_receive_beside(send) : nullptr;
+      if (stage > 0) {
+        ASSERT_NE(hop, nullptr) << "no linked receive of micro-batch 0 on stage " << stage;
+      }
+    }
+    EXPECT_EQ(stage, 0) << "followed back to the first stage";
+  }
+}
+
+// Issue 15: TRACE_LAYOUT=step puts iteration i of every rank in one trace whose id is SHA-256 of
+// "lens.step/<run id>/<i>" (the ids and the kept iterations below come from Python's hashlib), each rank's step
+// span a root linked to its segment; a 0.25 trace-id ratio then keeps the same whole iterations on every rank.
+TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
+  Launch run = launch(
+      "step_layout", 4, with_iters(small({"--otel-span-groups", "per_step"}), 40),
+      {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks", "MEGATRON_OTEL_TRACE_LAYOUT=step", "MEGATRON_OTEL_RUN_ID=steps-run",
+       "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.25"});
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  const std::set<std::string> kept_expected{"5", "6", "7", "8", "10", "11", "13", "20", "21", "27", "31", "37"};
+  const std::map<std::string, std::string> trace_of{{"5", "a46e61bbd518516c1e6fe554047a0b4b"},
+                                                    {"6", "0aa25920d8b0366d372dcfca3d184f2a"},
+                                                    {"7", "540432de1a9d7f763822fcdbeab3dff5"}};
+  for (int rank = 0; rank < 4; ++rank) {
+    std::set<std::string> kept;
+    std::map<std::string, std::string> trace_by_iteration;
+    // The segment's own trace is sampled at the same ratio, by its random id: exported or not, it is linked.
+    const auto segments = t.named("megatron.train", rank);
+    ASSERT_LE(segments.size(), 1u) << rank;
+    for (const Span* step : t.named("megatron.train_step", rank)) {
+      const std::string iteration = attribute(step->data, "megatron.iteration")["intValue"];
+      kept.insert(iteration);
+      trace_by_iteration[iteration] = step->data["traceId"];
+      EXPECT_FALSE(step->data.contains("parentSpanId")) << "a root of its step trace";
+      ASSERT_EQ(step->data["links"].size(), 1u) << "linked to its segment";
+      if (!segments.empty()) EXPECT_EQ(step->data["links"][0]["spanId"], segments[0]->data["spanId"]);
+      EXPECT_NE(step->data["links"][0]["traceId"], step->data["traceId"]);
+    }
+    EXPECT_EQ(kept, kept_expected) << "rank " << rank;
+    for (const auto& [iteration, trace] : trace_of) EXPECT_EQ(trace_by_iteration[iteration], trace) << rank;
+    // What runs inside a step is in the step's trace.
+    std::set<std::string> step_traces;
+    for (const auto& [iteration, trace] : trace_by_iteration) step_traces.insert(trace);
+    for (const Span* fb : t.named("megatron.forward_backward", rank))
+      EXPECT_TRUE(step_traces.count(fb->data["traceId"].get<std::string>())) << rank;
+    EXPECT_EQ(t.named("megatron.forward_backward", rank).size(), kept_expected.size()) << rank;
+  }
 }
 
 }  // namespace

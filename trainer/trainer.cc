@@ -40,18 +40,43 @@ void Trainer::backward(std::int64_t micro, InFlight& f, const torch::Tensor& out
   }
 }
 
-torch::Tensor Trainer::recv_forward(std::int64_t micro, const lens::SpanContext* link) {
+namespace {
+
+// A span context as 26 floats (its binary form, a byte each: exact in a float), the dtype the stages exchange.
+torch::Tensor context_tensor(const lens::SpanContext& context) {
+  const lens::BinaryContext bytes = lens::to_binary(context);
+  torch::Tensor t = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kFloat);
+  float* v = t.data_ptr<float>();
+  for (std::size_t i = 0; i < bytes.size(); ++i) v[i] = bytes[i];
+  return t;
+}
+
+lens::SpanContext context_of(const torch::Tensor& t) {
+  lens::BinaryContext bytes{};
+  const float* v = t.data_ptr<float>();
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(v[i]);
+  return lens::from_binary(bytes).value_or(lens::SpanContext{});
+}
+
+}  // namespace
+
+torch::Tensor Trainer::recv_forward(std::int64_t micro, bool linked) {
   if (topology_.first_stage()) return {};
-  auto receive = [&] {
+  // The warm-up receives link to the sending stage's megatron.p2p.send_forward, whose context arrives with the
+  // activation (CONTRACT §6): a micro-batch can be followed from stage to stage.
+  LENS_SPAN_NAMED_IF(linked_span, linked, mg::communication, "megatron.pp.recv_forward.linked",
+                     {"dl.pipeline_parallel.rank", topology_.stage()}, {"dl.microbatch_id", micro});
+  torch::Tensor activation;
+  {
     LENS_SPAN(mg::communication, "megatron.p2p.recv_forward");
-    return parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
-  };
-  if (!link) return receive();
-  // The warm-up receives of a non-first stage link to rank 0's iteration context (CONTRACT §6).
-  LENS_SPAN_NAMED(linked, mg::communication, "megatron.pp.recv_forward.linked",
-                  {"dl.pipeline_parallel.rank", topology_.stage()}, {"dl.microbatch_id", micro});
-  if (link->is_valid()) linked.add_link(*link);
-  return receive();
+    activation = parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
+  }
+  if (carries_contexts()) {
+    const lens::SpanContext sender =
+        context_of(parallel_.recv({lens::BinaryContext{}.size()}, -1, trainer::Parallel::kForwardContext));
+    if (sender.is_valid()) linked_span.add_link(sender);
+  }
+  return activation;
 }
 
 torch::Tensor Trainer::recv_backward() {
@@ -63,8 +88,10 @@ torch::Tensor Trainer::recv_backward() {
 // Sends are started, not waited for: the matching receive may come after this rank's own next receive.
 void Trainer::send_forward(const torch::Tensor& output) {
   if (topology_.last_stage()) return;
-  LENS_SPAN(mg::communication, "megatron.p2p.send_forward");
+  LENS_SPAN_NAMED(send, mg::communication, "megatron.p2p.send_forward");
   pending_sends_.push_back(parallel_.send(output.detach(), +1, trainer::Parallel::kForward));
+  if (carries_contexts())
+    pending_sends_.push_back(parallel_.send(context_tensor(send.context()), +1, trainer::Parallel::kForwardContext));
 }
 
 void Trainer::send_backward(const torch::Tensor& input_grad) {
@@ -73,8 +100,18 @@ void Trainer::send_backward(const torch::Tensor& input_grad) {
   pending_sends_.push_back(parallel_.send(input_grad, -1, trainer::Parallel::kBackward));
 }
 
-Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_context) {
-  LENS_SPAN_NAMED(step, mg::step, "megatron.train_step", {"megatron.iteration", iteration_ + 1});
+Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment) {
+  // TRACE_LAYOUT=step: this iteration's spans on every rank are one trace, whose id each rank derives alike; the
+  // step span is a root of it, linked to its segment (CONTRACT §6).
+  const std::int64_t iteration = iteration_ + 1;
+  const bool own_trace = telemetry_.config().trace_layout == lens::TraceLayout::kStep;
+  const lens::TraceId step_trace = own_trace ? lens::step_trace_id(telemetry_.run_id(), iteration) : lens::TraceId{};
+  lens::ScopedSpan step;
+  if (LENS_GROUP_ENABLED(mg::step)) {
+    step.start(mg::step, "megatron.train_step", {{"megatron.iteration", iteration}},
+               {.trace_id = own_trace ? &step_trace : nullptr});
+    if (own_trace && segment.is_valid()) step.add_link(segment);
+  }
   grad_buckets_->begin_iteration(lens::current_context());
   const int stages = topology_.pipeline_size;
   const std::int64_t warmup = std::min<std::int64_t>(stages - topology_.stage() - 1, microbatches_);
@@ -99,9 +136,9 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& iteration_conte
       ++next_backward;
       if (!topology_.first_stage()) send_backward(f.input.grad());
     };
-    for (std::int64_t i = 0; i < warmup; ++i) run_forward(recv_forward(next_forward, &iteration_context));
+    for (std::int64_t i = 0; i < warmup; ++i) run_forward(recv_forward(next_forward, true));
     for (std::int64_t i = 0; i < steady; ++i) {
-      run_forward(recv_forward(next_forward, warmup == 0 && i == 0 ? &iteration_context : nullptr));
+      run_forward(recv_forward(next_forward, warmup == 0 && i == 0));
       run_backward(recv_backward());
     }
     for (std::int64_t i = 0; i < warmup; ++i) run_backward(recv_backward());

@@ -54,12 +54,13 @@ class Trainer {
   const trainer::GptConfig& config() const { return model_config_; }
 
   // One iteration, as the span megatron.train_step: forward and backward of every micro-batch (1F1B), gradient
-  // sync, optimizer step. `iteration_context`: rank 0's context, which the pipeline's first receive links to.
-  // Returns the loss averaged over micro-batches and data-parallel ranks (known on every rank).
+  // sync, optimizer step. `segment`: the context of this segment's megatron.train, which the step span links
+  // to when each step is a trace of its own (TRACE_LAYOUT=step). Returns the loss averaged over micro-batches and
+  // data-parallel ranks (known on every rank).
   struct StepResult {
     double loss, grad_norm, learning_rate;
   };
-  StepResult train_step(const lens::SpanContext& iteration_context);
+  StepResult train_step(const lens::SpanContext& segment);
   double evaluate();
   void save_checkpoint(const std::string& dir);
   // --async-save: waits until the files of the last save are written, then records it as the latest.
@@ -73,7 +74,7 @@ class Trainer {
   InFlight forward(std::int64_t micro, torch::Tensor received, const std::vector<std::uint8_t>& data,
                    std::uint64_t stream, bool keep_graph);
   void backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad);
-  torch::Tensor recv_forward(std::int64_t micro, const lens::SpanContext* link);
+  torch::Tensor recv_forward(std::int64_t micro, bool linked);
   torch::Tensor recv_backward();
   void send_forward(const torch::Tensor& output);
   void send_backward(const torch::Tensor& input_grad);
@@ -86,6 +87,10 @@ class Trainer {
   trainer::Topology topology_;
   bool saves() const { return topology_.data_rank() == 0; }  // each stage's first replica writes its files
   void write_tracker(std::int64_t iteration);
+
+  // Whether each forward activation travels with the context of the span that sent it (telemetry configured:
+  // the same on every rank, exporting or not, so both sides agree on the messages).
+  bool carries_contexts() const { return telemetry_.config().active(); }
 
   const Corpus& corpus_;
   const lens::Telemetry& telemetry_;

@@ -37,6 +37,9 @@ class ConfigError : public std::runtime_error {
 };
 
 enum class Exporter { kOtlp, kConsole, kFile };
+// TRACE_LAYOUT (CONTRACT §6): kSegment, the reference's shape (a trace per --save-interval); kStep, one trace per
+// iteration shared by every rank (step_trace_id), each rank's step span a root of it.
+enum class TraceLayout { kSegment, kStep };
 enum class OtlpProtocol { kGrpc, kHttpProtobuf, kHttpJson };
 enum class Compression { kNone, kGzip };
 enum class TracesSampler {
@@ -111,6 +114,7 @@ struct Config {
   Severity min_log_severity = Severity::kTrace;  // records below it are not logged (set in code)
   Exporter exporter = Exporter::kOtlp;
   std::string file_dir = "./telemetry";
+  TraceLayout trace_layout = TraceLayout::kSegment;
   std::string run_id;
   std::string user_id;
 

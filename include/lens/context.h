@@ -86,6 +86,12 @@ LENS_API BinaryContext to_binary(const SpanContext& context) noexcept;
 // nullopt for an unknown version or all-zero ids. The result is remote.
 LENS_API std::optional<SpanContext> from_binary(const BinaryContext& bytes) noexcept;
 
+// The trace of iteration `iteration` of run `run_id` (TRACE_LAYOUT=step, CONTRACT §6): the first 16 bytes of
+// SHA-256 of "lens.step/<run_id>/<iteration>". Every rank derives the same id with no communication, so the
+// step spans of all ranks share one trace, and a trace-id ratio sampler keeps or drops the same iterations
+// everywhere. Start a step span in it with StartOptions{.trace_id = &id}.
+LENS_API TraceId step_trace_id(std::string_view run_id, std::int64_t iteration) noexcept;
+
 #else  // LENS_DISABLED: no context ever exists.
 
 inline std::string to_traceparent(const SpanContext&) { return {}; }
@@ -94,6 +100,7 @@ inline std::string normalize_tracestate(std::string_view) { return {}; }
 using BinaryContext = std::array<std::uint8_t, 26>;
 inline BinaryContext to_binary(const SpanContext&) noexcept { return {}; }
 inline std::optional<SpanContext> from_binary(const BinaryContext&) noexcept { return std::nullopt; }
+inline TraceId step_trace_id(std::string_view, std::int64_t) noexcept { return {}; }
 
 #endif
 

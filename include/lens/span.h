@@ -46,6 +46,9 @@ struct StartOptions {
   // The parent. nullptr: the thread's current span. An invalid context: a root span.
   const SpanContext* parent = nullptr;
   bool root = false;  // start a new trace whatever the current span is
+  // A root span in this trace rather than a new random one (a trace every rank derives alike: step_trace_id).
+  // Implies `root`; an invalid id is ignored.
+  const TraceId* trace_id = nullptr;
 };
 
 // A span or event name: a literal is kept as a pointer, anything else is copied when the span starts.

@@ -29,7 +29,6 @@ void read_propagators(const EnvValue& v, Config& c) {
   }
 }
 
-
 // A registered strategy name as written, else lower-cased (the built-ins are lower-case).
 template <typename Has, typename Names>
 std::string strategy_name(const EnvValue& value, Has has, Names names) {
@@ -62,6 +61,8 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     }
     c.sampling_strategy_source = v->variable;
   }
+  if (auto v = env.lens_key({"TRACE_LAYOUT"}))
+    c.trace_layout = parse_choice<TraceLayout>(*v, {{"segment", TraceLayout::kSegment}, {"step", TraceLayout::kStep}});
   if (auto v = env.lens_key({"TRACES_ENABLED"})) c.traces_enabled = parse_flag(*v);
   if (auto v = env.lens_key({"METRICS_ENABLED"})) c.metrics_enabled = parse_flag(*v);
   if (auto v = env.lens_key({"LOGS_ENABLED"})) c.logs_enabled = parse_flag(*v);

@@ -177,6 +177,15 @@ TEST(ConfigChoices, ExporterValuesAndErrors) {
   EXPECT_TRUE(contains(m, "otlp, console, file")) << m;
 }
 
+TEST(ConfigChoices, TraceLayout) {
+  EXPECT_EQ(megatron_config({}).trace_layout, TraceLayout::kSegment);
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_TRACE_LAYOUT", "Step"}}).trace_layout, TraceLayout::kStep);
+  EXPECT_EQ(megatron_config({{"NEMO_LENS_TRACE_LAYOUT", "step"}}).trace_layout, TraceLayout::kStep);
+  std::string m = error_of({{"MEGATRON_OTEL_TRACE_LAYOUT", "iteration"}});
+  EXPECT_TRUE(contains(m, "MEGATRON_OTEL_TRACE_LAYOUT='iteration'")) << m;
+  EXPECT_TRUE(contains(m, "segment, step")) << m;
+}
+
 TEST(ConfigStrategies, RankStrategyAndItsAlias) {
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_RANK_STRATEGY", "All_Ranks"}}).rank_strategy, "all_ranks");
   Config alias = megatron_config({{"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}});

@@ -56,10 +56,10 @@ std::vector<std::string> valid_names(const Catalogue& catalogue) {
   const bool removal = !wanted.empty() && wanted.front() == '-';
   if (removal) wanted = internal::trim(std::string_view(wanted).substr(1));
   const std::string suggestion = (removal ? "-" : "") + internal::closest(wanted, names);
-  std::string message = "lens: unknown span group '" + std::string(token) + "' in " + std::string(source) + "='" +
-                        std::string(spec) + "'; did you mean '" + suggestion +
-                        "'? Valid names (groups and presets, each also as -name to remove it): " +
-                        internal::join(names, ", ");
+  std::string message =
+      "lens: unknown span group '" + std::string(token) + "' in " + std::string(source) + "='" + std::string(spec) +
+      "'; did you mean '" + suggestion +
+      "'? Valid names (groups and presets, each also as -name to remove it): " + internal::join(names, ", ");
   throw ConfigError(message);
 }
 

@@ -139,8 +139,7 @@ bool has_data(const Instrument& i, const Series& s) {
   switch (i.kind) {
     case InstrumentKind::kGauge: return s.has_value.load(std::memory_order_acquire);
     case InstrumentKind::kHistogram: return s.count.load(std::memory_order_relaxed) > 0;
-    default:
-      return s.has_value.load(std::memory_order_acquire);
+    default: return s.has_value.load(std::memory_order_acquire);
   }
 }
 

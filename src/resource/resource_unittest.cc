@@ -241,9 +241,9 @@ TEST_F(FakeNvml, MegatronAttributesAndNvmlOnlyOnExportingRanks) {
 // Issue 15: slurm.sluid, slurm.array.sluid and the resiliency extension's nvrx.* keys were missing.
 TEST(MegatronResource, CopiesTheSchedulersAndResiliencyIdentityWhenSet) {
   const std::vector<std::pair<const char*, const char*>> copies = {
-      {"LENS_SLURM_SLUID", "slurm.sluid"},       {"LENS_SLURM_ARRAY_SLUID", "slurm.array.sluid"},
-      {"NVRX_CYCLE", "nvrx.cycle"},              {"NVRX_INFRA_RANK", "nvrx.infra_rank"},
-      {"NVRX_MEMBERSHIP", "nvrx.membership"},    {"SLURM_ARRAY_TASK_ID", "slurm.array.task_id"}};
+      {"LENS_SLURM_SLUID", "slurm.sluid"},    {"LENS_SLURM_ARRAY_SLUID", "slurm.array.sluid"},
+      {"NVRX_CYCLE", "nvrx.cycle"},           {"NVRX_INFRA_RANK", "nvrx.infra_rank"},
+      {"NVRX_MEMBERSHIP", "nvrx.membership"}, {"SLURM_ARRAY_TASK_ID", "slurm.array.task_id"}};
   for (const auto& [variable, key] : copies) ::setenv(variable, (std::string("v-") + key).c_str(), 1);
   ::setenv("NVRX_MEMBERSHIP", "", 1);  // empty: left out
   ResourceAttributes a = megatron::resource_attributes(megatron::TrainingArgs{});

@@ -1,6 +1,8 @@
 // Carrying a span context across threads and processes: W3C Trace Context text and the binary form.
 #include "lens/context.h"
 
+#include <openssl/evp.h>
+
 #include <cstring>
 
 #include "common/text.h"
@@ -107,6 +109,20 @@ std::optional<SpanContext> from_binary(const BinaryContext& b) noexcept {
   c.is_remote = true;
   if (!c.is_valid()) return std::nullopt;
   return c;
+}
+
+TraceId step_trace_id(std::string_view run_id, std::int64_t iteration) noexcept {
+  TraceId id;  // all zero (invalid, so ignored by StartOptions) only when there is no memory
+  try {
+    std::string text = "lens.step/";
+    text.append(run_id).append("/").append(std::to_string(iteration));
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr) == 1 && length >= 16)
+      std::memcpy(id.bytes.data(), digest, 16);
+  } catch (...) {
+  }
+  return id;
 }
 
 }  // namespace lens

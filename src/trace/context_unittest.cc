@@ -8,6 +8,17 @@ namespace {
 
 constexpr const char* kValid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
+// Issue 15: the step trace id is SHA-256 of the documented string (vectors from Python's hashlib).
+TEST(StepTraceId, IsTheFirstSixteenBytesOfSha256OfTheDocumentedString) {
+  auto hex = [](const TraceId& id) {
+    return to_traceparent(SpanContext{id, SpanId{{1, 0, 0, 0, 0, 0, 0, 0}}, 0, false}).substr(3, 32);
+  };
+  EXPECT_EQ(hex(step_trace_id("run-1", 7)), "25a15996d4abecc533ec1ecd582fdda3");
+  EXPECT_EQ(hex(step_trace_id("12345", 1)), "b4cb9e67681b475dcefe22816424791d");
+  EXPECT_NE(hex(step_trace_id("run-1", 8)), hex(step_trace_id("run-1", 7)));
+  EXPECT_TRUE(step_trace_id("", 0).is_valid());
+}
+
 TEST(Traceparent, RoundTrip) {
   std::optional<SpanContext> c = from_traceparent(kValid);
   ASSERT_TRUE(c.has_value());

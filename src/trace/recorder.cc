@@ -370,15 +370,20 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_
   if (t == nullptr) return;
 
   const SpanContext* parent = nullptr;
-  if (!options.root) {
+  const bool given_trace = options.trace_id != nullptr && options.trace_id->is_valid();
+  if (!options.root && !given_trace) {
     if (options.parent != nullptr)
       parent = options.parent->is_valid() ? options.parent : nullptr;
     else if (t->context_depth > 0 && t->contexts[t->context_depth - 1].context.is_valid())
       parent = &t->contexts[t->context_depth - 1].context;
   }
-  SamplingParameters params{parent, parent ? parent->trace_id : t->ids.trace_id(), name.text()};
+  const TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
+  SamplingParameters params{parent, trace_id, name.text()};
   bool sampled = p->sampler->should_sample(params) == SamplingDecision::kRecordAndSample;
-  std::uint8_t random = parent ? (parent->trace_flags & SpanContext::kRandomFlag) : SpanContext::kRandomFlag;
+  // A derived trace id is not random (W3C's random flag): the same run and iteration give the same id.
+  std::uint8_t random = parent        ? (parent->trace_flags & SpanContext::kRandomFlag)
+                        : given_trace ? std::uint8_t{0}
+                                      : SpanContext::kRandomFlag;
   h.context = SpanContext{params.trace_id, t->ids.span_id(),
                           static_cast<std::uint8_t>(random | (sampled ? SpanContext::kSampledFlag : 0)), false};
   if (!sampled) {

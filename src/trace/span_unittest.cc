@@ -49,6 +49,40 @@ TEST(Spans, NestedScopesMakeOneTreeInOneTrace) {
   EXPECT_EQ(spans[3]["name"], "root");
 }
 
+// Issue 15: a step span is a root of the trace every rank derives, whatever span is current, and a trace-id
+// ratio sampler decides on that id (so every rank keeps or drops the same iterations).
+TEST(Spans, ASpanGivenATraceIdIsARootOfThatTrace) {
+  Config config = testing::capture_config("all");
+  config.traces_sampler = TracesSampler::kParentBasedTraceIdRatio;
+  config.traces_sampler_ratio = 0.25;
+  Capture c(config);
+  std::vector<std::int64_t> kept_expected;
+  {
+    LENS_SPAN(mg::job, "megatron.train");
+    for (std::int64_t iteration = 1; iteration <= 40; ++iteration) {
+      const TraceId id = step_trace_id("run-s", iteration);
+      std::uint64_t low = 0;
+      for (int i = 8; i < 16; ++i) low = (low << 8) | id.bytes[static_cast<std::size_t>(i)];
+      if (low < (std::uint64_t{1} << 62)) kept_expected.push_back(iteration);  // 0.25 * 2^64
+      ScopedSpan step;
+      step.start(mg::step, "megatron.train_step", {{"megatron.iteration", iteration}}, {.trace_id = &id});
+    }
+  }
+  std::vector<std::int64_t> kept;
+  for (const json& s : c.spans()) {
+    if (s["name"] != "megatron.train_step") continue;
+    EXPECT_FALSE(s.contains("parentSpanId")) << "a root, not a child of megatron.train";
+    const std::int64_t iteration = std::stoll(attribute(s, "megatron.iteration")["intValue"].get<std::string>());
+    std::string expected = to_traceparent(SpanContext{step_trace_id("run-s", iteration), SpanId{{1}}, 0, false});
+    EXPECT_EQ(s["traceId"], expected.substr(3, 32));
+    kept.push_back(iteration);
+  }
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, kept_expected);
+  EXPECT_GT(kept.size(), 2u);
+  EXPECT_LT(kept.size(), 20u);
+}
+
 // A key set again keeps its last value and appears once, in a span with few attributes and in one with more than
 // the exporter decodes at once (16).
 TEST(Spans, AnAttributeSetAgainKeepsItsLastValue) {
