@@ -74,6 +74,7 @@ class PretrainRun {
   void train_iteration(const lens::SpanContext& segment);
   void log_interval(std::int64_t iteration, const Trainer::StepResult& step);
   void finish_training(bool stopped);
+  const lens::megatron::SpanNames& names() const { return lens::megatron::span_names(config_.span_names); }
 
   const Args& args_;
   const lens::RankInfo ranks_ = lens::detect_rank_info();
@@ -162,12 +163,12 @@ void PretrainRun::set_up_telemetry() {
 void PretrainRun::build_trainer() {
   {
     watch_.enter("data loading");
-    LENS_SPAN(mg::data_loading, "megatron.data_loading");
+    LENS_SPAN(mg::data_loading, names().data_loading, lens::megatron::kGoodput);
     LENS_TRACE_REGION("dataset.read_text");
     corpus_ = trainer::load_corpus(args_.data_path);
   }
   {
-    LENS_SPAN(mg::model_init, "megatron.model_init");
+    LENS_SPAN(mg::model_init, names().model_init, lens::megatron::kGoodput);
     watch_.enter("process group setup");
     parallel_ = watch_.naming_the_dead([&] { return std::make_unique<trainer::Parallel>(topology_, store_); });
     watch_.enter("model setup");
@@ -196,7 +197,7 @@ int PretrainRun::run() {
   {
     LENS_SPAN_NAMED(pretrain, mg::job, "megatron.pretrain", {"megatron.model_type", "gpt"},
                     {"megatron.train_iters", args_.train_iters},
-                    {"megatron.global_batch_size", args_.global_batch_size});
+                    {"megatron.global_batch_size", args_.global_batch_size}, lens::megatron::kGoodput);
     build_trainer();
     interval_start_ = Clock::now();
     while (trainer_->iteration() < args_.train_iters && !stopped) stopped = !train_segment(pretrain.context());
@@ -211,7 +212,8 @@ bool PretrainRun::train_segment(const lens::SpanContext& pretrain_context) {
   const bool later_segment = previous_segment_.is_valid();
   lens::ScopedSpan segment;
   if (LENS_GROUP_ENABLED(mg::job))
-    segment.start(mg::job, "megatron.train", {{"megatron.train_iters", args_.train_iters}}, {.root = later_segment});
+    segment.start(mg::job, "megatron.train", {{"megatron.train_iters", args_.train_iters}, lens::megatron::kGoodput},
+                  {.root = later_segment});
   if (later_segment) {
     segment.add_link(pretrain_context);
     segment.add_link(previous_segment_);
@@ -234,7 +236,7 @@ void PretrainRun::train_iteration(const lens::SpanContext& segment) {
   lens::Span first_iteration;
   if (first_iteration_ && LENS_GROUP_ENABLED(mg::first_iteration))
     first_iteration.start(mg::first_iteration, "megatron.train.first_iteration",
-                          {{"megatron.iteration", trainer_->iteration() + 1}});
+                          {{"megatron.iteration", trainer_->iteration() + 1}, lens::megatron::kGoodput});
   const Trainer::StepResult step = trainer_->train_step(segment);
   first_iteration.end();
   first_iteration_ = false;

@@ -854,4 +854,67 @@ TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
   }
 }
 
+// Issue 15: SPAN_NAMES=megatron gives Megatron-LM's exported names, selected by the same presets, and the goodput
+// spans carry is_goodput_span=true in both modes. The -name grammar works from the flag (all,-layer was the
+// --help example and was refused).
+TEST(PretrainGpt, MegatronNamesSelectTheSameSpansAndGoodputIsMarkedInBothModes) {
+  const std::map<std::string, std::string> renamed{
+      {"megatron.model_init", "megatron.startup.model_init"},
+      {"megatron.load_checkpoint", "megatron.checkpoint.load"},
+      {"megatron.data_loading", "megatron.startup.dataloader"},
+      {"megatron.train_step", "megatron.train.iteration"},
+      {"megatron.forward_backward", "megatron.train.iteration.forward_backward"},
+      {"megatron.optimizer_step", "megatron.train.iteration.optimizer"},
+      {"megatron.save_checkpoint", "megatron.checkpoint.save"},
+      {"megatron.save_checkpoint.state_dict", "megatron.checkpoint.save.state_dict"},
+      {"megatron.save_checkpoint.io_write", "megatron.checkpoint.save.io_write"}};
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_names_" + std::to_string(::getpid()))).string();
+  const std::vector<std::string> env{"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"};
+  std::vector<std::string> flags =
+      small({"--otel-span-groups", "all,-layer,-microbatch", "--save", ckpt + "/d", "--save-interval", "2"});
+  Launch documented = launch("names_documented", 4, flags, env);
+  flags[std::find(flags.begin(), flags.end(), ckpt + "/d") - flags.begin()] = ckpt + "/m";
+  std::vector<std::string> megatron_env = env;
+  megatron_env.push_back("MEGATRON_OTEL_SPAN_NAMES=megatron");
+  Launch megatron = launch("names_megatron", 4, flags, megatron_env);
+  expect_all_ranks_succeeded(documented);
+  expect_all_ranks_succeeded(megatron);
+  Telemetry d = read_telemetry(documented), m = read_telemetry(megatron);
+  std::set<std::string> expected;
+  for (const std::string& name : d.names()) expected.insert(renamed.count(name) ? renamed.at(name) : name);
+  EXPECT_EQ(m.names(), expected);
+  EXPECT_FALSE(d.named("megatron.save_checkpoint").empty());
+  EXPECT_TRUE(d.named("megatron.layer.forward").empty()) << "-layer removed the layer group";
+  EXPECT_TRUE(d.named("megatron.microbatch.forward").empty()) << "-microbatch removed the microbatch group";
+  EXPECT_FALSE(d.named("megatron.p2p.send_forward").empty()) << "all the rest is on";
+  for (const auto& [documented_name, megatron_name] : renamed) {
+    EXPECT_EQ(d.named(documented_name).size(), m.named(megatron_name).size()) << megatron_name;
+  }
+  const std::set<std::string> goodput_documented{"megatron.pretrain",
+                                                 "megatron.train",
+                                                 "megatron.model_init",
+                                                 "megatron.data_loading",
+                                                 "megatron.train.first_iteration",
+                                                 "megatron.train_step",
+                                                 "megatron.save_checkpoint"};
+  for (const Telemetry* t : {&d, &m}) {
+    for (const Span& s : t->spans) {
+      std::string name = s.data["name"];
+      std::string as_documented = name;
+      for (const auto& [from, to] : renamed)
+        if (to == name) as_documented = from;
+      const bool marked = attribute(s.data, "is_goodput_span")["boolValue"] == true;
+      EXPECT_EQ(marked, goodput_documented.count(as_documented) == 1) << name;
+    }
+  }
+  for (const Span* s : m.named("megatron.train.iteration")) {
+    EXPECT_EQ(attribute(s->data, "megatron.skipped")["boolValue"], false);
+  }
+  for (const Span* s : m.named("megatron.train.iteration.forward_backward")) {
+    EXPECT_EQ(attribute(s->data, "num_microbatches")["intValue"], "2");
+  }
+  fs::remove_all(ckpt);
+}
+
 }  // namespace

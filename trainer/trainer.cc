@@ -108,7 +108,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment) {
   const lens::TraceId step_trace = own_trace ? lens::step_trace_id(telemetry_.run_id(), iteration) : lens::TraceId{};
   lens::ScopedSpan step;
   if (LENS_GROUP_ENABLED(mg::step)) {
-    step.start(mg::step, "megatron.train_step", {{"megatron.iteration", iteration}},
+    step.start(mg::step, names().train_step, {{"megatron.iteration", iteration}, lens::megatron::kGoodput},
                {.trace_id = own_trace ? &step_trace : nullptr});
     if (own_trace && segment.is_valid()) step.add_link(segment);
   }
@@ -120,7 +120,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment) {
   // Summed as a tensor, read once per step: each .item() is a device sync on a GPU.
   torch::Tensor loss_sum = torch::zeros({1});
   {
-    LENS_SPAN(mg::forward_backward, "megatron.forward_backward", {"megatron.num_microbatches", microbatches_});
+    LENS_SPAN(mg::forward_backward, names().forward_backward, {names().num_microbatches_key, microbatches_});
     std::int64_t next_forward = 0, next_backward = 0;
     auto run_forward = [&](torch::Tensor received) {
       InFlight f = forward(next_forward, std::move(received), corpus_.train, 0, true);
@@ -148,7 +148,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment) {
   grad_buckets_->finish();
   StepResult r{};
   {
-    LENS_SPAN_NAMED(optimizer_step, mg::optimizer, "megatron.optimizer_step");
+    LENS_SPAN_NAMED(optimizer_step, mg::optimizer, names().optimizer_step);
     r.grad_norm = clip_and_norm();
     r.learning_rate = learning_rate();
     for (auto& group : optimizer_->param_groups())
@@ -163,6 +163,8 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment) {
   r.loss = loss.item<double>() / topology_.data_parallel_size;
   ++iteration_;
   step.set_attributes({{"megatron.loss", r.loss}, {"megatron.grad_norm", r.grad_norm}});
+  // Megatron's megatron.train.iteration says whether the update was skipped (never, in this fp32 trainer).
+  if (telemetry_.config().span_names == lens::SpanNaming::kMegatron) step.set_attributes({{"megatron.skipped", false}});
   return r;
 }
 
@@ -230,13 +232,14 @@ std::string stage_file(const std::string& iteration_path, int stage) {
 // the end of training).
 void Trainer::save_checkpoint(const std::string& dir) {
   finish_pending_save();
-  LENS_SPAN_NAMED(save, mg::checkpoint, "megatron.save_checkpoint", {"megatron.iteration", iteration_});
+  LENS_SPAN_NAMED(save, mg::checkpoint, names().save_checkpoint, {"megatron.iteration", iteration_},
+                  lens::megatron::kGoodput);
   const std::string path = stage_file(iteration_dir(dir, iteration_), topology_.stage());
   if (saves()) {
     torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
     std::ostringstream bytes;
     {
-      LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint.state_dict");
+      LENS_SPAN(mg::checkpoint, names().save_checkpoint_state_dict);
       model_->save(model_archive);
       optimizer_->save(optimizer_archive);
       archive.write("model", model_archive);
@@ -249,7 +252,7 @@ void Trainer::save_checkpoint(const std::string& dir) {
       checkpoint_worker_->submit(lens::build_worker_bootstrap(telemetry_, resource_, save.context()).serialize(), path,
                                  bytes.str());
     } else {
-      LENS_SPAN(mg::checkpoint, "megatron.save_checkpoint.io_write");
+      LENS_SPAN(mg::checkpoint, names().save_checkpoint_io_write);
       {
         LENS_TRACE_REGION("checkpoint.mkdir");
         std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -299,10 +302,10 @@ bool Trainer::load_checkpoint(const std::string& dir) {
   std::ifstream in(tracker);
   std::int64_t saved = -1;
   if (!(in >> saved)) return false;
-  LENS_SPAN(mg::load_checkpoint, "megatron.load_checkpoint", {"megatron.iteration", saved});
+  LENS_SPAN(mg::load_checkpoint, names().load_checkpoint, {"megatron.iteration", saved}, lens::megatron::kGoodput);
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   {
-    LENS_SPAN(mg::load_checkpoint, "megatron.load_checkpoint.io_read");
+    LENS_SPAN(mg::load_checkpoint, names().load_checkpoint_io_read);
     const std::string path = stage_file(iteration_dir(dir, saved), topology_.stage());
     try {
       archive.load_from(path);

@@ -91,6 +91,8 @@ class Trainer {
   // Whether each forward activation travels with the context of the span that sent it (telemetry configured:
   // the same on every rank, exporting or not, so both sides agree on the messages).
   bool carries_contexts() const { return telemetry_.config().active(); }
+  // The span names of SPAN_NAMES (the documented tree, or Megatron's exported names).
+  const lens::megatron::SpanNames& names() const { return lens::megatron::span_names(telemetry_.config().span_names); }
 
   const Corpus& corpus_;
   const lens::Telemetry& telemetry_;

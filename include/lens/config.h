@@ -40,6 +40,9 @@ enum class Exporter { kOtlp, kConsole, kFile };
 // TRACE_LAYOUT (CONTRACT §6): kSegment, the reference's shape (a trace per --save-interval); kStep, one trace per
 // iteration shared by every rank (step_trace_id), each rank's step span a root of it.
 enum class TraceLayout { kSegment, kStep };
+// SPAN_NAMES (CONTRACT §6): kDocumented, the span tree as the documentation draws it; kMegatron, the names
+// Megatron-LM's code exports (lens::megatron::span_names gives both sets).
+enum class SpanNaming { kDocumented, kMegatron };
 enum class OtlpProtocol { kGrpc, kHttpProtobuf, kHttpJson };
 enum class Compression { kNone, kGzip };
 enum class TracesSampler {
@@ -115,6 +118,7 @@ struct Config {
   Exporter exporter = Exporter::kOtlp;
   std::string file_dir = "./telemetry";
   TraceLayout trace_layout = TraceLayout::kSegment;
+  SpanNaming span_names = SpanNaming::kDocumented;
   std::string run_id;
   std::string user_id;
 

@@ -52,6 +52,42 @@ constexpr Catalogue catalogue() {
 }
 
 static_assert(catalogue().group_count() == 16, "the Megatron catalogue has 16 groups");
+
+// The names of the spans that SPAN_NAMES renames (CONTRACT §6); the others are the same in both modes. Literals,
+// kept by pointer. With kMegatron they are the names Megatron-LM's code exports, so queries written against real
+// Megatron output find lens's spans.
+//
+//   const lens::megatron::SpanNames& names = lens::megatron::span_names(config.span_names);
+//   LENS_SPAN(lens::megatron::group::model_init, names.model_init, {lens::megatron::kGoodput});
+struct SpanNames {
+  TextArg model_init, load_checkpoint, load_checkpoint_io_read, data_loading, train_step, forward_backward,
+      optimizer_step, save_checkpoint, save_checkpoint_state_dict, save_checkpoint_io_write;
+  TextArg num_microbatches_key;  // the forward_backward span's micro-batch count attribute
+};
+inline constexpr SpanNames kDocumentedSpanNames{"megatron.model_init",
+                                                "megatron.load_checkpoint",
+                                                "megatron.load_checkpoint.io_read",
+                                                "megatron.data_loading",
+                                                "megatron.train_step",
+                                                "megatron.forward_backward",
+                                                "megatron.optimizer_step",
+                                                "megatron.save_checkpoint",
+                                                "megatron.save_checkpoint.state_dict",
+                                                "megatron.save_checkpoint.io_write",
+                                                "megatron.num_microbatches"};
+inline constexpr SpanNames kMegatronSpanNames{
+    "megatron.startup.model_init",        "megatron.checkpoint.load", "megatron.checkpoint.load.io_read",
+    "megatron.startup.dataloader",        "megatron.train.iteration", "megatron.train.iteration.forward_backward",
+    "megatron.train.iteration.optimizer", "megatron.checkpoint.save", "megatron.checkpoint.save.state_dict",
+    "megatron.checkpoint.save.io_write",  "num_microbatches"};
+constexpr const SpanNames& span_names(SpanNaming naming) {
+  return naming == SpanNaming::kMegatron ? kMegatronSpanNames : kDocumentedSpanNames;
+}
+
+// `is_goodput_span=true`, on the spans that count toward goodput in both modes: the job (megatron.pretrain,
+// megatron.train), startup, model init, checkpoint load and save, the data loader, the first iteration and each
+// train step.
+inline constexpr Attribute kGoodput{"is_goodput_span", true};
 static_assert(catalogue().group_name(group::inference) == "inference", "group constants follow catalogue order");
 
 // What the Megatron resource attributes are built from: the trainer's arguments.

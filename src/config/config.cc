@@ -63,6 +63,10 @@ void read_lens_keys(const EnvReader& env, Config& c) {
   }
   if (auto v = env.lens_key({"TRACE_LAYOUT"}))
     c.trace_layout = parse_choice<TraceLayout>(*v, {{"segment", TraceLayout::kSegment}, {"step", TraceLayout::kStep}});
+  if (auto v = env.lens_key({"SPAN_NAMES"})) {
+    c.span_names =
+        parse_choice<SpanNaming>(*v, {{"documented", SpanNaming::kDocumented}, {"megatron", SpanNaming::kMegatron}});
+  }
   if (auto v = env.lens_key({"TRACES_ENABLED"})) c.traces_enabled = parse_flag(*v);
   if (auto v = env.lens_key({"METRICS_ENABLED"})) c.metrics_enabled = parse_flag(*v);
   if (auto v = env.lens_key({"LOGS_ENABLED"})) c.logs_enabled = parse_flag(*v);

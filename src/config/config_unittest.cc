@@ -186,6 +186,14 @@ TEST(ConfigChoices, TraceLayout) {
   EXPECT_TRUE(contains(m, "segment, step")) << m;
 }
 
+TEST(ConfigChoices, SpanNames) {
+  EXPECT_EQ(megatron_config({}).span_names, SpanNaming::kDocumented);
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_SPAN_NAMES", "Megatron"}}).span_names, SpanNaming::kMegatron);
+  std::string m = error_of({{"MEGATRON_OTEL_SPAN_NAMES", "nemo"}});
+  EXPECT_TRUE(contains(m, "MEGATRON_OTEL_SPAN_NAMES='nemo'")) << m;
+  EXPECT_TRUE(contains(m, "documented, megatron")) << m;
+}
+
 TEST(ConfigStrategies, RankStrategyAndItsAlias) {
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_RANK_STRATEGY", "All_Ranks"}}).rank_strategy, "all_ranks");
   Config alias = megatron_config({{"MEGATRON_OTEL_EXPORT_STRATEGY", "sampled"}});
