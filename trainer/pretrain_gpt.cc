@@ -5,14 +5,17 @@
 //   torchrun --nproc_per_node 4 --no_python --redirects 9:0 --tee 9:0 build/trainer/pretrain_gpt
 //     --pipeline-model-parallel-size 2 --num-layers 4 --train-iters 100 --overlap-grad-reduce
 //     --otel-enabled --otel-span-groups all                                        (one command line)
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <csignal>
 #include <cstdio>
+#include <string>
 
 #include "args.h"
 #include "checkpoint_worker.h"
 #include "lens/lens.h"
+#include "logger.h"
 #include "startup_watch.h"
 #include "trainer.h"
 
@@ -45,16 +48,15 @@ double peak_memory_gb() {
   return static_cast<double>(usage.ru_maxrss) * 1024.0 / 1e9;  // ru_maxrss is in KiB
 }
 
+// Megatron's iteration line.
 void log_line(const Args& a, std::int64_t iteration, const Trainer::StepResult& r, double ms_per_iteration,
               double tokens_per_sec, double tflops) {
-  std::printf(
-      " iteration %8lld/%8lld | learning rate: %.3E | lm loss: %.6E | grad norm: %.3f | "
-      "elapsed time per iteration (ms): %.1f",
-      static_cast<long long>(iteration), static_cast<long long>(a.train_iters), r.learning_rate, r.loss, r.grad_norm,
-      ms_per_iteration);
-  if (a.log_throughput) std::printf(" | tokens/s: %.0f | TFLOP/s: %.4f", tokens_per_sec, tflops);
-  std::printf("\n");
-  std::fflush(stdout);
+  std::string line = fmt::format(
+      " iteration {:8d}/{:8d} | learning rate: {:.3E} | lm loss: {:.6E} | grad norm: {:.3f} | "
+      "elapsed time per iteration (ms): {:.1f}",
+      iteration, a.train_iters, r.learning_rate, r.loss, r.grad_norm, ms_per_iteration);
+  if (a.log_throughput) line += fmt::format(" | tokens/s: {:.0f} | TFLOP/s: {:.4f}", tokens_per_sec, tflops);
+  spdlog::info(line);
 }
 
 // One rank's run: rendezvous and telemetry setup (the constructor), then the pretrain span around data loading,
@@ -188,8 +190,7 @@ void PretrainRun::build_trainer() {
   }
   watch_.finished();
   if (loaded && ranks_.rank == 0)
-    std::printf(" loaded checkpoint from %s at iteration %lld\n", args_.load.c_str(),
-                static_cast<long long>(trainer_->iteration()));
+    spdlog::info(" loaded checkpoint from {} at iteration {}", args_.load, trainer_->iteration());
 }
 
 int PretrainRun::run() {
@@ -246,14 +247,12 @@ void PretrainRun::train_iteration(const lens::SpanContext& segment) {
   if (iteration % args_.log_interval == 0 || iteration == args_.train_iters) log_interval(iteration, step);
   if (args_.eval_interval > 0 && iteration % args_.eval_interval == 0) {
     last_validation_loss_ = trainer_->evaluate();
-    if (prints_)
-      std::printf(" validation loss at iteration %lld: %.6E\n", static_cast<long long>(iteration),
-                  last_validation_loss_);
+    if (prints_) spdlog::info(" validation loss at iteration {}: {:.6E}", iteration, last_validation_loss_);
   }
   if (args_.save_interval > 0 && iteration % args_.save_interval == 0) trainer_->save_checkpoint(args_.save);
 }
 
-// The metrics, the log record and the printed line of one --log-interval.
+// The metrics and the logged line of one --log-interval.
 void PretrainRun::log_interval(std::int64_t iteration, const Trainer::StepResult& step) {
   const double seconds = std::chrono::duration<double>(Clock::now() - interval_start_).count();
   const double per_iteration = seconds / static_cast<double>(interval_iterations_);
@@ -268,9 +267,6 @@ void PretrainRun::log_interval(std::int64_t iteration, const Trainer::StepResult
                                            .learning_rate = step.learning_rate,
                                            .tokens_per_sec = tokens_per_sec,
                                            .memory_allocated_gb = peak_memory_gb()});
-  if (lens::should_log(lens::Severity::kInfo))
-    lens::log(lens::Severity::kInfo, "training progress",
-              {{"megatron.iteration", iteration}, {"megatron.loss", step.loss}});
   if (prints_) log_line(args_, iteration, step, 1000.0 * per_iteration, tokens_per_sec, tflops);
   interval_start_ = Clock::now();
   interval_iterations_ = 0;
@@ -281,9 +277,8 @@ void PretrainRun::finish_training(bool stopped) {
   trainer_->finish_pending_save();
   if (!stopped && last_validation_loss_ < 0) last_validation_loss_ = trainer_->evaluate();
   if (prints_)
-    std::printf(" done: %lld iterations, last training loss %.4f, validation loss %.4f%s\n",
-                static_cast<long long>(trainer_->iteration()), final_train_loss_, last_validation_loss_,
-                stopped ? " (stopped by SIGTERM)" : "");
+    spdlog::info(" done: {} iterations, last training loss {:.4f}, validation loss {:.4f}{}", trainer_->iteration(),
+                 final_train_loss_, last_validation_loss_, stopped ? " (stopped by SIGTERM)" : "");
   parallel_->barrier();
 }
 
@@ -296,6 +291,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   try {
     const Args args = trainer::parse_args(argc, argv);
+    trainer::install_logger();
     return PretrainRun(args).run();
   } catch (const trainer::ArgsError& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -314,22 +314,34 @@ TEST(PretrainGpt, TrainingMetricsCarryTheLoggedLoss) {
   EXPECT_GE(skipped_points, 1) << "megatron.training.skipped_iters is exported at 0";
 }
 
-// LOGS_ENABLED=1: a record per log interval, carrying the iteration and the trace and span of the segment
-// (megatron.train) it was written in.
-TEST(PretrainGpt, LogRecordsCarryTheIterationAndTheirSpan) {
+// LOGS_ENABLED=1: every line the trainer writes through its logger is a log record (issue 15: before, one
+// extra record per interval was all that reached the logs signal), carrying the span current where it was
+// written: the iteration lines their segment (megatron.train), the closing line megatron.pretrain.
+TEST(PretrainGpt, EveryLineTheTrainerLogsIsALogRecordWithItsSpan) {
   Launch run = launch("logs", 4, small(), {"MEGATRON_OTEL_LOGS_ENABLED=1"});
   expect_all_ranks_succeeded(run);
   Telemetry t = read_telemetry(run);
   const std::vector<json>& logs = t.logs[3];
-  ASSERT_EQ(logs.size(), 3u) << "3 iterations, --log-interval 1";
+  std::vector<std::string> printed;  // the logger's lines on the last rank's stdout
+  std::istringstream out(run.outputs[3]);
+  for (std::string line; std::getline(out, line);)
+    if (line.rfind(" iteration ", 0) == 0 || line.rfind(" validation loss", 0) == 0 || line.rfind(" done:", 0) == 0)
+      printed.push_back(line);
+  ASSERT_EQ(logs.size(), printed.size()) << run.outputs[3];
+  ASSERT_GE(logs.size(), 4u) << "3 iteration lines (--log-interval 1) and the closing line";
   auto train = t.named("megatron.train", 3);
+  auto pretrain = t.named("megatron.pretrain", 3);
   ASSERT_EQ(train.size(), 1u);
+  ASSERT_EQ(pretrain.size(), 1u);
   for (std::size_t i = 0; i < logs.size(); ++i) {
-    EXPECT_EQ(logs[i]["body"]["stringValue"], "training progress");
-    EXPECT_EQ(attribute(logs[i], "megatron.iteration")["intValue"], std::to_string(i + 1));
-    EXPECT_EQ(logs[i]["traceId"], train[0]->data["traceId"]);
-    EXPECT_EQ(logs[i]["spanId"], train[0]->data["spanId"]);
+    EXPECT_EQ(logs[i]["body"]["stringValue"], printed[i]);
+    EXPECT_EQ(logs[i]["severityText"], "INFO");
+    EXPECT_EQ(attribute(logs[i], "logger.name")["stringValue"], "pretrain_gpt");
+    const Span* within = printed[i].rfind(" done:", 0) == 0 ? pretrain[0] : train[0];
+    EXPECT_EQ(logs[i]["traceId"], within->data["traceId"]) << printed[i];
+    EXPECT_EQ(logs[i]["spanId"], within->data["spanId"]) << printed[i];
   }
+  EXPECT_NE(printed[0].find(" iteration        1/"), std::string::npos) << printed[0];
 }
 
 TEST(PretrainGpt, TelemetryOffWritesNothing) {
@@ -347,6 +359,24 @@ TEST(PretrainGpt, ATypoInTheSpanGroupsFailsEveryRankBeforeTraining) {
     EXPECT_NE(run.outputs[rank].find("per_stpe"), std::string::npos) << run.outputs[rank];
     EXPECT_NE(run.outputs[rank].find("per_step"), std::string::npos) << "did you mean";
     EXPECT_EQ(run.outputs[rank].find("lm loss"), std::string::npos) << "no training started";
+  }
+}
+
+// Issue 15: settings that used to pass silently stop every rank before training, naming the variable.
+TEST(PretrainGpt, SilentMisconfigurationsAreErrorsOnEveryRankBeforeTraining) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"MEGATRON_OTEL_EXPORT_RANK=4", "MEGATRON_OTEL_EXPORT_RANK=4 is not a rank of this job (world size 4)"},
+      {"OTEL_PROPAGATORS=tracecontext,b3", "unknown propagator 'b3'"},
+      {"OTEL_TRACES_EXPORTER=zipkin", "OTEL_TRACES_EXPORTER='zipkin'"},
+      {"MEGATRON_OTEL_TRACE_LAYOUT=iteration", "MEGATRON_OTEL_TRACE_LAYOUT='iteration'"}};
+  int n = 0;
+  for (const auto& [setting, message] : cases) {
+    Launch run = launch("misconfigured_" + std::to_string(n++), 4, small(), {setting, "MEGATRON_OTEL_ENABLED=1"});
+    for (int rank = 0; rank < 4; ++rank) {
+      EXPECT_EQ(run.exit_codes[rank], 2) << setting << "\n" << run.outputs[rank];
+      EXPECT_NE(run.outputs[rank].find(message), std::string::npos) << setting << "\n" << run.outputs[rank];
+      EXPECT_EQ(run.outputs[rank].find("lm loss"), std::string::npos) << "no training started";
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "trainer.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -283,8 +285,8 @@ void Trainer::finish_pending_save() {
   if (tensors[0].item<float>() == 0) {
     write_tracker(pending_save_iteration_);
   } else if (topology_.rank == 0) {
-    std::fprintf(stderr, "pretrain_gpt: the checkpoint of iteration %lld was not written; the latest stays as it was\n",
-                 static_cast<long long>(pending_save_iteration_));
+    spdlog::warn("pretrain_gpt: the checkpoint of iteration {} was not written; the latest stays as it was",
+                 pending_save_iteration_);
   }
   pending_save_iteration_ = -1;
 }
