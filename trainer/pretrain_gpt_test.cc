@@ -122,6 +122,17 @@ std::vector<std::string> small(std::vector<std::string> more = {}) {
   return f;
 }
 
+// `flags` with the value of `flag` (one of small()'s) replaced.
+std::vector<std::string> with_flag(std::vector<std::string> flags, const std::string& flag, const std::string& value) {
+  flags[std::find(flags.begin(), flags.end(), flag) - flags.begin() + 1] = value;
+  return flags;
+}
+
+// Four stages, one replica, every span group.
+std::vector<std::string> four_stages() {
+  return with_flag(small({"--otel-span-groups", "all"}), "--pipeline-model-parallel-size", "4");
+}
+
 struct Span {
   json data;
   json resource;
@@ -268,9 +279,7 @@ double logged_loss(const std::string& output, int iteration);
 
 // Four stages (DP=1): the 1F1B schedule with a warm-up of 3, 2, 1, 0 forwards; each stage holds one layer.
 TEST(PretrainGpt, FourPipelineStagesEachHoldTheirLayer) {
-  std::vector<std::string> flags = small({"--otel-span-groups", "all"});
-  flags[std::find(flags.begin(), flags.end(), "--pipeline-model-parallel-size") - flags.begin() + 1] = "4";
-  Launch run = launch("pp4", 4, flags, {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  Launch run = launch("pp4", 4, four_stages(), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(run);
   Telemetry t = read_telemetry(run);
   for (int rank = 0; rank < 4; ++rank) {
@@ -468,8 +477,7 @@ double logged_loss(const std::string& output, int iteration) {
 }
 
 std::vector<std::string> with_iters(std::vector<std::string> flags, int iters) {
-  flags[std::find(flags.begin(), flags.end(), "--train-iters") - flags.begin() + 1] = std::to_string(iters);
-  return flags;
+  return with_flag(std::move(flags), "--train-iters", std::to_string(iters));
 }
 
 TEST(PretrainGpt, AResumedRunReproducesTheLossesOfAnUninterruptedOne) {
@@ -805,9 +813,7 @@ TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoi
 // Issue 15: each warm-up receive links to the span that sent the activation, so micro-batch 0 can be followed
 // from the last stage back to the first through the links alone (it linked every stage to rank 0 before).
 TEST(PretrainGpt, AMicroBatchIsFollowedThroughFourStagesByItsSenderLinks) {
-  std::vector<std::string> flags = small({"--otel-span-groups", "all"});
-  flags[std::find(flags.begin(), flags.end(), "--pipeline-model-parallel-size") - flags.begin() + 1] = "4";
-  Launch run = launch("sender_links", 4, flags, {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
+  Launch run = launch("sender_links", 4, four_stages(), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(run);
   Telemetry t = read_telemetry(run);
   std::map<std::string, const Span*> by_id;
@@ -904,10 +910,9 @@ TEST(PretrainGpt, MegatronNamesSelectTheSameSpansAndGoodputIsMarkedInBothModes) 
   std::vector<std::string> flags =
       small({"--otel-span-groups", "all,-layer,-microbatch", "--save", ckpt + "/d", "--save-interval", "2"});
   Launch documented = launch("names_documented", 4, flags, env);
-  flags[std::find(flags.begin(), flags.end(), ckpt + "/d") - flags.begin()] = ckpt + "/m";
   std::vector<std::string> megatron_env = env;
   megatron_env.push_back("MEGATRON_OTEL_SPAN_NAMES=megatron");
-  Launch megatron = launch("names_megatron", 4, flags, megatron_env);
+  Launch megatron = launch("names_megatron", 4, with_flag(flags, "--save", ckpt + "/m"), megatron_env);
   expect_all_ranks_succeeded(documented);
   expect_all_ranks_succeeded(megatron);
   Telemetry d = read_telemetry(documented), m = read_telemetry(megatron);
