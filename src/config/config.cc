@@ -267,10 +267,19 @@ std::string Config::summary() const {
     if (!otlp_traces.endpoint.empty()) s += "@" + internal::redact_url(otlp_traces.endpoint);
     if (!otlp_traces.headers.empty()) s += " (" + std::to_string(otlp_traces.headers.size()) + " headers)";
   }
+  for (auto [name, chosen] :
+       {std::pair{"traces", traces_exporter}, {"metrics", metrics_exporter}, {"logs", logs_exporter}}) {
+    if (chosen == SignalExporter::kOtlp) s += std::string(" ") + name + "_exporter=otlp";
+    if (chosen == SignalExporter::kConsole) s += std::string(" ") + name + "_exporter=console";
+    if (chosen == SignalExporter::kPrometheus) s += std::string(" ") + name + "_exporter=prometheus";
+  }
+  if (trace_layout == TraceLayout::kStep) s += " trace_layout=step";
+  if (span_names == SpanNaming::kMegatron) s += " span_names=megatron";
+  // A signal whose OTEL_<SIGNAL>_EXPORTER is `none` is off, as setup treats it.
   s += " signals=";
-  s += traces_enabled ? "T" : "-";
-  s += metrics_enabled ? "M" : "-";
-  s += logs_enabled ? "L" : "-";
+  s += traces_enabled && traces_exporter != SignalExporter::kNone ? "T" : "-";
+  s += metrics_enabled && metrics_exporter != SignalExporter::kNone ? "M" : "-";
+  s += logs_enabled && logs_exporter != SignalExporter::kNone ? "L" : "-";
   return s;
 }
 

@@ -404,6 +404,16 @@ TEST(ConfigSummary, SaysWhatDecidesTheExport) {
   EXPECT_TRUE(contains(s, "enabled=1")) << s;
   EXPECT_TRUE(contains(s, "exporter=file file_dir=./telemetry")) << s;
   EXPECT_TRUE(contains(s, "service=megatron-lm")) << s;
+  EXPECT_TRUE(contains(s, "signals=TM-")) << s;
+  // A signal sent elsewhere or nowhere, and the trace shape, are said too.
+  s = megatron_config({{"MEGATRON_OTEL_EXPORTER", "file"},
+                       {"OTEL_TRACES_EXPORTER", "none"},
+                       {"OTEL_METRICS_EXPORTER", "console"},
+                       {"MEGATRON_OTEL_TRACE_LAYOUT", "step"}})
+          .summary();
+  EXPECT_TRUE(contains(s, "metrics_exporter=console")) << s;
+  EXPECT_TRUE(contains(s, "trace_layout=step")) << s;
+  EXPECT_TRUE(contains(s, "signals=-M-")) << s;
 }
 
 TEST(ConfigFromEnv, ReadsTheProcessEnvironment) {

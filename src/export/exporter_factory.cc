@@ -50,8 +50,7 @@ std::unique_ptr<TelemetryExporter> make_one(Exporter kind, const Config& config,
   throw ConfigError("lens: unknown exporter");
 }
 
-}  // namespace
-
+// Where `signal` goes: EXPORTER, unless its OTEL_<SIGNAL>_EXPORTER says otherwise (otlp or console).
 Exporter exporter_for(const Config& config, Signal signal) {
   const SignalExporter chosen = signal == Signal::kTraces    ? config.traces_exporter
                                 : signal == Signal::kMetrics ? config.metrics_exporter
@@ -62,6 +61,8 @@ Exporter exporter_for(const Config& config, Signal signal) {
     default: return config.exporter;  // kFollow (kNone and kPrometheus never reach an exporter)
   }
 }
+
+}  // namespace
 
 std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std::string& run_id, int rank,
                                                  SignalSet signals) {

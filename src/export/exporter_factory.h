@@ -16,7 +16,4 @@ namespace lens::internal {
 std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std::string& run_id, int rank,
                                                  SignalSet signals);
 
-// Where `signal` goes: EXPORTER, unless its OTEL_<SIGNAL>_EXPORTER says otherwise (otlp or console).
-Exporter exporter_for(const Config& config, Signal signal);
-
 }  // namespace lens::internal
