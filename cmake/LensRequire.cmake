@@ -23,7 +23,8 @@ function(lens_write_promised_labels)
   if(NOT LENS_CORE_ONLY)
     list(APPEND labels multiprocess disabled install compile_error otlp setup)
     foreach(part IN ITEMS "LENS_WITH_GRPC;grpc" "LENS_TEST_PEERS;peers" "LENS_TEST_PROMETHEUS;prometheus"
-                          "LENS_BUILD_BENCHMARKS;bench" "LENS_BUILD_EXAMPLES;example" "LENS_BUILD_TRAINER;trainer")
+                          "LENS_BUILD_BENCHMARKS;bench" "LENS_BUILD_EXAMPLES;example" "LENS_BUILD_TRAINER;trainer"
+                          "LENS_BUILD_PYTHON;python")
       list(GET part 0 option)
       list(GET part 1 label)
       if(${option})

@@ -25,6 +25,7 @@ packages=(
   libcpp-httplib-dev                         # HTTP clients and misbehaving collectors in the tests
   libspdlog-dev                              # the spdlog sink (tests and examples)
   prometheus                                 # a real Prometheus server scrapes lens in the tests
+  python3-dev pybind11-dev                   # the Python package (a CPython extension for /usr/bin/python3)
   python3-torch libtorch-dev libgloo-dev     # LibTorch (libtorch-dev: headers, TorchConfig.cmake; python3-torch
                                              # only recommends it), c10d Gloo, torchrun: pretrain_gpt and the demo
 )

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <initializer_list>
+#include <span>
 #include <string_view>
 
 #include "lens/attributes.h"
@@ -26,7 +27,7 @@ namespace internal {
 inline constexpr int kLogsOff = 1 << 30;
 extern LENS_API std::atomic<int> g_min_log_severity;
 LENS_API void emit_log(int severity_number, std::string_view severity_text, std::string_view body,
-                       std::initializer_list<Attribute> attributes, std::chrono::system_clock::time_point time);
+                       std::span<const Attribute> attributes, std::chrono::system_clock::time_point time);
 }  // namespace internal
 
 // The cheap check before building a message: one relaxed load and a compare. True when logs are on and
@@ -41,11 +42,12 @@ LENS_API std::string_view severity_text(Severity severity) noexcept;
 inline void log(Severity severity, std::string_view body, std::initializer_list<Attribute> attributes = {},
                 std::chrono::system_clock::time_point time = std::chrono::system_clock::now()) {
   if (should_log(severity))
-    internal::emit_log(static_cast<int>(severity), severity_text(severity), body, attributes, time);
+    internal::emit_log(static_cast<int>(severity), severity_text(severity), body,
+                       {attributes.begin(), attributes.size()}, time);
 }
 #else  // LENS_DISABLED
 namespace internal {
-inline void emit_log(int, std::string_view, std::string_view, std::initializer_list<Attribute>,
+inline void emit_log(int, std::string_view, std::string_view, std::span<const Attribute>,
                      std::chrono::system_clock::time_point) {}
 }  // namespace internal
 constexpr bool should_log(Severity) noexcept { return false; }

@@ -34,7 +34,8 @@ class SpdlogSinkT final : public spdlog::sinks::base_sink<Mutex> {
     if (!should_log(severity)) return;
     std::string_view body(msg.payload.data(), msg.payload.size());
     std::string_view logger(msg.logger_name.data(), msg.logger_name.size());
-    internal::emit_log(static_cast<int>(severity), severity_text(severity), body, {{"logger.name", logger}}, msg.time);
+    const Attribute attributes[] = {{"logger.name", logger}};
+    internal::emit_log(static_cast<int>(severity), severity_text(severity), body, attributes, msg.time);
   }
   void flush_() override {}
 };

@@ -220,7 +220,9 @@ OtlpChannel::OtlpChannel(const OtlpSignalConfig& settings, const OtlpSignal& sig
 }
 
 ExportResult OtlpChannel::send(std::string_view payload, std::size_t items, Deadline deadline) {
-  static thread_local std::mt19937 jitter{std::random_device{}()};
+  // A small generator: jitter needs no quality, and thread-local storage must stay small (liblens.so is loaded
+  // by dlopen from Python, where an initial-exec TLS block has to fit glibc's small static surplus).
+  static thread_local std::minstd_rand jitter{std::random_device{}()};
   milliseconds backoff(200);
   for (int tries = 1;; ++tries) {
     auto timeout = std::min(std::chrono::duration_cast<milliseconds>(deadline - Clock::now()),

@@ -13,7 +13,7 @@ std::atomic<int> g_min_log_severity{kLogsOff};
 std::atomic<LogQueue*> g_log_queue{nullptr};
 
 void emit_log(int severity_number, std::string_view severity_text, std::string_view body,
-              std::initializer_list<Attribute> attributes, std::chrono::system_clock::time_point time) {
+              std::span<const Attribute> attributes, std::chrono::system_clock::time_point time) {
   LogQueue* queue = g_log_queue.load(std::memory_order_acquire);
   if (queue == nullptr) return;
   LogRecordData r;

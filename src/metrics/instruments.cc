@@ -74,7 +74,7 @@ void record_into(Instrument& i, Series& s, double v, std::int64_t iv) noexcept {
 }
 
 // Owned, sorted attributes and their key text (scalars only; arrays are not metric attributes here).
-std::pair<std::string, MetricAttributes> own(std::initializer_list<Attribute> attributes) {
+std::pair<std::string, MetricAttributes> own(std::span<const Attribute> attributes) {
   MetricAttributes out;
   for (const Attribute& a : attributes) {
     std::string key(a.key.text());
@@ -104,7 +104,7 @@ std::pair<std::string, MetricAttributes> own(std::initializer_list<Attribute> at
   return {std::move(text), std::move(out)};
 }
 
-Series& series_for(Instrument& i, std::initializer_list<Attribute> attributes) {
+Series& series_for(Instrument& i, std::span<const Attribute> attributes) {
   auto [key, owned] = own(attributes);
   std::lock_guard lock(i.mutex);
   auto it = i.attributed.find(key);
@@ -179,14 +179,14 @@ void add(Instrument* i, double v) noexcept {
 void record(Instrument* i, std::int64_t v) noexcept { record_into(*i, i->plain, static_cast<double>(v), v); }
 void record(Instrument* i, double v) noexcept { record_into(*i, i->plain, v, static_cast<std::int64_t>(v)); }
 
-void add(Instrument* i, double v, std::int64_t iv, std::initializer_list<Attribute> attributes) noexcept {
+void add(Instrument* i, double v, std::int64_t iv, std::span<const Attribute> attributes) noexcept {
   try {
     record_into(*i, series_for(*i, attributes), v, iv);
   } catch (...) {
     i->overflowed.fetch_add(1, std::memory_order_relaxed);  // no memory for a new series: counted, not thrown
   }
 }
-void record(Instrument* i, double v, std::int64_t iv, std::initializer_list<Attribute> attributes) noexcept {
+void record(Instrument* i, double v, std::int64_t iv, std::span<const Attribute> attributes) noexcept {
   add(i, v, iv, attributes);
 }
 

@@ -1,0 +1,68 @@
+"""Configuration from the environment (CONTRACT §2), read by lens's C++ library.
+
+`NemoLensConfig.from_env(prefix, fallback_prefix, span_group_cls)` reads each lens key as <PREFIX>_<KEY>, then
+<FALLBACK>_<KEY>, and the OpenTelemetry SDK variables (OTEL_*): the same values and the same error messages as
+`lens::Config::from_env` in C++, because it is that function. Fields can be set afterwards, as Megatron-LM does
+with its --otel-* flags::
+
+    config = NemoLensConfig.from_env(prefix="MEGATRON_OTEL", fallback_prefix="NEMO_LENS",
+                                     span_group_cls=MegatronSpanGroup)
+    if args.otel_enabled:
+        config.enabled = True
+"""
+
+from lens import _native
+from lens.groups import SpanGroup
+
+DEFAULT_SERVICE_NAME = "unknown_service"
+
+
+class NemoLensConfig(_native.Config):
+    """The settings of one process's telemetry; the fields of CONTRACT §2 as attributes."""
+
+    def __init__(self, **fields):
+        super().__init__()
+        self.span_group_cls = SpanGroup
+        for name, value in fields.items():
+            if name.startswith("_") or not hasattr(self, name):
+                raise TypeError(f"NemoLensConfig has no field {name!r}")
+            setattr(self, name, value)
+
+    @property
+    def span_group_cls(self):
+        """The SpanGroup class whose catalogue span-group specs resolve against."""
+        return self.__dict__["_span_group_cls"]
+
+    @span_group_cls.setter
+    def span_group_cls(self, cls):
+        if not (isinstance(cls, type) and issubclass(cls, SpanGroup)):
+            raise TypeError("span_group_cls must be SpanGroup or a subclass of it")
+        self._use_catalogue(*cls._catalogue())
+        self.__dict__["_span_group_cls"] = cls
+
+    @classmethod
+    def from_env(cls, prefix="NEMO_LENS", fallback_prefix=None, span_group_cls=None,
+                 default_service_name=DEFAULT_SERVICE_NAME):
+        """Reads every key from the process environment; a bad value raises lens.ConfigError (a ValueError)."""
+        group_cls = span_group_cls or SpanGroup
+        config = cls()
+        config.span_group_cls = group_cls
+        config._load_env(prefix, fallback_prefix or "", default_service_name, *group_cls._catalogue())
+        return config
+
+    @property
+    def resolved_span_groups(self):
+        """The groups `span_groups` names, as a frozenset (raises lens.ConfigError on an unknown name)."""
+        return self.span_group_cls.resolve(self.span_groups, self.span_groups_source)
+
+    def copy(self):
+        twin = type(self)()
+        self._copy(twin)
+        twin.__dict__["_span_group_cls"] = self.span_group_cls
+        return twin
+
+    def __repr__(self):
+        return f"NemoLensConfig({self.summary()})"
+
+
+Config = NemoLensConfig

@@ -1,0 +1,53 @@
+"""Span context across processes and pipeline stages (CONTRACT §6, §11).
+
+    carrier = {}
+    inject(carrier)                              # {'traceparent': '00-...-...-01'}: W3C Trace Context
+    context = extract(carrier)                   # a lens.SpanContext (remote), or None
+
+    payload = to_bytes(span.get_span_context())  # 26 bytes: send them with the activation
+    with create_linked_span(tracer, "megatron.pp.recv_forward.linked", remote_context=from_bytes(payload),
+                            **{"dl.pipeline_parallel.rank": stage}):
+        ...
+
+With OTEL_PROPAGATORS=none (or without tracecontext) inject writes nothing: no span context leaves the process.
+"""
+
+from lens import _native
+from lens._native import SpanContext, current_context, from_bytes, from_traceparent, to_bytes, to_traceparent
+
+__all__ = ["inject", "extract", "create_linked_span", "to_bytes", "from_bytes", "SpanContext", "current_context"]
+
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+
+
+def _propagation_on():
+    from lens.telemetry import live_handle
+    handle = live_handle()
+    return handle is None or handle.config.propagate_trace_context
+
+
+def inject(carrier, context=None):
+    """Writes the current (or the given) span context into `carrier` (a dict) as W3C `traceparent`."""
+    context = context if context is not None else current_context()
+    if context.is_valid and _propagation_on():
+        carrier[TRACEPARENT] = to_traceparent(context)
+    return carrier
+
+
+def extract(carrier):
+    """The span context a carrier holds (`traceparent`, any case of the key), or None."""
+    if not carrier:
+        return None
+    for key, value in carrier.items():
+        if isinstance(key, str) and key.lower() == TRACEPARENT and isinstance(value, str):
+            return from_traceparent(value)
+    return None
+
+
+def create_linked_span(tracer, name, remote_context=None, remote_carrier=None, **attributes):
+    """A span for a `with` block, current inside it, linked to a span of another process or stage: the
+    `remote_context`, else the one `remote_carrier` holds (no link when neither gives one). Ungated: check the
+    group first."""
+    link = remote_context if remote_context is not None else extract(remote_carrier)
+    return _native.start_span(name, attributes=attributes or None, link=link)

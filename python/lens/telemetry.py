@@ -1,0 +1,195 @@
+"""Setting telemetry up for a process, and the handle it returns (CONTRACT §2, §3, §11).
+
+    handle = setup_telemetry(config, rank=args.rank, world_size=args.world_size,
+                             resource_attributes=build_telemetry_resource_attrs(args))
+    ...
+    handle.shutdown()
+
+Setup decides once, on every rank: it resolves the span-group spec (a typo fails everywhere), asks the rank
+strategy whether this process exports, and starts lens's export thread only where it does. The thread is C++ and
+never takes the GIL. At interpreter exit a live setup is shut down (its spans flushed), within its timeout.
+"""
+
+import atexit
+import threading
+
+from lens import _native
+from lens.metrics import Meter
+
+_lock = threading.Lock()
+_live = None  # the handle of the last setup, while it is not shut down
+_strategy_count = 0
+
+
+class Tracer:
+    """lens's one tracer: spans go to the process's pipeline whatever tracer a call names."""
+
+    def start_as_current_span(self, name, context=None, kind=None, attributes=None, links=None,
+                              record_exception=True, set_status_on_exception=True, end_on_exit=True):
+        """A context manager: the span is current inside `with` (ungated: no span group is checked)."""
+        span = _native.start_span(name, attributes=attributes, link=_first_link(links), parent=context,
+                                  record_exception=record_exception and set_status_on_exception)
+        _add_more_links(span, links)
+        return span
+
+    def start_span(self, name, context=None, kind=None, attributes=None, links=None):
+        """A span started now, not made current; end it with span.end()."""
+        span = _native.start_span(name, attributes=attributes, link=_first_link(links), parent=context,
+                                  current=False, start_now=True)
+        _add_more_links(span, links)
+        return span
+
+
+def _link_context(link):
+    return getattr(link, "context", link)  # an OpenTelemetry-style Link, or a SpanContext
+
+
+def _first_link(links):
+    return _link_context(links[0]) if links else None
+
+
+def _add_more_links(span, links):
+    if links and len(links) > 1:
+        for link in links[1:]:
+            span.add_link(_link_context(link))
+
+
+class TelemetryHandle:
+    """What setup_telemetry returns: the tracer, the meter, and the setup's state."""
+
+    def __init__(self, native, config):
+        self._native = native
+        self.config = config
+        self.tracer = Tracer()
+        self.meter = Meter()
+
+    @property
+    def is_exporting(self):
+        """True on a rank that exports (telemetry on, chosen by the rank strategy)."""
+        return self._native.is_exporting
+
+    @property
+    def run_id(self):
+        return self._native.run_id
+
+    @property
+    def rank(self):
+        return self._native.rank
+
+    @property
+    def world_size(self):
+        return self._native.world_size
+
+    @property
+    def resolved_span_groups(self):
+        return frozenset(self._native.resolved_span_groups)
+
+    def force_flush(self, timeout_millis=5000):
+        """Exports everything ended so far; False when it could not finish in time. Releases the GIL."""
+        return self._native.force_flush(int(timeout_millis))
+
+    def shutdown(self, timeout_millis=5000):
+        """Flushes and stops, within the timeout; idempotent. Releases the GIL."""
+        global _live
+        with _lock:
+            if _live is self:
+                _live = None
+        return self._native.shutdown(int(timeout_millis))
+
+    def span_stats(self):
+        return self._native.span_stats()
+
+    def log_stats(self):
+        return self._native.log_stats()
+
+    def __repr__(self):
+        return f"<TelemetryHandle exporting={self.is_exporting} run_id={self.run_id!r}>"
+
+
+def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None, span_exporter=None,
+                    metric_reader=None, export_strategy=None, _allow_reinit=False, local_rank=None):
+    """Sets this process's telemetry up and returns its TelemetryHandle.
+
+    rank and world_size: from the launcher's environment when not given (torchrun, srun, mpirun).
+    export_strategy: the name of a rank strategy, or a callable taking a lens.RankStrategyInput, for this setup
+    (else config.rank_strategy). span_exporter and metric_reader: lens exports natively (OTLP, console, file,
+    Prometheus, chosen by OTEL_* variables); an OpenTelemetry SDK exporter object is refused with TypeError.
+    A second setup while an enabled one is live raises RuntimeError unless _allow_reinit, which shuts the live one
+    down first."""
+    global _live
+    if span_exporter is not None or metric_reader is not None:
+        raise TypeError("lens exports natively: set OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_* (or the EXPORTER key) "
+                        "instead of passing span_exporter or metric_reader")
+    with _lock:
+        if _live is not None and _live.config.active and config.active and not _allow_reinit:
+            raise RuntimeError("setup_telemetry() was already called with telemetry enabled in this process; call "
+                               "shutdown() on its handle first, or pass _allow_reinit=True to replace it")
+        config = config.copy()
+        if export_strategy is not None:
+            config.rank_strategy = _strategy_name(export_strategy)
+            config.rank_strategy_source = "setup_telemetry(export_strategy=...)"
+        native = _native.setup(config, rank=rank, world_size=world_size, local_rank=local_rank,
+                               resource_attributes=resource_attributes, reinit=True)
+        handle = TelemetryHandle(native, config)
+        _live = handle
+        return handle
+
+
+def _strategy_name(strategy):
+    global _strategy_count
+    if isinstance(strategy, str):
+        return strategy
+    if not callable(strategy):
+        raise TypeError("export_strategy is a rank strategy's name or a callable taking a lens.RankStrategyInput")
+    _strategy_count += 1
+    name = f"setup_telemetry_export_strategy_{_strategy_count}"
+    _native.register_rank_strategy(name, strategy, True)
+    return name
+
+
+def live_handle():
+    """The handle of the live setup, or None."""
+    return _live
+
+
+def set_enabled_span_groups(groups):
+    """Replaces the enabled set at run time: group names (an iterable) or a span-group spec (a str). Only an
+    exporting rank with traces on can enable anything. Returns the set now in force, as a frozenset of names."""
+    handle = _live
+    group_cls = handle.config.span_group_cls if handle is not None else None
+    if group_cls is None:
+        from lens.groups import SpanGroup as group_cls
+    order = group_cls.group_order()
+    names = group_cls.resolve(groups, "set_enabled_span_groups") if isinstance(groups, str) else frozenset(groups)
+    unknown = sorted(names - set(order))
+    if unknown:
+        raise ValueError(f"set_enabled_span_groups: unknown span group(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(order)}")
+    bits = 0
+    for name in names:
+        bits |= 1 << order.index(name)
+    now = _native.set_enabled_span_groups(bits)
+    return frozenset(name for i, name in enumerate(order) if now >> i & 1)
+
+
+def register_export_strategy(name, strategy, allow_override=False):
+    """Adds a rank strategy: `strategy(info)` returns whether the rank exports; info has rank, world_size,
+    local_rank, export_rank and export_sample_rate. Then <PREFIX>_RANK_STRATEGY=name selects it."""
+    _native.register_rank_strategy(name, strategy, allow_override)
+
+
+register_rank_strategy = register_export_strategy
+
+
+def register_sampling_strategy(name, factory, allow_override=False):
+    """Adds a sampling strategy: `factory(input)` returns a lens sampler (lens.sampling), built from input.rank,
+    input.world_size, input.export_sample_rate and input.sdk_sampler (the one OTEL_TRACES_SAMPLER asks for).
+    Samplers are lens's native ones, because a sampler runs on every span, without the GIL."""
+    _native.register_sampling_strategy(name, factory, allow_override)
+
+
+@atexit.register
+def _shutdown_at_exit():
+    handle = _live
+    if handle is not None:
+        handle.shutdown()

@@ -1,0 +1,674 @@
+// lens._native: the C++ library as the Python package sees it. The span path is hand-written (spans.cc); the
+// rest (configuration, setup, context, metrics, logs, the worker bootstrap, the Megatron helpers) is bound with
+// pybind11. The package's Python modules (python/lens/*.py) give it NeMo Lens's surface; nothing here is meant
+// to be imported directly.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <span>
+#include <utility>
+#include <variant>
+
+#include "attributes.h"
+#include "context_conversion.h"
+#include "lens/config.h"
+#include "lens/context.h"
+#include "lens/groups.h"
+#include "lens/log.h"
+#include "lens/megatron.h"
+#include "lens/metrics.h"
+#include "lens/ranks.h"
+#include "lens/resource.h"
+#include "lens/sampling.h"
+#include "lens/span.h"
+#include "lens/telemetry.h"
+#include "lens/version.h"
+#include "lens/worker.h"
+#include "spans.h"
+
+namespace py = pybind11;
+
+namespace lens_python {
+namespace {
+
+// --- enums as the environment spells them -----------------------------------------------------------------
+
+template <typename E>
+using EnumNames = std::initializer_list<std::pair<E, const char*>>;
+
+template <typename E>
+std::string name_of(E value, EnumNames<E> names) {
+  for (const auto& [v, n] : names)
+    if (v == value) return n;
+  return "unknown";
+}
+
+template <typename E>
+E parse_enum(const std::string& text, EnumNames<E> names, const char* field) {
+  std::string valid;
+  for (const auto& [v, n] : names) {
+    if (text == n) return v;
+    valid += valid.empty() ? n : std::string(", ") + n;
+  }
+  throw py::value_error(std::string("lens: ") + field + "='" + text + "' is invalid: expected one of " + valid);
+}
+
+const EnumNames<lens::Exporter> kExporters{
+    {lens::Exporter::kOtlp, "otlp"}, {lens::Exporter::kConsole, "console"}, {lens::Exporter::kFile, "file"}};
+const EnumNames<lens::TraceLayout> kLayouts{{lens::TraceLayout::kSegment, "segment"},
+                                            {lens::TraceLayout::kStep, "step"}};
+const EnumNames<lens::SpanNaming> kNamings{{lens::SpanNaming::kDocumented, "documented"},
+                                           {lens::SpanNaming::kMegatron, "megatron"}};
+const EnumNames<lens::SignalExporter> kSignalExporters{{lens::SignalExporter::kFollow, ""},
+                                                       {lens::SignalExporter::kOtlp, "otlp"},
+                                                       {lens::SignalExporter::kConsole, "console"},
+                                                       {lens::SignalExporter::kNone, "none"},
+                                                       {lens::SignalExporter::kPrometheus, "prometheus"}};
+const EnumNames<lens::Temporality> kTemporalities{{lens::Temporality::kCumulative, "cumulative"},
+                                                  {lens::Temporality::kDelta, "delta"},
+                                                  {lens::Temporality::kLowMemory, "lowmemory"}};
+const EnumNames<lens::Severity> kSeverities{{lens::Severity::kTrace, "trace"}, {lens::Severity::kDebug, "debug"},
+                                            {lens::Severity::kInfo, "info"},   {lens::Severity::kWarn, "warn"},
+                                            {lens::Severity::kError, "error"}, {lens::Severity::kFatal, "fatal"}};
+
+// --- catalogues built from Python classes -------------------------------------------------------------------
+
+// A catalogue keeps its names as views: names that come from Python are kept here for the process's life.
+std::string_view interned(const std::string& name) {
+  static std::set<std::string, std::less<>> names;
+  return *names.insert(name).first;
+}
+
+using PresetList = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+lens::Catalogue make_catalogue(const std::vector<std::string>& groups, const PresetList& presets) {
+  try {
+    lens::Catalogue c;
+    for (const std::string& g : groups) c.add_group(interned(g));
+    for (const auto& [name, members] : presets) {
+      lens::GroupSet set;
+      for (const std::string& m : members) {
+        lens::SpanGroup id(0);
+        if (!c.find_group(m, &id))
+          throw py::value_error("lens: preset '" + name + "' names '" + m + "', which is not a group of the catalogue");
+        set = set | lens::GroupSet{id};
+      }
+      c.set_preset(interned(name), set);
+    }
+    return c;
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  } catch (const std::length_error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+std::vector<std::string> group_names(const lens::Catalogue& c, lens::GroupSet set) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < c.group_count(); ++i) {
+    lens::SpanGroup g(static_cast<std::uint8_t>(i));
+    if (set.contains(g)) out.emplace_back(c.group_name(g));
+  }
+  return out;
+}
+
+py::tuple catalogue_description(const lens::Catalogue& c) {
+  std::vector<std::string> groups = group_names(c, c.all());
+  PresetList presets;
+  for (std::size_t i = 0; i < c.preset_count(); ++i)
+    presets.emplace_back(std::string(c.preset(i).name), group_names(c, c.preset(i).groups));
+  return py::make_tuple(groups, presets);
+}
+
+// The checks of is_span_group_enabled read names through this table: {name: id} of the catalogue in force.
+void publish_group_ids(const lens::Catalogue& c) {
+  py::dict ids;
+  for (std::size_t i = 0; i < c.group_count(); ++i)
+    ids[py::str(std::string(c.group_name(lens::SpanGroup(static_cast<std::uint8_t>(i)))))] = py::int_(i);
+  set_group_ids(ids.ptr());
+}
+
+// --- values ----------------------------------------------------------------------------------------------
+
+lens::ResourceAttributes resource_from(const py::object& mapping) {
+  lens::ResourceAttributes out;
+  if (mapping.is_none()) return out;
+  for (auto item : py::cast<py::dict>(mapping)) {
+    std::string key = py::str(item.first);
+    py::handle v = item.second;
+    if (v.is_none()) continue;
+    if (py::isinstance<py::bool_>(v)) out.emplace_back(key, v.cast<bool>());
+    else if (py::isinstance<py::int_>(v)) out.emplace_back(key, v.cast<std::int64_t>());
+    else if (py::isinstance<py::float_>(v)) out.emplace_back(key, v.cast<double>());
+    else out.emplace_back(key, std::string(py::str(v)));
+  }
+  return out;
+}
+
+py::dict resource_to_dict(const lens::ResourceAttributes& attributes) {
+  py::dict out;
+  for (const auto& [key, value] : attributes)
+    std::visit([&](const auto& v) { out[py::str(key)] = py::cast(v); }, value);
+  return out;
+}
+
+py::int_ id_to_int(const std::uint8_t* bytes, std::size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (std::size_t i = 0; i < n; ++i) hex += {kHex[bytes[i] >> 4], kHex[bytes[i] & 15]};
+  return py::reinterpret_steal<py::int_>(PyLong_FromString(hex.c_str(), nullptr, 16));
+}
+
+template <std::size_t N>
+std::array<std::uint8_t, N> id_from_int(const py::int_& value) {
+  std::array<std::uint8_t, N> out{};
+  py::object big = py::module_::import("builtins").attr("int").attr("to_bytes")(value, N, "big");
+  std::string bytes = py::cast<py::bytes>(big);
+  std::copy(bytes.begin(), bytes.end(), out.begin());
+  return out;
+}
+
+std::string hex_of(const std::uint8_t* bytes, std::size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (std::size_t i = 0; i < n; ++i) hex += {kHex[bytes[i] >> 4], kHex[bytes[i] & 15]};
+  return hex;
+}
+
+// --- samplers that Python composes --------------------------------------------------------------------------
+
+// A sampler Python holds (shared) inside one lens owns (unique).
+class SharedSampler final : public lens::Sampler {
+ public:
+  explicit SharedSampler(std::shared_ptr<lens::Sampler> inner) : inner_(std::move(inner)) {}
+  lens::SamplingDecision should_sample(const lens::SamplingParameters& p) const noexcept override {
+    return inner_->should_sample(p);
+  }
+  std::string description() const override { return inner_->description(); }
+
+ private:
+  std::shared_ptr<lens::Sampler> inner_;
+};
+
+std::unique_ptr<lens::Sampler> owned(const std::shared_ptr<lens::Sampler>& s) {
+  if (!s) throw py::type_error("lens: a sampling strategy returns a lens sampler (lens.sampling.*)");
+  return std::make_unique<SharedSampler>(s);
+}
+
+struct PySamplingInput {
+  lens::RankInfo ranks;
+  double export_sample_rate;
+  std::shared_ptr<lens::Sampler> sdk_sampler;
+};
+
+// --- metrics ---------------------------------------------------------------------------------------------
+
+struct PyInstrument {
+  lens::internal::Instrument* instrument;
+  lens::InstrumentKind kind;
+  std::string name;
+
+  void measure(double value, const py::object& attributes) const {
+    if (!lens::internal::recording()) return;
+    if (kind == lens::InstrumentKind::kCounter && value < 0) return;  // a counter only goes up
+    const auto iv = static_cast<std::int64_t>(value);
+    if (attributes.is_none()) {
+      if (kind == lens::InstrumentKind::kCounter || kind == lens::InstrumentKind::kUpDownCounter)
+        lens::internal::add(instrument, value);
+      else
+        lens::internal::record(instrument, value);
+      return;
+    }
+    AttributeBuffer buffer;
+    buffer.add_dict(attributes.ptr());
+    lens::internal::add(instrument, value, iv, std::span<const lens::Attribute>(buffer.attributes()));
+  }
+};
+
+}  // namespace
+
+PyObject* context_to_python(const lens::SpanContext& context) {
+  try {
+    return py::cast(context).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  }
+}
+
+bool context_from_python(PyObject* object, lens::SpanContext* out) {
+  try {
+    *out = py::cast<lens::SpanContext>(py::handle(object));
+    return true;
+  } catch (const py::cast_error&) {
+    PyErr_SetString(PyExc_TypeError, "lens: expected a lens.SpanContext");
+    return false;
+  }
+}
+
+}  // namespace lens_python
+
+using namespace lens_python;
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "lens's C++ library for the lens Python package";
+  py::register_exception<lens::ConfigError>(m, "ConfigError", PyExc_ValueError);
+  if (!add_span_path(m.ptr())) throw py::error_already_set();
+  m.attr("LENS_VERSION") = LENS_VERSION_STRING;
+
+  // --- groups ---
+  m.def("base_catalogue", [] { return catalogue_description(lens::base_catalogue()); });
+  m.def("megatron_catalogue", [] { return catalogue_description(lens::megatron::catalogue()); });
+  m.def(
+      "resolve",
+      [](const std::vector<std::string>& groups, const PresetList& presets, const std::string& spec,
+         const std::string& source) {
+        lens::Catalogue c = make_catalogue(groups, presets);
+        return group_names(c, lens::resolve(c, spec, source));
+      },
+      py::arg("groups"), py::arg("presets"), py::arg("spec"), py::arg("source"));
+  m.def(
+      "use_catalogue",
+      [](const std::vector<std::string>& groups, const PresetList& presets) {
+        publish_group_ids(make_catalogue(groups, presets));
+      },
+      "Makes is_span_group_enabled read group names through this catalogue.");
+  m.def("enabled_span_groups", [] { return lens::enabled_span_groups().bits(); });
+  m.def("set_enabled_span_groups", [](std::uint64_t bits) { return lens::set_enabled_span_groups(lens::GroupSet(bits)).bits(); });
+
+  // --- context ---
+  py::class_<lens::SpanContext>(m, "SpanContext", "A span's identity: trace id, span id, flags.")
+      .def(py::init([](const py::int_& trace_id, const py::int_& span_id, int trace_flags, bool is_remote) {
+             lens::SpanContext c;
+             c.trace_id.bytes = id_from_int<16>(trace_id);
+             c.span_id.bytes = id_from_int<8>(span_id);
+             c.trace_flags = static_cast<std::uint8_t>(trace_flags);
+             c.is_remote = is_remote;
+             return c;
+           }),
+           py::arg("trace_id"), py::arg("span_id"), py::arg("trace_flags") = 1, py::arg("is_remote") = true)
+      .def_property_readonly("trace_id", [](const lens::SpanContext& c) { return id_to_int(c.trace_id.bytes.data(), 16); })
+      .def_property_readonly("span_id", [](const lens::SpanContext& c) { return id_to_int(c.span_id.bytes.data(), 8); })
+      .def_property_readonly("trace_id_hex", [](const lens::SpanContext& c) { return hex_of(c.trace_id.bytes.data(), 16); })
+      .def_property_readonly("span_id_hex", [](const lens::SpanContext& c) { return hex_of(c.span_id.bytes.data(), 8); })
+      .def_readonly("trace_flags", &lens::SpanContext::trace_flags)
+      .def_readonly("is_remote", &lens::SpanContext::is_remote)
+      .def_property_readonly("is_valid", &lens::SpanContext::is_valid)
+      .def_property_readonly("is_sampled", &lens::SpanContext::is_sampled)
+      .def("__eq__", [](const lens::SpanContext& a, const lens::SpanContext& b) {
+        return a.trace_id == b.trace_id && a.span_id == b.span_id && a.trace_flags == b.trace_flags;
+      })
+      .def("__repr__", [](const lens::SpanContext& c) {
+        return "SpanContext(trace_id=0x" + hex_of(c.trace_id.bytes.data(), 16) + ", span_id=0x" +
+               hex_of(c.span_id.bytes.data(), 8) + ", trace_flags=" + std::to_string(c.trace_flags) +
+               (c.is_remote ? ", remote)" : ")");
+      });
+  m.def("current_context", &lens::current_context, "The calling thread's current span context.");
+  m.def("to_traceparent", &lens::to_traceparent);
+  m.def("from_traceparent", &lens::from_traceparent);
+  m.def("normalize_tracestate", &lens::normalize_tracestate);
+  m.def("to_bytes", [](const lens::SpanContext& c) {
+    lens::BinaryContext b = lens::to_binary(c);
+    return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+  });
+  m.def("from_bytes", [](const py::bytes& data) -> std::optional<lens::SpanContext> {
+    std::string s = data;
+    lens::BinaryContext b{};
+    if (s.size() != b.size()) return std::nullopt;
+    std::copy(s.begin(), s.end(), b.begin());
+    return lens::from_binary(b);
+  });
+  m.def("step_trace_id", [](const std::string& run_id, std::int64_t iteration) {
+    lens::TraceId id = lens::step_trace_id(run_id, iteration);
+    return id_to_int(id.bytes.data(), 16);
+  });
+
+  // --- spans (the general form; managed_span and trace_fn are the fast ones) ---
+  m.def(
+      "start_span",
+      [](const py::str& name, const py::object& group, const py::object& attributes,
+         const std::optional<lens::SpanContext>& link, bool root, const std::optional<py::int_>& trace_id,
+         const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now) {
+        SpanRequest r;
+        if (!group.is_none() && !group_is_enabled(group.ptr(), &r.group_id))
+          return py::reinterpret_steal<py::object>(null_span());
+        r.name = name.ptr();
+        r.attributes = attributes.ptr();
+        r.make_current = current;
+        r.record_exception = record_exception;
+        r.root = root;
+        r.link = link;
+        r.parent = parent;
+        r.start_now = start_now;
+        if (trace_id) r.trace_id = lens::TraceId{id_from_int<16>(*trace_id)};
+        PyObject* s = new_span(r);
+        if (s == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(s);
+      },
+      py::arg("name"), py::arg("group") = py::none(), py::arg("attributes") = py::none(), py::arg("link") = py::none(),
+      py::arg("root") = false, py::arg("trace_id") = py::none(), py::arg("parent") = py::none(),
+      py::arg("current") = true, py::arg("record_exception") = true, py::arg("start_now") = false);
+
+  // --- configuration ---
+  py::class_<lens::Config>(m, "Config", py::dynamic_attr())
+      .def(py::init<>())
+      .def("_load_env",
+           [](lens::Config& c, const std::string& prefix, const std::string& fallback,
+              const std::string& default_service_name, const std::vector<std::string>& groups,
+              const PresetList& presets) {
+             c = lens::Config::from_env(prefix, fallback, default_service_name, make_catalogue(groups, presets));
+           })
+      .def("_use_catalogue",
+           [](lens::Config& c, const std::vector<std::string>& groups, const PresetList& presets) {
+             c.catalogue = make_catalogue(groups, presets);
+           })
+      .def("_copy", [](const lens::Config& c, lens::Config& into) { into = c; })
+      .def("apply_cli", &lens::Config::apply_cli, py::arg("otel_enabled"), py::arg("otel_service_name") = "",
+           py::arg("otel_span_groups") = "")
+      .def("summary", &lens::Config::summary)
+      .def_property_readonly("active", &lens::Config::active)
+      .def_property_readonly("catalogue_groups", [](const lens::Config& c) { return group_names(c.catalogue, c.catalogue.all()); })
+      .def_readwrite("enabled", &lens::Config::enabled)
+      .def_readwrite("service_name", &lens::Config::service_name)
+      .def_readwrite("span_groups", &lens::Config::span_groups)
+      .def_readwrite("span_groups_source", &lens::Config::span_groups_source)
+      .def_readwrite("rank_strategy", &lens::Config::rank_strategy)
+      .def_readwrite("export_rank", &lens::Config::export_rank)
+      .def_readwrite("export_sample_rate", &lens::Config::export_sample_rate)
+      .def_readwrite("sampling_strategy", &lens::Config::sampling_strategy)
+      .def_readwrite("traces_enabled", &lens::Config::traces_enabled)
+      .def_readwrite("metrics_enabled", &lens::Config::metrics_enabled)
+      .def_readwrite("logs_enabled", &lens::Config::logs_enabled)
+      .def_readwrite("file_dir", &lens::Config::file_dir)
+      .def_readwrite("run_id", &lens::Config::run_id)
+      .def_readwrite("user_id", &lens::Config::user_id)
+      .def_readwrite("sdk_disabled", &lens::Config::sdk_disabled)
+      .def_readwrite("traces_sampler_ratio", &lens::Config::traces_sampler_ratio)
+      .def_readwrite("metric_export_interval_ms", &lens::Config::metric_export_interval_ms)
+      .def_readwrite("metric_export_timeout_ms", &lens::Config::metric_export_timeout_ms)
+      .def_readwrite("resource_attributes", &lens::Config::resource_attributes)
+      .def_readwrite("propagate_trace_context", &lens::Config::propagate_trace_context)
+      .def_readwrite("prometheus_host", &lens::Config::prometheus_host)
+      .def_readwrite("prometheus_port", &lens::Config::prometheus_port)
+      .def_property_readonly("traces_sampler", [](const lens::Config& c) { return std::string(lens::to_string(c.traces_sampler)); })
+      .def_property_readonly("otlp_traces_endpoint", [](const lens::Config& c) { return c.otlp_traces.endpoint; })
+      .def_property_readonly("otlp_traces_protocol", [](const lens::Config& c) { return std::string(lens::to_string(c.otlp_traces.protocol)); })
+      .def_property_readonly("span_batch", [](const lens::Config& c) {
+        return py::make_tuple(c.span_batch.schedule_delay_ms, c.span_batch.export_timeout_ms,
+                              c.span_batch.max_queue_size, c.span_batch.max_export_batch_size);
+      })
+      .def_property(
+          "exporter", [](const lens::Config& c) { return name_of(c.exporter, kExporters); },
+          [](lens::Config& c, const std::string& v) { c.exporter = parse_enum(v, kExporters, "exporter"); })
+      .def_property(
+          "trace_layout", [](const lens::Config& c) { return name_of(c.trace_layout, kLayouts); },
+          [](lens::Config& c, const std::string& v) { c.trace_layout = parse_enum(v, kLayouts, "trace_layout"); })
+      .def_property(
+          "span_names", [](const lens::Config& c) { return name_of(c.span_names, kNamings); },
+          [](lens::Config& c, const std::string& v) { c.span_names = parse_enum(v, kNamings, "span_names"); })
+      .def_property(
+          "min_log_severity", [](const lens::Config& c) { return name_of(c.min_log_severity, kSeverities); },
+          [](lens::Config& c, const std::string& v) {
+            c.min_log_severity = parse_enum(v, kSeverities, "min_log_severity");
+          })
+      .def_property(
+          "metrics_temporality", [](const lens::Config& c) { return name_of(c.metrics_temporality, kTemporalities); },
+          [](lens::Config& c, const std::string& v) {
+            c.metrics_temporality = parse_enum(v, kTemporalities, "metrics_temporality");
+          })
+      .def_property_readonly("traces_exporter", [](const lens::Config& c) { return name_of(c.traces_exporter, kSignalExporters); })
+      .def_property_readonly("metrics_exporter", [](const lens::Config& c) { return name_of(c.metrics_exporter, kSignalExporters); })
+      .def_property_readonly("logs_exporter", [](const lens::Config& c) { return name_of(c.logs_exporter, kSignalExporters); });
+
+  // --- setup ---
+  py::class_<lens::Telemetry>(m, "Telemetry")
+      .def(py::init<>())
+      .def_property_readonly("is_exporting", &lens::Telemetry::is_exporting)
+      .def(
+          "force_flush", [](lens::Telemetry& t, std::int64_t ms) { return t.force_flush(std::chrono::milliseconds(ms)); },
+          py::arg("timeout_millis") = 5000, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "shutdown", [](lens::Telemetry& t, std::int64_t ms) { return t.shutdown(std::chrono::milliseconds(ms)); },
+          py::arg("timeout_millis") = 5000, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("run_id", &lens::Telemetry::run_id)
+      .def_property_readonly("config", &lens::Telemetry::config)
+      .def_property_readonly("rank", [](const lens::Telemetry& t) { return t.ranks().rank; })
+      .def_property_readonly("world_size", [](const lens::Telemetry& t) { return t.ranks().world_size; })
+      .def_property_readonly("resolved_span_groups",
+                             [](const lens::Telemetry& t) {
+                               return group_names(t.config().catalogue, t.resolved_span_groups());
+                             })
+      .def("span_stats",
+           [](const lens::Telemetry& t) {
+             lens::SpanStats s = t.span_stats();
+             py::dict d;
+             d["produced"] = s.produced;
+             d["exported"] = s.exported;
+             d["queued"] = s.queued;
+             d["dropped"] = s.dropped();
+             d["dropped_queue_full"] = s.dropped_queue_full;
+             d["sampled_out"] = s.sampled_out;
+             return d;
+           })
+      .def("log_stats", [](const lens::Telemetry& t) {
+        lens::LogStats s = t.log_stats();
+        py::dict d;
+        d["produced"] = s.produced;
+        d["exported"] = s.exported;
+        d["dropped"] = s.dropped();
+        return d;
+      });
+  m.def(
+      "setup",
+      [](const lens::Config& config, std::optional<int> rank, std::optional<int> world_size,
+         std::optional<int> local_rank, const py::object& resource, bool reinit) {
+        lens::SetupOptions o;
+        o.rank = rank;
+        o.world_size = world_size;
+        o.local_rank = local_rank;
+        o.resource_attributes = resource_from(resource);
+        o.reinit = reinit;
+        lens::Telemetry t = lens::setup_telemetry(config, std::move(o));
+        publish_group_ids(config.catalogue);
+        return t;
+      },
+      py::arg("config"), py::arg("rank") = py::none(), py::arg("world_size") = py::none(),
+      py::arg("local_rank") = py::none(), py::arg("resource_attributes") = py::none(), py::arg("reinit") = false);
+
+  // --- ranks and sampling strategies ---
+  py::class_<lens::RankStrategyInput>(m, "RankStrategyInput")
+      .def_property_readonly("rank", [](const lens::RankStrategyInput& i) { return i.ranks.rank; })
+      .def_property_readonly("world_size", [](const lens::RankStrategyInput& i) { return i.ranks.world_size; })
+      .def_property_readonly("local_rank", [](const lens::RankStrategyInput& i) { return i.ranks.local_rank; })
+      .def_readonly("export_rank", &lens::RankStrategyInput::export_rank)
+      .def_readonly("export_sample_rate", &lens::RankStrategyInput::export_sample_rate);
+  m.def(
+      "register_rank_strategy",
+      [](std::string name, const py::function& fn, bool allow_override) {
+        auto* kept = new py::function(fn);  // kept for the process's life: strategies outlive the interpreter
+        lens::register_rank_strategy(
+            std::move(name),
+            [kept](const lens::RankStrategyInput& in) {
+              py::gil_scoped_acquire gil;
+              return py::bool_((*kept)(in)).cast<bool>();
+            },
+            allow_override);
+      },
+      py::arg("name"), py::arg("strategy"), py::arg("allow_override") = false);
+  m.def("unregister_rank_strategy", &lens::unregister_rank_strategy);
+  m.def("rank_strategy_names", &lens::rank_strategy_names);
+  m.def("detect_rank_info", [](std::optional<int> rank, std::optional<int> world, std::optional<int> local) {
+        lens::RankInfo r = lens::detect_rank_info(rank, world, local);
+        return py::make_tuple(r.rank, r.world_size, r.local_rank);
+      }, py::arg("rank") = py::none(), py::arg("world_size") = py::none(), py::arg("local_rank") = py::none());
+  m.def("sampled_rank_score", &lens::sampled_rank_score);
+
+  py::class_<lens::Sampler, std::shared_ptr<lens::Sampler>>(m, "Sampler")
+      .def("description", &lens::Sampler::description)
+      .def("__repr__", [](const lens::Sampler& s) { return "<lens sampler " + s.description() + ">"; });
+  m.def("always_on_sampler", [] { return std::shared_ptr<lens::Sampler>(lens::make_always_on_sampler()); });
+  m.def("always_off_sampler", [] { return std::shared_ptr<lens::Sampler>(lens::make_always_off_sampler()); });
+  m.def("trace_id_ratio_sampler", [](double ratio) {
+    try {
+      return std::shared_ptr<lens::Sampler>(lens::make_trace_id_ratio_sampler(ratio));
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+  });
+  m.def("parent_based_sampler", [](const std::shared_ptr<lens::Sampler>& root) {
+    return std::shared_ptr<lens::Sampler>(lens::make_parent_based_sampler(owned(root)));
+  });
+  m.def("rank_gate_sampler", [](bool open, const std::shared_ptr<lens::Sampler>& inner) {
+    return std::shared_ptr<lens::Sampler>(lens::make_rank_gate_sampler(open, owned(inner)));
+  });
+  py::class_<PySamplingInput>(m, "SamplingStrategyInput")
+      .def_property_readonly("rank", [](const PySamplingInput& i) { return i.ranks.rank; })
+      .def_property_readonly("world_size", [](const PySamplingInput& i) { return i.ranks.world_size; })
+      .def_property_readonly("local_rank", [](const PySamplingInput& i) { return i.ranks.local_rank; })
+      .def_readonly("export_sample_rate", &PySamplingInput::export_sample_rate)
+      .def_readonly("sdk_sampler", &PySamplingInput::sdk_sampler);
+  m.def(
+      "register_sampling_strategy",
+      [](std::string name, const py::function& factory, bool allow_override) {
+        auto* kept = new py::function(factory);
+        lens::register_sampling_strategy(
+            std::move(name),
+            [kept](lens::SamplingStrategyInput in) -> std::unique_ptr<lens::Sampler> {
+              py::gil_scoped_acquire gil;
+              PySamplingInput input{in.ranks, in.export_sample_rate, std::shared_ptr<lens::Sampler>(std::move(in.sdk_sampler))};
+              return owned((*kept)(input).cast<std::shared_ptr<lens::Sampler>>());
+            },
+            allow_override);
+      },
+      py::arg("name"), py::arg("factory"), py::arg("allow_override") = false);
+  m.def("sampling_strategy_names", &lens::sampling_strategy_names);
+
+  // --- metrics ---
+  py::enum_<lens::InstrumentKind>(m, "InstrumentKind")
+      .value("COUNTER", lens::InstrumentKind::kCounter)
+      .value("UP_DOWN_COUNTER", lens::InstrumentKind::kUpDownCounter)
+      .value("HISTOGRAM", lens::InstrumentKind::kHistogram)
+      .value("GAUGE", lens::InstrumentKind::kGauge);
+  py::class_<PyInstrument>(m, "Instrument")
+      .def_readonly("name", &PyInstrument::name)
+      .def("_measure", &PyInstrument::measure, py::arg("amount"), py::arg("attributes") = py::none());
+  m.def(
+      "instrument",
+      [](lens::InstrumentKind kind, const std::string& name, const std::string& unit, const std::string& description,
+         std::optional<std::vector<double>> bounds) {
+        static std::deque<std::vector<double>> kept_bounds;  // an instrument keeps a view of its bounds
+        std::span<const double> b = lens::metrics::kDefaultBounds;
+        if (bounds) b = kept_bounds.emplace_back(*bounds);
+        try {
+          return PyInstrument{lens::internal::find_or_create_instrument(name, unit, description, kind, false,
+                                                                        kind == lens::InstrumentKind::kHistogram
+                                                                            ? b
+                                                                            : std::span<const double>{}),
+                              kind, name};
+        } catch (const std::invalid_argument& e) {
+          throw py::value_error(e.what());
+        }
+      },
+      py::arg("kind"), py::arg("name"), py::arg("unit") = "", py::arg("description") = "",
+      py::arg("bounds") = py::none());
+  m.def("record_training_metrics", [](const py::dict& values) {
+    lens::megatron::TrainingMetrics t;
+    auto take = [&](const char* key, auto& field) {
+      if (values.contains(key) && !values[key].is_none())
+        field = values[key].cast<typename std::decay_t<decltype(field)>::value_type>();
+    };
+    take("step_duration_ms", t.step_duration_ms);
+    take("loss", t.loss);
+    take("throughput_tflops", t.throughput_tflops);
+    take("grad_norm", t.grad_norm);
+    take("skipped_iters", t.skipped_iters);
+    take("learning_rate", t.learning_rate);
+    take("tokens_per_sec", t.tokens_per_sec);
+    take("memory_allocated_gb", t.memory_allocated_gb);
+    lens::megatron::record_training_metrics(t);
+  });
+
+  // --- logs ---
+  m.def("should_log", [](int severity) { return severity >= lens::internal::g_min_log_severity.load(std::memory_order_relaxed); });
+  m.def(
+      "emit_log",
+      [](int severity, const std::string& severity_text, const std::string& body, const py::object& attributes,
+         std::int64_t time_ns) {
+        AttributeBuffer buffer;
+        buffer.add_dict(attributes.ptr());
+        auto time = std::chrono::system_clock::time_point(
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(time_ns)));
+        lens::internal::emit_log(severity, severity_text, body, buffer.attributes(), time);
+      },
+      py::arg("severity"), py::arg("severity_text"), py::arg("body"), py::arg("attributes"), py::arg("time_ns"));
+
+  // --- run identity, resource, worker ---
+  m.def("resolve_run_id", &lens::resolve_run_id);
+  m.def("uuid5_url", &lens::uuid5_url);
+  m.def("run_uuids", [] {
+    lens::RunUuids u = lens::run_uuids();
+    py::dict d;
+    d["job_uuid"] = u.job_uuid;
+    d["run_uuid"] = u.run_uuid;
+    d["torchelastic_restart_count"] = u.torchelastic_restart_count;
+    return d;
+  });
+  m.def("megatron_resource_attributes", [](const py::dict& a) {
+    lens::megatron::TrainingArgs t;
+    auto take = [&](const char* key, auto& field) {
+      if (a.contains(key) && !a[key].is_none()) field = a[key].cast<std::decay_t<decltype(field)>>();
+    };
+    take("local_rank", t.local_rank);
+    take("tensor_model_parallel_size", t.tensor_model_parallel_size);
+    take("pipeline_model_parallel_size", t.pipeline_model_parallel_size);
+    take("data_parallel_size", t.data_parallel_size);
+    take("global_batch_size", t.global_batch_size);
+    take("seq_length", t.seq_length);
+    take("num_layers", t.num_layers);
+    take("hidden_size", t.hidden_size);
+    take("num_attention_heads", t.num_attention_heads);
+    take("train_iters", t.train_iters);
+    take("micro_batch_size", t.micro_batch_size);
+    take("ckpt_format", t.ckpt_format);
+    take("fp16", t.fp16);
+    take("bf16", t.bf16);
+    return resource_to_dict(lens::megatron::resource_attributes(t));
+  });
+  m.def("megatron_span_names", [](const std::string& mode) {
+    const lens::megatron::SpanNames& n = lens::megatron::span_names(parse_enum(mode, kNamings, "span_names"));
+    py::dict d;
+    for (const auto& [key, value] : {std::pair{"model_init", n.model_init},
+                                     {"load_checkpoint", n.load_checkpoint},
+                                     {"load_checkpoint_io_read", n.load_checkpoint_io_read},
+                                     {"data_loading", n.data_loading},
+                                     {"train_step", n.train_step},
+                                     {"forward_backward", n.forward_backward},
+                                     {"optimizer_step", n.optimizer_step},
+                                     {"save_checkpoint", n.save_checkpoint},
+                                     {"save_checkpoint_state_dict", n.save_checkpoint_state_dict},
+                                     {"save_checkpoint_io_write", n.save_checkpoint_io_write},
+                                     {"num_microbatches_key", n.num_microbatches_key}})
+      d[key] = std::string(value.text());
+    return d;
+  });
+  m.def(
+      "build_worker_bootstrap",
+      [](const lens::Telemetry& t, const py::object& resource, const std::optional<lens::SpanContext>& link) {
+        return lens::build_worker_bootstrap(t, resource_from(resource), link ? *link : lens::current_context())
+            .serialize();
+      },
+      py::arg("telemetry"), py::arg("resource_attributes") = py::none(), py::arg("link") = py::none());
+  m.def("setup_worker_telemetry", [](const std::string& text, const lens::Config& config) {
+    lens::Telemetry t = lens::setup_worker_telemetry(lens::WorkerBootstrap::parse(text), config);
+    publish_group_ids(config.catalogue);
+    return t;
+  });
+}

@@ -1,0 +1,591 @@
+// The span path of the Python package (spans.h says why it is written against the CPython API).
+#include "spans.h"
+
+#include <string>
+#include <string_view>
+
+#include "attributes.h"
+#include "context_conversion.h"
+#include "lens/groups.h"
+#include "lens/span.h"
+
+namespace lens_python {
+namespace {
+
+using lens::internal::SpanHandle;
+using lens::internal::ThreadState;
+
+PyObject* g_group_ids = nullptr;  // {group name: catalogue id}
+
+// One relaxed load while every group is off (a disabled or non-exporting rank): no lookup at all.
+bool group_enabled(PyObject* group, int* id_out) {
+  const std::uint64_t bits = lens::internal::g_enabled_group_bits.load(std::memory_order_relaxed);
+  if (bits == 0) return false;
+  PyObject* id = PyDict_GetItemWithError(g_group_ids, group);  // borrowed
+  if (id == nullptr) {
+    PyErr_Clear();  // an unknown or unhashable group is simply not enabled, as in the reference
+    return false;
+  }
+  const long v = PyLong_AsLong(id);
+  if (id_out != nullptr) *id_out = static_cast<int>(v);
+  return v >= 0 && v < 64 && ((bits >> v) & 1U) != 0;
+}
+
+std::string_view utf8_or_empty(PyObject* text) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
+  if (data == nullptr) {
+    PyErr_Clear();
+    return {};
+  }
+  return {data, static_cast<std::size_t>(size)};
+}
+
+// The type's qualified name and str(exception), as OpenTelemetry's Python SDK records them.
+void record_python_exception(SpanHandle& h, PyObject* type, PyObject* value, bool escaped) {
+  std::string type_name = "Exception";
+  if (PyObject* q = PyType_GetQualName(reinterpret_cast<PyTypeObject*>(type))) {
+    type_name = std::string(utf8_or_empty(q));
+    Py_DECREF(q);
+  }
+  std::string message;
+  if (value != nullptr && value != Py_None) {
+    if (PyObject* s = PyObject_Str(value)) {
+      message = std::string(utf8_or_empty(s));
+      Py_DECREF(s);
+    } else {
+      PyErr_Clear();
+    }
+  }
+  lens::internal::record_exception(h, type_name, message, escaped);
+  lens::internal::set_status(h, lens::StatusCode::kError, message.empty() ? type_name : type_name + ": " + message);
+}
+
+// --- the context manager of a disabled group: one shared object, nothing allocated -------------------------
+
+PyObject* null_enter(PyObject*, PyObject*) { Py_RETURN_NONE; }
+PyObject* null_exit(PyObject*, PyObject* const*, Py_ssize_t) { Py_RETURN_FALSE; }
+
+PyMethodDef null_methods[] = {
+    {"__enter__", null_enter, METH_NOARGS, "Yields None: the group is off."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(null_exit)), METH_FASTCALL,
+     "Lets any exception through."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyTypeObject NullSpanType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+PyObject* g_null_span = nullptr;
+
+// --- Span ----------------------------------------------------------------------------------------------
+
+struct SpanObject {
+  PyObject_HEAD SpanHandle h;
+  ThreadState* pushed_to;
+  PyObject* name;
+  PyObject* attributes;  // dict or null: applied at start
+  PyObject* kwnames;     // managed_span's keyword names (a tuple) and values, or null
+  PyObject* kwvalues;
+  lens::SpanContext parent, link;
+  lens::TraceId trace_id;
+  unsigned char group_id;
+  bool has_parent, has_link, has_trace_id, root, make_current, record_exception, started, ended;
+};
+
+PyTypeObject SpanType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+SpanObject* alloc_span(PyObject* name) {
+  SpanObject* s = PyObject_New(SpanObject, &SpanType);
+  if (s == nullptr) return nullptr;
+  s->h = SpanHandle{};
+  s->pushed_to = nullptr;
+  Py_INCREF(name);
+  s->name = name;
+  s->attributes = s->kwnames = s->kwvalues = nullptr;
+  s->parent = s->link = lens::SpanContext{};
+  s->trace_id = lens::TraceId{};
+  s->group_id = 0;
+  s->has_parent = s->has_link = s->has_trace_id = s->root = false;
+  s->make_current = s->record_exception = true;
+  s->started = s->ended = false;
+  return s;
+}
+
+void apply_attributes(SpanObject* s) {
+  AttributeBuffer buffer;
+  buffer.add_dict(s->attributes);
+  if (s->kwnames != nullptr) {
+    const Py_ssize_t n = PyTuple_GET_SIZE(s->kwnames);
+    for (Py_ssize_t i = 0; i < n; ++i) buffer.add(PyTuple_GET_ITEM(s->kwnames, i), PyTuple_GET_ITEM(s->kwvalues, i));
+  }
+  for (const lens::Attribute& a : buffer.attributes()) lens::internal::set_attributes(s->h, {a});
+}
+
+void start(SpanObject* s) {
+  if (s->started) return;
+  s->started = true;
+  lens::StartOptions options;
+  options.root = s->root;
+  if (s->has_parent) options.parent = &s->parent;
+  if (s->has_trace_id) options.trace_id = &s->trace_id;
+  lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)), {},
+                             options);
+  if (s->h.slot != nullptr) {
+    apply_attributes(s);
+    if (s->has_link) lens::internal::add_link(s->h, s->link, {});
+  }
+  if (s->make_current && s->h.context.is_valid()) s->pushed_to = lens::internal::push_context(s->h.context);
+}
+
+void finish(SpanObject* s) {
+  if (!s->started || s->ended) return;
+  s->ended = true;
+  if (s->pushed_to != nullptr) lens::internal::pop_context(std::exchange(s->pushed_to, nullptr));
+  if (s->h.slot != nullptr) lens::internal::end_span(s->h, false);
+}
+
+void span_dealloc(PyObject* self) {
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  if (s->started && !s->ended) {  // never ended: it ends now, without touching whichever context is current
+    s->pushed_to = nullptr;
+    finish(s);
+  }
+  Py_XDECREF(s->name);
+  Py_XDECREF(s->attributes);
+  Py_XDECREF(s->kwnames);
+  Py_XDECREF(s->kwvalues);
+  PyObject_Free(self);
+}
+
+PyObject* span_enter(PyObject* self, PyObject*) {
+  start(reinterpret_cast<SpanObject*>(self));
+  Py_INCREF(self);
+  return self;
+}
+
+// __exit__(type, value, traceback): an Exception is recorded (ERROR status, the `exception` event); a
+// BaseException that is not one (KeyboardInterrupt, SystemExit, GeneratorExit) ends the span unrecorded.
+PyObject* span_exit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  PyObject* type = nargs > 0 ? args[0] : Py_None;
+  if (type != Py_None && s->record_exception && s->h.slot != nullptr && PyType_Check(type) &&
+      PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type), reinterpret_cast<PyTypeObject*>(PyExc_Exception)))
+    record_python_exception(s->h, type, nargs > 1 ? args[1] : nullptr, true);
+  finish(s);
+  Py_RETURN_FALSE;
+}
+
+PyObject* span_end(PyObject* self, PyObject*) {
+  finish(reinterpret_cast<SpanObject*>(self));
+  Py_RETURN_NONE;
+}
+
+PyObject* span_is_recording(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  return PyBool_FromLong(s->h.slot != nullptr && !s->ended);
+}
+
+PyObject* span_get_span_context(PyObject* self, PyObject*) {
+  return context_to_python(reinterpret_cast<SpanObject*>(self)->h.context);
+}
+
+PyObject* span_set_attribute(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "set_attribute(key, value) takes two arguments");
+    return nullptr;
+  }
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  AttributeBuffer buffer;
+  if (buffer.add(args[0], args[1])) lens::internal::set_attributes(s->h, {buffer.attributes()[0]});
+  Py_RETURN_NONE;
+}
+
+PyObject* span_set_attributes(PyObject* self, PyObject* attributes) {
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  AttributeBuffer buffer;
+  buffer.add_dict(attributes);
+  for (const lens::Attribute& a : buffer.attributes()) lens::internal::set_attributes(s->h, {a});
+  Py_RETURN_NONE;
+}
+
+// add_event(name, attributes=None)
+PyObject* span_add_event(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"name", "attributes", "timestamp", nullptr};
+  PyObject *name = nullptr, *attributes = nullptr, *timestamp = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|OO", const_cast<char**>(keywords), &name, &attributes,
+                                   &timestamp))
+    return nullptr;
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  AttributeBuffer buffer;
+  buffer.add_dict(attributes);
+  // Events take their attributes as one list: add them by count (at most a few, as events carry).
+  const auto& a = buffer.attributes();
+  lens::SpanName event_name(utf8_or_empty(name));
+  switch (a.size()) {
+    case 0: lens::internal::add_event(s->h, event_name, {}); break;
+    case 1: lens::internal::add_event(s->h, event_name, {a[0]}); break;
+    case 2: lens::internal::add_event(s->h, event_name, {a[0], a[1]}); break;
+    case 3: lens::internal::add_event(s->h, event_name, {a[0], a[1], a[2]}); break;
+    default: lens::internal::add_event(s->h, event_name, {a[0], a[1], a[2], a[3]}); break;
+  }
+  Py_RETURN_NONE;
+}
+
+// add_link(context, attributes=None): a SpanContext.
+PyObject* span_add_link(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"context", "attributes", nullptr};
+  PyObject *context = nullptr, *attributes = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", const_cast<char**>(keywords), &context, &attributes))
+    return nullptr;
+  lens::SpanContext link;
+  if (!context_from_python(context, &link)) return nullptr;
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  if (s->h.slot != nullptr && link.is_valid()) lens::internal::add_link(s->h, link, {});
+  Py_RETURN_NONE;
+}
+
+// set_status(status, description=None): lens.StatusCode (or its value, or "UNSET"/"OK"/"ERROR"), or any object
+// with a status_code and a description (OpenTelemetry's Status).
+PyObject* span_set_status(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"status", "description", nullptr};
+  PyObject *status = nullptr, *description = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O", const_cast<char**>(keywords), &status, &description))
+    return nullptr;
+  PyObject* code_object = status;
+  PyObject* owned = nullptr;
+  if (PyObject_HasAttrString(status, "status_code")) {
+    owned = code_object = PyObject_GetAttrString(status, "status_code");
+    if (description == Py_None) description = PyObject_GetAttrString(status, "description");
+    else Py_INCREF(description);
+  } else {
+    Py_INCREF(description);
+  }
+  long code = -1;
+  if (code_object != nullptr && PyUnicode_Check(code_object)) {
+    std::string_view text = utf8_or_empty(code_object);
+    code = text == "UNSET" ? 0 : text == "OK" ? 1 : text == "ERROR" ? 2 : -1;
+  } else if (code_object != nullptr && PyIndex_Check(code_object)) {
+    code = PyNumber_AsSsize_t(code_object, nullptr);
+  } else if (code_object != nullptr && PyObject_HasAttrString(code_object, "value")) {
+    PyObject* value = PyObject_GetAttrString(code_object, "value");  // an Enum of OpenTelemetry's
+    if (value != nullptr && PyIndex_Check(value)) code = PyNumber_AsSsize_t(value, nullptr);
+    Py_XDECREF(value);
+  }
+  Py_XDECREF(owned);
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (code < 0 || code > 2) {
+    Py_XDECREF(description);
+    PyErr_SetString(PyExc_ValueError, "set_status: the status is lens.StatusCode.UNSET, OK or ERROR");
+    return nullptr;
+  }
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  std::string_view text = description != nullptr && description != Py_None ? utf8_or_empty(description) : "";
+  if (s->h.slot != nullptr) lens::internal::set_status(s->h, static_cast<lens::StatusCode>(code), text);
+  Py_XDECREF(description);
+  Py_RETURN_NONE;
+}
+
+// record_exception(exception, attributes=None, timestamp=None, escaped=False): the event only, as in
+// OpenTelemetry; the status is the caller's to set.
+PyObject* span_record_exception(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"exception", "attributes", "timestamp", "escaped", nullptr};
+  PyObject *exception = nullptr, *attributes = nullptr, *timestamp = nullptr;
+  int escaped = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOp", const_cast<char**>(keywords), &exception, &attributes,
+                                   &timestamp, &escaped))
+    return nullptr;
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  std::string type_name = "Exception";
+  if (PyObject* q = PyType_GetQualName(Py_TYPE(exception))) {
+    type_name = std::string(utf8_or_empty(q));
+    Py_DECREF(q);
+  }
+  std::string message;
+  if (PyObject* text = PyObject_Str(exception)) {
+    message = std::string(utf8_or_empty(text));
+    Py_DECREF(text);
+  } else {
+    PyErr_Clear();
+  }
+  lens::internal::record_exception(s->h, type_name, message, escaped != 0);
+  Py_RETURN_NONE;
+}
+
+PyObject* span_repr(PyObject* self) {
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  return PyUnicode_FromFormat("<lens.Span %R%s>", s->name, s->h.slot != nullptr ? " recording" : "");
+}
+
+PyObject* span_get_name(PyObject* self, void*) {
+  PyObject* name = reinterpret_cast<SpanObject*>(self)->name;
+  Py_INCREF(name);
+  return name;
+}
+
+template <typename F>
+PyCFunction fastcall(F f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+PyMethodDef span_methods[] = {
+    {"__enter__", span_enter, METH_NOARGS, "Starts the span and makes it current; returns it."},
+    {"__exit__", fastcall(span_exit), METH_FASTCALL,
+     "Ends the span; an Exception is recorded with ERROR status and re-raised."},
+    {"end", span_end, METH_NOARGS, "Ends the span (again: nothing)."},
+    {"is_recording", span_is_recording, METH_NOARGS, "True while the span records."},
+    {"get_span_context", span_get_span_context, METH_NOARGS, "The span's SpanContext."},
+    {"set_attribute", fastcall(span_set_attribute), METH_FASTCALL, "set_attribute(key, value)"},
+    {"set_attributes", span_set_attributes, METH_O, "set_attributes({key: value, ...})"},
+    {"add_event", fastcall(span_add_event), METH_VARARGS | METH_KEYWORDS, "add_event(name, attributes=None)"},
+    {"add_link", fastcall(span_add_link), METH_VARARGS | METH_KEYWORDS, "add_link(context, attributes=None)"},
+    {"set_status", fastcall(span_set_status), METH_VARARGS | METH_KEYWORDS, "set_status(status, description=None)"},
+    {"record_exception", fastcall(span_record_exception), METH_VARARGS | METH_KEYWORDS,
+     "record_exception(exception, attributes=None, timestamp=None, escaped=False)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef span_getset[] = {
+    {"name", span_get_name, nullptr, "The span's name.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+// --- the fast functions ----------------------------------------------------------------------------------
+
+PyObject* is_span_group_enabled(PyObject*, PyObject* group) { return PyBool_FromLong(group_enabled(group, nullptr)); }
+
+// managed_span(group, name, tracer=None, **attributes)
+PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs < 2 || nargs > 3) {
+    PyErr_SetString(PyExc_TypeError, "managed_span(group, name, tracer=None, **attributes)");
+    return nullptr;
+  }
+  int id = 0;
+  if (!group_enabled(args[0], &id)) {
+    Py_INCREF(g_null_span);
+    return g_null_span;
+  }
+  if (!PyUnicode_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "managed_span: the name is a str");
+    return nullptr;
+  }
+  SpanObject* s = alloc_span(args[1]);
+  if (s == nullptr) return nullptr;
+  s->group_id = static_cast<unsigned char>(id);
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nkw > 0) {
+    // `tracer` as a keyword is the tracer, not an attribute: lens has one tracer per process.
+    PyObject* names = PyTuple_New(nkw);
+    PyObject* values = PyTuple_New(nkw);
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+      if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) continue;
+      Py_INCREF(key);
+      Py_INCREF(args[nargs + i]);
+      PyTuple_SET_ITEM(names, kept, key);
+      PyTuple_SET_ITEM(values, kept, args[nargs + i]);
+      ++kept;
+    }
+    if (kept < nkw) {
+      _PyTuple_Resize(&names, kept);
+      _PyTuple_Resize(&values, kept);
+    }
+    s->kwnames = names;
+    s->kwvalues = values;
+  }
+  return reinterpret_cast<PyObject*>(s);
+}
+
+// --- trace_fn's callable -----------------------------------------------------------------------------------
+
+struct TracedFunction {
+  PyObject_HEAD PyObject* function;
+  PyObject* group;
+  PyObject* name;
+  PyObject* dict;  // functools.update_wrapper writes __name__, __doc__, __wrapped__ here
+  vectorcallfunc vectorcall;
+};
+
+PyTypeObject TracedFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+PyObject* traced_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* t = reinterpret_cast<TracedFunction*>(self);
+  int id = 0;
+  if (!group_enabled(t->group, &id)) return PyObject_Vectorcall(t->function, args, nargsf, kwnames);
+  SpanObject* s = alloc_span(t->name);
+  if (s == nullptr) return nullptr;
+  s->group_id = static_cast<unsigned char>(id);
+  start(s);
+  PyObject* result = PyObject_Vectorcall(t->function, args, nargsf, kwnames);
+  if (result == nullptr) {
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (type != nullptr && s->h.slot != nullptr && PyErr_GivenExceptionMatches(type, PyExc_Exception))
+      record_python_exception(s->h, type, value, true);
+    finish(s);
+    PyErr_Restore(type, value, traceback);
+  } else {
+    finish(s);
+  }
+  Py_DECREF(s);
+  return result;
+}
+
+PyObject* traced_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"function", "group", "name", nullptr};
+  PyObject *function = nullptr, *group = nullptr, *name = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOU", const_cast<char**>(keywords), &function, &group, &name))
+    return nullptr;
+  if (!PyCallable_Check(function)) {
+    PyErr_SetString(PyExc_TypeError, "trace_fn decorates a callable");
+    return nullptr;
+  }
+  auto* t = reinterpret_cast<TracedFunction*>(type->tp_alloc(type, 0));
+  if (t == nullptr) return nullptr;
+  Py_INCREF(function);
+  Py_INCREF(group);
+  Py_INCREF(name);
+  t->function = function;
+  t->group = group;
+  t->name = name;
+  t->dict = nullptr;
+  t->vectorcall = traced_call;
+  return reinterpret_cast<PyObject*>(t);
+}
+
+int traced_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* t = reinterpret_cast<TracedFunction*>(self);
+  Py_VISIT(t->function);
+  Py_VISIT(t->group);
+  Py_VISIT(t->dict);
+  return 0;
+}
+
+int traced_clear(PyObject* self) {
+  auto* t = reinterpret_cast<TracedFunction*>(self);
+  Py_CLEAR(t->function);
+  Py_CLEAR(t->group);
+  Py_CLEAR(t->name);
+  Py_CLEAR(t->dict);
+  return 0;
+}
+
+void traced_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  traced_clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+// A method of a class: bound like a function, so `self` is passed.
+PyObject* traced_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+PyObject* traced_repr(PyObject* self) {
+  auto* t = reinterpret_cast<TracedFunction*>(self);
+  return PyUnicode_FromFormat("<lens.trace_fn %R of %R>", t->name, t->function);
+}
+
+PyGetSetDef traced_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMethodDef functions[] = {
+    {"is_span_group_enabled", is_span_group_enabled, METH_O,
+     "is_span_group_enabled(group) -> bool: True when spans of `group` are recorded now."},
+    {"managed_span", fastcall(managed_span), METH_FASTCALL | METH_KEYWORDS,
+     "managed_span(group, name, tracer=None, **attributes): a context manager that yields the span, or None "
+     "when the group is off."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+bool ready(PyTypeObject* type, PyObject* module, const char* attribute) {
+  if (PyType_Ready(type) < 0) return false;
+  Py_INCREF(type);
+  return PyModule_AddObject(module, attribute, reinterpret_cast<PyObject*>(type)) == 0;
+}
+
+}  // namespace
+
+bool group_is_enabled(PyObject* group, int* id) { return group_enabled(group, id); }
+
+PyObject* null_span() {
+  Py_INCREF(g_null_span);
+  return g_null_span;
+}
+
+void set_group_ids(PyObject* names_to_ids) {
+  Py_INCREF(names_to_ids);
+  Py_XSETREF(g_group_ids, names_to_ids);
+}
+
+PyObject* new_span(const SpanRequest& r) {
+  SpanObject* s = alloc_span(r.name);
+  if (s == nullptr) return nullptr;
+  s->group_id = static_cast<unsigned char>(r.group_id);
+  if (r.attributes != nullptr && r.attributes != Py_None) {
+    Py_INCREF(r.attributes);
+    s->attributes = r.attributes;
+  }
+  s->make_current = r.make_current;
+  s->record_exception = r.record_exception;
+  s->root = r.root;
+  if (r.trace_id) s->trace_id = *r.trace_id, s->has_trace_id = true;
+  if (r.parent) s->parent = *r.parent, s->has_parent = true;
+  if (r.link) s->link = *r.link, s->has_link = r.link->is_valid();
+  if (r.start_now) start(s);
+  return reinterpret_cast<PyObject*>(s);
+}
+
+bool add_span_path(PyObject* module) {
+  if (g_group_ids == nullptr && (g_group_ids = PyDict_New()) == nullptr) return false;
+
+  NullSpanType.tp_name = "lens._native.NullSpan";
+  NullSpanType.tp_basicsize = sizeof(PyObject);
+  NullSpanType.tp_flags = Py_TPFLAGS_DEFAULT;
+  NullSpanType.tp_doc = "What managed_span returns for a disabled group: `with` yields None.";
+  NullSpanType.tp_methods = null_methods;
+  if (!ready(&NullSpanType, module, "NullSpan")) return false;
+  g_null_span = PyObject_New(PyObject, &NullSpanType);
+  if (g_null_span == nullptr) return false;
+
+  SpanType.tp_name = "lens.Span";
+  SpanType.tp_basicsize = sizeof(SpanObject);
+  SpanType.tp_flags = Py_TPFLAGS_DEFAULT;
+  SpanType.tp_doc = "A span: a context manager (current inside `with`), with OpenTelemetry's Span methods.";
+  SpanType.tp_dealloc = span_dealloc;
+  SpanType.tp_repr = span_repr;
+  SpanType.tp_methods = span_methods;
+  SpanType.tp_getset = span_getset;
+  if (!ready(&SpanType, module, "Span")) return false;
+
+  TracedFunctionType.tp_name = "lens.TracedFunction";
+  TracedFunctionType.tp_basicsize = sizeof(TracedFunction);
+  TracedFunctionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+  TracedFunctionType.tp_doc = "A function whose calls are spans while its group is on (trace_fn).";
+  TracedFunctionType.tp_new = traced_new;
+  TracedFunctionType.tp_dealloc = traced_dealloc;
+  TracedFunctionType.tp_traverse = traced_traverse;
+  TracedFunctionType.tp_clear = traced_clear;
+  TracedFunctionType.tp_call = PyVectorcall_Call;
+  TracedFunctionType.tp_vectorcall_offset = offsetof(TracedFunction, vectorcall);
+  TracedFunctionType.tp_descr_get = traced_get;
+  TracedFunctionType.tp_dictoffset = offsetof(TracedFunction, dict);
+  TracedFunctionType.tp_repr = traced_repr;
+  TracedFunctionType.tp_getset = traced_getset;
+  if (!ready(&TracedFunctionType, module, "TracedFunction")) return false;
+
+  return PyModule_AddFunctions(module, functions) == 0;
+}
+
+}  // namespace lens_python

@@ -1,0 +1,43 @@
+// The span path of lens's Python package, written against the CPython API by hand: is_span_group_enabled,
+// managed_span, the Span object they yield and the callable trace_fn returns. Everything else is bound with
+// pybind11 (module.cc); these are not, because they run on every layer of every micro-batch and a pybind11 call
+// costs several times a C function call. A disabled group costs a dict lookup at most (none while every group is
+// off) and allocates nothing.
+#pragma once
+
+#include <Python.h>
+
+#include <optional>
+
+#include "lens/context.h"
+
+namespace lens_python {
+
+// Adds the fast functions and the types to the module. False with a Python error set.
+bool add_span_path(PyObject* module);
+
+// Maps group names to catalogue ids for the checks (setup and SpanGroup.resolve set it): {name: id}.
+void set_group_ids(PyObject* names_to_ids);
+
+// True when `group` (a name) is enabled now; its catalogue id into *id.
+bool group_is_enabled(PyObject* group, int* id);
+// A new reference to the shared context manager of a disabled group (`with` yields None).
+PyObject* null_span();
+
+// What start_span (module.cc's general form) asks of a new Span object.
+struct SpanRequest {
+  PyObject* name = nullptr;        // str
+  PyObject* attributes = nullptr;  // dict or null
+  int group_id = 0;
+  bool make_current = true;
+  bool record_exception = true;
+  bool root = false;
+  std::optional<lens::TraceId> trace_id{};
+  std::optional<lens::SpanContext> parent{};
+  std::optional<lens::SpanContext> link{};
+  bool start_now = false;  // start at creation (start_span) rather than at __enter__
+};
+// A new reference to a Span object, or null with a Python error set.
+PyObject* new_span(const SpanRequest& request);
+
+}  // namespace lens_python
