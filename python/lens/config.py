@@ -22,6 +22,7 @@ class NemoLensConfig(_native.Config):
 
     def __init__(self, **fields):
         super().__init__()
+        self.service_name = DEFAULT_SERVICE_NAME
         self.span_group_cls = SpanGroup
         for name, value in fields.items():
             if name.startswith("_") or not hasattr(self, name):

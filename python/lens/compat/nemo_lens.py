@@ -4,8 +4,9 @@
     from nemo.lens.helpers import managed_span   # lens.helpers.managed_span
 
 Megatron-LM's call sites (`try: from nemo.lens.helpers import ... except ImportError: ...`) then run on lens
-without an edit. The finder this adds sits at the end of sys.meta_path, so every real package wins: a `nemo.lens`
-that is installed is always the one imported, and a real `nemo` without `lens` keeps its own modules.
+without an edit. The finder this adds asks every other finder first, so a real package always wins: a `nemo.lens`
+that is installed is the one imported, and a real `nemo` without `lens` keeps its own modules. A nemo.lens module
+that lens does not have (nemo.lens.something_else) is not found.
 """
 
 import importlib.abc
@@ -44,21 +45,37 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _NemoLensFinder(importlib.abc.MetaPathFinder):
-    """Answers for nemo.lens* (and an empty `nemo`) only after every other finder found nothing."""
+    """Answers for `nemo` and `nemo.lens` only where no other finder has them, and for nemo.lens's modules only
+    while `nemo.lens` is lens. It stands first in sys.meta_path so that lens's modules are never loaded a second
+    time under nemo.lens's names (the path finder would find them through lens's __path__)."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname == "nemo":
+            if self._found_elsewhere(fullname, path, target):
+                return None
             return importlib.machinery.ModuleSpec(fullname, _AliasLoader(None), is_package=True)
-        if fullname in ALIASES:
-            is_package = fullname == "nemo.lens"
-            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(ALIASES[fullname]), is_package=is_package)
+        if fullname == "nemo.lens":
+            if self._found_elsewhere(fullname, path, target):
+                return None
+            return importlib.machinery.ModuleSpec(fullname, _AliasLoader("lens"), is_package=True)
+        if fullname.startswith("nemo.lens.") and sys.modules.get("nemo.lens") is lens:
+            target_name = ALIASES.get(fullname)
+            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name)) if target_name else None
         return None
+
+    def _found_elsewhere(self, fullname, path, target):
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            if finder.find_spec(fullname, path, target) is not None:
+                return True
+        return False
 
 
 def _install():
     if any(isinstance(finder, _NemoLensFinder) for finder in sys.meta_path):
         return
-    sys.meta_path.append(_NemoLensFinder())
+    sys.meta_path.insert(0, _NemoLensFinder())
 
 
 _install()

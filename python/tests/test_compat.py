@@ -1,0 +1,87 @@
+"""The opt-in NeMo Lens shim and the fallbacks: Megatron's import idiom runs on lens unchanged, a real installed
+nemo.lens is never shadowed, and lens.fallbacks imports where no native code is."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+PACKAGE = os.path.join(os.environ.get("LENS_BUILD_DIR", ""), "python", "lens")
+
+MEGATRON_IDIOM = textwrap.dedent("""
+    try:
+        from nemo.lens.helpers import managed_span as _otel_managed_span
+        from nemo.lens.helpers import trace_fn as _otel_trace_fn
+        from nemo.lens.groups import SpanGroup
+        from nemo.lens import NemoLensConfig, setup_telemetry
+        from nemo.lens.logging_bridge import setup_logging_bridge
+        from nemo.lens.fallbacks import is_span_group_enabled as _fallback_enabled
+        source = "nemo.lens"
+    except ImportError:
+        from lens.fallbacks import managed_span as _otel_managed_span
+        source = "fallbacks"
+    print(source, _otel_managed_span.__module__)
+""")
+
+
+def python(code, path):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(path)}).stdout.strip()
+
+
+class CompatTest(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="lens-compat-")
+        self.path = os.environ["PYTHONPATH"].split(os.pathsep)
+
+    def tearDown(self):
+        shutil.rmtree(self.root)
+
+    def test_without_the_shim_nemo_lens_is_not_there(self):
+        self.assertEqual(python(MEGATRON_IDIOM, self.path), "fallbacks lens.fallbacks")
+
+    def test_the_shim_makes_megatrons_imports_resolve_to_lens(self):
+        out = python("import lens.compat.nemo_lens\n" + MEGATRON_IDIOM +
+                     "import nemo.lens, lens, lens.helpers, lens.telemetry\n"
+                     "print(nemo.lens is lens, nemo.lens.helpers is lens.helpers, lens.__spec__.name)\n"
+                     "print(sorted(m for m in __import__('sys').modules if m.startswith('nemo.lens')))", self.path)
+        self.assertEqual(out.splitlines(), [
+            "nemo.lens lens._native", "True True lens",
+            "['nemo.lens', 'nemo.lens.fallbacks', 'nemo.lens.groups', 'nemo.lens.helpers', 'nemo.lens.logging_bridge']"])
+
+    def test_a_real_nemo_lens_is_never_shadowed(self):
+        stand_in = os.path.join(self.root, "nemo", "lens")
+        os.makedirs(stand_in)
+        open(os.path.join(self.root, "nemo", "__init__.py"), "w").close()
+        with open(os.path.join(stand_in, "__init__.py"), "w") as f:
+            f.write("REAL = True\n")
+        with open(os.path.join(stand_in, "helpers.py"), "w") as f:
+            f.write("def managed_span(*a, **k):\n    return None\n")
+        out = python("import lens.compat.nemo_lens\nimport nemo.lens, nemo.lens.helpers\n"
+                     "print(getattr(nemo.lens, 'REAL', False), nemo.lens.helpers.__file__.startswith(%r))" % self.root,
+                     [self.root] + self.path)
+        self.assertEqual(out, "True True")
+
+    def test_a_real_nemo_without_lens_keeps_its_modules_and_gains_lens(self):
+        os.makedirs(os.path.join(self.root, "nemo"))
+        with open(os.path.join(self.root, "nemo", "__init__.py"), "w") as f:
+            f.write("NEMO = 'real'\n")
+        out = python("import lens.compat.nemo_lens\nimport nemo, nemo.lens.helpers\n"
+                     "print(nemo.NEMO, nemo.lens.helpers.__name__)", [self.root] + self.path)
+        self.assertEqual(out, "real lens.helpers")
+
+    def test_the_fallbacks_import_with_no_native_code(self):
+        bare = os.path.join(self.root, "lens")
+        shutil.copytree(PACKAGE, bare, ignore=shutil.ignore_patterns("_native*", "__pycache__"))
+        out = python("import lens.fallbacks as f\n"
+                     "with f.managed_span('step', 'x', a=1) as s: print(s, f.is_span_group_enabled('step'))\n"
+                     "try:\n    import lens.helpers\nexcept ImportError:\n    print('helpers need native code')\n",
+                     [self.root])
+        self.assertEqual(out.splitlines(), ["None False", "helpers need native code"])
+
+
+if __name__ == "__main__":
+    unittest.main()
