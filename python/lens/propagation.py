@@ -50,4 +50,4 @@ def create_linked_span(tracer, name, remote_context=None, remote_carrier=None, *
     `remote_context`, else the one `remote_carrier` holds (no link when neither gives one). Ungated: check the
     group first."""
     link = remote_context if remote_context is not None else extract(remote_carrier)
-    return _native.start_span(name, attributes=attributes or None, link=link)
+    return _native.start_span(name, attributes=attributes or None, links=[link] if link is not None else [])

@@ -22,36 +22,29 @@ _strategy_count = 0
 
 
 class Tracer:
-    """lens's one tracer: spans go to the process's pipeline whatever tracer a call names."""
+    """lens's one tracer: spans go to the process's pipeline whatever tracer a call names.
+
+    Beyond OpenTelemetry's arguments: `root=True` starts a new trace whatever span is current, and `trace_id` (an
+    int, e.g. lens.step_trace_id(run_id, iteration)) starts a root span in that trace."""
 
     def start_as_current_span(self, name, context=None, kind=None, attributes=None, links=None,
-                              record_exception=True, set_status_on_exception=True, end_on_exit=True):
+                              record_exception=True, set_status_on_exception=True, end_on_exit=True, root=False,
+                              trace_id=None):
         """A context manager: the span is current inside `with` (ungated: no span group is checked)."""
-        span = _native.start_span(name, attributes=attributes, link=_first_link(links), parent=context,
-                                  record_exception=record_exception and set_status_on_exception)
-        _add_more_links(span, links)
+        span = _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
+                                  trace_id=trace_id, record_exception=record_exception and set_status_on_exception)
         return span
 
-    def start_span(self, name, context=None, kind=None, attributes=None, links=None):
+    def start_span(self, name, context=None, kind=None, attributes=None, links=None, root=False, trace_id=None):
         """A span started now, not made current; end it with span.end()."""
-        span = _native.start_span(name, attributes=attributes, link=_first_link(links), parent=context,
-                                  current=False, start_now=True)
-        _add_more_links(span, links)
+        span = _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
+                                  trace_id=trace_id, current=False, start_now=True)
         return span
 
 
-def _link_context(link):
-    return getattr(link, "context", link)  # an OpenTelemetry-style Link, or a SpanContext
-
-
-def _first_link(links):
-    return _link_context(links[0]) if links else None
-
-
-def _add_more_links(span, links):
-    if links and len(links) > 1:
-        for link in links[1:]:
-            span.add_link(_link_context(link))
+def _contexts(links):
+    """SpanContexts of OpenTelemetry-style Links (their .context) or of SpanContexts, None dropped."""
+    return [getattr(link, "context", link) for link in links or () if link is not None]
 
 
 class TelemetryHandle:

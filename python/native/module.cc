@@ -335,7 +335,7 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "start_span",
       [](const py::str& name, const py::object& group, const py::object& attributes,
-         const std::optional<lens::SpanContext>& link, bool root, const std::optional<py::int_>& trace_id,
+         const std::vector<std::optional<lens::SpanContext>>& links, bool root, const std::optional<py::int_>& trace_id,
          const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now) {
         SpanRequest r;
         if (!group.is_none() && !group_is_enabled(group.ptr(), &r.group_id))
@@ -345,7 +345,8 @@ PYBIND11_MODULE(_native, m) {
         r.make_current = current;
         r.record_exception = record_exception;
         r.root = root;
-        r.link = link;
+        for (const auto& link : links)
+          if (link) r.links.push_back(*link);
         r.parent = parent;
         r.start_now = start_now;
         if (trace_id) r.trace_id = lens::TraceId{id_from_int<16>(*trace_id)};
@@ -353,7 +354,7 @@ PYBIND11_MODULE(_native, m) {
         if (s == nullptr) throw py::error_already_set();
         return py::reinterpret_steal<py::object>(s);
       },
-      py::arg("name"), py::arg("group") = py::none(), py::arg("attributes") = py::none(), py::arg("link") = py::none(),
+      py::arg("name"), py::arg("group") = py::none(), py::arg("attributes") = py::none(), py::arg("links") = std::vector<std::optional<lens::SpanContext>>{},
       py::arg("root") = false, py::arg("trace_id") = py::none(), py::arg("parent") = py::none(),
       py::arg("current") = true, py::arg("record_exception") = true, py::arg("start_now") = false);
 

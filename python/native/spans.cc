@@ -85,10 +85,12 @@ struct SpanObject {
   PyObject* attributes;  // dict or null: applied at start
   PyObject* kwnames;     // managed_span's keyword names (a tuple) and values, or null
   PyObject* kwvalues;
-  lens::SpanContext parent, link;
+  lens::SpanContext parent;
+  lens::SpanContext links[kMaxStartLinks];
+  unsigned char link_count;
   lens::TraceId trace_id;
   unsigned char group_id;
-  bool has_parent, has_link, has_trace_id, root, make_current, record_exception, started, ended;
+  bool has_parent, has_trace_id, root, make_current, record_exception, started, ended;
 };
 
 PyTypeObject SpanType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -101,10 +103,11 @@ SpanObject* alloc_span(PyObject* name) {
   Py_INCREF(name);
   s->name = name;
   s->attributes = s->kwnames = s->kwvalues = nullptr;
-  s->parent = s->link = lens::SpanContext{};
+  s->parent = lens::SpanContext{};
+  s->link_count = 0;
   s->trace_id = lens::TraceId{};
   s->group_id = 0;
-  s->has_parent = s->has_link = s->has_trace_id = s->root = false;
+  s->has_parent = s->has_trace_id = s->root = false;
   s->make_current = s->record_exception = true;
   s->started = s->ended = false;
   return s;
@@ -131,7 +134,7 @@ void start(SpanObject* s) {
                              options);
   if (s->h.slot != nullptr) {
     apply_attributes(s);
-    if (s->has_link) lens::internal::add_link(s->h, s->link, {});
+    for (int i = 0; i < s->link_count; ++i) lens::internal::add_link(s->h, s->links[i], {});
   }
   if (s->make_current && s->h.context.is_valid()) s->pushed_to = lens::internal::push_context(s->h.context);
 }
@@ -542,7 +545,8 @@ PyObject* new_span(const SpanRequest& r) {
   s->root = r.root;
   if (r.trace_id) s->trace_id = *r.trace_id, s->has_trace_id = true;
   if (r.parent) s->parent = *r.parent, s->has_parent = true;
-  if (r.link) s->link = *r.link, s->has_link = r.link->is_valid();
+  for (const lens::SpanContext& link : r.links)
+    if (link.is_valid() && s->link_count < kMaxStartLinks) s->links[s->link_count++] = link;
   if (r.start_now) start(s);
   return reinterpret_cast<PyObject*>(s);
 }

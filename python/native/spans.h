@@ -8,6 +8,7 @@
 #include <Python.h>
 
 #include <optional>
+#include <vector>
 
 #include "lens/context.h"
 
@@ -24,6 +25,9 @@ bool group_is_enabled(PyObject* group, int* id);
 // A new reference to the shared context manager of a disabled group (`with` yields None).
 PyObject* null_span();
 
+// Links a span takes at its start (more can be added with add_link once it exists).
+inline constexpr int kMaxStartLinks = 8;
+
 // What start_span (module.cc's general form) asks of a new Span object.
 struct SpanRequest {
   PyObject* name = nullptr;        // str
@@ -34,7 +38,7 @@ struct SpanRequest {
   bool root = false;
   std::optional<lens::TraceId> trace_id{};
   std::optional<lens::SpanContext> parent{};
-  std::optional<lens::SpanContext> link{};
+  std::vector<lens::SpanContext> links{};  // at most kMaxStartLinks are kept
   bool start_now = false;  // start at creation (start_span) rather than at __enter__
 };
 // A new reference to a Span object, or null with a Python error set.

@@ -1,0 +1,704 @@
+#!/usr/bin/python3
+"""pretrain_gpt.py: a Megatron-style GPT pretraining run in PyTorch, traced by lens from Python.
+
+The Python twin of the C++ reference trainer (trainer/pretrain_gpt.cc): a small byte-level GPT, pipeline parallel x
+data parallel over torch.distributed with Gloo (1F1B schedule, CPU), launched by torchrun or by hand (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT). It takes the same Megatron flags (the subset it needs) and the same
+MEGATRON_OTEL_* / OTEL_* environment, and is instrumented the way Megatron-LM's code is: NeMo Lens's helpers
+imported through Megatron's idiom (so it runs on lens through lens.compat.nemo_lens, and with no telemetry at all
+where neither is installed), decorators on step functions, span groups from MegatronSpanGroup. It emits the span
+tree of CONTRACT §6 at the same places as the C++ trainer, links each pipeline receive to the sending stage's span
+through the 26-byte context sent with the activation, builds the Megatron resource with the same function, and
+records the training metrics and the logs (Python logging, bridged). What NeMo Lens does not have (the resource
+builder, the span names of SPAN_NAMES, the run id, the 26-byte context form, step traces) comes from lens itself.
+
+    torchrun --nproc_per_node 4 examples/python/pretrain_gpt.py --pipeline-model-parallel-size 2 \\
+        --train-iters 20 --otel-enabled --otel-span-groups all
+"""
+
+import argparse
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import pathlib
+import resource
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+# Megatron-LM's call-site idiom: NeMo Lens's helpers when it (or lens's shim for it) is there, no-ops otherwise.
+try:
+    import lens.compat.nemo_lens  # noqa: F401: opt-in, makes nemo.lens resolve to lens where no NeMo Lens is
+except ImportError:
+    pass
+try:
+    from nemo.lens.helpers import is_span_group_enabled as _otel_is_enabled
+    from nemo.lens.helpers import managed_span as _otel_managed_span
+    from nemo.lens.helpers import trace_fn as _otel_trace_fn
+    from nemo.lens.groups import SpanGroup
+except ImportError:
+    from lens.fallbacks import is_span_group_enabled as _otel_is_enabled
+    from lens.fallbacks import managed_span as _otel_managed_span
+    from lens.fallbacks import trace_fn as _otel_trace_fn
+
+    class SpanGroup:  # the stand-in Megatron keeps for when NeMo Lens is missing: constants only
+        JOB, CHECKPOINT, EVALUATE, MODEL_INIT = "job", "checkpoint", "evaluate", "model_init"
+        LOAD_CHECKPOINT, STEP, FORWARD_BACKWARD, OPTIMIZER = "load_checkpoint", "step", "forward_backward", "optimizer"
+        ALL_GROUPS = frozenset()
+        _PRESETS = {}
+
+        @classmethod
+        def resolve(cls, spec, source=""):
+            raise RuntimeError("resolving a span-group spec needs NeMo Lens (or lens)")
+
+
+class MegatronSpanGroup(SpanGroup):
+    """Megatron's catalogue (megatron/core/telemetry/span_groups.py): the base groups and eight more."""
+
+    MICROBATCH = "microbatch"
+    LAYER = "layer"
+    COMMUNICATION = "communication"
+    ACTIVATION_OFFLOAD = "activation_offload"
+    DATA_LOADING = "data_loading"
+    FIRST_ITERATION = "first_iteration"
+    TRACE_REGION = "trace_region"
+    INFERENCE = "inference"
+    ALL_GROUPS = SpanGroup.ALL_GROUPS | {MICROBATCH, LAYER, COMMUNICATION, ACTIVATION_OFFLOAD, DATA_LOADING,
+                                         FIRST_ITERATION, TRACE_REGION, INFERENCE}
+    _PRODUCTION = frozenset({SpanGroup.JOB, SpanGroup.CHECKPOINT, SpanGroup.EVALUATE, FIRST_ITERATION, INFERENCE})
+    _PRESETS = {
+        "default": _PRODUCTION,
+        "per_step": _PRODUCTION | {SpanGroup.MODEL_INIT, SpanGroup.LOAD_CHECKPOINT, SpanGroup.STEP,
+                                   SpanGroup.FORWARD_BACKWARD, SpanGroup.OPTIMIZER, COMMUNICATION, DATA_LOADING},
+        "all": ALL_GROUPS,
+        "profiling": ALL_GROUPS,
+        "full": ALL_GROUPS,
+    }
+
+
+G = MegatronSpanGroup
+log = logging.getLogger("megatron.training")
+GOODPUT = {"is_goodput_span": True}
+VOCAB = 256
+FORWARD, BACKWARD, FORWARD_CONTEXT = 1, 2, 3  # point-to-point tags, as the C++ trainer's
+DOCUMENTED_NAMES = {
+    "model_init": "megatron.model_init", "load_checkpoint": "megatron.load_checkpoint",
+    "load_checkpoint_io_read": "megatron.load_checkpoint.io_read", "data_loading": "megatron.data_loading",
+    "train_step": "megatron.train_step", "forward_backward": "megatron.forward_backward",
+    "optimizer_step": "megatron.optimizer_step", "save_checkpoint": "megatron.save_checkpoint",
+    "save_checkpoint_state_dict": "megatron.save_checkpoint.state_dict",
+    "save_checkpoint_io_write": "megatron.save_checkpoint.io_write", "num_microbatches_key": "megatron.num_microbatches",
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    add = p.add_argument
+    add("--num-layers", type=int, default=4)
+    add("--hidden-size", type=int, default=64)
+    add("--num-attention-heads", type=int, default=4)
+    add("--seq-length", type=int, default=64)
+    add("--micro-batch-size", type=int, default=4)
+    add("--global-batch-size", type=int, default=16)
+    add("--train-iters", type=int, default=100)
+    add("--lr", type=float, default=3e-3)
+    add("--min-lr", type=float, default=3e-4)
+    add("--lr-warmup-iters", type=int, default=10)
+    add("--lr-decay-style", choices=("constant", "linear", "cosine"), default="cosine")
+    add("--weight-decay", type=float, default=0.01)
+    add("--clip-grad", type=float, default=1.0)
+    add("--pipeline-model-parallel-size", type=int, default=1)
+    add("--tensor-model-parallel-size", type=int, default=1)
+    add("--seed", type=int, default=1234)
+    add("--data-path", default="", help="text file to train on (default: the project's docs)")
+    add("--save", default="")
+    add("--load", default="")
+    add("--save-interval", type=int, default=0)
+    add("--eval-interval", type=int, default=0)
+    add("--eval-iters", type=int, default=4)
+    add("--log-interval", type=int, default=10)
+    add("--log-throughput", action="store_true")
+    add("--bf16", action="store_true", help="accepted for Megatron compatibility; this CPU trainer computes in fp32")
+    add("--fp16", action="store_true", help="accepted for Megatron compatibility; this CPU trainer computes in fp32")
+    add("--ckpt-format", choices=("torch",), default="torch")
+    add("--otel-enabled", action="store_true", help="turn telemetry on (else MEGATRON_OTEL_ENABLED decides)")
+    add("--otel-service-name", default=None)
+    add("--otel-span-groups", default=None)
+    args = p.parse_args(argv)
+    args.rank = int(os.environ.get("RANK", "0"))
+    args.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    args.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    pp = args.pipeline_model_parallel_size
+    fail = lambda what: p.error(what)  # noqa: E731
+    if args.tensor_model_parallel_size != 1:
+        fail(f"--tensor-model-parallel-size {args.tensor_model_parallel_size} is not supported (use 1)")
+    if args.world_size % pp:
+        fail(f"the world size {args.world_size} is not divisible by --pipeline-model-parallel-size {pp}")
+    args.data_parallel_size = args.world_size // pp
+    if args.num_layers % pp:
+        fail(f"--num-layers {args.num_layers} is not divisible by --pipeline-model-parallel-size {pp}")
+    if args.hidden_size % args.num_attention_heads:
+        fail(f"--hidden-size {args.hidden_size} is not divisible by --num-attention-heads {args.num_attention_heads}")
+    if args.global_batch_size % (args.micro_batch_size * args.data_parallel_size):
+        fail(f"--global-batch-size {args.global_batch_size} is not divisible by --micro-batch-size "
+             f"{args.micro_batch_size} x data-parallel size {args.data_parallel_size}")
+    args.stage = args.rank // args.data_parallel_size
+    args.data_rank = args.rank % args.data_parallel_size
+    args.microbatches = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
+    return args
+
+
+# --- telemetry, set up as Megatron's _set_telemetry does ---------------------------------------------------------
+
+class Telemetry:
+    """The handle, the tracer and the span names; inert where NeMo Lens (or lens) is missing."""
+
+    def __init__(self, args):
+        self.handle = None
+        self.names = dict(DOCUMENTED_NAMES)
+        self.step_layout = False
+        self.active = False
+        try:
+            from nemo.lens import NemoLensConfig, setup_telemetry
+        except ImportError:
+            return
+        try:
+            config = NemoLensConfig.from_env(prefix="MEGATRON_OTEL", fallback_prefix="NEMO_LENS",
+                                             span_group_cls=MegatronSpanGroup)
+        except ValueError as error:  # lens.ConfigError: the variable, the value, what is valid
+            sys.exit(f"pretrain_gpt.py: {error}")
+        if not os.environ.get("OTEL_SERVICE_NAME", "").strip():
+            config.service_name = "megatron-lm"
+        if args.otel_enabled:
+            config.enabled = True
+        if args.otel_service_name:
+            config.service_name = args.otel_service_name
+        if args.otel_span_groups:
+            config.span_groups = args.otel_span_groups
+            config.span_groups_source = "--otel-span-groups"
+        if config.enabled:  # a typo in the spec fails every rank here, before the rendezvous
+            try:
+                config.resolved_span_groups  # noqa: B018
+            except ValueError as error:
+                sys.exit(f"pretrain_gpt.py: {error}")
+        self.config = config
+        self.setup_telemetry = setup_telemetry
+
+    def set_up(self, args, run_id):
+        if not hasattr(self, "config"):
+            return
+        from lens.megatron import build_telemetry_resource_attrs, span_names
+        from nemo.lens.logging_bridge import setup_logging_bridge
+        config = self.config
+        config.run_id = run_id
+        resource_attrs = build_telemetry_resource_attrs(args) if config.enabled else {}  # NVML only when on
+        self.handle = self.setup_telemetry(config, rank=args.rank, world_size=args.world_size,
+                                           resource_attributes=resource_attrs)
+        if config.enabled and config.logs_enabled and self.handle.is_exporting:
+            setup_logging_bridge()
+        self.names = span_names(config.span_names)
+        self.step_layout = config.trace_layout == "step"
+        self.active = config.active
+
+    @property
+    def tracer(self):
+        return self.handle.tracer if self.handle is not None else None
+
+    def span(self, group, name, attributes=None, **options):
+        """A span of `group` for a `with` block, with lens's options (root, trace_id, links); None when off."""
+        if self.handle is None or not _otel_is_enabled(group):
+            return contextlib.nullcontext()
+        return self.tracer.start_as_current_span(name, attributes=attributes, **options)
+
+    def started_span(self, group, name, attributes=None):
+        """A span started now and not made current (a sibling of what follows), or None."""
+        if self.handle is None or not _otel_is_enabled(group):
+            return None
+        return self.tracer.start_span(name, attributes=attributes)
+
+    def record_metrics(self, **values):
+        if self.handle is not None:
+            from lens.megatron import record_training_metrics
+            record_training_metrics(self.handle.meter, **values)
+
+    def shutdown(self):
+        if self.handle is not None:
+            self.handle.shutdown()
+
+
+def shared_run_id(telemetry):
+    """One run id on every rank: rank 0's (the launcher may give none)."""
+    run_id = [None]
+    if dist.get_rank() == 0 and hasattr(telemetry, "config"):
+        from lens import resolve_run_id
+        run_id[0] = resolve_run_id(telemetry.config)
+    dist.broadcast_object_list(run_id, src=0)
+    return run_id[0] or ""
+
+
+def context_tensor(context):
+    """A span context as 26 floats (its binary form, a byte each), the dtype the stages exchange."""
+    from lens import to_bytes
+    return torch.tensor(list(to_bytes(context)), dtype=torch.float32)
+
+
+def context_of(tensor):
+    from lens import from_bytes
+    return from_bytes(bytes(int(v) for v in tensor.tolist()))
+
+
+# --- the model ----------------------------------------------------------------------------------------------------
+
+class SelfAttention(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+
+    @_otel_trace_fn(G.LAYER, "megatron.layer.self_attention")
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.heads)
+        mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+        out = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, s, h))
+
+
+class Mlp(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.up = nn.Linear(hidden, 4 * hidden)
+        self.down = nn.Linear(4 * hidden, hidden)
+
+    @_otel_trace_fn(G.LAYER, "megatron.layer.mlp")
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+class TransformerLayer(nn.Module):
+    def __init__(self, hidden, heads, layer_number):
+        super().__init__()
+        self.layer_number = layer_number
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.attention, self.mlp = SelfAttention(hidden, heads), Mlp(hidden)
+
+    def forward(self, x):
+        with _otel_managed_span(G.LAYER, "megatron.layer.forward", **{"megatron.layer_number": self.layer_number}):
+            x = x + self.attention(self.norm1(x))
+            return x + self.mlp(self.norm2(x))
+
+
+class GptStage(nn.Module):
+    """One pipeline stage: the embeddings on the first, the head on the last."""
+
+    def __init__(self, args):
+        super().__init__()
+        self.first, self.last = args.stage == 0, args.stage == args.pipeline_model_parallel_size - 1
+        per_stage = args.num_layers // args.pipeline_model_parallel_size
+        h = args.hidden_size
+        if self.first:
+            self.tokens, self.positions = nn.Embedding(VOCAB, h), nn.Embedding(args.seq_length, h)
+        self.layers = nn.ModuleList(TransformerLayer(h, args.num_attention_heads, args.stage * per_stage + i + 1)
+                                    for i in range(per_stage))
+        if self.last:
+            self.norm, self.head = nn.LayerNorm(h), nn.Linear(h, VOCAB)
+
+    def forward(self, x):
+        if self.first:
+            x = self.tokens(x) + self.positions(torch.arange(x.shape[1]))
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x)) if self.last else x
+
+
+def flops_per_iteration(args):
+    h, s, layers = args.hidden_size, args.seq_length, args.num_layers
+    per_token = 24 * layers * h * h + 4 * layers * s * h + 2 * h * VOCAB
+    return 3 * per_token * s * args.global_batch_size
+
+
+# --- data -------------------------------------------------------------------------------------------------------
+
+def load_corpus(path):
+    if path:
+        text = pathlib.Path(path).read_bytes()
+    else:  # the project's own documentation: real English prose, always present
+        root = pathlib.Path(__file__).resolve().parents[2]
+        files = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
+        text = b"".join(f.read_bytes() for f in sorted(files))
+    split = len(text) * 9 // 10
+    return torch.tensor(list(text[:split]), dtype=torch.long), torch.tensor(list(text[split:]), dtype=torch.long)
+
+
+def batch_of(data, args, iteration, micro, stream):
+    seed = int.from_bytes(hashlib.sha256(f"{args.seed}/{iteration}/{args.data_rank}/{micro}/{stream}".encode())
+                          .digest()[:8], "little")
+    generator = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(data) - args.seq_length - 1, (args.micro_batch_size,), generator=generator)
+    return torch.stack([data[s:s + args.seq_length + 1] for s in starts.tolist()])
+
+
+# --- training -------------------------------------------------------------------------------------------------
+
+class Trainer:
+    def __init__(self, args, telemetry, corpus):
+        self.args, self.telemetry, self.corpus = args, telemetry, corpus
+        self.iteration = 0
+        torch.manual_seed(args.seed + args.stage)
+        self.model = GptStage(args)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        dp, pp = args.data_parallel_size, args.pipeline_model_parallel_size
+        self.pipeline = self.data = None
+        for d in range(dp):  # every rank makes every group, in the same order (torch.distributed's rule)
+            group = dist.new_group([s * dp + d for s in range(pp)])
+            if d == args.data_rank:
+                self.pipeline = group
+        for s in range(pp):
+            group = dist.new_group([s * dp + d for d in range(dp)])
+            if s == args.stage:
+                self.data = group
+        self.next_rank, self.previous_rank = args.rank + dp, args.rank - dp
+        self.pending_sends = []
+
+    @property
+    def names(self):
+        return self.telemetry.names
+
+    def activation_shape(self):
+        return (self.args.micro_batch_size, self.args.seq_length, self.args.hidden_size)
+
+    # point-to-point, each in its span (megatron/core/pipeline_parallel/p2p_communication.py)
+    def recv_forward(self, micro, linked):
+        if self.model.first:
+            return None
+        attributes = {"dl.pipeline_parallel.rank": self.args.stage, "dl.microbatch_id": micro}
+        with (self.telemetry.span(G.COMMUNICATION, "megatron.pp.recv_forward.linked", attributes) if linked
+              else contextlib.nullcontext()) as linked_span:
+            with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.recv_forward"):
+                activation = torch.empty(self.activation_shape())
+                dist.recv(activation, self.previous_rank, tag=FORWARD)
+            if self.telemetry.active:  # the sender's context travels with every activation
+                carrier = torch.empty(26)
+                dist.recv(carrier, self.previous_rank, tag=FORWARD_CONTEXT)
+                sender = context_of(carrier)
+                if linked_span is not None and sender is not None:
+                    linked_span.add_link(sender)
+        return activation
+
+    def recv_backward(self):
+        if self.model.last:
+            return None
+        with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.recv_backward"):
+            grad = torch.empty(self.activation_shape())
+            dist.recv(grad, self.next_rank, tag=BACKWARD)
+            return grad
+
+    def send_forward(self, output):
+        if self.model.last:
+            return
+        with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.send_forward") as send:
+            self.pending_sends.append(dist.isend(output.detach(), self.next_rank, tag=FORWARD))
+            if self.telemetry.active:  # no span (its group off): 26 zero bytes, which carry no context
+                carrier = context_tensor(send.get_span_context()) if send is not None else torch.zeros(26)
+                self.pending_sends.append(dist.isend(carrier, self.next_rank, tag=FORWARD_CONTEXT))
+
+    def send_backward(self, grad):
+        if self.model.first:
+            return
+        with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.send_backward"):
+            self.pending_sends.append(dist.isend(grad, self.previous_rank, tag=BACKWARD))
+
+    def forward_step(self, micro, received, data, stream, keep_graph):
+        with _otel_managed_span(G.MICROBATCH, "megatron.microbatch.forward", **{"megatron.microbatch_id": micro}):
+            tokens = batch_of(data, self.args, self.iteration, micro, stream)
+            if self.model.first:
+                inputs = tokens[:, :-1]
+            else:
+                inputs = received.requires_grad_(True) if keep_graph else received
+            output = self.model(inputs)
+            loss = F.cross_entropy(output.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1)) if self.model.last else None
+            return inputs, output, loss
+
+    def backward_step(self, micro, output, loss, output_grad):
+        with _otel_managed_span(G.MICROBATCH, "megatron.microbatch.backward", **{"megatron.microbatch_id": micro}):
+            if self.model.last:
+                (loss / self.args.microbatches).backward()
+            else:
+                output.backward(output_grad)
+
+    def train_step(self, segment):
+        """One iteration: 1F1B over the micro-batches, gradient sync, the optimizer (megatron/training/training.py)."""
+        args, iteration = self.args, self.iteration + 1
+        options = {}
+        if self.telemetry.step_layout:
+            from lens import step_trace_id
+            options = {"trace_id": step_trace_id(self.telemetry.handle.run_id, iteration), "links": [segment]}
+        with self.telemetry.span(G.STEP, self.names["train_step"], {"megatron.iteration": iteration, **GOODPUT},
+                                 **options) as step:
+            for p in self.model.parameters():
+                p.grad = None
+            loss_sum = torch.zeros(())
+            warmup = min(args.pipeline_model_parallel_size - args.stage - 1, args.microbatches)
+            steady = args.microbatches - warmup
+            in_flight = []
+            counts = {"forward": 0}
+
+            def run_forward(received):
+                micro = counts["forward"]
+                inputs, output, loss = self.forward_step(micro, received, self.corpus[0], 0, True)
+                nonlocal loss_sum
+                if loss is not None:
+                    loss_sum = loss_sum + loss.detach()
+                self.send_forward(output)
+                in_flight.append((micro, inputs, output, loss))
+                counts["forward"] += 1
+
+            def run_backward(output_grad):
+                micro, inputs, output, loss = in_flight.pop(0)
+                self.backward_step(micro, output, loss, output_grad)
+                if not self.model.first:
+                    self.send_backward(inputs.grad)
+
+            with _otel_managed_span(G.FORWARD_BACKWARD, self.names["forward_backward"],
+                                    **{self.names["num_microbatches_key"]: args.microbatches}):
+                for _ in range(warmup):
+                    run_forward(self.recv_forward(counts["forward"], True))
+                for i in range(steady):
+                    run_forward(self.recv_forward(counts["forward"], warmup == 0 and i == 0))
+                    run_backward(self.recv_backward())
+                for _ in range(warmup):
+                    run_backward(self.recv_backward())
+                for work in self.pending_sends:
+                    work.wait()
+                self.pending_sends.clear()
+            self.sync_gradients()
+            with _otel_managed_span(G.OPTIMIZER, self.names["optimizer_step"]) as optimizer_span:
+                grad_norm = self.clip_and_norm()
+                learning_rate = self.learning_rate()
+                for group in self.optimizer.param_groups:
+                    group["lr"] = learning_rate
+                self.optimizer.step()
+                if optimizer_span is not None:
+                    optimizer_span.set_attributes({"megatron.grad_norm": grad_norm, "megatron.update_successful": True})
+            loss = loss_sum / args.microbatches
+            dist.broadcast(loss, (args.pipeline_model_parallel_size - 1) * args.data_parallel_size + args.data_rank,
+                           group=self.pipeline)
+            dist.all_reduce(loss, group=self.data)
+            loss = loss.item() / args.data_parallel_size
+            self.iteration += 1
+            if step is not None:
+                step.set_attributes({"megatron.loss": loss, "megatron.grad_norm": grad_norm})
+                if self.telemetry.names["train_step"] != DOCUMENTED_NAMES["train_step"]:
+                    step.set_attribute("megatron.skipped", False)
+        return loss, grad_norm, learning_rate
+
+    def sync_gradients(self):
+        """Averages the gradients over the data-parallel replicas (megatron/core/distributed)."""
+        if self.args.data_parallel_size == 1:
+            return
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        with _otel_managed_span(G.COMMUNICATION, "megatron.grad_sync.start"):
+            work = dist.all_reduce(flat, group=self.data, async_op=True)
+        with _otel_managed_span(G.COMMUNICATION, "megatron.grad_sync.finish"):
+            work.wait()
+        flat /= self.args.data_parallel_size
+        offset = 0
+        for p, g in zip(self.model.parameters(), grads):
+            p.grad = flat[offset:offset + g.numel()].view_as(g).clone()
+            offset += g.numel()
+
+    def clip_and_norm(self):
+        squares = torch.stack([p.grad.pow(2).sum() for p in self.model.parameters() if p.grad is not None]).sum()
+        dist.all_reduce(squares, group=self.pipeline)
+        norm = math.sqrt(squares.item())
+        if self.args.clip_grad > 0 and norm > self.args.clip_grad:
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    p.grad.mul_(self.args.clip_grad / (norm + 1e-6))
+        return norm
+
+    def learning_rate(self):
+        a, it = self.args, self.iteration
+        if a.lr_warmup_iters > 0 and it < a.lr_warmup_iters:
+            return a.lr * (it + 1) / a.lr_warmup_iters
+        if a.lr_decay_style == "constant" or a.train_iters <= a.lr_warmup_iters:
+            return a.lr
+        progress = (it - a.lr_warmup_iters) / (a.train_iters - a.lr_warmup_iters)
+        decay = 1 - progress if a.lr_decay_style == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
+        return a.min_lr + (a.lr - a.min_lr) * max(0.0, decay)
+
+    @_otel_trace_fn(G.EVALUATE, "megatron.evaluate.step")
+    def evaluate_step(self, step):
+        loss_sum = torch.zeros(())
+        for micro in range(self.args.microbatches):
+            received = None
+            if not self.model.first:
+                received = torch.empty(self.activation_shape())
+                dist.recv(received, self.previous_rank, tag=FORWARD)
+            _, output, loss = self.forward_step(micro, received, self.corpus[1], 1 + step, False)
+            if loss is not None:
+                loss_sum += loss
+            if not self.model.last:
+                dist.send(output, self.next_rank, tag=FORWARD)
+        return loss_sum
+
+    def evaluate(self):
+        with _otel_managed_span(G.EVALUATE, "megatron.evaluate", **{"megatron.eval_iters": self.args.eval_iters}):
+            with torch.no_grad():
+                loss = sum(self.evaluate_step(e) for e in range(self.args.eval_iters)) / (
+                    self.args.eval_iters * self.args.microbatches)
+                loss = torch.as_tensor(loss, dtype=torch.float32)
+                last = (self.args.pipeline_model_parallel_size - 1) * self.args.data_parallel_size + self.args.data_rank
+                dist.broadcast(loss, last, group=self.pipeline)
+                dist.all_reduce(loss, group=self.data)
+                return loss.item() / self.args.data_parallel_size
+
+    # checkpoints (megatron/training/checkpointing.py): each stage's first replica writes its file, rank 0 the tracker
+    def stage_file(self, root, iteration):
+        return pathlib.Path(root) / f"iter_{iteration:07d}" / f"mp_rank_00_{self.args.stage:03d}" / "model_optim_rng.pt"
+
+    def save_checkpoint(self, root):
+        with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint"],
+                                **{"megatron.iteration": self.iteration, **GOODPUT}):
+            if self.args.data_rank == 0:
+                with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint_state_dict"]):
+                    state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                             "iteration": self.iteration}
+                with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint_io_write"]):
+                    path = self.stage_file(root, self.iteration)
+                    with _otel_managed_span(G.TRACE_REGION, "checkpoint.mkdir"):
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                    with _otel_managed_span(G.TRACE_REGION, "checkpoint.write_file"):
+                        torch.save(state, str(path) + ".tmp")
+                        os.replace(str(path) + ".tmp", path)
+            dist.barrier()
+            if self.args.rank == 0:
+                with _otel_managed_span(G.TRACE_REGION, "checkpoint.tracker"):
+                    tracker = pathlib.Path(root) / "latest_checkpointed_iteration.txt"
+                    tracker.with_suffix(".tmp").write_text(f"{self.iteration}\n")
+                    os.replace(tracker.with_suffix(".tmp"), tracker)
+
+    def load_checkpoint(self, root):
+        tracker = pathlib.Path(root) / "latest_checkpointed_iteration.txt"
+        if not tracker.exists():
+            return False
+        saved = int(tracker.read_text())
+        with _otel_managed_span(G.LOAD_CHECKPOINT, self.names["load_checkpoint"],
+                                **{"megatron.iteration": saved, **GOODPUT}):
+            with _otel_managed_span(G.LOAD_CHECKPOINT, self.names["load_checkpoint_io_read"]):
+                state = torch.load(self.stage_file(root, saved))
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.iteration = state["iteration"]
+        return True
+
+
+# --- the run ----------------------------------------------------------------------------------------------------
+
+STOP = {"requested": False}
+
+
+def any_rank_stops():
+    flag = torch.tensor([1.0 if STOP["requested"] else 0.0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return flag.item() > 0
+
+
+def peak_memory_gb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB on Linux
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    log.setLevel(logging.INFO)  # the trainer's lines on stdout; other loggers keep logging's defaults
+    log.addHandler(logging.StreamHandler(sys.stdout))
+    signal.signal(signal.SIGTERM, lambda *_: STOP.update(requested=True))
+    torch.set_num_threads(1)  # ranks share the machine's cores
+    telemetry = Telemetry(args)
+    dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
+    telemetry.set_up(args, shared_run_id(telemetry))
+    prints = args.rank == args.world_size - 1
+    with telemetry.span(G.JOB, "megatron.pretrain", {"megatron.model_type": "gpt", "megatron.train_iters":
+                        args.train_iters, "megatron.global_batch_size": args.global_batch_size, **GOODPUT}) as pretrain:
+        with _otel_managed_span(G.DATA_LOADING, telemetry.names["data_loading"], **GOODPUT):
+            with _otel_managed_span(G.TRACE_REGION, "dataset.read_text"):
+                corpus = load_corpus(args.data_path)
+        with _otel_managed_span(G.MODEL_INIT, telemetry.names["model_init"], **GOODPUT):
+            trainer = Trainer(args, telemetry, corpus)
+        if args.load and trainer.load_checkpoint(args.load) and args.rank == 0:
+            log.info(" loaded checkpoint from %s at iteration %d", args.load, trainer.iteration)
+        pretrain_context = pretrain.get_span_context() if pretrain is not None else None
+        previous_segment, first_iteration, stopped = None, True, False
+        last_loss, valid_loss = float("nan"), -1.0
+        interval_start, interval_iterations = time.perf_counter(), 0
+        while trainer.iteration < args.train_iters and not stopped:
+            # A trace segment per --save-interval: the first is pretrain's child, each later one a new trace linked
+            # to pretrain and to the one before (CONTRACT §6).
+            links = [pretrain_context, previous_segment] if previous_segment is not None else None
+            with telemetry.span(G.JOB, "megatron.train", {"megatron.train_iters": args.train_iters, **GOODPUT},
+                                root=previous_segment is not None, links=links) as segment:
+                segment_context = segment.get_span_context() if segment is not None else None
+                end = args.train_iters
+                if args.save_interval > 0:
+                    end = min(args.train_iters, (trainer.iteration // args.save_interval + 1) * args.save_interval)
+                while trainer.iteration < end:
+                    if any_rank_stops():
+                        stopped = True
+                        break
+                    sibling = telemetry.started_span(G.FIRST_ITERATION, "megatron.train.first_iteration",
+                                                     {"megatron.iteration": trainer.iteration + 1, **GOODPUT}) \
+                        if first_iteration else None
+                    last_loss, grad_norm, learning_rate = trainer.train_step(segment_context)
+                    if sibling is not None:
+                        sibling.end()
+                    first_iteration = False
+                    interval_iterations += 1
+                    it = trainer.iteration
+                    if it % args.log_interval == 0 or it == args.train_iters:
+                        seconds = (time.perf_counter() - interval_start) / interval_iterations
+                        tokens_per_sec = args.global_batch_size * args.seq_length / seconds
+                        tflops = flops_per_iteration(args) / seconds / 1e12 / args.world_size
+                        telemetry.record_metrics(step_duration_ms=1000 * seconds, loss=last_loss,
+                                                 throughput_tflops=tflops, grad_norm=grad_norm, skipped_iters=0,
+                                                 learning_rate=learning_rate, tokens_per_sec=tokens_per_sec,
+                                                 memory_allocated_gb=peak_memory_gb())
+                        if prints:
+                            line = (f" iteration {it:8d}/{args.train_iters:8d} | learning rate: {learning_rate:.3E} | "
+                                    f"lm loss: {last_loss:.6E} | grad norm: {grad_norm:.3f} | "
+                                    f"elapsed time per iteration (ms): {1000 * seconds:.1f}")
+                            if args.log_throughput:
+                                line += f" | tokens/s: {tokens_per_sec:.0f} | TFLOP/s: {tflops:.4f}"
+                            log.info(line)
+                        interval_start, interval_iterations = time.perf_counter(), 0
+                    if args.eval_interval > 0 and it % args.eval_interval == 0:
+                        valid_loss = trainer.evaluate()
+                        if prints:
+                            log.info(" validation loss at iteration %d: %.6E", it, valid_loss)
+                    if args.save and args.save_interval > 0 and it % args.save_interval == 0:
+                        trainer.save_checkpoint(args.save)
+            previous_segment = segment_context
+        if stopped and args.save:
+            trainer.save_checkpoint(args.save)
+        if not stopped and valid_loss < 0:
+            valid_loss = trainer.evaluate()
+        if prints:
+            log.info(" done: %d iterations, last training loss %.4f, validation loss %.4f%s", trainer.iteration,
+                     last_loss, valid_loss, " (stopped by SIGTERM)" if stopped else "")
+        dist.barrier()
+    telemetry.shutdown()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

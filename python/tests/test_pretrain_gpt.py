@@ -1,0 +1,137 @@
+"""The Python reference trainer (examples/python/pretrain_gpt.py) on real processes: 4 ranks under torchrun give
+the same span names, parentage, links and resource keys as the C++ pretrain_gpt with the same flags, one run id on
+every rank; by hand and without lens's native code (Megatron's fallback idiom) it still trains, and its loss falls."""
+
+import collections
+import glob
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAINER = os.path.join(SOURCE, "examples", "python", "pretrain_gpt.py")
+CPP_TRAINER = os.environ.get("LENS_PRETRAIN_GPT", "")
+FLAGS = ["--pipeline-model-parallel-size", "2", "--num-layers", "4", "--hidden-size", "32",
+         "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "8",
+         "--train-iters", "6", "--log-interval", "1", "--eval-interval", "3", "--eval-iters", "1",
+         "--save-interval", "4", "--otel-enabled", "--otel-span-groups", "all"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEGATRON_OTEL_", "NEMO_LENS_", "OTEL_"))}
+    env.update(extra)
+    return env
+
+
+def torchrun(program, flags, directory, python=True):
+    launcher = ["torchrun", "--nproc_per_node", "4", "--redirects", "9:0", "--tee", "9:0", "--monitor_interval",
+                "0.2", "--master_port", str(free_port())]
+    if not python:
+        launcher.append("--no_python")
+    env = clean_env(MEGATRON_OTEL_EXPORTER="file", MEGATRON_OTEL_FILE_DIR=os.path.join(directory, "telemetry"),
+                    MEGATRON_OTEL_RANK_STRATEGY="all_ranks")
+    save = ["--save", os.path.join(directory, "checkpoints")]
+    run = subprocess.run(launcher + [program] + flags + save, env=env, capture_output=True, text=True, timeout=240)
+    if run.returncode != 0:
+        raise AssertionError(f"{program} failed ({run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    return run.stdout + run.stderr
+
+
+def telemetry(directory):
+    """(spans, resources per rank file) of a run's files."""
+    spans, resources = [], []
+    for path in sorted(glob.glob(os.path.join(directory, "telemetry", "*", "rank*.traces.jsonl"))):
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                for resource_spans in json.loads(line)["resourceSpans"]:
+                    resources.append({a["key"]: a["value"] for a in resource_spans["resource"]["attributes"]})
+                    for scope in resource_spans["scopeSpans"]:
+                        spans.extend(scope["spans"])
+    return spans, resources
+
+
+def shape(spans):
+    """What the two trainers must share: span names (with counts), (child, parent) names, (span, linked) names."""
+    by_id = {s["spanId"]: s for s in spans}
+    names = collections.Counter(s["name"] for s in spans)
+    parents = {(s["name"], by_id[s["parentSpanId"]]["name"] if s.get("parentSpanId") in by_id else None)
+               for s in spans}
+    links = {(s["name"], by_id[link["spanId"]]["name"]) for s in spans for link in s.get("links", [])
+             if link["spanId"] in by_id}
+    return names, parents, links
+
+
+@unittest.skipUnless(CPP_TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
+class SameTelemetryAsTheCppTrainer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.python_dir = tempfile.TemporaryDirectory(prefix="lens-pretrain-py-")
+        cls.cpp_dir = tempfile.TemporaryDirectory(prefix="lens-pretrain-cpp-")
+        cls.python_out = torchrun(TRAINER, FLAGS, cls.python_dir.name)
+        torchrun(CPP_TRAINER, FLAGS, cls.cpp_dir.name, python=False)
+        cls.python_spans, cls.python_resources = telemetry(cls.python_dir.name)
+        cls.cpp_spans, cls.cpp_resources = telemetry(cls.cpp_dir.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.python_dir.cleanup()
+        cls.cpp_dir.cleanup()
+
+    def test_the_same_span_names_parentage_and_links(self):
+        python_names, python_parents, python_links = shape(self.python_spans)
+        cpp_names, cpp_parents, cpp_links = shape(self.cpp_spans)
+        self.assertEqual(python_names, cpp_names)
+        self.assertEqual(python_parents, cpp_parents)
+        self.assertEqual(python_links, cpp_links)
+        self.assertIn(("megatron.pp.recv_forward.linked", "megatron.p2p.send_forward"), python_links)
+        self.assertIn(("megatron.train", "megatron.pretrain"), python_links)  # the second segment's
+
+    def test_the_same_resource_keys_and_one_run_id(self):
+        python_keys = set().union(*(r.keys() for r in self.python_resources))
+        cpp_keys = set().union(*(r.keys() for r in self.cpp_resources))
+        self.assertEqual(python_keys, cpp_keys)
+        self.assertIn("dl.pipeline_parallel.size", python_keys)
+        run_ids = {r["nemo.run.id"]["stringValue"] for r in self.python_resources}
+        self.assertEqual(len(run_ids), 1)
+        ranks = {r["dl.rank"]["intValue"] for r in self.python_resources}
+        self.assertEqual(ranks, {"0", "1", "2", "3"})
+
+    def test_nothing_dropped_and_the_log_lines(self):
+        self.assertEqual(len(re.findall(r"lens: spans: \d+ produced, \d+ exported, 0 dropped", self.python_out)), 4)
+        self.assertIn(" iteration        6/       6 | learning rate:", self.python_out)
+
+
+class RunsByHandAndWithoutLens(unittest.TestCase):
+    def test_the_loss_falls_with_only_the_fallbacks(self):
+        # By hand (RANK, WORLD_SIZE, MASTER_*), and lens's Python sources without its native code: Megatron's
+        # idiom falls back to the no-ops, and training is unchanged.
+        port = str(free_port())
+        env = clean_env(PYTHONPATH=os.path.join(SOURCE, "python"), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                        WORLD_SIZE="2")
+        flags = ["--pipeline-model-parallel-size", "2", "--num-layers", "2", "--hidden-size", "32",
+                 "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2",
+                 "--global-batch-size", "4", "--train-iters", "40", "--log-interval", "10", "--lr-warmup-iters", "2",
+                 "--otel-enabled"]
+        ranks = [subprocess.Popen([sys.executable, TRAINER] + flags, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+        outputs = [rank.communicate(timeout=240)[0] for rank in ranks]
+        self.assertEqual([rank.returncode for rank in ranks], [0, 0], outputs)
+        losses = [float(x) for x in re.findall(r"lm loss: ([0-9.E+-]+)", outputs[1])]
+        self.assertEqual(len(losses), 4, outputs[1])
+        self.assertLess(losses[-1], losses[0] - 0.5)
+        self.assertNotIn("lens: spans", outputs[1])  # no telemetry at all
+
+
+if __name__ == "__main__":
+    unittest.main()
