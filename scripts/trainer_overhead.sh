@@ -9,12 +9,22 @@
 #  3. The same steps counted in instructions under callgrind (all threads, the export of their telemetry
 #     included), which a shared machine's noise does not touch; skipped when valgrind is not installed.
 #
-#   ./scripts/trainer_overhead.sh [rounds=5] [iterations=60]
+# With --python, the same 4-rank measure (1. only) of the Python trainer, examples/python/pretrain_gpt.py.
+#
+#   ./scripts/trainer_overhead.sh [--python] [rounds=5] [iterations=60]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+program=(./build/trainer/pretrain_gpt)
+python_trainer=false
+if [ "${1:-}" = "--python" ]; then
+  python_trainer=true
+  program=(/usr/bin/python3 examples/python/pretrain_gpt.py)
+  export PYTHONPATH="$PWD/build/python"
+  shift
+fi
 rounds=${1:-5}
 iters=${2:-60}
-cmake --build build --target pretrain_gpt pretrain_gpt_benchmark >/dev/null
+cmake --build build --target pretrain_gpt pretrain_gpt_benchmark lens_python_package >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -25,7 +35,7 @@ run() {  # run <name> <groups or "off"> -> prints ms per iteration after iterati
       MEGATRON_OTEL_EXPORTER=file MEGATRON_OTEL_FILE_DIR="$work/telemetry" MEGATRON_OTEL_RANK_STRATEGY=all_ranks \
       MEGATRON_OTEL_ENABLED=$([ "$groups" = off ] && echo 0 || echo 1) \
       MEGATRON_OTEL_SPAN_GROUPS=$([ "$groups" = off ] && echo default || echo "$groups") \
-      ./build/trainer/pretrain_gpt --pipeline-model-parallel-size 2 --train-iters "$iters" --log-interval 10 \
+      "${program[@]}" --pipeline-model-parallel-size 2 --train-iters "$iters" --log-interval 10 \
       >"$work/rank$rank.out" 2>&1 &
     pids+=($!)
   done
@@ -36,6 +46,7 @@ run() {  # run <name> <groups or "off"> -> prints ms per iteration after iterati
 }
 
 configs=(off default per_step all)
+echo "trainer: ${program[*]}"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F); $rounds rounds of $iters iterations"
 results="$work/results"
 for ((r = 0; r < rounds; r++)); do
@@ -56,6 +67,7 @@ for config in ("off", "default", "per_step", "all"):
     ratio = statistics.median(v[config] / v["off"] for v in by_round.values())
     print(f"{config:>10} {ms:15.1f} {ratio:20.4f}")
 PY
+$python_trainer && exit 0
 
 echo
 echo "pretrain_gpt_benchmark: one rank, 12 interleaved repetitions of 3 steps per case (medians)"

@@ -51,9 +51,6 @@ LENS_API void record(Instrument* i, double v) noexcept;
 // With attributes: finds the series under a lock.
 LENS_API void add(Instrument* i, double v, std::int64_t iv, std::span<const Attribute> attributes) noexcept;
 LENS_API void record(Instrument* i, double v, std::int64_t iv, std::span<const Attribute> attributes) noexcept;
-inline std::span<const Attribute> as_span(std::initializer_list<Attribute> attributes) noexcept {
-  return {attributes.begin(), attributes.size()};
-}
 
 inline bool recording() noexcept { return g_metrics_recording.load(std::memory_order_relaxed); }
 #else  // LENS_DISABLED: instruments exist as names only; nothing is recorded.
@@ -109,7 +106,8 @@ class Recorder {
     if (internal::recording()) internal::record(i_, v);
   }
   void record(T v, std::initializer_list<Attribute> attributes) noexcept {
-    if (internal::recording()) internal::record(i_, static_cast<double>(v), static_cast<std::int64_t>(v), internal::as_span(attributes));
+    if (internal::recording())
+      internal::record(i_, static_cast<double>(v), static_cast<std::int64_t>(v), internal::as_span(attributes));
   }
 
  private:

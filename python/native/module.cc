@@ -12,8 +12,8 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <string>
 #include <span>
+#include <string>
 #include <utility>
 #include <variant>
 
@@ -145,10 +145,14 @@ lens::ResourceAttributes resource_from(const py::object& mapping) {
     std::string key = py::str(item.first);
     py::handle v = item.second;
     if (v.is_none()) continue;
-    if (py::isinstance<py::bool_>(v)) out.emplace_back(key, v.cast<bool>());
-    else if (py::isinstance<py::int_>(v)) out.emplace_back(key, v.cast<std::int64_t>());
-    else if (py::isinstance<py::float_>(v)) out.emplace_back(key, v.cast<double>());
-    else out.emplace_back(key, std::string(py::str(v)));
+    if (py::isinstance<py::bool_>(v))
+      out.emplace_back(key, v.cast<bool>());
+    else if (py::isinstance<py::int_>(v))
+      out.emplace_back(key, v.cast<std::int64_t>());
+    else if (py::isinstance<py::float_>(v))
+      out.emplace_back(key, v.cast<double>());
+    else
+      out.emplace_back(key, std::string(py::str(v)));
   }
   return out;
 }
@@ -282,7 +286,8 @@ PYBIND11_MODULE(_native, m) {
       },
       "Makes is_span_group_enabled read group names through this catalogue.");
   m.def("enabled_span_groups", [] { return lens::enabled_span_groups().bits(); });
-  m.def("set_enabled_span_groups", [](std::uint64_t bits) { return lens::set_enabled_span_groups(lens::GroupSet(bits)).bits(); });
+  m.def("set_enabled_span_groups",
+        [](std::uint64_t bits) { return lens::set_enabled_span_groups(lens::GroupSet(bits)).bits(); });
 
   // --- context ---
   py::class_<lens::SpanContext>(m, "SpanContext", "A span's identity: trace id, span id, flags.")
@@ -295,17 +300,21 @@ PYBIND11_MODULE(_native, m) {
              return c;
            }),
            py::arg("trace_id"), py::arg("span_id"), py::arg("trace_flags") = 1, py::arg("is_remote") = true)
-      .def_property_readonly("trace_id", [](const lens::SpanContext& c) { return id_to_int(c.trace_id.bytes.data(), 16); })
+      .def_property_readonly("trace_id",
+                             [](const lens::SpanContext& c) { return id_to_int(c.trace_id.bytes.data(), 16); })
       .def_property_readonly("span_id", [](const lens::SpanContext& c) { return id_to_int(c.span_id.bytes.data(), 8); })
-      .def_property_readonly("trace_id_hex", [](const lens::SpanContext& c) { return hex_of(c.trace_id.bytes.data(), 16); })
-      .def_property_readonly("span_id_hex", [](const lens::SpanContext& c) { return hex_of(c.span_id.bytes.data(), 8); })
+      .def_property_readonly("trace_id_hex",
+                             [](const lens::SpanContext& c) { return hex_of(c.trace_id.bytes.data(), 16); })
+      .def_property_readonly("span_id_hex",
+                             [](const lens::SpanContext& c) { return hex_of(c.span_id.bytes.data(), 8); })
       .def_readonly("trace_flags", &lens::SpanContext::trace_flags)
       .def_readonly("is_remote", &lens::SpanContext::is_remote)
       .def_property_readonly("is_valid", &lens::SpanContext::is_valid)
       .def_property_readonly("is_sampled", &lens::SpanContext::is_sampled)
-      .def("__eq__", [](const lens::SpanContext& a, const lens::SpanContext& b) {
-        return a.trace_id == b.trace_id && a.span_id == b.span_id && a.trace_flags == b.trace_flags;
-      })
+      .def("__eq__",
+           [](const lens::SpanContext& a, const lens::SpanContext& b) {
+             return a.trace_id == b.trace_id && a.span_id == b.span_id && a.trace_flags == b.trace_flags;
+           })
       .def("__repr__", [](const lens::SpanContext& c) {
         return "SpanContext(trace_id=0x" + hex_of(c.trace_id.bytes.data(), 16) + ", span_id=0x" +
                hex_of(c.span_id.bytes.data(), 8) + ", trace_flags=" + std::to_string(c.trace_flags) +
@@ -354,9 +363,10 @@ PYBIND11_MODULE(_native, m) {
         if (s == nullptr) throw py::error_already_set();
         return py::reinterpret_steal<py::object>(s);
       },
-      py::arg("name"), py::arg("group") = py::none(), py::arg("attributes") = py::none(), py::arg("links") = std::vector<std::optional<lens::SpanContext>>{},
-      py::arg("root") = false, py::arg("trace_id") = py::none(), py::arg("parent") = py::none(),
-      py::arg("current") = true, py::arg("record_exception") = true, py::arg("start_now") = false);
+      py::arg("name"), py::arg("group") = py::none(), py::arg("attributes") = py::none(),
+      py::arg("links") = std::vector<std::optional<lens::SpanContext>>{}, py::arg("root") = false,
+      py::arg("trace_id") = py::none(), py::arg("parent") = py::none(), py::arg("current") = true,
+      py::arg("record_exception") = true, py::arg("start_now") = false);
 
   // --- configuration ---
   py::class_<lens::Config>(m, "Config", py::dynamic_attr())
@@ -367,16 +377,15 @@ PYBIND11_MODULE(_native, m) {
               const PresetList& presets) {
              c = lens::Config::from_env(prefix, fallback, default_service_name, make_catalogue(groups, presets));
            })
-      .def("_use_catalogue",
-           [](lens::Config& c, const std::vector<std::string>& groups, const PresetList& presets) {
-             c.catalogue = make_catalogue(groups, presets);
-           })
+      .def("_use_catalogue", [](lens::Config& c, const std::vector<std::string>& groups,
+                                const PresetList& presets) { c.catalogue = make_catalogue(groups, presets); })
       .def("_copy", [](const lens::Config& c, lens::Config& into) { into = c; })
       .def("apply_cli", &lens::Config::apply_cli, py::arg("otel_enabled"), py::arg("otel_service_name") = "",
            py::arg("otel_span_groups") = "")
       .def("summary", &lens::Config::summary)
       .def_property_readonly("active", &lens::Config::active)
-      .def_property_readonly("catalogue_groups", [](const lens::Config& c) { return group_names(c.catalogue, c.catalogue.all()); })
+      .def_property_readonly("catalogue_groups",
+                             [](const lens::Config& c) { return group_names(c.catalogue, c.catalogue.all()); })
       .def_readwrite("enabled", &lens::Config::enabled)
       .def_readwrite("service_name", &lens::Config::service_name)
       .def_readwrite("span_groups", &lens::Config::span_groups)
@@ -399,13 +408,16 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("propagate_trace_context", &lens::Config::propagate_trace_context)
       .def_readwrite("prometheus_host", &lens::Config::prometheus_host)
       .def_readwrite("prometheus_port", &lens::Config::prometheus_port)
-      .def_property_readonly("traces_sampler", [](const lens::Config& c) { return std::string(lens::to_string(c.traces_sampler)); })
+      .def_property_readonly("traces_sampler",
+                             [](const lens::Config& c) { return std::string(lens::to_string(c.traces_sampler)); })
       .def_property_readonly("otlp_traces_endpoint", [](const lens::Config& c) { return c.otlp_traces.endpoint; })
-      .def_property_readonly("otlp_traces_protocol", [](const lens::Config& c) { return std::string(lens::to_string(c.otlp_traces.protocol)); })
-      .def_property_readonly("span_batch", [](const lens::Config& c) {
-        return py::make_tuple(c.span_batch.schedule_delay_ms, c.span_batch.export_timeout_ms,
-                              c.span_batch.max_queue_size, c.span_batch.max_export_batch_size);
-      })
+      .def_property_readonly("otlp_traces_protocol",
+                             [](const lens::Config& c) { return std::string(lens::to_string(c.otlp_traces.protocol)); })
+      .def_property_readonly("span_batch",
+                             [](const lens::Config& c) {
+                               return py::make_tuple(c.span_batch.schedule_delay_ms, c.span_batch.export_timeout_ms,
+                                                     c.span_batch.max_queue_size, c.span_batch.max_export_batch_size);
+                             })
       .def_property(
           "exporter", [](const lens::Config& c) { return name_of(c.exporter, kExporters); },
           [](lens::Config& c, const std::string& v) { c.exporter = parse_enum(v, kExporters, "exporter"); })
@@ -425,16 +437,20 @@ PYBIND11_MODULE(_native, m) {
           [](lens::Config& c, const std::string& v) {
             c.metrics_temporality = parse_enum(v, kTemporalities, "metrics_temporality");
           })
-      .def_property_readonly("traces_exporter", [](const lens::Config& c) { return name_of(c.traces_exporter, kSignalExporters); })
-      .def_property_readonly("metrics_exporter", [](const lens::Config& c) { return name_of(c.metrics_exporter, kSignalExporters); })
-      .def_property_readonly("logs_exporter", [](const lens::Config& c) { return name_of(c.logs_exporter, kSignalExporters); });
+      .def_property_readonly("traces_exporter",
+                             [](const lens::Config& c) { return name_of(c.traces_exporter, kSignalExporters); })
+      .def_property_readonly("metrics_exporter",
+                             [](const lens::Config& c) { return name_of(c.metrics_exporter, kSignalExporters); })
+      .def_property_readonly("logs_exporter",
+                             [](const lens::Config& c) { return name_of(c.logs_exporter, kSignalExporters); });
 
   // --- setup ---
   py::class_<lens::Telemetry>(m, "Telemetry")
       .def(py::init<>())
       .def_property_readonly("is_exporting", &lens::Telemetry::is_exporting)
       .def(
-          "force_flush", [](lens::Telemetry& t, std::int64_t ms) { return t.force_flush(std::chrono::milliseconds(ms)); },
+          "force_flush",
+          [](lens::Telemetry& t, std::int64_t ms) { return t.force_flush(std::chrono::milliseconds(ms)); },
           py::arg("timeout_millis") = 5000, py::call_guard<py::gil_scoped_release>())
       .def(
           "shutdown", [](lens::Telemetry& t, std::int64_t ms) { return t.shutdown(std::chrono::milliseconds(ms)); },
@@ -443,10 +459,9 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("config", &lens::Telemetry::config)
       .def_property_readonly("rank", [](const lens::Telemetry& t) { return t.ranks().rank; })
       .def_property_readonly("world_size", [](const lens::Telemetry& t) { return t.ranks().world_size; })
-      .def_property_readonly("resolved_span_groups",
-                             [](const lens::Telemetry& t) {
-                               return group_names(t.config().catalogue, t.resolved_span_groups());
-                             })
+      .def_property_readonly(
+          "resolved_span_groups",
+          [](const lens::Telemetry& t) { return group_names(t.config().catalogue, t.resolved_span_groups()); })
       .def("span_stats",
            [](const lens::Telemetry& t) {
              lens::SpanStats s = t.span_stats();
@@ -506,10 +521,13 @@ PYBIND11_MODULE(_native, m) {
       py::arg("name"), py::arg("strategy"), py::arg("allow_override") = false);
   m.def("unregister_rank_strategy", &lens::unregister_rank_strategy);
   m.def("rank_strategy_names", &lens::rank_strategy_names);
-  m.def("detect_rank_info", [](std::optional<int> rank, std::optional<int> world, std::optional<int> local) {
+  m.def(
+      "detect_rank_info",
+      [](std::optional<int> rank, std::optional<int> world, std::optional<int> local) {
         lens::RankInfo r = lens::detect_rank_info(rank, world, local);
         return py::make_tuple(r.rank, r.world_size, r.local_rank);
-      }, py::arg("rank") = py::none(), py::arg("world_size") = py::none(), py::arg("local_rank") = py::none());
+      },
+      py::arg("rank") = py::none(), py::arg("world_size") = py::none(), py::arg("local_rank") = py::none());
   m.def("sampled_rank_score", &lens::sampled_rank_score);
 
   py::class_<lens::Sampler, std::shared_ptr<lens::Sampler>>(m, "Sampler")
@@ -544,7 +562,8 @@ PYBIND11_MODULE(_native, m) {
             std::move(name),
             [kept](lens::SamplingStrategyInput in) -> std::unique_ptr<lens::Sampler> {
               py::gil_scoped_acquire gil;
-              PySamplingInput input{in.ranks, in.export_sample_rate, std::shared_ptr<lens::Sampler>(std::move(in.sdk_sampler))};
+              PySamplingInput input{in.ranks, in.export_sample_rate,
+                                    std::shared_ptr<lens::Sampler>(std::move(in.sdk_sampler))};
               return owned((*kept)(input).cast<std::shared_ptr<lens::Sampler>>());
             },
             allow_override);
@@ -569,10 +588,9 @@ PYBIND11_MODULE(_native, m) {
         std::span<const double> b = lens::metrics::kDefaultBounds;
         if (bounds) b = kept_bounds.emplace_back(*bounds);
         try {
-          return PyInstrument{lens::internal::find_or_create_instrument(name, unit, description, kind, false,
-                                                                        kind == lens::InstrumentKind::kHistogram
-                                                                            ? b
-                                                                            : std::span<const double>{}),
+          return PyInstrument{lens::internal::find_or_create_instrument(
+                                  name, unit, description, kind, false,
+                                  kind == lens::InstrumentKind::kHistogram ? b : std::span<const double>{}),
                               kind, name};
         } catch (const std::invalid_argument& e) {
           throw py::value_error(e.what());
@@ -598,7 +616,8 @@ PYBIND11_MODULE(_native, m) {
   });
 
   // --- logs ---
-  m.def("should_log", [](int severity) { return severity >= lens::internal::g_min_log_severity.load(std::memory_order_relaxed); });
+  m.def("should_log",
+        [](int severity) { return severity >= lens::internal::g_min_log_severity.load(std::memory_order_relaxed); });
   m.def(
       "emit_log",
       [](int severity, const std::string& severity_text, const std::string& body, const py::object& attributes,

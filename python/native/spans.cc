@@ -130,8 +130,7 @@ void start(SpanObject* s) {
   options.root = s->root;
   if (s->has_parent) options.parent = &s->parent;
   if (s->has_trace_id) options.trace_id = &s->trace_id;
-  lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)), {},
-                             options);
+  lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)), {}, options);
   if (s->h.slot != nullptr) {
     apply_attributes(s);
     for (int i = 0; i < s->link_count; ++i) lens::internal::add_link(s->h, s->links[i], {});
@@ -216,8 +215,7 @@ PyObject* span_set_attributes(PyObject* self, PyObject* attributes) {
 PyObject* span_add_event(PyObject* self, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"name", "attributes", "timestamp", nullptr};
   PyObject *name = nullptr, *attributes = nullptr, *timestamp = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|OO", const_cast<char**>(keywords), &name, &attributes,
-                                   &timestamp))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|OO", const_cast<char**>(keywords), &name, &attributes, &timestamp))
     return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(self);
   if (s->h.slot == nullptr) Py_RETURN_NONE;
@@ -260,8 +258,10 @@ PyObject* span_set_status(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* owned = nullptr;
   if (PyObject_HasAttrString(status, "status_code")) {
     owned = code_object = PyObject_GetAttrString(status, "status_code");
-    if (description == Py_None) description = PyObject_GetAttrString(status, "description");
-    else Py_INCREF(description);
+    if (description == Py_None)
+      description = PyObject_GetAttrString(status, "description");
+    else
+      Py_INCREF(description);
   } else {
     Py_INCREF(description);
   }

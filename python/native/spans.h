@@ -39,7 +39,7 @@ struct SpanRequest {
   std::optional<lens::TraceId> trace_id{};
   std::optional<lens::SpanContext> parent{};
   std::vector<lens::SpanContext> links{};  // at most kMaxStartLinks are kept
-  bool start_now = false;  // start at creation (start_span) rather than at __enter__
+  bool start_now = false;                  // start at creation (start_span) rather than at __enter__
 };
 // A new reference to a Span object, or null with a Python error set.
 PyObject* new_span(const SpanRequest& request);

@@ -24,3 +24,17 @@ libdir=$(pkg-config --variable=libdir lens)
 LD_LIBRARY_PATH="$libdir" "$work/pc-consumer" | grep -q "consumer: lens works" \
   || { echo "FAIL: pkg-config consumer did not run" >&2; exit 1; }
 echo "ok: pkg-config consumer"
+
+# The Python package, from the prefix's dist-packages, finds the installed liblens.so by itself (no
+# LD_LIBRARY_PATH) and works.
+site=$(find "$work/prefix" -path '*/dist-packages/lens/__init__.py' -printf '%h\n' | head -1)
+[ -n "$site" ] || { echo "FAIL: cmake --install put no Python package under $work/prefix" >&2; exit 1; }
+PYTHONPATH=$(dirname "$site") /usr/bin/python3 -c '
+import lens
+from lens.helpers import managed_span
+assert lens.__file__.startswith("'"$work"'"), lens.__file__
+with managed_span(lens.SpanGroup.STEP, "x") as span:
+    assert span is None
+print("python: lens", lens.__version__, "works")' | grep -q "python: lens .* works" \
+  || { echo "FAIL: the installed Python package did not import" >&2; exit 1; }
+echo "ok: the installed Python package imports"
