@@ -42,23 +42,33 @@ std::string_view utf8_or_empty(PyObject* text) {
 }
 
 // The type's qualified name and str(exception), as OpenTelemetry's Python SDK records them.
-void record_python_exception(SpanHandle& h, PyObject* type, PyObject* value, bool escaped) {
-  std::string type_name = "Exception";
-  if (PyObject* q = PyType_GetQualName(reinterpret_cast<PyTypeObject*>(type))) {
-    type_name = std::string(utf8_or_empty(q));
+struct ExceptionText {
+  std::string type_name = "Exception", message;
+};
+
+ExceptionText exception_text(PyTypeObject* type, PyObject* value) {
+  ExceptionText text;
+  if (PyObject* q = PyType_GetQualName(type)) {
+    text.type_name = std::string(utf8_or_empty(q));
     Py_DECREF(q);
   }
-  std::string message;
   if (value != nullptr && value != Py_None) {
     if (PyObject* s = PyObject_Str(value)) {
-      message = std::string(utf8_or_empty(s));
+      text.message = std::string(utf8_or_empty(s));
       Py_DECREF(s);
     } else {
       PyErr_Clear();
     }
   }
-  lens::internal::record_exception(h, type_name, message, escaped);
-  lens::internal::set_status(h, lens::StatusCode::kError, message.empty() ? type_name : type_name + ": " + message);
+  return text;
+}
+
+// An exception that left the span: the `exception` event and ERROR status "Type: message".
+void record_python_exception(SpanHandle& h, PyObject* type, PyObject* value, bool escaped) {
+  const ExceptionText text = exception_text(reinterpret_cast<PyTypeObject*>(type), value);
+  lens::internal::record_exception(h, text.type_name, text.message, escaped);
+  lens::internal::set_status(h, lens::StatusCode::kError,
+                             text.message.empty() ? text.type_name : text.type_name + ": " + text.message);
 }
 
 // --- the context manager of a disabled group: one shared object, nothing allocated -------------------------
@@ -301,19 +311,8 @@ PyObject* span_record_exception(PyObject* self, PyObject* args, PyObject* kwargs
     return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(self);
   if (s->h.slot == nullptr) Py_RETURN_NONE;
-  std::string type_name = "Exception";
-  if (PyObject* q = PyType_GetQualName(Py_TYPE(exception))) {
-    type_name = std::string(utf8_or_empty(q));
-    Py_DECREF(q);
-  }
-  std::string message;
-  if (PyObject* text = PyObject_Str(exception)) {
-    message = std::string(utf8_or_empty(text));
-    Py_DECREF(text);
-  } else {
-    PyErr_Clear();
-  }
-  lens::internal::record_exception(s->h, type_name, message, escaped != 0);
+  const ExceptionText text = exception_text(Py_TYPE(exception), exception);
+  lens::internal::record_exception(s->h, text.type_name, text.message, escaped != 0);
   Py_RETURN_NONE;
 }
 
