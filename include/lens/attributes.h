@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -110,5 +111,13 @@ struct Attribute {
   AttributeKey key;
   AttributeValue value;
 };
+
+namespace internal {
+// The recording functions take attributes as a span: an initializer list at a call site (LENS_SPAN's), or an
+// array built at run time (the Python package's).
+inline std::span<const Attribute> as_span(std::initializer_list<Attribute> attributes) noexcept {
+  return {attributes.begin(), attributes.size()};
+}
+}  // namespace internal
 
 }  // namespace lens

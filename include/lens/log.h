@@ -42,8 +42,7 @@ LENS_API std::string_view severity_text(Severity severity) noexcept;
 inline void log(Severity severity, std::string_view body, std::initializer_list<Attribute> attributes = {},
                 std::chrono::system_clock::time_point time = std::chrono::system_clock::now()) {
   if (should_log(severity))
-    internal::emit_log(static_cast<int>(severity), severity_text(severity), body,
-                       {attributes.begin(), attributes.size()}, time);
+    internal::emit_log(static_cast<int>(severity), severity_text(severity), body, internal::as_span(attributes), time);
 }
 #else  // LENS_DISABLED
 namespace internal {

@@ -37,11 +37,6 @@ namespace internal {
 
 struct Instrument;  // src/metrics
 
-// The attributes of an initializer list, as the recording functions take them.
-inline std::span<const Attribute> as_span(std::initializer_list<Attribute> attributes) noexcept {
-  return {attributes.begin(), attributes.size()};
-}
-
 #if !defined(LENS_DISABLED)
 extern LENS_API std::atomic<bool> g_metrics_recording;
 

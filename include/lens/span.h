@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -70,12 +71,12 @@ LENS_ABI_NAMESPACE_BEGIN
 #if !defined(LENS_DISABLED)
 
 namespace internal {
-LENS_API void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
+LENS_API void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
                          const StartOptions& options) noexcept;
 LENS_API void end_span(SpanHandle& h, bool by_exception) noexcept;
-LENS_API void set_attributes(SpanHandle& h, std::initializer_list<Attribute> attributes) noexcept;
-LENS_API void add_event(SpanHandle& h, SpanName name, std::initializer_list<Attribute> attributes) noexcept;
-LENS_API void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attribute> attributes) noexcept;
+LENS_API void set_attributes(SpanHandle& h, std::span<const Attribute> attributes) noexcept;
+LENS_API void add_event(SpanHandle& h, SpanName name, std::span<const Attribute> attributes) noexcept;
+LENS_API void add_link(SpanHandle& h, const SpanContext& link, std::span<const Attribute> attributes) noexcept;
 LENS_API void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexcept;
 LENS_API void record_exception(SpanHandle& h, std::string_view type, std::string_view message, bool escaped) noexcept;
 LENS_API std::string_view exception_type_name(const std::exception& e) noexcept;
@@ -114,16 +115,19 @@ class Span {
   const SpanContext& context() const noexcept { return h_.context; }
 
   void set_attribute(AttributeKey key, AttributeValue value) noexcept {
-    if (h_.slot) internal::set_attributes(h_, {Attribute{key, value}});
+    if (h_.slot) {
+      const Attribute attribute{key, value};
+      internal::set_attributes(h_, {&attribute, 1});
+    }
   }
   void set_attributes(std::initializer_list<Attribute> attributes) noexcept {
-    if (h_.slot) internal::set_attributes(h_, attributes);
+    if (h_.slot) internal::set_attributes(h_, internal::as_span(attributes));
   }
   void add_event(SpanName name, std::initializer_list<Attribute> attributes = {}) noexcept {
-    if (h_.slot) internal::add_event(h_, name, attributes);
+    if (h_.slot) internal::add_event(h_, name, internal::as_span(attributes));
   }
   void add_link(const SpanContext& link, std::initializer_list<Attribute> attributes = {}) noexcept {
-    if (h_.slot) internal::add_link(h_, link, attributes);
+    if (h_.slot) internal::add_link(h_, link, internal::as_span(attributes));
   }
   void set_status(StatusCode code, std::string_view message = {}) noexcept {
     if (h_.slot) internal::set_status(h_, code, message);
@@ -138,7 +142,7 @@ class Span {
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
              const StartOptions& options = {}) noexcept {
     uncaught_ = std::uncaught_exceptions();
-    internal::start_span(h_, group, name, attributes, options);
+    internal::start_span(h_, group, name, internal::as_span(attributes), options);
   }
 
  protected:

@@ -1,6 +1,7 @@
 // The span path of the Python package (spans.h says why it is written against the CPython API).
 #include "spans.h"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,16 +18,46 @@ using lens::internal::ThreadState;
 
 PyObject* g_group_ids = nullptr;  // {group name: catalogue id}
 
+// The ids of the group objects seen last, by identity: call sites pass the same constant objects
+// (MegatronSpanGroup.LAYER) every time, and a pointer compare is cheaper than a dict lookup. An entry holds a
+// reference to its key, so the address cannot be reused by another object while it is cached.
+struct GroupCacheEntry {
+  PyObject* key = nullptr;
+  long id = -1;
+};
+constexpr std::size_t kGroupCacheSize = 32;
+GroupCacheEntry g_group_cache[kGroupCacheSize];
+
+void clear_group_cache() {
+  for (GroupCacheEntry& e : g_group_cache) {
+    Py_CLEAR(e.key);
+    e.id = -1;
+  }
+}
+
+// The catalogue id of a group name; -1 for an unknown or unhashable group (simply not enabled, as in the
+// reference).
+long group_id(PyObject* group) {
+  GroupCacheEntry& e = g_group_cache[(reinterpret_cast<std::uintptr_t>(group) >> 4) % kGroupCacheSize];
+  if (e.key == group) return e.id;
+  PyObject* id = PyDict_GetItemWithError(g_group_ids, group);  // borrowed
+  long value = -1;
+  if (id != nullptr) {
+    value = PyLong_AsLong(id);
+  } else {
+    PyErr_Clear();
+  }
+  Py_INCREF(group);
+  Py_XSETREF(e.key, group);
+  e.id = value;
+  return value;
+}
+
 // One relaxed load while every group is off (a disabled or non-exporting rank): no lookup at all.
 bool group_enabled(PyObject* group, int* id_out) {
   const std::uint64_t bits = lens::internal::g_enabled_group_bits.load(std::memory_order_relaxed);
   if (bits == 0) return false;
-  PyObject* id = PyDict_GetItemWithError(g_group_ids, group);  // borrowed
-  if (id == nullptr) {
-    PyErr_Clear();  // an unknown or unhashable group is simply not enabled, as in the reference
-    return false;
-  }
-  const long v = PyLong_AsLong(id);
+  const long v = group_id(group);
   if (id_out != nullptr) *id_out = static_cast<int>(v);
   return v >= 0 && v < 64 && ((bits >> v) & 1U) != 0;
 }
@@ -123,14 +154,13 @@ SpanObject* alloc_span(PyObject* name) {
   return s;
 }
 
-void apply_attributes(SpanObject* s) {
-  AttributeBuffer buffer;
+// The span's attributes: the dict of the general form and managed_span's keywords.
+void collect_attributes(const SpanObject* s, AttributeBuffer& buffer) {
   buffer.add_dict(s->attributes);
   if (s->kwnames != nullptr) {
     const Py_ssize_t n = PyTuple_GET_SIZE(s->kwnames);
     for (Py_ssize_t i = 0; i < n; ++i) buffer.add(PyTuple_GET_ITEM(s->kwnames, i), PyTuple_GET_ITEM(s->kwvalues, i));
   }
-  for (const lens::Attribute& a : buffer.attributes()) lens::internal::set_attributes(s->h, {a});
 }
 
 void start(SpanObject* s) {
@@ -140,11 +170,11 @@ void start(SpanObject* s) {
   options.root = s->root;
   if (s->has_parent) options.parent = &s->parent;
   if (s->has_trace_id) options.trace_id = &s->trace_id;
-  lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)), {}, options);
-  if (s->h.slot != nullptr) {
-    apply_attributes(s);
-    for (int i = 0; i < s->link_count; ++i) lens::internal::add_link(s->h, s->links[i], {});
-  }
+  AttributeBuffer buffer;
+  collect_attributes(s, buffer);
+  lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)),
+                             buffer.attributes(), options);
+  for (int i = 0; i < s->link_count && s->h.slot != nullptr; ++i) lens::internal::add_link(s->h, s->links[i], {});
   if (s->make_current && s->h.context.is_valid()) s->pushed_to = lens::internal::push_context(s->h.context);
 }
 
@@ -208,7 +238,7 @@ PyObject* span_set_attribute(PyObject* self, PyObject* const* args, Py_ssize_t n
   auto* s = reinterpret_cast<SpanObject*>(self);
   if (s->h.slot == nullptr) Py_RETURN_NONE;
   AttributeBuffer buffer;
-  if (buffer.add(args[0], args[1])) lens::internal::set_attributes(s->h, {buffer.attributes()[0]});
+  if (buffer.add(args[0], args[1])) lens::internal::set_attributes(s->h, buffer.attributes());
   Py_RETURN_NONE;
 }
 
@@ -217,7 +247,7 @@ PyObject* span_set_attributes(PyObject* self, PyObject* attributes) {
   if (s->h.slot == nullptr) Py_RETURN_NONE;
   AttributeBuffer buffer;
   buffer.add_dict(attributes);
-  for (const lens::Attribute& a : buffer.attributes()) lens::internal::set_attributes(s->h, {a});
+  lens::internal::set_attributes(s->h, buffer.attributes());
   Py_RETURN_NONE;
 }
 
@@ -231,16 +261,7 @@ PyObject* span_add_event(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (s->h.slot == nullptr) Py_RETURN_NONE;
   AttributeBuffer buffer;
   buffer.add_dict(attributes);
-  // Events take their attributes as one list: add them by count (at most a few, as events carry).
-  const auto& a = buffer.attributes();
-  lens::SpanName event_name(utf8_or_empty(name));
-  switch (a.size()) {
-    case 0: lens::internal::add_event(s->h, event_name, {}); break;
-    case 1: lens::internal::add_event(s->h, event_name, {a[0]}); break;
-    case 2: lens::internal::add_event(s->h, event_name, {a[0], a[1]}); break;
-    case 3: lens::internal::add_event(s->h, event_name, {a[0], a[1], a[2]}); break;
-    default: lens::internal::add_event(s->h, event_name, {a[0], a[1], a[2], a[3]}); break;
-  }
+  lens::internal::add_event(s->h, lens::SpanName(utf8_or_empty(name)), buffer.attributes());
   Py_RETURN_NONE;
 }
 
@@ -253,7 +274,10 @@ PyObject* span_add_link(PyObject* self, PyObject* args, PyObject* kwargs) {
   lens::SpanContext link;
   if (!context_from_python(context, &link)) return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(self);
-  if (s->h.slot != nullptr && link.is_valid()) lens::internal::add_link(s->h, link, {});
+  if (s->h.slot == nullptr || !link.is_valid()) Py_RETURN_NONE;
+  AttributeBuffer buffer;
+  buffer.add_dict(attributes);
+  lens::internal::add_link(s->h, link, buffer.attributes());
   Py_RETURN_NONE;
 }
 
@@ -529,6 +553,7 @@ PyObject* null_span() {
 void set_group_ids(PyObject* names_to_ids) {
   Py_INCREF(names_to_ids);
   Py_XSETREF(g_group_ids, names_to_ids);
+  clear_group_cache();
 }
 
 PyObject* new_span(const SpanRequest& r) {

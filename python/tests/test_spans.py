@@ -81,7 +81,8 @@ class ManagedSpanTest(unittest.TestCase):
             with managed_span(STEP, "methods") as span:
                 span.set_attribute("a", 1)
                 span.set_attributes({"b": "two", "c": None})
-                span.add_event("checkpoint", {"path": "/tmp/x"})
+                span.add_event("checkpoint", {"path": "/tmp/x", "a": 1, "b": 2.5, "c": True, "d": "d", "e": [1]})
+                span.add_link(lens.SpanContext(trace_id=7, span_id=9), {"why": "retry"})
                 span.set_status(lens.StatusCode.OK)
                 other = span.get_span_context()
                 self.assertTrue(other.is_valid)
@@ -89,6 +90,9 @@ class ManagedSpanTest(unittest.TestCase):
         span = run.span("methods")
         self.assertEqual(attributes(span), {"a": 1, "b": "two"})
         self.assertEqual(span["events"][0]["name"], "checkpoint")
+        self.assertEqual(attributes(span["events"][0]),
+                         {"path": "/tmp/x", "a": 1, "b": 2.5, "c": True, "d": "d", "e": ["1"]})
+        self.assertEqual((int(span["links"][0]["spanId"], 16), attributes(span["links"][0])), (9, {"why": "retry"}))
         self.assertEqual(span["status"]["code"], 1)
 
     def test_set_status_rejects_what_is_not_a_status(self):

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <typeinfo>
 
 #include "common/clock.h"
@@ -266,7 +267,7 @@ std::size_t max_value_length(const Limits& l) noexcept {
 
 // The attributes of an event or a link: a u32 count written and a u32 count dropped, then the entries.
 // The attribute entries of an event or a link, whose AttributeCounts are at `counts` (already reserved).
-void put_counted_attributes(ArenaWriter& w, std::uint8_t* counts, std::initializer_list<Attribute> attributes,
+void put_counted_attributes(ArenaWriter& w, std::uint8_t* counts, std::span<const Attribute> attributes,
                             std::int64_t limit, std::size_t max_length) noexcept {
   AttributeCounts c{0, 0};
   for (const Attribute& a : attributes) {
@@ -279,7 +280,7 @@ void put_counted_attributes(ArenaWriter& w, std::uint8_t* counts, std::initializ
   std::memcpy(counts, &c, sizeof c);
 }
 
-void append_attributes(OpenSpan& s, const Limits& limits, std::initializer_list<Attribute> attributes) noexcept {
+void append_attributes(OpenSpan& s, const Limits& limits, std::span<const Attribute> attributes) noexcept {
   ArenaWriter w(s);
   std::uint8_t* at = w.cursor();
   const std::uint8_t* end = w.limit();
@@ -301,7 +302,7 @@ void append_attributes(OpenSpan& s, const Limits& limits, std::initializer_list<
 }
 
 void append_event(OpenSpan& s, const Limits& limits, SpanName name, std::uint64_t tick,
-                  std::initializer_list<Attribute> attributes) noexcept {
+                  std::span<const Attribute> attributes) noexcept {
   ArenaWriter w(s);
   const std::size_t fixed = sizeof(TextHead) + text_bytes(name.is_static(), name.text().size()) + sizeof(EventTail);
   if (s.header.event_count >= limits.span_event_count || !w.fits(fixed)) {
@@ -353,8 +354,9 @@ void queue_record(ThreadState& t, OpenSpan& s) noexcept {
 
 void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view type, std::string_view message,
                             bool escaped) noexcept {
-  append_event(s, limits, "exception", now_ticks(),
-               {{"exception.type", type}, {"exception.message", message}, {"exception.escaped", escaped}});
+  const Attribute attributes[] = {
+      {"exception.type", type}, {"exception.message", message}, {"exception.escaped", escaped}};
+  append_event(s, limits, "exception", now_ticks(), attributes);
   s.header.bits |= RecordHeader::kHasException;
 }
 
@@ -362,7 +364,7 @@ void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view 
 
 // ---- the public entry points -------------------------------------------------------------------------------
 
-void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
+void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
                 const StartOptions& options) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   if (p == nullptr) return;
@@ -455,15 +457,15 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
   h.slot = nullptr;
 }
 
-void set_attributes(SpanHandle& h, std::initializer_list<Attribute> attributes) noexcept {
+void set_attributes(SpanHandle& h, std::span<const Attribute> attributes) noexcept {
   if (owns(h)) append_attributes(*h.slot, h.slot->owner->drain->limits, attributes);
 }
 
-void add_event(SpanHandle& h, SpanName name, std::initializer_list<Attribute> attributes) noexcept {
+void add_event(SpanHandle& h, SpanName name, std::span<const Attribute> attributes) noexcept {
   if (owns(h)) append_event(*h.slot, h.slot->owner->drain->limits, name, now_ticks(), attributes);
 }
 
-void add_link(SpanHandle& h, const SpanContext& link, std::initializer_list<Attribute> attributes) noexcept {
+void add_link(SpanHandle& h, const SpanContext& link, std::span<const Attribute> attributes) noexcept {
   if (!owns(h)) return;
   OpenSpan& s = *h.slot;
   const Limits& limits = s.owner->drain->limits;
