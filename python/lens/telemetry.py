@@ -25,21 +25,20 @@ class Tracer:
     """lens's one tracer: spans go to the process's pipeline whatever tracer a call names.
 
     Beyond OpenTelemetry's arguments: `root=True` starts a new trace whatever span is current, and `trace_id` (an
-    int, e.g. lens.step_trace_id(run_id, iteration)) starts a root span in that trace."""
+    int, e.g. lens.step_trace_id(run_id, iteration)) starts a root span in that trace. A span takes at most 8
+    links at its start; add more with span.add_link()."""
 
     def start_as_current_span(self, name, context=None, kind=None, attributes=None, links=None,
                               record_exception=True, set_status_on_exception=True, end_on_exit=True, root=False,
                               trace_id=None):
         """A context manager: the span is current inside `with` (ungated: no span group is checked)."""
-        span = _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
+        return _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
                                   trace_id=trace_id, record_exception=record_exception and set_status_on_exception)
-        return span
 
     def start_span(self, name, context=None, kind=None, attributes=None, links=None, root=False, trace_id=None):
         """A span started now, not made current; end it with span.end()."""
-        span = _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
+        return _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
                                   trace_id=trace_id, current=False, start_now=True)
-        return span
 
 
 def _contexts(links):
