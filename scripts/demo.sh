@@ -3,7 +3,8 @@
 # (2 pipeline stages x 2 data-parallel replicas) under torchrun, for 100 iterations with evaluations and
 # checkpoints written by checkpoint worker processes (--async-save), gradient buckets all-reduced during
 # backward (--overlap-grad-reduce), telemetry on with every span group, every rank exporting to files (the
-# embedded default exporter of the demo). Then prints where the run's telemetry is, the span counts per name and the final losses.
+# embedded default exporter of the demo). Then prints where the run's telemetry is and `lens report` of it: span counts
+# and durations per name, step times per rank, the loss, what was lost.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "demo: trains a small GPT with pretrain_gpt on 4 ranks under torchrun (100 iterations, every span group on) and"
@@ -15,7 +16,7 @@ echo "demo: building pretrain_gpt (the first build takes 2 to 3 minutes on 2 cor
 build_log=build/demo-build.log
 mkdir -p build
 if ! { cmake -S . -B build -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-       cmake --build build --target pretrain_gpt; } >"$build_log" 2>&1; then
+       cmake --build build --target pretrain_gpt lens_tool; } >"$build_log" 2>&1; then
   tail -40 "$build_log"
   echo "demo: the build failed; the whole log is in $build_log"
   exit 1
@@ -42,18 +43,8 @@ run_dir=$(ls -d "$out_dir"/telemetry/*/ | head -1)
 echo
 echo "demo: the run's telemetry is in $run_dir (OTLP/JSON Lines: rank<R>.traces.jsonl, rank<R>.metrics.jsonl)"
 echo "demo: checkpoints in $out_dir/checkpoints, the trainer's output in $log"
-echo "demo: spans per name, all ranks:"
-python3 - "$run_dir" <<'PY'
-import collections, glob, json, sys
-counts = collections.Counter()
-for path in glob.glob(sys.argv[1] + "/rank*.traces.jsonl"):
-    for line in open(path):
-        for rs in json.loads(line)["resourceSpans"]:
-            for ss in rs["scopeSpans"]:
-                counts.update(s["name"] for s in ss["spans"])
-for name, n in sorted(counts.items()):
-    print(f"  {n:7d}  {name}")
-PY
+echo "demo: lens report $run_dir (the run's files read with no server; --json for scripts):"
+./build/tools/lens report "$run_dir" --steps 95-100 | sed 's/^/  /'
 echo "demo: what became of the spans, per rank (nothing dropped is the expectation, with every group on):"
 grep -E "lens: spans:" "$log" | sed 's/^\[[0-9]*\]://; s/^/  /'
 echo "demo: final losses:"

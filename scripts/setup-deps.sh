@@ -20,7 +20,8 @@ packages=(
   libbenchmark-dev                           # benchmarks
   valgrind                                   # callgrind.h: the trainer benchmark counts instructions under callgrind
   libcli11-dev                               # command-line flags of the examples, the trainer and tools
-  nlohmann-json3-dev                         # tests read exported OTLP/JSON back
+  nlohmann-json3-dev                         # tests read exported OTLP/JSON back; lens report's --json
+  libsimdjson-dev                            # lens report reads a run's files (streaming, On-Demand)
   libmicrohttpd-dev                          # the Prometheus /metrics endpoint (event-driven, bounded)
   libcpp-httplib-dev                         # HTTP clients and misbehaving collectors in the tests
   libspdlog-dev                              # the spdlog sink (tests and examples)

@@ -1,0 +1,323 @@
+#include "run_reader.h"
+
+#include <simdjson.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <map>
+
+namespace lens_tools {
+namespace {
+
+namespace fs = std::filesystem;
+using simdjson::ondemand::array;
+using simdjson::ondemand::object;
+using simdjson::ondemand::value;
+
+bool is_telemetry_file(const fs::path& p) {
+  std::string name = p.filename().string();
+  if (name.size() > 3 && name.ends_with(".gz")) name.resize(name.size() - 3);
+  return name.ends_with(".jsonl") || name.ends_with(".json");
+}
+
+// Lines of a plain or gzip file (zlib reads a plain file as it is).
+class LineReader {
+ public:
+  explicit LineReader(const std::string& path) : file_(gzopen(path.c_str(), "rb")) {
+    if (file_ != nullptr) gzbuffer(file_, 1 << 17);
+  }
+  ~LineReader() {
+    if (file_ != nullptr) gzclose(file_);
+  }
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  bool ok() const { return file_ != nullptr; }
+  std::uint64_t bytes() const { return bytes_; }
+
+  // The next line, without its newline; false at the end. `complete` is false for a last line with no newline.
+  bool next(std::string& line, bool& complete) {
+    line.clear();
+    for (;;) {
+      const auto newline = std::find(buffer_.begin() + static_cast<std::ptrdiff_t>(start_), buffer_.end(), '\n');
+      if (newline != buffer_.end()) {
+        const auto end = static_cast<std::size_t>(newline - buffer_.begin());
+        line.append(buffer_, start_, end - start_);
+        start_ = end + 1;
+        complete = true;
+        return true;
+      }
+      line.append(buffer_, start_, std::string::npos);
+      buffer_.clear();
+      start_ = 0;
+      buffer_.resize(1 << 16);
+      const int n = gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
+      if (n <= 0) {
+        buffer_.clear();
+        complete = false;
+        return !line.empty();
+      }
+      buffer_.resize(static_cast<std::size_t>(n));
+      bytes_ += static_cast<std::uint64_t>(n);
+    }
+  }
+
+ private:
+  gzFile file_;
+  std::string buffer_;
+  std::size_t start_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+std::int64_t int_value(value v) {
+  // OTLP/JSON writes 64-bit integers as strings; a Collector may write numbers.
+  if (v.type() == simdjson::ondemand::json_type::string) return std::stoll(std::string(std::string_view(v)));
+  return v.get_int64();
+}
+
+std::uint64_t nanos(value v) {
+  if (v.type() == simdjson::ondemand::json_type::string) return std::stoull(std::string(std::string_view(v)));
+  return v.get_uint64();
+}
+
+// The attribute values the report reads: strings and integers.
+struct AnyValue {
+  std::string text;
+  std::int64_t integer = 0;
+  double number = 0;
+  bool is_int = false, is_double = false;
+};
+
+AnyValue any_value(object v) {
+  AnyValue out;
+  for (auto field : v) {
+    std::string_view kind = field.unescaped_key();
+    if (kind == "stringValue") {
+      out.text = std::string(std::string_view(field.value()));
+    } else if (kind == "intValue") {
+      out.integer = int_value(field.value());
+      out.is_int = true;
+    } else if (kind == "doubleValue") {
+      out.number = field.value().get_double();
+      out.is_double = true;
+    }
+  }
+  return out;
+}
+
+template <typename F>
+void each_attribute(array attributes, F&& f) {
+  for (auto a : attributes) {
+    std::string_view key;
+    AnyValue val;
+    for (auto field : a.get_object()) {
+      std::string_view k = field.unescaped_key();
+      if (k == "key")
+        key = field.value().get_string();
+      else if (k == "value")
+        val = any_value(field.value().get_object());
+    }
+    f(key, val);
+  }
+}
+
+class FileParser {
+ public:
+  FileParser(RunVisitor& visitor, ReadStats& stats) : visitor_(visitor), stats_(stats) {}
+
+  void line(std::string_view text) {
+    simdjson::padded_string json(text);
+    auto doc = parser_.iterate(json);
+    object root = doc.get_object();
+    for (auto field : root) {
+      std::string_view key = field.unescaped_key();
+      if (key == "resourceSpans") {
+        for (auto rs : field.value().get_array()) resource_spans(rs.get_object());
+      } else if (key == "resourceMetrics") {
+        for (auto rm : field.value().get_array()) resource_metrics(rm.get_object());
+      } else if (key != "resourceLogs") {
+        throw std::runtime_error("not OTLP/JSON: a line with \"" + std::string(key) + "\"");
+      }
+    }
+  }
+
+ private:
+  const Origin* origin_of(object resource) {
+    Origin o;
+    for (auto field : resource) {
+      if (std::string_view(field.unescaped_key()) != "attributes") continue;
+      each_attribute(field.value().get_array(), [&](std::string_view k, const AnyValue& v) {
+        if (k == "nemo.run.id")
+          o.run_id = v.text;
+        else if (k == "service.name")
+          o.service = v.text;
+        else if (k == "dl.rank")
+          o.rank = static_cast<int>(v.integer);
+        else if (k == "dl.world_size")
+          o.world_size = static_cast<int>(v.integer);
+        else if (k == "dl.pipeline_parallel.size")
+          o.pipeline_size = static_cast<int>(v.integer);
+        else if (k == "dl.data_parallel.size")
+          o.data_parallel_size = static_cast<int>(v.integer);
+      });
+    }
+    std::string key = o.run_id + '\x1f' + o.service + '\x1f' + std::to_string(o.rank);
+    auto [it, inserted] = origins_.try_emplace(std::move(key), o);
+    if (!inserted && it->second.pipeline_size == 0) it->second = o;
+    return &it->second;
+  }
+
+  void resource_spans(object rs) {
+    const Origin* origin = nullptr;
+    for (auto field : rs) {
+      std::string_view key = field.unescaped_key();
+      if (key == "resource") {
+        origin = origin_of(field.value().get_object());
+      } else if (key == "scopeSpans") {
+        if (origin == nullptr) origin = &unknown_;
+        for (auto scope : field.value().get_array()) {
+          for (auto sf : scope.get_object()) {
+            if (std::string_view(sf.unescaped_key()) != "spans") continue;
+            for (auto s : sf.value().get_array()) span(s.get_object(), origin);
+          }
+        }
+      }
+    }
+  }
+
+  void span(object s, const Origin* origin) {
+    SpanRow row;
+    row.origin = origin;
+    for (auto field : s) {
+      std::string_view key = field.unescaped_key();
+      if (key == "name") {
+        name_ = std::string(std::string_view(field.value().get_string()));
+      } else if (key == "startTimeUnixNano") {
+        row.start_ns = nanos(field.value());
+      } else if (key == "endTimeUnixNano") {
+        row.end_ns = nanos(field.value());
+      } else if (key == "attributes") {
+        each_attribute(field.value().get_array(), [&](std::string_view k, const AnyValue& v) {
+          if (k == "megatron.iteration" && v.is_int) row.iteration = v.integer;
+          if (k == "megatron.loss" && v.is_double) row.loss = v.number;
+        });
+      }
+    }
+    row.name = name_;
+    ++stats_.spans;
+    visitor_.span(row);
+  }
+
+  void resource_metrics(object rm) {
+    const Origin* origin = &unknown_;
+    for (auto field : rm) {
+      std::string_view key = field.unescaped_key();
+      if (key == "resource") {
+        origin = origin_of(field.value().get_object());
+      } else if (key == "scopeMetrics") {
+        for (auto scope : field.value().get_array())
+          for (auto sf : scope.get_object())
+            if (std::string_view(sf.unescaped_key()) == "metrics")
+              for (auto m : sf.value().get_array()) metric(m.get_object(), origin);
+      }
+    }
+  }
+
+  void metric(object m, const Origin* origin) {
+    std::string name;
+    for (auto field : m) {
+      std::string_view key = field.unescaped_key();
+      if (key == "name") {
+        name = std::string(std::string_view(field.value().get_string()));
+      } else if (key == "sum" || key == "gauge") {
+        for (auto f : field.value().get_object()) {
+          if (std::string_view(f.unescaped_key()) != "dataPoints") continue;
+          for (auto p : f.value().get_array()) point(p.get_object(), origin, name);
+        }
+      }
+    }
+  }
+
+  void point(object p, const Origin* origin, std::string_view name) {
+    MetricPoint out;
+    out.origin = origin;
+    out.name = name;
+    std::string reason;
+    for (auto field : p) {
+      std::string_view key = field.unescaped_key();
+      if (key == "asInt")
+        out.value = static_cast<double>(int_value(field.value()));
+      else if (key == "asDouble")
+        out.value = field.value().get_double();
+      else if (key == "timeUnixNano")
+        out.time_ns = nanos(field.value());
+      else if (key == "attributes")
+        each_attribute(field.value().get_array(), [&](std::string_view k, const AnyValue& v) {
+          if (k == "reason") reason = v.text;
+        });
+    }
+    out.reason = reason;
+    ++stats_.points;
+    visitor_.metric(out);
+  }
+
+  RunVisitor& visitor_;
+  ReadStats& stats_;
+  simdjson::ondemand::parser parser_;
+  std::string name_;
+  std::map<std::string, Origin> origins_;  // node-based: the pointers handed out stay valid
+  Origin unknown_;
+};
+
+}  // namespace
+
+std::vector<std::string> telemetry_files(const std::string& run_dir) {
+  std::vector<std::string> files;
+  const fs::path root(run_dir);
+  std::error_code error;
+  if (fs::is_regular_file(root, error)) return {run_dir};
+  for (auto it = fs::recursive_directory_iterator(root, error); !error && it != fs::recursive_directory_iterator();
+       it.increment(error)) {
+    if (it->is_regular_file(error) && is_telemetry_file(it->path())) files.push_back(it->path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor,
+                   const std::function<void(std::uint64_t)>& progress) {
+  ReadStats stats;
+  FileParser parser(visitor, stats);
+  std::uint64_t done = 0;
+  for (const std::string& path : files) {
+    LineReader reader(path);
+    if (!reader.ok()) {
+      stats.problems.push_back({path, 0, "cannot be opened"});
+      continue;
+    }
+    ++stats.files;
+    std::string line;
+    bool complete = true;
+    std::uint64_t number = 0;
+    while (reader.next(line, complete)) {
+      ++number;
+      ++stats.lines;
+      if (line.empty()) continue;
+      try {
+        parser.line(line);
+      } catch (const std::exception& e) {
+        std::string what = complete ? e.what() : std::string("a truncated last line (") + e.what() + ")";
+        stats.problems.push_back({path, number, what});
+      }
+      if (progress && (number & 63) == 0) progress(done + reader.bytes());
+    }
+    done += reader.bytes();
+  }
+  stats.bytes = done;
+  if (progress) progress(done);
+  return stats;
+}
+
+}  // namespace lens_tools

@@ -1,0 +1,67 @@
+// Reading a run's files: lens's OTLP/JSON Lines (rank<R>.traces.jsonl, .metrics.jsonl) and an OpenTelemetry
+// Collector's file exporter output (the same format), plain or gzip. One line at a time, with simdjson's On-Demand
+// parser: memory holds one line, never the run. What the report needs of each span and metric point is handed to
+// a visitor; what cannot be read (a truncated line, a file of another kind) is reported with file and line, and the
+// rest is still read.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lens_tools {
+
+// The resource of a batch: who wrote it.
+struct Origin {
+  std::string run_id, service;
+  int rank = -1, world_size = 0, pipeline_size = 0, data_parallel_size = 0;
+};
+
+struct SpanRow {
+  const Origin* origin = nullptr;
+  std::string_view name;
+  std::uint64_t start_ns = 0, end_ns = 0;
+  std::int64_t iteration = -1;  // megatron.iteration, when the span has it
+  std::optional<double> loss;   // megatron.loss (the step span's)
+  std::uint64_t duration_ns() const noexcept { return end_ns > start_ns ? end_ns - start_ns : 0; }
+};
+
+// A point of one of lens's own counters or of a training metric (the last value of a cumulative sum or a gauge).
+struct MetricPoint {
+  const Origin* origin = nullptr;
+  std::string_view name;
+  std::string_view reason;  // lens.spans.dropped's `reason` attribute
+  double value = 0;
+  std::uint64_t time_ns = 0;
+};
+
+struct ReadProblem {
+  std::string file;
+  std::uint64_t line = 0;
+  std::string what;
+};
+
+struct ReadStats {
+  std::uint64_t files = 0, lines = 0, bytes = 0, spans = 0, points = 0;
+  std::vector<ReadProblem> problems;
+};
+
+class RunVisitor {
+ public:
+  virtual ~RunVisitor() = default;
+  virtual void span(const SpanRow& span) = 0;
+  virtual void metric(const MetricPoint& point) = 0;
+};
+
+// The telemetry files under `run_dir`: a run directory (rank*.jsonl[.gz]), a directory of run directories, or a
+// single file. Sorted, so that output does not depend on the file system's order.
+std::vector<std::string> telemetry_files(const std::string& run_dir);
+
+// Reads every file. `progress` (may be empty) is called now and then with the bytes read so far.
+ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor,
+                   const std::function<void(std::uint64_t bytes)>& progress = {});
+
+}  // namespace lens_tools
