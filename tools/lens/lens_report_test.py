@@ -20,8 +20,9 @@ def attr(key, value):
     return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
 
 
-def resource(rank, world=2):
+def resource(rank, world=2, pid=None):
     return {"attributes": [attr("service.name", "megatron-lm"), attr("nemo.run.id", "run-7"), attr("dl.rank", rank),
+                           attr("process.pid", pid if pid is not None else 100 + rank),
                            attr("dl.world_size", world), attr("dl.pipeline_parallel.size", 1),
                            attr("dl.data_parallel.size", world)]}
 
@@ -38,7 +39,7 @@ def spans_line(rank, spans):
                                           "scopeSpans": [{"scope": {"name": "lens"}, "spans": spans}]}]})
 
 
-def metrics_line(rank, time_ms, points):
+def metrics_line(rank, time_ms, points, pid=None):
     metrics = []
     for name, value, reason in points:
         point = {"timeUnixNano": str(time_ms * MS), ("asDouble" if isinstance(value, float) else "asInt"):
@@ -47,7 +48,7 @@ def metrics_line(rank, time_ms, points):
             point["attributes"] = [attr("reason", reason)]
         kind = "gauge" if name.startswith("megatron.training") else "sum"
         metrics.append({"name": name, kind: {"dataPoints": [point]}})
-    return json.dumps({"resourceMetrics": [{"resource": resource(rank),
+    return json.dumps({"resourceMetrics": [{"resource": resource(rank, pid=pid),
                                             "scopeMetrics": [{"scope": {"name": "lens"}, "metrics": metrics}]}]})
 
 
@@ -73,6 +74,8 @@ def write_run(directory, gz=False):
                                               ("megatron.training.loss", 5.5, None)]) + "\n")
             f.write(metrics_line(rank, 2000, [("lens.spans.exported", 8, None), ("lens.spans.dropped", 2, "queue_full"),
                                               ("megatron.training.loss", 4.25, None)]) + "\n")
+            # The rank's checkpoint worker: the same rank, another process, its own counters, written last.
+            f.write(metrics_line(rank, 3000, [("lens.spans.exported", 3, None)], pid=900 + rank) + "\n")
     return run
 
 
@@ -108,7 +111,7 @@ class ReportFiguresTest(unittest.TestCase):
         self.assertEqual((table[3]["median_ms"], table[3]["max_ms"], table[3]["slowest_rank"]), (145, 200, 1))
         self.assertEqual(table[4]["slowest_rank"], 0)
         self.assertEqual(f["loss"], [{"iteration": i, "loss": 6.0 - i / 2} for i in (1, 2, 3, 4)])
-        self.assertEqual(f["lost"]["spans_exported"], 16)          # the last cumulative value of each rank
+        self.assertEqual(f["lost"]["spans_exported"], 16 + 6)  # the last value of each process: 2 ranks, 2 workers
         self.assertEqual(f["lost"]["dropped_by_reason"], {"queue_full": 4})
         self.assertEqual(f["read"]["problems"], [])
 
@@ -122,7 +125,7 @@ class ReportFiguresTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("run run-7  service megatron-lm  2 ranks seen of 2", result.stdout)
         self.assertRegex(result.stdout, r"megatron.train_step\s+8\s+")
-        self.assertIn("lost: 4 spans dropped, 16 exported", result.stdout)
+        self.assertIn("lost: 4 spans dropped, 22 exported", result.stdout)
 
 
 class BadInputTest(unittest.TestCase):

@@ -76,9 +76,11 @@ void Report::span(const SpanRow& s) {
 }
 
 void Report::metric(const MetricPoint& p) {
-  const int rank = p.origin->rank;
   if (p.name == "lens.spans.exported" || p.name == "lens.spans.dropped") {
-    LastValue& last = counters_[std::to_string(rank) + '\x1f' + std::string(p.name) + '\x1f' + std::string(p.reason)];
+    // Cumulative per process: its last value counts (a rank and its checkpoint worker are two processes).
+    const Origin& o = *p.origin;
+    LastValue& last = counters_[o.run_id + '\x1f' + std::to_string(o.rank) + '\x1f' + std::to_string(o.pid) + '\x1f' +
+                                std::string(p.name) + '\x1f' + std::string(p.reason)];
     if (p.time_ns >= last.time_ns) last = {p.time_ns, p.value};
   }
 }
@@ -127,9 +129,9 @@ nlohmann::json Report::figures(const ReadStats& read) {
   double exported = 0;
   std::map<std::string, double> dropped;
   for (const auto& [key, last] : counters_) {
-    const auto first = key.find('\x1f');
-    const auto second = key.find('\x1f', first + 1);
-    const std::string name = key.substr(first + 1, second - first - 1), reason = key.substr(second + 1);
+    const auto reason_at = key.rfind('\x1f');
+    const auto name_at = key.rfind('\x1f', reason_at - 1);
+    const std::string name = key.substr(name_at + 1, reason_at - name_at - 1), reason = key.substr(reason_at + 1);
     if (name == "lens.spans.exported")
       exported += last.value;
     else

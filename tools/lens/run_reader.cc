@@ -161,9 +161,11 @@ class FileParser {
           o.pipeline_size = static_cast<int>(v.integer);
         else if (k == "dl.data_parallel.size")
           o.data_parallel_size = static_cast<int>(v.integer);
+        else if (k == "process.pid")
+          o.pid = v.integer;
       });
     }
-    std::string key = o.run_id + '\x1f' + o.service + '\x1f' + std::to_string(o.rank);
+    std::string key = o.run_id + '\x1f' + o.service + '\x1f' + std::to_string(o.rank) + '\x1f' + std::to_string(o.pid);
     auto [it, inserted] = origins_.try_emplace(std::move(key), o);
     if (!inserted && it->second.pipeline_size == 0) it->second = o;
     return &it->second;

@@ -18,6 +18,7 @@ namespace lens_tools {
 struct Origin {
   std::string run_id, service;
   int rank = -1, world_size = 0, pipeline_size = 0, data_parallel_size = 0;
+  std::int64_t pid = 0;  // a rank and its checkpoint worker share the rank: the process tells them apart
 };
 
 struct SpanRow {
