@@ -8,6 +8,7 @@ namespace lens_tools {
 namespace {
 
 constexpr double kBucketBase = 1.01;
+constexpr std::int64_t kMaxIterations = std::int64_t{1} << 32;  // beyond: not a real iteration number
 
 bool is_step_span(std::string_view name) {
   return name == "megatron.train_step" || name == "megatron.train.iteration";  // SPAN_NAMES documented, megatron
@@ -66,9 +67,17 @@ void Report::span(const SpanRow& s) {
   world_size_ = std::max(world_size_, o.world_size);
   pipeline_size_ = std::max(pipeline_size_, o.pipeline_size);
   data_parallel_size_ = std::max(data_parallel_size_, o.data_parallel_size);
-  if (is_step_span(s.name) && s.iteration >= 0) {
-    if (s.loss) loss_[s.iteration] = *s.loss;
-    if (steps_.contains(s.iteration)) steps_by_iteration_[s.iteration].by_rank[o.rank] = s.duration_ns();
+  if (is_step_span(s.name) && s.iteration >= 0 && s.iteration < kMaxIterations) {
+    const auto at = static_cast<std::size_t>(s.iteration);
+    if (s.loss) {
+      if (loss_.size() <= at) loss_.resize(at + 1, std::nan(""));
+      loss_[at] = *s.loss;
+    }
+    if (steps_.contains(s.iteration)) {
+      std::vector<std::uint64_t>& column = step_ns_by_rank_[o.rank];
+      if (column.size() <= at) column.resize(at + 1, 0);
+      column[at] = std::max<std::uint64_t>(s.duration_ns(), 1);  // 0 marks "none"
+    }
   }
   auto it = durations_.find(s.name);
   if (it == durations_.end()) it = durations_.emplace(std::string(s.name), Durations{}).first;
@@ -105,26 +114,33 @@ nlohmann::json Report::figures(const ReadStats& read) {
   }
   out["spans"] = spans;
   json steps = json::array();
-  for (const auto& [iteration, t] : steps_by_iteration_) {
-    std::vector<std::uint64_t> times;
+  std::size_t iterations = 0;
+  for (const auto& [rank, column] : step_ns_by_rank_) iterations = std::max(iterations, column.size());
+  std::vector<std::uint64_t> times;
+  for (std::size_t it = 0; it < iterations; ++it) {
+    times.clear();
     int slowest = -1;
     std::uint64_t longest = 0;
-    for (const auto& [rank, ns] : t.by_rank) {
+    for (const auto& [rank, column] : step_ns_by_rank_) {
+      const std::uint64_t ns = it < column.size() ? column[it] : 0;
+      if (ns == 0) continue;
       times.push_back(ns);
       if (slowest < 0 || ns > longest) slowest = rank, longest = ns;
     }
+    if (times.empty()) continue;
     std::sort(times.begin(), times.end());
     const double median = times.size() % 2 == 1 ? ms(times[times.size() / 2])
                                                 : (ms(times[times.size() / 2 - 1]) + ms(times[times.size() / 2])) / 2;
-    steps.push_back({{"iteration", iteration},
-                     {"ranks", t.by_rank.size()},
+    steps.push_back({{"iteration", it},
+                     {"ranks", times.size()},
                      {"median_ms", median},
                      {"max_ms", ms(longest)},
                      {"slowest_rank", slowest}});
   }
   out["steps"] = steps;
   json loss = json::array();
-  for (const auto& [iteration, value] : loss_) loss.push_back({{"iteration", iteration}, {"loss", value}});
+  for (std::size_t it = 0; it < loss_.size(); ++it)
+    if (!std::isnan(loss_[it])) loss.push_back({{"iteration", it}, {"loss", loss_[it]}});
   out["loss"] = loss;
   double exported = 0;
   std::map<std::string, double> dropped;

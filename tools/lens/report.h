@@ -4,6 +4,7 @@
 // while the files stream by; memory holds the figures, not the spans.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -49,9 +50,6 @@ class Report : public RunVisitor {
   nlohmann::json figures(const ReadStats& read);
 
  private:
-  struct StepTimes {
-    std::map<int, std::uint64_t> by_rank;  // rank -> step span duration
-  };
   struct LastValue {
     std::uint64_t time_ns = 0;
     double value = 0;
@@ -62,9 +60,11 @@ class Report : public RunVisitor {
   std::set<int> ranks_;
   int world_size_ = 0, pipeline_size_ = 0, data_parallel_size_ = 0;
   std::map<std::string, Durations, std::less<>> durations_;
-  std::map<std::int64_t, StepTimes> steps_by_iteration_;
-  std::map<std::string, LastValue> counters_;  // "<rank>\x1f<name>\x1f<reason>" -> last cumulative value
-  std::map<std::int64_t, double> loss_;        // iteration -> the step span's megatron.loss (the same on every rank)
+  // Step span durations by rank, each a column indexed by iteration (0: no step span): 8 bytes a rank and an
+  // iteration, the least a per-rank step table can hold.
+  std::map<int, std::vector<std::uint64_t>> step_ns_by_rank_;
+  std::map<std::string, LastValue> counters_;  // run, rank, pid, name, reason -> the last value
+  std::vector<double> loss_;  // by iteration: the step span's megatron.loss (the same on every rank); NaN: none
 };
 
 // Text for a person.

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# How fast `lens report` reads a run, and how much memory it holds: a generated run of N spans (4 ranks, the
+# demo's span names and density: a step span in every 30 spans of a rank; batches of 512 spans a line as lens writes
+# them), read once by `cat` (the same bytes
+# with no parsing: the baseline, and it warms the page cache) and then by `lens report --json`. Figures and machine:
+# docs/PERFORMANCE.md.
+#
+#   ./bench/lens_report_benchmark.sh [spans=10000000] [lens=build/tools/lens]
+set -euo pipefail
+spans=${1:-10000000}
+lens=${2:-build/tools/lens}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+/usr/bin/python3 - "$work/run" "$spans" <<'PY'
+import json, os, sys
+directory, total = sys.argv[1], int(sys.argv[2])
+os.makedirs(directory)
+names = ["megatron.layer.self_attention", "megatron.layer.mlp", "megatron.layer.forward", "megatron.microbatch.forward",
+         "megatron.p2p.send_forward", "megatron.p2p.recv_backward", "megatron.microbatch.backward",
+         "megatron.p2p.send_backward", "megatron.forward_backward", "megatron.grad_sync.finish",
+         "megatron.optimizer_step", "megatron.train_step"]
+def attr(k, v):
+    return {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
+per_rank = total // 4
+for rank in range(4):
+    resource = {"attributes": [attr("service.name", "megatron-lm"), attr("nemo.run.id", "bench"), attr("dl.rank", rank),
+                               attr("dl.world_size", 4), attr("process.pid", 1000 + rank)]}
+    with open(os.path.join(directory, f"rank{rank}.traces.jsonl"), "w") as f:
+        written, t = 0, 1_700_000_000_000_000_000
+        while written < per_rank:
+            batch = []
+            for _ in range(min(512, per_rank - written)):
+                i = written + len(batch)
+                # One step span a rank in every 30 spans, the demo's density (11,942 spans, 400 step spans).
+                name = "megatron.train_step" if i % 30 == 29 else names[i % (len(names) - 1)]
+                span = {"traceId": f"{i:032x}", "spanId": f"{i + 1:016x}", "parentSpanId": f"{i + 2:016x}", "flags": 259,
+                        "name": name, "kind": 1, "startTimeUnixNano": str(t), "endTimeUnixNano": str(t + 1000 + i % 977),
+                        "status": {}}
+                if name == "megatron.train_step":
+                    span["attributes"] = [attr("megatron.iteration", i // 30 + 1), attr("is_goodput_span", "true")]
+                batch.append(span)
+                t += 2000
+            written += len(batch)
+            f.write(json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [
+                {"scope": {"name": "lens", "version": "0.1.0"}, "spans": batch}]}]}, separators=(",", ":")) + "\n")
+PY
+bytes=$(cat "$work"/run/*.jsonl | wc -c)
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F)"
+echo "run: $spans spans in 4 files, $((bytes / 1000000)) MB"
+cat_s=$( { /usr/bin/time -f '%e' cat "$work"/run/*.jsonl >/dev/null; } 2>&1 )
+cat_s=$( { /usr/bin/time -f '%e' cat "$work"/run/*.jsonl >/dev/null; } 2>&1 )  # warm cache
+/usr/bin/time -f '%e %U %M' -o "$work/time" "$lens" report "$work/run" --json >"$work/report.json"
+read -r wall user rss <"$work/time"
+/usr/bin/python3 - "$work/report.json" "$spans" "$wall" "$user" "$rss" "$cat_s" "$bytes" <<'PY'
+import json, sys
+report, spans, wall, user, rss, cat_s, size = sys.argv[1:]
+read = json.load(open(report))["read"]
+assert read["spans"] == int(spans), f"read {read['spans']} spans of {spans}"
+spans, wall, user, cat_s, size = int(spans), float(wall), float(user), float(cat_s), int(size)
+print(f"cat (the same bytes, no parsing): {cat_s:.2f} s ({size / 1e6 / max(cat_s, 0.01):.0f} MB/s)")
+steps = len(json.load(open(report))["steps"])
+print(f"lens report --json: {wall:.2f} s wall, {user:.2f} s user: {spans / max(user, 0.01) / 1e6:.2f} M spans/s of one "
+      f"core ({size / 1e6 / max(wall, 0.01):.0f} MB/s), peak memory {int(rss) / 1024:.1f} MiB "
+      f"(its output: a step table of {steps} iterations)")
+PY
