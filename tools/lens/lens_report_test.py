@@ -150,6 +150,23 @@ class BadInputTest(unittest.TestCase):
         self.assertIn("rank0.traces.jsonl:5:", result.stderr)
         self.assertEqual([s["iteration"] for s in f["steps"]], [1, 2, 3, 4])
 
+    def test_a_truncated_gzip_file_is_reported_and_the_other_files_read(self):
+        run = write_run(self.tmp.name, gz=True)
+        path = os.path.join(run, "rank1.traces.jsonl.gz")
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2])
+        result = lens("report", run, "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        f = json.loads(result.stdout)
+        problems = [p for p in f["read"]["problems"] if p["file"].endswith("rank1.traces.jsonl.gz")]
+        # the partial line the stream ends in, and the stream's own error
+        self.assertEqual([p["what"].split(" (")[0] for p in problems][0], "a truncated last line")
+        self.assertIn("cannot be read past here", problems[-1]["what"])
+        self.assertIn("unexpected end of file", problems[-1]["what"])
+        self.assertEqual({s["iteration"]: s["ranks"] for s in f["steps"]}[1], 1)  # rank 0's file is whole
+
     def test_nothing_to_read_is_exit_2(self):
         result = lens("report", self.tmp.name)
         self.assertEqual(result.returncode, 2)

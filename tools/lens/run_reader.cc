@@ -36,6 +36,8 @@ class LineReader {
 
   bool ok() const { return file_ != nullptr; }
   std::uint64_t bytes() const { return bytes_; }
+  // Why reading stopped before the end (a truncated or corrupt gzip stream); empty when it reached the end.
+  const std::string& error() const { return error_; }
 
   // The next line, without its newline; false at the end. `complete` is false for a last line with no newline.
   bool next(std::string& line, bool& complete) {
@@ -54,6 +56,9 @@ class LineReader {
       start_ = 0;
       buffer_.resize(1 << 16);
       const int n = gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
+      int code = Z_OK;
+      const char* message = gzerror(file_, &code);
+      if (code != Z_OK && code != Z_STREAM_END && error_.empty()) error_ = message != nullptr ? message : "read error";
       if (n <= 0) {
         buffer_.clear();
         complete = false;
@@ -69,6 +74,7 @@ class LineReader {
   std::string buffer_;
   std::size_t start_ = 0;
   std::uint64_t bytes_ = 0;
+  std::string error_;
 };
 
 std::int64_t int_value(value v) {
@@ -315,6 +321,8 @@ ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor,
       }
       if (progress && (number & 63) == 0) progress(done + reader.bytes());
     }
+    if (!reader.error().empty())
+      stats.problems.push_back({path, number + 1, "cannot be read past here: " + reader.error()});
     done += reader.bytes();
   }
   stats.bytes = done;
