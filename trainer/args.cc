@@ -47,6 +47,10 @@ Args parse_args(int argc, char** argv) {
   app.add_flag("--otel-enabled", a.otel_enabled, "Turn telemetry on (else MEGATRON_OTEL_ENABLED decides)");
   app.add_option("--otel-service-name", a.otel_service_name, "Telemetry service name");
   app.add_option("--otel-span-groups", a.otel_span_groups, "Span-group spec, e.g. per_step or all,-layer");
+  app.add_option("--testing-slow-rank", a.testing_slow_rank,
+                 "Testing aid: this rank sleeps --testing-slow-ms in every micro-batch forward (a known straggler)");
+  app.add_option("--testing-slow-ms", a.testing_slow_ms, "Testing aid: see --testing-slow-rank")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

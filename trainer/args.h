@@ -47,6 +47,10 @@ struct Args {
   // Telemetry (override the MEGATRON_OTEL_* environment).
   bool otel_enabled = false;
   std::string otel_service_name, otel_span_groups;
+  // Testing aid (not Megatron's): rank `testing_slow_rank` sleeps `testing_slow_ms` in every micro-batch's
+  // forward, a straggler with a known name for the tests of `lens report` (-1: none).
+  int testing_slow_rank = -1;
+  double testing_slow_ms = 0;
 };
 
 // What was wrong with the command line.

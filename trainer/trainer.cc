@@ -7,6 +7,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace trainer {
 
@@ -15,6 +16,8 @@ namespace mg = lens::megatron::group;
 Trainer::InFlight Trainer::forward(std::int64_t micro, torch::Tensor received, const std::vector<std::uint8_t>& data,
                                    std::uint64_t stream, bool keep_graph) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
+  if (topology_.rank == args_.testing_slow_rank)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));
   InFlight f;
   torch::Tensor tokens;
   if (topology_.first_stage() || topology_.last_stage())

@@ -4,6 +4,7 @@ problem reported with file and line while the rest is still read, exit codes scr
 import gzip
 import json
 import os
+import re
 import socket
 import subprocess
 import tempfile
@@ -14,28 +15,38 @@ MS = 1_000_000
 
 
 def attr(key, value):
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
     if isinstance(value, float):
         return {"key": key, "value": {"doubleValue": value}}
     kind = "intValue" if isinstance(value, int) else "stringValue"
     return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
 
 
-def resource(rank, world=2, pid=None):
+def resource(rank, world=2, pid=None, pipeline=1):
     return {"attributes": [attr("service.name", "megatron-lm"), attr("nemo.run.id", "run-7"), attr("dl.rank", rank),
                            attr("process.pid", pid if pid is not None else 100 + rank),
-                           attr("dl.world_size", world), attr("dl.pipeline_parallel.size", 1),
-                           attr("dl.data_parallel.size", world)]}
+                           attr("dl.world_size", world), attr("dl.pipeline_parallel.size", pipeline),
+                           attr("dl.data_parallel.size", world // pipeline)]}
 
 
-def span(name, start_ms, duration_ms, **attributes):
-    start = 1_700_000_000_000 * MS + start_ms * MS
-    return {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": name, "kind": 1,
-            "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + duration_ms * MS),
-            "attributes": [attr(k.replace("_", "."), v) for k, v in attributes.items()]}
+_ids = iter(range(1, 1 << 62))
 
 
-def spans_line(rank, spans):
-    return json.dumps({"resourceSpans": [{"resource": resource(rank),
+def span(name, start_ms, duration_ms, links=(), attrs=None, **attributes):
+    """A span `duration_ms` long from `start_ms`; attributes from `attrs` (keys as they are) and keywords (_ for .)."""
+    start = 1_700_000_000_000 * MS + round(start_ms * MS)
+    out = {"traceId": "ab" * 16, "spanId": f"{next(_ids):016x}", "name": name, "kind": 1,
+           "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + round(duration_ms * MS)),
+           "attributes": [attr(k, v) for k, v in {**(attrs or {}),
+                                                  **{k.replace("_", "."): v for k, v in attributes.items()}}.items()]}
+    if links:
+        out["links"] = [{"traceId": "ab" * 16, "spanId": link} for link in links]
+    return out
+
+
+def spans_line(rank, spans, **resource_args):
+    return json.dumps({"resourceSpans": [{"resource": resource(rank, **resource_args),
                                           "scopeSpans": [{"scope": {"name": "lens"}, "spans": spans}]}]})
 
 
@@ -76,6 +87,93 @@ def write_run(directory, gz=False):
                                               ("megatron.training.loss", 4.25, None)]) + "\n")
             # The rank's checkpoint worker: the same rank, another process, its own counters, written last.
             f.write(metrics_line(rank, 3000, [("lens.spans.exported", 3, None)], pid=900 + rank) + "\n")
+    return run
+
+
+# A pipeline run with known answers: P = 2 stages x D = 3 replicas (rank = stage * 3 + replica, Megatron's order),
+# iterations 1-4 of M = 4 micro-batches each. In a step (ms from its start): forward-backward [0, 90] on stage 0 and
+# [5, 95] on stage 1 (a replica's pipeline window: 95 ms); per micro-batch a forward of 5 ms (rank 4, the straggler:
+# 10 ms) and a backward of 10 ms; two receive waits of 2 ms (stage 1's wrapped in pp.recv_forward.linked, linked to
+# stage 0's send_forward); gradient-sync wait 10 ms (rank 4: 1 ms, it is waited for), optimizer 5 ms. The first step
+# lasts 300 ms, the others 130. A checkpoint at iteration 2 (rank 0's save 30 ms, the others 20; rank 0's worker
+# writes 50 ms), an evaluation after iteration 4 (40 ms, with micro-batches outside any step), and a step 5 cut short
+# by shutdown on rank 0. Rank 0 also has two concurrent grad_sync.start buckets that overlap without nesting.
+P, D, M = 2, 3, 4
+SLOW = 4
+RANKS = range(P * D)
+
+
+def step_ms(iteration):
+    return 300 if iteration == 1 else 130
+
+
+def pipeline_spans():
+    """Per rank, the lines of spans it writes (one a step, children before parents as lens writes them, except
+    rank 1, whose step spans come first), and rank 0's worker's line."""
+    by_rank = {rank: [] for rank in RANKS}
+    sends = {}  # (replica, iteration, micro-batch) -> stage 0's send_forward span id
+    for rank in sorted(RANKS):  # stage 0 first: its send ids are linked to by stage 1
+        stage, replica = divmod(rank, D)
+        for iteration in (1, 2, 3, 4):
+            t0 = iteration * 1000
+            off = 5 * stage
+            spans = [span("megatron.forward_backward", t0 + off, 90, attrs={"megatron.num_microbatches": M})]
+            t = t0 + off
+            for micro in range(M):
+                if micro < 2 and stage == 1:
+                    recv = span("megatron.pp.recv_forward.linked", t, 2, links=[sends[replica, iteration, micro]])
+                    spans += [span("megatron.p2p.recv_forward", t, 2), recv]
+                    t += 2
+                elif micro < 2:
+                    spans.append(span("megatron.p2p.recv_backward", t, 2))
+                    t += 2
+                forward = 10 if rank == SLOW else 5
+                spans.append(span("megatron.microbatch.forward", t, forward))
+                t += forward
+                if stage == 0 and micro < 2:
+                    send = span("megatron.p2p.send_forward", t, 0)
+                    sends[replica, iteration, micro] = send["spanId"]
+                    spans.append(send)
+                spans.append(span("megatron.microbatch.backward", t, 10))
+                t += 10
+            if rank == 0:  # two buckets in flight at once
+                spans += [span("megatron.grad_sync.start", t0 + 50, 10), span("megatron.grad_sync.start", t0 + 55, 10)]
+            spans.append(span("megatron.grad_sync.finish", t0 + 100, 1 if rank == SLOW else 10))
+            spans.append(span("megatron.optimizer_step", t0 + 112, 5))
+            step = span("megatron.train_step", t0, step_ms(iteration),
+                        megatron_iteration=iteration, megatron_loss=6.0 - iteration / 2)
+            by_rank[rank].append([step] + spans if rank == 1 else spans + [step])
+        extra = [span("megatron.save_checkpoint", 2000 + 200, 30 if rank == 0 else 20, megatron_iteration=2),
+                 span("megatron.microbatch.forward", 4000 + 300, 5), span("megatron.evaluate", 4000 + 300, 40)]
+        if rank == 0:
+            extra.append(span("megatron.train_step", 5000, 50, megatron_iteration=5,
+                              attrs={"nemo.span.truncated": True}))
+        by_rank[rank].append(extra)
+    worker = [span("nvrx.checkpoint.save.write", 2000 + 240, 50)]
+    return by_rank, worker
+
+
+def write_pipeline_run(directory, collector=False):
+    """lens's layout (a file per rank), or one gzip file as a Collector's file exporter writes it: every rank's
+    resource in each line, integers as JSON numbers."""
+    by_rank, worker = pipeline_spans()
+    run = os.path.join(directory, "run-7")
+    os.makedirs(run)
+    res = dict(world=P * D, pipeline=P)
+    if not collector:
+        for rank, lines in by_rank.items():
+            with open(os.path.join(run, f"rank{rank}.traces.jsonl"), "w") as f:
+                f.write("".join(spans_line(rank, spans, **res) + "\n" for spans in lines))
+                if rank == 0:
+                    f.write(spans_line(0, worker, pid=900, **res) + "\n")
+        return run
+    with gzip.open(os.path.join(run, "otelcol-traces.jsonl.gz"), "wt") as f:
+        for i in range(5):
+            batch = [{"resource": resource(rank, **res), "scopeSpans": [{"spans": by_rank[rank][i]}]} for rank in RANKS]
+            if i == 4:
+                batch.append({"resource": resource(0, pid=900, **res), "scopeSpans": [{"spans": worker}]})
+            text = json.dumps({"resourceSpans": batch})
+            f.write(re.sub(r'"(intValue|startTimeUnixNano|endTimeUnixNano)": "(\d+)"', r'"\1": \2', text) + "\n")
     return run
 
 
@@ -126,6 +224,93 @@ class ReportFiguresTest(unittest.TestCase):
         self.assertIn("run run-7  service megatron-lm  2 ranks seen of 2", result.stdout)
         self.assertRegex(result.stdout, r"megatron.train_step\s+8\s+")
         self.assertIn("lost: 4 spans dropped, 22 exported", result.stdout)
+
+
+class PipelineFiguresTest(unittest.TestCase):
+    """Phases, bubble, stragglers, first iteration, checkpoints, evaluations: exact on the pipeline fixture, from
+    lens's files and from a Collector's."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def figures(self, run, *extra):
+        result = lens("report", run, "--json", *extra)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+    def check(self, f):
+        self.assertEqual((f["run"]["world_size"], f["run"]["pipeline_parallel_size"]), (6, 2))
+        self.assertEqual([(s["iteration"], s["ranks"]) for s in f["steps"]], [(i, 6) for i in (1, 2, 3, 4)])
+        step = (300 + 3 * 130) / 4
+        phases = {r["rank"]: r for r in f["phases"]["per_rank"]}
+        self.assertEqual(sorted(phases), list(RANKS))
+        for rank, r in phases.items():
+            forward, grad_sync = (40, 1) if rank == SLOW else (20, 10)
+            want = {"forward_ms": forward, "backward_ms": 40, "pipeline_receive_wait_ms": 4,
+                    "grad_sync_wait_ms": grad_sync, "optimizer_ms": 5, "step_ms": step, "steps": 4,
+                    "other_ms": step - (forward + 40 + 4 + grad_sync + 5)}
+            for key, value in want.items():
+                self.assertAlmostEqual(r[key], value, places=6, msg=(rank, key))
+        self.assertAlmostEqual(f["phases"]["mean_per_step"]["forward_ms"], (5 * 20 + 40) / 6, places=6)
+        # The bubble: a replica's window is 95 ms; stage 0 computes 60 of it, stage 1's median rank too.
+        self.assertEqual([(b["stage"], b["microbatches"], b["steps"]) for b in f["bubble"]], [(0, 4, 12), (1, 4, 12)])
+        for b in f["bubble"]:
+            self.assertAlmostEqual(b["measured"], 35 / 95, places=6)
+            self.assertAlmostEqual(b["theoretical"], (P - 1) / (M + P - 1), places=9)
+        stragglers = {r["rank"]: r for r in f["stragglers"]["ranks"]}
+        self.assertEqual([r["rank"] for r in f["stragglers"]["named"]], [SLOW])
+        self.assertEqual((stragglers[SLOW]["steps_flagged"], stragglers[SLOW]["steps_scored"]), (4, 4))
+        self.assertEqual([stragglers[r]["steps_flagged"] for r in RANKS if r != SLOW], [0] * 5)
+        self.assertAlmostEqual(stragglers[SLOW]["compute_ms_median"], 80, places=6)
+        self.assertAlmostEqual(stragglers[SLOW]["stage_compute_ms_median"], 60, places=6)
+        self.assertAlmostEqual(stragglers[SLOW]["wait_ms_median"], 5, places=6)
+        self.assertAlmostEqual(stragglers[SLOW]["stage_wait_ms_median"], 14, places=6)
+        self.assertEqual(f["first_iteration"], {"iteration": 1, "step_ms": 300, "later_median_ms": 130,
+                                                "overhead_ms": 170})
+        self.assertEqual(f["checkpoints"], [{"iteration": 2, "ranks": 6, "save_ms_max": 30,
+                                             "async_write_ms_max": 50}])
+        self.assertEqual(f["evaluations"], [{"after_iteration": 4, "ranks": 6, "max_ms": 40}])
+        self.assertEqual(f["lost"]["spans_truncated"], 1)  # rank 0's step 5: left out of the step table
+        self.assertEqual(f["read"]["problems"], [])
+
+    def test_lens_files(self):
+        self.check(self.figures(write_pipeline_run(self.tmp.name)))
+
+    def test_a_collector_file_exporter_file(self):
+        self.check(self.figures(write_pipeline_run(self.tmp.name, collector=True)))
+
+    def test_the_text_form_names_the_straggler_and_the_bubble(self):
+        result = lens("report", write_pipeline_run(self.tmp.name))
+        self.assertIn("straggler: rank 4 (stage 1), slowest of its stage in 4 of 4 steps", result.stdout)
+        self.assertIn("stage 1: 36.8% measured, 20.0% theoretical (4 micro-batches)", result.stdout)
+        self.assertIn("first iteration (1): 300 ms, 170 ms more", result.stdout)
+        self.assertIn("checkpoint at iteration 2: save 30.00 ms (slowest of 6 ranks), async write 50.00 ms",
+                      result.stdout)
+
+    def test_steps_limit_every_per_step_figure_and_the_first_iteration_goes(self):
+        f = self.figures(write_pipeline_run(self.tmp.name), "--steps", "2-3")
+        self.assertEqual([s["iteration"] for s in f["steps"]], [2, 3])
+        self.assertEqual({r["steps"] for r in f["phases"]["per_rank"]}, {2})
+        self.assertEqual(f["stragglers"]["named"][0]["steps_scored"], 2)
+        self.assertIsNone(f["first_iteration"])
+
+    def test_fail_if(self):
+        run = write_pipeline_run(self.tmp.name)
+        for condition, status in (("straggler", 1), ("bubble>30", 1), ("bubble>40", 0), ("bubble-excess>15", 1),
+                                  ("bubble-excess>20", 0), ("dropped>0", 0), ("problems", 0)):
+            with self.subTest(condition=condition):
+                result = lens("report", run, "--fail-if", condition)
+                self.assertEqual(result.returncode, status, result.stderr)
+                if status:
+                    self.assertIn(f"--fail-if {condition}:", result.stderr)
+        for bad in ("bubble", "bubble>x", "speed>3", "straggler>1"):
+            with self.subTest(bad=bad):
+                result = lens("report", run, "--fail-if", bad)
+                self.assertEqual(result.returncode, 2)
+                self.assertIn("--fail-if", result.stderr)
 
 
 class BadInputTest(unittest.TestCase):

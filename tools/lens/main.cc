@@ -1,10 +1,11 @@
 // lens: tools that read a run's telemetry files with no server (CONTRACT §10).
 //
-//   lens report RUN_DIR [--json] [--steps A-B]
+//   lens report RUN_DIR [--json] [--steps A-B] [--html FILE] [--fail-if COND]...
+//   lens convert RUN_DIR --to chrome-json -o FILE[.gz] [--steps A-B]
 //
 // RUN_DIR is what a run wrote (<FILE_DIR>/<run id>/rank<R>.*.jsonl), a directory above it, or one file; files an
 // OpenTelemetry Collector's file exporter wrote are read alike, plain or .gz. Exit codes: 0 read and reported;
-// 2 bad input (nothing to read, no span in it, a malformed --steps).
+// 1 a --fail-if condition holds; 2 bad input (nothing to read, no span in it, a malformed option).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,12 +13,15 @@
 #include <cstdio>
 #include <iostream>
 
+#include "chrome_trace.h"
+#include "html.h"
 #include "report.h"
 #include "run_reader.h"
 
 namespace {
 
-constexpr int kBadInput = 2;
+constexpr int kFailed = 1;    // a --fail-if condition holds
+constexpr int kBadInput = 2;  // nothing to read, no span, a malformed option, an unwritable output
 
 lens_tools::StepRange parse_steps(const std::string& text) {
   lens_tools::StepRange range;
@@ -59,53 +63,216 @@ class Progress {
   bool terminal_ = isatty(2) != 0, shown_ = false;
 };
 
-int report(const std::string& run_dir, bool json, const std::string& steps) {
-  const std::vector<std::string> files = lens_tools::telemetry_files(run_dir);
+// `--fail-if` conditions for CI: what a script can hold a run to.
+struct FailIf {
+  std::string text, what;
+  double bound = 0;
+};
+
+FailIf parse_fail_if(const std::string& text) {
+  FailIf f{text, text, 0};
+  const auto gt = text.find('>');
+  if (gt != std::string::npos) {
+    f.what = text.substr(0, gt);
+    try {
+      std::size_t used = 0;
+      f.bound = std::stod(text.substr(gt + 1), &used);
+      if (used != text.size() - gt - 1) throw std::invalid_argument(text);
+    } catch (const std::exception&) {
+      f.what.clear();
+    }
+  }
+  const bool with_bound = f.what == "bubble" || f.what == "bubble-excess" || f.what == "dropped";
+  const bool bare = gt == std::string::npos && (f.what == "straggler" || f.what == "problems");
+  if (!(bare || (with_bound && gt != std::string::npos)))
+    throw CLI::ValidationError("--fail-if", "'" + text +
+                                                "' is not one of straggler, problems, bubble>PERCENT, "
+                                                "bubble-excess>POINTS, dropped>N");
+  return f;
+}
+
+// Why `f` holds for `figures`, or empty.
+std::string failed(const FailIf& f, const nlohmann::json& figures) {
+  if (f.what == "straggler" && !figures["stragglers"]["named"].empty())
+    return "a straggler: rank " + figures["stragglers"]["named"][0]["rank"].dump();
+  if (f.what == "problems" && !figures["read"]["problems"].empty())
+    return std::to_string(figures["read"]["problems"].size()) + " problems reading the files";
+  if (f.what == "dropped" && figures["lost"]["spans_dropped"].get<double>() > f.bound)
+    return figures["lost"]["spans_dropped"].dump() + " spans dropped";
+  for (const auto& b : figures["bubble"]) {
+    const double measured = 100 * b["measured"].get<double>();
+    const double theory = b["theoretical"].is_number() ? 100 * b["theoretical"].get<double>() : measured;
+    if ((f.what == "bubble" && measured > f.bound) || (f.what == "bubble-excess" && measured - theory > f.bound))
+      return "stage " + b["stage"].dump() + "'s bubble is " + std::to_string(measured) + " % (theoretical " +
+             std::to_string(theory) + " %)";
+  }
+  return {};
+}
+
+// The iterations an HTML timeline shows: those asked for (at most kMaxTimelineSteps, the first of them), else the
+// last two of the run.
+constexpr std::int64_t kMaxTimelineSteps = 8;
+lens_tools::StepRange timeline_steps(const lens_tools::StepRange& asked, const nlohmann::json& figures) {
+  const auto& steps = figures["steps"];
+  if (steps.empty()) return {1, 0};  // nothing
+  if (asked.first != 0 || asked.last != INT64_MAX) {
+    const std::int64_t first = std::max(asked.first, steps.front()["iteration"].get<std::int64_t>());
+    return {first, std::min(asked.last, first + kMaxTimelineSteps - 1)};
+  }
+  const std::int64_t last = steps.back()["iteration"].get<std::int64_t>();
+  return {steps.size() >= 2 ? steps[steps.size() - 2]["iteration"].get<std::int64_t>() : last, last};
+}
+
+lens_tools::Timeline read_timeline(const std::vector<std::string>& files,
+                                   std::map<std::string, std::vector<lens_tools::StepWindow>> windows) {
+  lens_tools::Timeline timeline(std::move(windows));
+  Progress progress;
+  lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress)});
+  timeline.lay_out();
+  return timeline;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
+    throw std::runtime_error("cannot write " + path);
+}
+
+struct ReportOptions {
+  std::string run_dir, steps, html;
+  bool json = false;
+  std::vector<std::string> fail_if;
+};
+
+int report(const ReportOptions& o) {
+  std::vector<FailIf> conditions;
+  for (const std::string& text : o.fail_if) conditions.push_back(parse_fail_if(text));
+  const lens_tools::StepRange range = parse_steps(o.steps);
+  const std::vector<std::string> files = lens_tools::telemetry_files(o.run_dir);
   if (files.empty()) {
-    std::fprintf(stderr, "lens report: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", run_dir.c_str());
+    std::fprintf(stderr, "lens report: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", o.run_dir.c_str());
     return kBadInput;
   }
-  lens_tools::Report r(parse_steps(steps));
+  lens_tools::Report r(range);
   Progress progress;
-  const lens_tools::ReadStats read = lens_tools::read_run(files, r, std::ref(progress));
-  const nlohmann::json figures = r.figures(read);
+  const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.progress = std::ref(progress)});
+  const nlohmann::json figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
                  p.what.c_str());
-  if (json) {
-    std::cout << figures.dump(2) << "\n";
+  if (o.json) {
+    nlohmann::json printed = figures;
+    printed.erase("step_ms_by_rank");
+    std::cout << printed.dump(2) << "\n";
   } else {
     std::cout << lens_tools::render_text(figures);
   }
   if (read.spans == 0) {
-    std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), run_dir.c_str());
+    std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), o.run_dir.c_str());
     return kBadInput;
   }
+  if (!o.html.empty()) {
+    const lens_tools::StepRange shown = timeline_steps(range, figures);
+    const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown));
+    const std::string label = shown.first > shown.last ? "(none)"
+                              : shown.first == shown.last
+                                  ? std::to_string(shown.first)
+                                  : std::to_string(shown.first) + "-" + std::to_string(shown.last);
+    write_file(o.html, lens_tools::render_html(figures, timeline, label));
+    std::fprintf(stderr, "lens report: wrote %s\n", o.html.c_str());
+  }
+  int status = 0;
+  for (const FailIf& c : conditions)
+    if (const std::string why = failed(c, figures); !why.empty()) {
+      std::fprintf(stderr, "lens report: --fail-if %s: %s\n", c.text.c_str(), why.c_str());
+      status = kFailed;
+    }
+  return status;
+}
+
+int convert(const std::string& run_dir, const std::string& to, const std::string& output, const std::string& steps) {
+  if (to != "chrome-json") throw CLI::ValidationError("--to", "'" + to + "' is not a known format (chrome-json)");
+  const lens_tools::StepRange range = parse_steps(steps);
+  const std::vector<std::string> files = lens_tools::telemetry_files(run_dir);
+  if (files.empty()) {
+    std::fprintf(stderr, "lens convert: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", run_dir.c_str());
+    return kBadInput;
+  }
+  std::map<std::string, std::vector<lens_tools::StepWindow>> windows;
+  if (!steps.empty()) {  // the steps' windows first: a read of the step spans
+    lens_tools::Report r(range);
+    lens_tools::read_run(files, r);
+    windows = r.windows(range);
+    if (windows.empty()) {
+      std::fprintf(stderr, "lens convert: no step span of iterations %s under %s\n", steps.c_str(), run_dir.c_str());
+      return kBadInput;
+    }
+  }
+  lens_tools::Timeline timeline(std::move(windows));
+  Progress progress;
+  const lens_tools::ReadStats read = lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress)});
+  for (const auto& p : read.problems)
+    std::fprintf(stderr, "lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
+                 p.what.c_str());
+  if (read.spans == 0) {
+    std::fprintf(stderr, "lens convert: no span in %zu files under %s\n", files.size(), run_dir.c_str());
+    return kBadInput;
+  }
+  timeline.lay_out();
+  const std::size_t events = lens_tools::write_chrome_trace(timeline, output);
+  std::fprintf(stderr, "lens convert: wrote %zu events (%zu processes) to %s\n", events, timeline.processes.size(),
+               output.c_str());
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"lens: read a training run's telemetry files (OTLP/JSON Lines, plain or .gz) with no server"};
+  CLI::App app{"lens: read a training run's telemetry files (OTLP/JSON Lines, plain or .gz) with no server.\n"
+               "  lens report RUN_DIR                 what happened: steps, phases, stragglers, bubble, loss, losses\n"
+               "  lens report RUN_DIR --html r.html   the same as one page to open in a browser, with a timeline\n"
+               "  lens convert RUN_DIR --to chrome-json -o trace.json.gz   for Perfetto UI or chrome://tracing\n"
+               "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file."};
   app.require_subcommand(1);
-  std::string run_dir, steps;
-  bool json = false;
+  ReportOptions o;
+  std::string to, output;
   CLI::App* rep = app.add_subcommand(
       "report",
       "What a person asks first about a run: who wrote it; per span name, count and p50/p90/p99/max over all "
-      "ranks; step time per iteration (median and max over ranks, the slowest rank); the training loss; what was "
-      "lost. Exit 0, or 2 for bad input (nothing to read, no span).");
-  rep->add_option("RUN_DIR", run_dir,
+      "ranks; step time per iteration and rank; where a step's time goes (forward, backward, pipeline receive "
+      "wait, gradient-sync wait, optimizer, other); stragglers (the rank the others wait for: robust z-score of "
+      "compute within its pipeline stage); the pipeline bubble of every stage beside (P-1)/(M+P-1); the first "
+      "iteration, checkpoints, evaluations; loss and training metrics; what was lost. Exit 0; 1 when a --fail-if "
+      "holds; 2 for bad input (nothing to read, no span, a malformed option).");
+  rep->add_option("RUN_DIR", o.run_dir,
                   "A run's directory (<FILE_DIR>/<run id>), a directory above runs, or one file; Collector file "
                   "exporter output too")
       ->required();
-  rep->add_flag("--json", json, "The figures as JSON, for scripts and CI");
-  rep->add_option("--steps", steps, "Only these iterations in the step table: A-B or A");
+  rep->add_flag("--json", o.json, "The figures as JSON, for scripts and CI");
+  rep->add_option("--steps", o.steps, "Only these iterations in the per-step figures: A-B or A");
+  rep->add_option("--html", o.html,
+                  "Also write the report as one self-contained page (opens from disk): a timeline of the last two "
+                  "iterations, or of --steps (at most 8), one lane per rank; step time and loss over the run");
+  rep->add_option("--fail-if", o.fail_if,
+                  "Exit 1 when this holds (repeatable): straggler, problems (unreadable lines), bubble>PERCENT (a "
+                  "stage's), bubble-excess>POINTS (above (P-1)/(M+P-1)), dropped>N (spans)");
+  CLI::App* conv = app.add_subcommand(
+      "convert",
+      "Write a run's spans in another format. chrome-json: the Trace Event format of Perfetto UI and "
+      "chrome://tracing; one process per rank named 'rank R (pp S, dp D)', spans that nest on one track and "
+      "those that overlap on lanes of their own, links as flow arrows, attributes as args. Exit 0, or 2 for bad "
+      "input.");
+  conv->add_option("RUN_DIR", o.run_dir, "As for report")->required();
+  conv->add_option("--to", to, "The format: chrome-json")->required();
+  conv->add_option("-o,--output", output, "The file to write; gzip when it ends in .gz")->required();
+  conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A");
   try {
     app.parse(argc, argv);
-    return report(run_dir, json, steps);
+    return rep->parsed() ? report(o) : convert(o.run_dir, to, output, o.steps);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kBadInput;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lens: %s\n", e.what());
+    return kBadInput;
   }
 }

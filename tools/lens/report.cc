@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <set>
 
 namespace lens_tools {
 namespace {
@@ -59,43 +61,347 @@ std::uint64_t Durations::percentile(double q) {
   return max_;
 }
 
-void Report::span(const SpanRow& s) {
-  const Origin& o = *s.origin;
+namespace {
+
+constexpr int kForwardBackward = kPhaseCount;  // a Pending kind beside the phases: the bubble's denominator
+enum EventKind { kSave, kWorkerWrite, kEvaluate };
+
+// What a span name counts toward in a step, or -1. Both name modes (CONTRACT §6): the micro-batch, pipeline and
+// gradient-sync names are the same in both.
+int step_part(std::string_view name) {
+  if (name == "megatron.microbatch.forward") return kForward;
+  if (name == "megatron.microbatch.backward") return kBackward;
+  if (name.starts_with("megatron.p2p.recv_")) return kPipelineReceiveWait;
+  if (name == "megatron.grad_sync.finish") return kGradSyncWait;
+  if (name == "megatron.optimizer_step" || name == "megatron.train.iteration.optimizer") return kOptimizer;
+  if (name == "megatron.forward_backward" || name == "megatron.train.iteration.forward_backward")
+    return kForwardBackward;
+  return -1;
+}
+
+int event_kind(std::string_view name) {
+  if (name == "megatron.save_checkpoint" || name == "megatron.checkpoint.save") return kSave;
+  if (name == "nvrx.checkpoint.save.write") return kWorkerWrite;
+  if (name == "megatron.evaluate") return kEvaluate;
+  return -1;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+StepRecord& record_at(std::vector<StepRecord>& column, std::int64_t iteration) {
+  const auto at = static_cast<std::size_t>(iteration);
+  if (column.size() <= at) column.resize(at + 1);
+  return column[at];
+}
+
+nlohmann::json number_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+}  // namespace
+
+void Report::identity(const Origin& o) {
   if (!o.run_id.empty()) run_ids_.insert(o.run_id);
   if (!o.service.empty()) services_.insert(o.service);
   if (o.rank >= 0) ranks_.insert(o.rank);
   world_size_ = std::max(world_size_, o.world_size);
   pipeline_size_ = std::max(pipeline_size_, o.pipeline_size);
   data_parallel_size_ = std::max(data_parallel_size_, o.data_parallel_size);
+  tensor_size_ = std::max(tensor_size_, o.tensor_size);
+}
+
+void Report::span(const SpanRow& s) {
+  const Origin& o = *s.origin;
+  identity(o);
+  Process& p = processes_[s.origin];
+  if (p.key.empty()) p.rank = o.rank, p.key = process_key(o);
+  if (s.truncated) ++truncated_;
   if (is_step_span(s.name) && s.iteration >= 0 && s.iteration < kMaxIterations) {
-    const auto at = static_cast<std::size_t>(s.iteration);
-    if (s.loss) {
-      if (loss_.size() <= at) loss_.resize(at + 1, std::nan(""));
-      loss_[at] = *s.loss;
-    }
-    if (steps_.contains(s.iteration)) {
-      std::vector<std::uint64_t>& column = step_ns_by_rank_[o.rank];
-      if (column.size() <= at) column.resize(at + 1, 0);
-      column[at] = std::max<std::uint64_t>(s.duration_ns(), 1);  // 0 marks "none"
-    }
+    if (!s.truncated) step(p, s);  // a step cut short by shutdown is not a step's time
+  } else if (const int part = step_part(s.name); part >= 0) {
+    const Pending item{s.start_ns, s.end_ns, part, s.num_microbatches};
+    if (!place(p, item)) p.pending.push_back(item);
+  } else if (const int kind = event_kind(s.name); kind >= 0) {
+    events_.push_back({kind, o.rank, s.start_ns, s.end_ns, s.iteration, &p});
   }
   auto it = durations_.find(s.name);
   if (it == durations_.end()) it = durations_.emplace(std::string(s.name), Durations{}).first;
   it->second.add(s.duration_ns());
 }
 
+void Report::step(Process& p, const SpanRow& s) {
+  const auto at = static_cast<std::size_t>(s.iteration);
+  if (s.loss) {
+    if (loss_.size() <= at) loss_.resize(at + 1, std::nan(""));
+    loss_[at] = *s.loss;
+  }
+  first_iteration_ = std::min(first_iteration_, s.iteration);
+  const StepWindow window{s.start_ns, s.end_ns, s.iteration};
+  auto where = std::upper_bound(p.steps.begin(), p.steps.end(), window.start_ns,
+                                [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
+  p.steps.insert(where, window);  // nearly always at the end
+  if (steps_.contains(s.iteration)) record_at(records_[p.rank], s.iteration).step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
+  // Claim what waited for this step; what ended before the step two back belongs to no step (an evaluation's
+  // micro-batches, the first iteration's setup) and is let go, so that pending stays small.
+  const std::uint64_t horizon = p.steps.size() >= 3 ? p.steps[p.steps.size() - 3].start_ns : 0;
+  std::erase_if(p.pending, [&](const Pending& item) { return place(p, item) || item.end_ns < horizon; });
+}
+
+// Adds `item` to the record of the step of `p` that contains it; false when no known step does.
+bool Report::place(Process& p, const Pending& item) {
+  auto after = std::upper_bound(p.steps.begin(), p.steps.end(), item.start_ns,
+                                [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
+  if (after == p.steps.begin()) return false;
+  const StepWindow& w = *std::prev(after);
+  if (item.end_ns > w.end_ns) return false;
+  if (!steps_.contains(w.iteration)) return true;
+  StepRecord& r = record_at(records_[p.rank], w.iteration);
+  const std::uint64_t ns = item.end_ns > item.start_ns ? item.end_ns - item.start_ns : 0;
+  if (item.kind == kForwardBackward) {
+    r.forward_backward_ns += ns;
+    r.forward_backward_start_ns = item.start_ns;
+    r.forward_backward_end_ns = item.end_ns;
+    r.microbatches = std::max(r.microbatches, item.microbatches);
+  } else {
+    r.phase_ns[static_cast<std::size_t>(item.kind)] += ns;
+  }
+  return true;
+}
+
+void Report::settle() {
+  for (auto& [origin, p] : processes_) std::erase_if(p.pending, [&](const Pending& item) { return place(p, item); });
+}
+
 void Report::metric(const MetricPoint& p) {
+  const Origin& o = *p.origin;
   if (p.name == "lens.spans.exported" || p.name == "lens.spans.dropped") {
     // Cumulative per process: its last value counts (a rank and its checkpoint worker are two processes).
-    const Origin& o = *p.origin;
-    LastValue& last = counters_[o.run_id + '\x1f' + std::to_string(o.rank) + '\x1f' + std::to_string(o.pid) + '\x1f' +
-                                std::string(p.name) + '\x1f' + std::string(p.reason)];
+    LastValue& last = counters_[process_key(o) + '\x1f' + std::string(p.name) + '\x1f' + std::string(p.reason)];
     if (p.time_ns >= last.time_ns) last = {p.time_ns, p.value};
+  } else if (p.name.starts_with("megatron.training.")) {
+    training_[std::string(p.name)][o.rank].emplace_back(p.time_ns, p.value);
   }
 }
 
-nlohmann::json Report::figures(const ReadStats& read) {
+int Report::stage_of(int rank) const {
+  // Megatron's rank order (tensor fastest, then data, then pipeline), which pretrain_gpt follows too.
+  const int per_stage = std::max(1, tensor_size_) * std::max(1, data_parallel_size_);
+  return pipeline_size_ > 1 ? rank / per_stage : 0;
+}
+
+int Report::replica_of(int rank) const {
+  return rank / std::max(1, tensor_size_) % std::max(1, data_parallel_size_);
+}
+
+std::map<std::string, std::vector<StepWindow>> Report::windows(StepRange range) const {
+  std::map<std::string, std::vector<StepWindow>> out;
+  for (const auto& [origin, p] : processes_)
+    for (const StepWindow& w : p.steps)
+      if (range.contains(w.iteration)) out[p.key].push_back(w);
+  return out;
+}
+
+nlohmann::json Report::phases_json() const {
   using nlohmann::json;
+  json per_rank = json::array();
+  std::array<double, kPhaseCount> all_sum{};
+  double all_step = 0, all_steps = 0;
+  for (const auto& [rank, column] : records_) {
+    std::array<double, kPhaseCount> sum{};
+    double step = 0, n = 0;
+    for (const StepRecord& r : column) {
+      if (r.step_ns == 0) continue;
+      ++n;
+      step += ms(r.step_ns);
+      for (int k = 0; k < kPhaseCount; ++k) sum[k] += ms(r.phase_ns[k]);
+    }
+    if (n == 0) continue;
+    json row = {{"rank", rank}, {"steps", n}, {"step_ms", step / n}};
+    double accounted = 0;
+    for (int k = 0; k < kPhaseCount; ++k) {
+      row[std::string(kPhaseNames[k]) + "_ms"] = sum[k] / n;
+      accounted += sum[k];
+      all_sum[k] += sum[k];
+    }
+    row["other_ms"] = std::max(0.0, step - accounted) / n;
+    per_rank.push_back(row);
+    all_step += step;
+    all_steps += n;
+  }
+  json all = {{"steps", all_steps}, {"step_ms", all_steps > 0 ? all_step / all_steps : 0.0}};
+  double accounted = 0;
+  for (int k = 0; k < kPhaseCount; ++k) {
+    all[std::string(kPhaseNames[k]) + "_ms"] = all_steps > 0 ? all_sum[k] / all_steps : 0.0;
+    accounted += all_sum[k];
+  }
+  all["other_ms"] = all_steps > 0 ? std::max(0.0, all_step - accounted) / all_steps : 0.0;
+  return {{"mean_per_step", all}, {"per_rank", per_rank}};
+}
+
+// Per step, each rank's compute (forward + backward) against the others of its pipeline stage: robust z-score
+// 0.6745 (x - median) / MAD. The rank the others wait for computes longest and waits least.
+nlohmann::json Report::stragglers_json() const {
+  using nlohmann::json;
+  std::map<int, std::vector<int>> stage_ranks;
+  for (const auto& [rank, column] : records_) stage_ranks[stage_of(rank)].push_back(rank);
+  struct Tally {
+    int scored = 0, flagged = 0;
+    std::vector<double> compute, wait, stage_compute, stage_wait;
+  };
+  std::map<int, Tally> tally;
+  std::vector<int> unscored_stages;
+  std::size_t iterations = 0;
+  for (const auto& [rank, column] : records_) iterations = std::max(iterations, column.size());
+  for (const auto& [stage, ranks] : stage_ranks) {
+    if (static_cast<int>(ranks.size()) < StragglerRule::kMinRanksPerStage) {
+      unscored_stages.push_back(stage);
+      continue;
+    }
+    std::vector<double> compute, wait;
+    std::vector<int> who;
+    for (std::size_t it = 0; it < iterations; ++it) {
+      compute.clear(), wait.clear(), who.clear();
+      for (int rank : ranks) {
+        const auto& column = records_.at(rank);
+        if (it >= column.size() || column[it].step_ns == 0) continue;
+        const StepRecord& r = column[it];
+        compute.push_back(ms(r.phase_ns[kForward] + r.phase_ns[kBackward]));
+        wait.push_back(ms(r.phase_ns[kPipelineReceiveWait] + r.phase_ns[kGradSyncWait]));
+        who.push_back(rank);
+      }
+      if (static_cast<int>(who.size()) < StragglerRule::kMinRanksPerStage) continue;
+      const double median = median_of(compute), median_wait = median_of(wait);
+      std::vector<double> deviation;
+      for (double c : compute) deviation.push_back(std::abs(c - median));
+      // A floor under MAD: ranks that agree to the microsecond would make any difference infinitely significant.
+      const double mad = std::max({median_of(deviation), 0.01 * median, 0.001});
+      for (std::size_t i = 0; i < who.size(); ++i) {
+        Tally& t = tally[who[i]];
+        ++t.scored;
+        if (0.6745 * (compute[i] - median) / mad > StragglerRule::kZ) ++t.flagged;
+        t.compute.push_back(compute[i]);
+        t.wait.push_back(wait[i]);
+        t.stage_compute.push_back(median);
+        t.stage_wait.push_back(median_wait);
+      }
+    }
+  }
+  json ranks = json::array(), named = json::array();
+  for (const auto& [rank, t] : tally) {
+    const double share = t.scored > 0 ? static_cast<double>(t.flagged) / t.scored : 0;
+    json row = {{"rank", rank},
+                {"stage", stage_of(rank)},
+                {"steps_scored", t.scored},
+                {"steps_flagged", t.flagged},
+                {"share", share},
+                {"compute_ms_median", number_or_null(median_of(t.compute))},
+                {"stage_compute_ms_median", number_or_null(median_of(t.stage_compute))},
+                {"wait_ms_median", number_or_null(median_of(t.wait))},
+                {"stage_wait_ms_median", number_or_null(median_of(t.stage_wait))}};
+    ranks.push_back(row);
+    if (t.scored > 0 && share >= StragglerRule::kShare) named.push_back(row);
+  }
+  return {{"rule",
+           {{"z_above", StragglerRule::kZ},
+            {"share_at_least", StragglerRule::kShare},
+            {"min_ranks_per_stage", StragglerRule::kMinRanksPerStage}}},
+          {"ranks", ranks},
+          {"named", named},
+          {"unscored_stages", unscored_stages}};
+}
+
+// Per stage: the share of a pipeline's forward-backward time in which the stage is not computing micro-batches
+// (median over the stage's ranks and steps), beside 1F1B's (P - 1) / (M + P - 1). A pipeline's time is from the first
+// stage's forward-backward start to the last one's end in the same iteration and replica: a later stage's own span
+// begins before its first micro-batch arrives but ends before the first stage's last backward, so the span alone
+// would hide part of its bubble. The ranks' clocks are compared: skew between hosts adds to it.
+nlohmann::json Report::bubble_json() const {
+  using nlohmann::json;
+  std::map<int, std::vector<double>> measured, microbatches;
+  std::size_t iterations = 0;
+  for (const auto& [rank, column] : records_) iterations = std::max(iterations, column.size());
+  for (std::size_t it = 0; it < iterations; ++it) {
+    std::map<int, std::pair<std::uint64_t, std::uint64_t>> window;  // replica -> [first start, last end]
+    for (const auto& [rank, column] : records_) {
+      if (it >= column.size() || column[it].forward_backward_ns == 0) continue;
+      auto [w, fresh] = window.try_emplace(replica_of(rank), column[it].forward_backward_start_ns,
+                                           column[it].forward_backward_end_ns);
+      w->second.first = std::min(w->second.first, column[it].forward_backward_start_ns);
+      w->second.second = std::max(w->second.second, column[it].forward_backward_end_ns);
+    }
+    for (const auto& [rank, column] : records_) {
+      if (it >= column.size() || column[it].forward_backward_ns == 0) continue;
+      const StepRecord& r = column[it];
+      const auto& [first, last] = window.at(replica_of(rank));
+      const double compute = static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]);
+      const double span = static_cast<double>(std::max<std::uint64_t>(last - first, 1));
+      measured[stage_of(rank)].push_back(std::clamp(1.0 - compute / span, 0.0, 1.0));
+      if (r.microbatches > 0) microbatches[stage_of(rank)].push_back(static_cast<double>(r.microbatches));
+    }
+  }
+  json out = json::array();
+  const int p = std::max(1, pipeline_size_);
+  for (const auto& [stage, values] : measured) {
+    const double m = median_of(microbatches[stage]);
+    out.push_back({{"stage", stage},
+                   {"steps", values.size()},
+                   {"microbatches", number_or_null(m)},
+                   {"measured", median_of(values)},
+                   {"theoretical", std::isnan(m) ? json(nullptr) : json((p - 1) / (m + p - 1))}});
+  }
+  return out;
+}
+
+nlohmann::json Report::events_json() const {
+  using nlohmann::json;
+  // Checkpoints by iteration: the blocking save (slowest rank) and the worker's write that followed it.
+  std::map<std::int64_t, std::pair<std::set<int>, std::pair<double, double>>> saves;
+  std::map<int, std::vector<const Event*>> saves_by_rank;
+  for (const Event& e : events_)
+    if (e.kind == kSave && e.iteration >= 0) {
+      auto& [ranks, times] = saves[e.iteration];
+      ranks.insert(e.rank);
+      times.first = std::max(times.first, ms(e.end_ns - std::min(e.start_ns, e.end_ns)));
+      saves_by_rank[e.rank].push_back(&e);
+    }
+  for (const Event& e : events_) {
+    if (e.kind != kWorkerWrite) continue;
+    const Event* latest = nullptr;  // the rank's last save that began before this write
+    for (const Event* save : saves_by_rank[e.rank])
+      if (save->start_ns <= e.start_ns && (latest == nullptr || save->start_ns > latest->start_ns)) latest = save;
+    if (latest != nullptr)
+      saves[latest->iteration].second.second =
+          std::max(saves[latest->iteration].second.second, ms(e.end_ns - std::min(e.start_ns, e.end_ns)));
+  }
+  json checkpoints = json::array();
+  for (const auto& [iteration, entry] : saves)
+    checkpoints.push_back({{"iteration", iteration},
+                           {"ranks", entry.first.size()},
+                           {"save_ms_max", entry.second.first},
+                           {"async_write_ms_max", entry.second.second}});
+  // Evaluations, after the iteration the rank finished last before each began.
+  std::map<std::int64_t, std::pair<int, double>> evaluations;
+  for (const Event& e : events_) {
+    if (e.kind != kEvaluate) continue;
+    std::int64_t after = 0;
+    for (const StepWindow& w : e.process->steps)
+      if (w.end_ns <= e.start_ns) after = std::max(after, w.iteration);
+    auto& [ranks, longest] = evaluations[after];
+    ++ranks;
+    longest = std::max(longest, ms(e.end_ns - std::min(e.start_ns, e.end_ns)));
+  }
+  json evals = json::array();
+  for (const auto& [after, entry] : evaluations)
+    evals.push_back({{"after_iteration", after}, {"ranks", entry.first}, {"max_ms", entry.second}});
+  return {{"checkpoints", checkpoints}, {"evaluations", evals}};
+}
+
+nlohmann::json Report::figures(const ReadStats& read, bool series) {
+  using nlohmann::json;
+  settle();
   json out;
   out["run"] = {{"run_ids", run_ids_},
                 {"services", services_},
@@ -115,33 +421,64 @@ nlohmann::json Report::figures(const ReadStats& read) {
   out["spans"] = spans;
   json steps = json::array();
   std::size_t iterations = 0;
-  for (const auto& [rank, column] : step_ns_by_rank_) iterations = std::max(iterations, column.size());
-  std::vector<std::uint64_t> times;
+  for (const auto& [rank, column] : records_) iterations = std::max(iterations, column.size());
+  std::vector<double> times;
+  json by_rank = json::object();
   for (std::size_t it = 0; it < iterations; ++it) {
     times.clear();
     int slowest = -1;
     std::uint64_t longest = 0;
-    for (const auto& [rank, column] : step_ns_by_rank_) {
-      const std::uint64_t ns = it < column.size() ? column[it] : 0;
+    for (const auto& [rank, column] : records_) {
+      const std::uint64_t ns = it < column.size() ? column[it].step_ns : 0;
       if (ns == 0) continue;
-      times.push_back(ns);
+      times.push_back(ms(ns));
       if (slowest < 0 || ns > longest) slowest = rank, longest = ns;
     }
     if (times.empty()) continue;
-    std::sort(times.begin(), times.end());
-    const double median = times.size() % 2 == 1 ? ms(times[times.size() / 2])
-                                                : (ms(times[times.size() / 2 - 1]) + ms(times[times.size() / 2])) / 2;
     steps.push_back({{"iteration", it},
                      {"ranks", times.size()},
-                     {"median_ms", median},
+                     {"median_ms", median_of(times)},
                      {"max_ms", ms(longest)},
                      {"slowest_rank", slowest}});
+    if (series)
+      for (const auto& [rank, column] : records_) {
+        const std::uint64_t ns = it < column.size() ? column[it].step_ns : 0;
+        by_rank[std::to_string(rank)].push_back(ns == 0 ? json(nullptr) : json(ms(ns)));
+      }
   }
   out["steps"] = steps;
+  if (series) out["step_ms_by_rank"] = by_rank;
+  out["phases"] = phases_json();
+  out["stragglers"] = stragglers_json();
+  out["bubble"] = bubble_json();
+  // The first iteration against the others: only when the step table starts at the run's first step.
+  if (steps.size() >= 2 && steps[0]["iteration"].get<std::int64_t>() == first_iteration_) {
+    std::vector<double> rest;
+    for (std::size_t i = 1; i < steps.size(); ++i) rest.push_back(steps[i]["median_ms"].get<double>());
+    const double first = steps[0]["median_ms"].get<double>(), typical = median_of(rest);
+    out["first_iteration"] = {{"iteration", steps[0]["iteration"]},
+                              {"step_ms", first},
+                              {"later_median_ms", typical},
+                              {"overhead_ms", first - typical}};
+  } else {
+    out["first_iteration"] = nullptr;
+  }
+  const json events = events_json();
+  out["checkpoints"] = events["checkpoints"];
+  out["evaluations"] = events["evaluations"];
   json loss = json::array();
   for (std::size_t it = 0; it < loss_.size(); ++it)
     if (!std::isnan(loss_[it])) loss.push_back({{"iteration", it}, {"loss", loss_[it]}});
   out["loss"] = loss;
+  json training = json::object();
+  for (auto& [name, ranks] : training_) {  // the series of the lowest rank that records it
+    auto& points = ranks.begin()->second;
+    std::sort(points.begin(), points.end());
+    json values = json::array();
+    for (const auto& [time, value] : points) values.push_back(value);
+    training[name] = {{"rank", ranks.begin()->first}, {"values", values}};
+  }
+  out["training_metrics"] = training;
   double exported = 0;
   std::map<std::string, double> dropped;
   for (const auto& [key, last] : counters_) {
@@ -155,7 +492,10 @@ nlohmann::json Report::figures(const ReadStats& read) {
   }
   double dropped_total = 0;
   for (const auto& [reason, n] : dropped) dropped_total += n;
-  out["lost"] = {{"spans_exported", exported}, {"spans_dropped", dropped_total}, {"dropped_by_reason", dropped}};
+  out["lost"] = {{"spans_exported", exported},
+                 {"spans_dropped", dropped_total},
+                 {"dropped_by_reason", dropped},
+                 {"spans_truncated", truncated_}};
   json problems = json::array();
   for (const ReadProblem& p : read.problems) problems.push_back({{"file", p.file}, {"line", p.line}, {"what", p.what}});
   out["read"] = {{"files", read.files},
@@ -165,6 +505,95 @@ nlohmann::json Report::figures(const ReadStats& read) {
                  {"problems", problems}};
   return out;
 }
+
+namespace {
+
+std::string percent(double fraction) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.1f%%", 100 * fraction);
+  return text;
+}
+
+std::string ms_or_dash(const nlohmann::json& v) { return v.is_number() ? format_ms(v.get<double>()) : "-"; }
+
+// A series of at most 12 values, evenly picked, for a line of text.
+std::string short_series(const std::vector<double>& values) {
+  std::string out;
+  const std::size_t n = values.size(), shown = std::min<std::size_t>(n, 12);
+  char text[32];
+  for (std::size_t i = 0; i < shown; ++i) {
+    std::snprintf(text, sizeof text, "%s%.4g", out.empty() ? "" : " ", values[shown == 1 ? 0 : i * (n - 1) / (shown - 1)]);
+    out += text;
+  }
+  return out;
+}
+
+void render_analysis(const nlohmann::json& f, const std::function<void(const std::string&)>& line) {
+  char buffer[512];
+  const auto& phases = f["phases"]["mean_per_step"];
+  if (phases["steps"].get<double>() > 0) {
+    line("");
+    std::snprintf(buffer, sizeof buffer, "where a step's time goes (mean per step over ranks, ms; step %s)",
+                  format_ms(phases["step_ms"]).c_str());
+    line(buffer);
+    std::string row = " ";
+    for (const char* name : kPhaseNames) row += std::string(" ") + name + " " + format_ms(phases[std::string(name) + "_ms"]);
+    line(row + " other " + format_ms(phases["other_ms"]));
+  }
+  const auto& stragglers = f["stragglers"];
+  if (!stragglers["ranks"].empty() || !stragglers["unscored_stages"].empty()) {
+    line("");
+    if (stragglers["named"].empty()) line("stragglers: none (no rank's compute stood out in its stage in half the steps)");
+    for (const auto& r : stragglers["named"]) {
+      std::snprintf(buffer, sizeof buffer,
+                    "straggler: rank %d (stage %d), slowest of its stage in %d of %d steps: compute %s ms vs the "
+                    "stage's %s, waits %s ms vs %s",
+                    r["rank"].get<int>(), r["stage"].get<int>(), r["steps_flagged"].get<int>(),
+                    r["steps_scored"].get<int>(), ms_or_dash(r["compute_ms_median"]).c_str(),
+                    ms_or_dash(r["stage_compute_ms_median"]).c_str(), ms_or_dash(r["wait_ms_median"]).c_str(),
+                    ms_or_dash(r["stage_wait_ms_median"]).c_str());
+      line(buffer);
+    }
+    if (!stragglers["unscored_stages"].empty())
+      line("stragglers: stages with fewer than 3 ranks are not scored (" +
+           std::to_string(stragglers["unscored_stages"].size()) + " stages)");
+  }
+  if (!f["bubble"].empty()) {
+    line("");
+    line("pipeline bubble per stage (share of forward-backward not computing; 1F1B: (P-1)/(M+P-1))");
+    for (const auto& b : f["bubble"]) {
+      std::snprintf(buffer, sizeof buffer, "  stage %d: %s measured, %s theoretical (%s micro-batches)",
+                    b["stage"].get<int>(), percent(b["measured"].get<double>()).c_str(),
+                    b["theoretical"].is_number() ? percent(b["theoretical"].get<double>()).c_str() : "-",
+                    b["microbatches"].is_number() ? std::to_string(b["microbatches"].get<int>()).c_str() : "?");
+      line(buffer);
+    }
+  }
+  if (f["first_iteration"].is_object()) {
+    const auto& first = f["first_iteration"];
+    std::snprintf(buffer, sizeof buffer, "first iteration (%lld): %s ms, %s ms more than the median of the others",
+                  first["iteration"].get<long long>(), format_ms(first["step_ms"]).c_str(),
+                  format_ms(first["overhead_ms"]).c_str());
+    line("");
+    line(buffer);
+  }
+  for (const auto& c : f["checkpoints"]) {
+    std::snprintf(buffer, sizeof buffer, "checkpoint at iteration %lld: save %s ms (slowest of %d ranks), async write %s ms",
+                  c["iteration"].get<long long>(), format_ms(c["save_ms_max"]).c_str(), c["ranks"].get<int>(),
+                  format_ms(c["async_write_ms_max"]).c_str());
+    line(buffer);
+  }
+  for (const auto& e : f["evaluations"]) {
+    std::snprintf(buffer, sizeof buffer, "evaluation after iteration %lld: %s ms (slowest of %d ranks)",
+                  e["after_iteration"].get<long long>(), format_ms(e["max_ms"]).c_str(), e["ranks"].get<int>());
+    line(buffer);
+  }
+  for (const auto& [name, series] : f["training_metrics"].items())
+    line(name + " (rank " + std::to_string(series["rank"].get<int>()) + "): " +
+         short_series(series["values"].get<std::vector<double>>()));
+}
+
+}  // namespace
 
 std::string render_text(const nlohmann::json& f) {
   std::string out;
@@ -220,11 +649,15 @@ std::string render_text(const nlohmann::json& f) {
     line("");
     line("training loss by iteration (" + std::to_string(n) + " iterations): " + series);
   }
+  render_analysis(f, line);
   line("");
   const auto& lost = f["lost"];
   std::snprintf(buffer, sizeof buffer, "lost: %.0f spans dropped, %.0f exported (lens's own counters)",
                 lost["spans_dropped"].get<double>(), lost["spans_exported"].get<double>());
   line(buffer);
+  if (lost["spans_truncated"].get<std::uint64_t>() > 0)
+    line("cut short: " + lost["spans_truncated"].dump() +
+         " spans were still open at shutdown (nemo.span.truncated; their steps are left out of the step figures)");
   for (const auto& p : read["problems"]) {
     std::snprintf(buffer, sizeof buffer, "problem: %s:%llu: %s", p["file"].get<std::string>().c_str(),
                   p["line"].get<unsigned long long>(), p["what"].get<std::string>().c_str());

@@ -1,9 +1,11 @@
 // `lens report`: what a person asks first about a run, from its files (CONTRACT §10): who wrote it, each span
-// name's count and duration percentiles over all ranks, the step time of every iteration per rank (median, max,
-// the slowest rank), the training loss of every iteration (its step span's megatron.loss), and what was lost. Built
-// while the files stream by; memory holds the figures, not the spans.
+// name's count and duration percentiles over all ranks, the step time of every iteration per rank, where a step's
+// time goes (phases), which rank the others wait for (stragglers), the pipeline bubble of every stage beside its
+// theoretical value, the first iteration, checkpoints and evaluations, the training loss and metrics, and what was
+// lost. Built while the files stream by; memory holds the figures (a record per rank and iteration), not the spans.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -40,31 +42,100 @@ struct StepRange {
   bool contains(std::int64_t it) const noexcept { return it >= first && it <= last; }
 };
 
+// Where a step's time goes: the spans of these kinds inside a rank's step span, summed; `other` is the rest.
+enum Phase { kForward, kBackward, kPipelineReceiveWait, kGradSyncWait, kOptimizer, kPhaseCount };
+inline constexpr std::array<const char*, kPhaseCount> kPhaseNames = {"forward", "backward", "pipeline_receive_wait",
+                                                                     "grad_sync_wait", "optimizer"};
+
+// What one rank did in one iteration.
+struct StepRecord {
+  std::uint64_t step_ns = 0;  // 0: no step span
+  std::uint64_t forward_backward_ns = 0;
+  std::uint64_t forward_backward_start_ns = 0, forward_backward_end_ns = 0;  // in the rank's clock
+  std::array<std::uint64_t, kPhaseCount> phase_ns{};
+  std::int64_t microbatches = -1;
+};
+
+// A step of one process, in its clock: what a timeline selects spans by.
+struct StepWindow {
+  std::uint64_t start_ns = 0, end_ns = 0;
+  std::int64_t iteration = 0;
+};
+
+// Thresholds of the straggler search (CONTRACT §10): a rank is flagged in a step when the robust z-score of its
+// compute time within its pipeline stage is above kZ, and named when flagged in at least kShare of the steps scored.
+struct StragglerRule {
+  static constexpr double kZ = 3.5;
+  static constexpr double kShare = 0.5;
+  static constexpr int kMinRanksPerStage = 3;  // with fewer, a median/MAD score says nothing
+};
+
 class Report : public RunVisitor {
  public:
   explicit Report(StepRange steps = {}) : steps_(steps) {}
   void span(const SpanRow& span) override;
   void metric(const MetricPoint& point) override;
 
-  // The figures, as `--json` prints them (the text form is made from this too).
-  nlohmann::json figures(const ReadStats& read);
+  // The figures, as `--json` prints them (the text form and the HTML page are made from this too).
+  // `series`: also every rank's step time by iteration (the HTML page's chart).
+  nlohmann::json figures(const ReadStats& read, bool series = false);
+
+  // The step windows of the iterations in `range`, by process_key(): what a timeline keeps.
+  std::map<std::string, std::vector<StepWindow>> windows(StepRange range) const;
 
  private:
   struct LastValue {
     std::uint64_t time_ns = 0;
     double value = 0;
   };
+  // A span that counts toward a step, waiting for the step span that contains it (children end, and are written,
+  // before their parent).
+  struct Pending {
+    std::uint64_t start_ns, end_ns;  // in the rank's clock
+    int kind;  // a Phase, or kForwardBackward
+    std::int64_t microbatches;
+  };
+  struct Process {
+    int rank = -1;
+    std::string key;
+    std::vector<StepWindow> steps;  // in time order
+    std::vector<Pending> pending;
+  };
+  // Spans outside steps that the report lists: each is few per run.
+  struct Event {
+    int kind;  // kSave, kWorkerWrite, kEvaluate
+    int rank;
+    std::uint64_t start_ns, end_ns;
+    std::int64_t iteration;
+    const Process* process;
+  };
+
+  void identity(const Origin& o);
+  void step(Process& p, const SpanRow& s);
+  bool place(Process& p, const Pending& item);
+  void settle();
+  nlohmann::json phases_json() const;
+  nlohmann::json stragglers_json() const;
+  nlohmann::json bubble_json() const;
+  nlohmann::json events_json() const;
+  int stage_of(int rank) const;
+  int replica_of(int rank) const;
 
   StepRange steps_;
   std::set<std::string> run_ids_, services_;
   std::set<int> ranks_;
-  int world_size_ = 0, pipeline_size_ = 0, data_parallel_size_ = 0;
+  int world_size_ = 0, pipeline_size_ = 0, data_parallel_size_ = 0, tensor_size_ = 1;
   std::map<std::string, Durations, std::less<>> durations_;
-  // Step span durations by rank, each a column indexed by iteration (0: no step span): 8 bytes a rank and an
-  // iteration, the least a per-rank step table can hold.
-  std::map<int, std::vector<std::uint64_t>> step_ns_by_rank_;
+  std::map<const Origin*, Process> processes_;
+  // Per rank, a record per iteration (index = iteration).
+  std::map<int, std::vector<StepRecord>> records_;
+  std::vector<Event> events_;
+  std::int64_t first_iteration_ = INT64_MAX;
+  std::uint64_t truncated_ = 0;  // the run's, whatever --steps says
   std::map<std::string, LastValue> counters_;  // run, rank, pid, name, reason -> the last value
   std::vector<double> loss_;  // by iteration: the step span's megatron.loss (the same on every rank); NaN: none
+  // Training metrics (megatron.training.*), by name and rank: (time, value) as recorded every log interval.
+  std::map<std::string, std::map<int, std::vector<std::pair<std::uint64_t, double>>>> training_;
 };
 
 // Text for a person.

@@ -4,6 +4,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -77,44 +79,57 @@ class LineReader {
   std::string error_;
 };
 
-std::int64_t int_value(value v) {
-  // OTLP/JSON writes 64-bit integers as strings; a Collector may write numbers.
-  if (v.type() == simdjson::ondemand::json_type::string) return std::stoll(std::string(std::string_view(v)));
-  return v.get_int64();
+// OTLP/JSON writes 64-bit integers as strings; a Collector may write numbers.
+template <typename Int>
+Int integer(value v) {
+  if (v.type() != simdjson::ondemand::json_type::string) return static_cast<Int>(v.get<Int>().value());
+  const std::string_view text = v.get_string();
+  Int out = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw std::runtime_error("\"" + std::string(text) + "\" where an integer belongs");
+  return out;
 }
 
-std::uint64_t nanos(value v) {
-  if (v.type() == simdjson::ondemand::json_type::string) return std::stoull(std::string(std::string_view(v)));
-  return v.get_uint64();
-}
+std::int64_t int_value(value v) { return integer<std::int64_t>(v); }
+std::uint64_t nanos(value v) { return integer<std::uint64_t>(v); }
 
-// The attribute values the report reads: strings and integers.
+// An attribute's value: strings, integers, doubles and booleans are read; with `raw` also its JSON text (for args).
 struct AnyValue {
   std::string text;
   std::int64_t integer = 0;
   double number = 0;
-  bool is_int = false, is_double = false;
+  bool is_int = false, is_double = false, boolean = false;
+  std::string_view raw;  // the value's JSON, e.g. "abc", 12, true (detail only)
 };
 
-AnyValue any_value(object v) {
+AnyValue any_value(object v, bool raw) {
   AnyValue out;
   for (auto field : v) {
     std::string_view kind = field.unescaped_key();
+    value inner = field.value();
+    if (raw && (kind == "stringValue" || kind == "intValue" || kind == "doubleValue" || kind == "boolValue")) {
+      out.raw = inner.raw_json_token();  // arrays and maps are left out of args
+      if (kind == "intValue" && !out.raw.empty() && out.raw.front() == '"')  // 64-bit integers travel as strings
+        out.raw = out.raw.substr(1, out.raw.size() - 2);
+    }
     if (kind == "stringValue") {
-      out.text = std::string(std::string_view(field.value()));
+      out.text = std::string(std::string_view(inner));
     } else if (kind == "intValue") {
-      out.integer = int_value(field.value());
+      out.integer = int_value(inner);
       out.is_int = true;
     } else if (kind == "doubleValue") {
-      out.number = field.value().get_double();
+      out.number = inner.get_double();
       out.is_double = true;
+    } else if (kind == "boolValue") {
+      out.boolean = inner.get_bool();
     }
   }
   return out;
 }
 
 template <typename F>
-void each_attribute(array attributes, F&& f) {
+void each_attribute(array attributes, F&& f, bool raw = false) {
   for (auto a : attributes) {
     std::string_view key;
     AnyValue val;
@@ -123,15 +138,32 @@ void each_attribute(array attributes, F&& f) {
       if (k == "key")
         key = field.value().get_string();
       else if (k == "value")
-        val = any_value(field.value().get_object());
+        val = any_value(field.value().get_object(), raw);
     }
     f(key, val);
   }
 }
 
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
 class FileParser {
  public:
-  FileParser(RunVisitor& visitor, ReadStats& stats) : visitor_(visitor), stats_(stats) {}
+  FileParser(RunVisitor& visitor, ReadStats& stats, bool detail) : visitor_(visitor), stats_(stats), detail_(detail) {}
 
   void line(std::string_view text) {
     simdjson::padded_string json(text);
@@ -167,12 +199,19 @@ class FileParser {
           o.pipeline_size = static_cast<int>(v.integer);
         else if (k == "dl.data_parallel.size")
           o.data_parallel_size = static_cast<int>(v.integer);
+        else if (k == "dl.tensor_parallel.size")
+          o.tensor_size = std::max(1, static_cast<int>(v.integer));
         else if (k == "process.pid")
           o.pid = v.integer;
-      });
+        if (detail_ && !v.raw.empty()) {
+          if (!o.resource_args.empty()) o.resource_args += ',';
+          append_json_string(o.resource_args, k);
+          o.resource_args += ':';
+          o.resource_args += v.raw;
+        }
+      }, detail_);
     }
-    std::string key = o.run_id + '\x1f' + o.service + '\x1f' + std::to_string(o.rank) + '\x1f' + std::to_string(o.pid);
-    auto [it, inserted] = origins_.try_emplace(std::move(key), o);
+    auto [it, inserted] = origins_.try_emplace(process_key(o), o);
     if (!inserted && it->second.pipeline_size == 0) it->second = o;
     return &it->second;
   }
@@ -196,8 +235,15 @@ class FileParser {
   }
 
   void span(object s, const Origin* origin) {
-    SpanRow row;
+    SpanRow& row = row_;
     row.origin = origin;
+    row.start_ns = row.end_ns = 0;
+    row.iteration = row.num_microbatches = -1;
+    row.loss.reset();
+    row.truncated = false;
+    row.span_id = row.parent_span_id = {};
+    row.linked_span_ids.clear();
+    row.args_json.clear();
     for (auto field : s) {
       std::string_view key = field.unescaped_key();
       if (key == "name") {
@@ -207,10 +253,30 @@ class FileParser {
       } else if (key == "endTimeUnixNano") {
         row.end_ns = nanos(field.value());
       } else if (key == "attributes") {
-        each_attribute(field.value().get_array(), [&](std::string_view k, const AnyValue& v) {
-          if (k == "megatron.iteration" && v.is_int) row.iteration = v.integer;
-          if (k == "megatron.loss" && v.is_double) row.loss = v.number;
-        });
+        each_attribute(
+            field.value().get_array(),
+            [&](std::string_view k, const AnyValue& v) {
+              if (k == "megatron.iteration" && v.is_int) row.iteration = v.integer;
+              if (k == "megatron.loss" && v.is_double) row.loss = v.number;
+              if (k == "nemo.span.truncated") row.truncated = v.boolean;
+              if ((k == "megatron.num_microbatches" || k == "num_microbatches") && v.is_int)
+                row.num_microbatches = v.integer;
+              if (detail_ && !v.raw.empty()) {
+                if (!row.args_json.empty()) row.args_json += ',';
+                append_json_string(row.args_json, k);
+                row.args_json += ':';
+                row.args_json += v.raw;
+              }
+            },
+            detail_);
+      } else if (detail_ && key == "spanId") {
+        row.span_id = field.value().get_string();
+      } else if (detail_ && key == "parentSpanId") {
+        row.parent_span_id = field.value().get_string();
+      } else if (detail_ && key == "links") {
+        for (auto link : field.value().get_array())
+          for (auto lf : link.get_object())
+            if (std::string_view(lf.unescaped_key()) == "spanId") row.linked_span_ids.push_back(lf.value().get_string());
       }
     }
     row.name = name_;
@@ -273,8 +339,10 @@ class FileParser {
 
   RunVisitor& visitor_;
   ReadStats& stats_;
+  const bool detail_;
   simdjson::ondemand::parser parser_;
   std::string name_;
+  SpanRow row_;  // reused: its vectors keep their capacity
   std::map<std::string, Origin> origins_;  // node-based: the pointers handed out stay valid
   Origin unknown_;
 };
@@ -294,10 +362,10 @@ std::vector<std::string> telemetry_files(const std::string& run_dir) {
   return files;
 }
 
-ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor,
-                   const std::function<void(std::uint64_t)>& progress) {
+ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
+  const auto& progress = options.progress;
   ReadStats stats;
-  FileParser parser(visitor, stats);
+  FileParser parser(visitor, stats, options.detail);
   std::uint64_t done = 0;
   for (const std::string& path : files) {
     LineReader reader(path);

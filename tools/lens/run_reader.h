@@ -17,16 +17,29 @@ namespace lens_tools {
 // The resource of a batch: who wrote it.
 struct Origin {
   std::string run_id, service;
-  int rank = -1, world_size = 0, pipeline_size = 0, data_parallel_size = 0;
+  int rank = -1, world_size = 0, pipeline_size = 0, data_parallel_size = 0, tensor_size = 1;
   std::int64_t pid = 0;  // a rank and its checkpoint worker share the rank: the process tells them apart
+  std::string resource_args;  // every resource attribute as JSON members ("key":value,...), with ReadOptions::detail
 };
+
+// One process of one run: the same in every read of the same files.
+inline std::string process_key(const Origin& o) {
+  return o.run_id + '\x1f' + o.service + '\x1f' + std::to_string(o.rank) + '\x1f' + std::to_string(o.pid);
+}
 
 struct SpanRow {
   const Origin* origin = nullptr;
   std::string_view name;
   std::uint64_t start_ns = 0, end_ns = 0;
-  std::int64_t iteration = -1;  // megatron.iteration, when the span has it
-  std::optional<double> loss;   // megatron.loss (the step span's)
+  std::int64_t iteration = -1;         // megatron.iteration, when the span has it
+  std::int64_t num_microbatches = -1;  // the forward-backward span's megatron.num_microbatches (num_microbatches)
+  std::optional<double> loss;          // megatron.loss (the step span's)
+  bool truncated = false;              // nemo.span.truncated: ended at shutdown, not by its code
+  // Read only with ReadOptions::detail (what a timeline draws): ids as hex text, the linked span ids, and every
+  // attribute as a JSON object's members ("key":value,...).
+  std::string_view span_id, parent_span_id;
+  std::vector<std::string_view> linked_span_ids;
+  std::string args_json;
   std::uint64_t duration_ns() const noexcept { return end_ns > start_ns ? end_ns - start_ns : 0; }
 };
 
@@ -61,8 +74,12 @@ class RunVisitor {
 // single file. Sorted, so that output does not depend on the file system's order.
 std::vector<std::string> telemetry_files(const std::string& run_dir);
 
-// Reads every file. `progress` (may be empty) is called now and then with the bytes read so far.
-ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor,
-                   const std::function<void(std::uint64_t bytes)>& progress = {});
+struct ReadOptions {
+  bool detail = false;  // ids, links and attributes of every span (slower: a timeline's second pass)
+  std::function<void(std::uint64_t bytes)> progress;  // may be empty; called now and then with the bytes read
+};
+
+// Reads every file.
+ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options = {});
 
 }  // namespace lens_tools

@@ -1,0 +1,21 @@
+// `lens convert --to chrome-json`: a timeline as the Trace Event format that Perfetto UI and chrome://tracing open
+// (CONTRACT §10). One process per rank process, named `rank R (pp S, dp D)` and sorted by rank; one thread per lane
+// (lane 0 holds what nests; spans that overlap without nesting are on lanes of their own); complete ("X") events
+// with the span's attributes and ids as args, the resource as the process's args; each link a flow arrow ("s" at
+// the linked span, "f" at the linking span) when both spans are in the output. Gzip when the name ends in `.gz`.
+#pragma once
+
+#include <string>
+
+#include "timeline.h"
+
+namespace lens_tools {
+
+// The process name of a rank: its pipeline stage and data-parallel replica in Megatron's rank order.
+std::string rank_process_name(const Origin& origin);
+
+// Writes `timeline` (laid out) to `path`; returns the number of events written, throws std::runtime_error when
+// the file cannot be written.
+std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path);
+
+}  // namespace lens_tools

@@ -1,0 +1,280 @@
+#include "html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+
+#include "chrome_trace.h"
+
+namespace lens_tools {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kWidth = 1100;  // the drawing width of every picture (SVG user units)
+constexpr double kRow = 14;      // one nesting level of the timeline
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+std::string escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string fixed(double v, int digits = 2) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", digits, v);
+  return text;
+}
+
+std::string cell(const json& v) {
+  if (v.is_number_integer() || (v.is_number() && v.get<double>() == std::floor(v.get<double>()) && std::abs(v.get<double>()) < 1e15))
+    return std::to_string(v.get<long long>());
+  return v.is_number() ? fixed(v.get<double>()) : v.is_null() ? "-" : v.dump();
+}
+
+// The colour of a span in the timeline: by what it is in a step (CONTRACT §10's phases), grey for the rest.
+const char* colour_of(std::string_view name) {
+  if (name == "megatron.microbatch.forward" || name == "megatron.layer.forward") return "#4e79a7";
+  if (name == "megatron.microbatch.backward") return "#f28e2b";
+  if (name.starts_with("megatron.p2p.recv_") || name.starts_with("megatron.pp.recv")) return "#e15759";
+  if (name.starts_with("megatron.p2p.send")) return "#ff9da7";
+  if (name.starts_with("megatron.grad_sync")) return "#b07aa1";
+  if (name.find("optimizer") != std::string_view::npos) return "#59a14f";
+  if (name.starts_with("megatron.layer.")) return "#76b7b2";
+  return "#bab0ac";
+}
+
+struct Drawn {
+  double x, y;
+};
+
+std::string timeline_svg(const Timeline& t) {
+  std::vector<const TimelineProcess*> order;
+  for (const auto& [key, p] : t.processes) order.push_back(&p);
+  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->origin.rank < b->origin.rank; });
+  if (order.empty() || t.last_ns <= t.first_ns) return "<p>No spans in the chosen steps.</p>";
+  const double span_ns = static_cast<double>(t.last_ns - t.first_ns), label = 150, plot = kWidth - label;
+  auto x_of = [&](std::uint64_t ns) { return label + plot * static_cast<double>(ns - t.first_ns) / span_ns; };
+  std::string body;
+  std::unordered_map<std::uint64_t, Drawn> drawn;  // span id -> where it starts, for link lines
+  double y = 0;
+  for (const TimelineProcess* p : order) {
+    // Rows: nesting depth within each lane, lanes one below the other.
+    std::vector<std::vector<std::uint64_t>> open(static_cast<std::size_t>(std::max(p->lanes, 1)));
+    std::vector<int> depth_of(p->spans.size());
+    std::vector<int> lane_depth(open.size(), 1);
+    for (std::size_t i = 0; i < p->spans.size(); ++i) {
+      const TimelineSpan& s = p->spans[i];
+      auto& stack = open[static_cast<std::size_t>(s.lane)];
+      while (!stack.empty() && stack.back() <= s.start_ns) stack.pop_back();
+      depth_of[i] = static_cast<int>(stack.size());
+      stack.push_back(s.end_ns);
+      lane_depth[static_cast<std::size_t>(s.lane)] =
+          std::max(lane_depth[static_cast<std::size_t>(s.lane)], depth_of[i] + 1);
+    }
+    std::vector<double> lane_top(open.size());
+    double rows = 0;
+    for (std::size_t l = 0; l < open.size(); ++l) lane_top[l] = rows, rows += lane_depth[l];
+    const double height = rows * kRow + 8;
+    body += "<g class=\"rank-lane\" data-rank-lane=\"" + std::to_string(p->origin.rank) + "\" transform=\"translate(0," +
+            fixed(y, 1) + ")\"><rect x=\"0\" y=\"0\" width=\"" + fixed(kWidth, 0) + "\" height=\"" + fixed(height, 1) +
+            "\" fill=\"#f7f7f7\"/><text x=\"4\" y=\"14\" class=\"lane-label\">" +
+            escape(rank_process_name(p->origin)) + "</text>";
+    for (std::size_t i = 0; i < p->spans.size(); ++i) {
+      const TimelineSpan& s = p->spans[i];
+      const std::string& name = t.names[s.name];
+      const double x = x_of(s.start_ns), w = std::max(0.5, x_of(s.end_ns) - x);
+      const double top = 4 + (lane_top[static_cast<std::size_t>(s.lane)] + depth_of[i]) * kRow;
+      body += "<rect x=\"" + fixed(x, 2) + "\" y=\"" + fixed(top, 1) + "\" width=\"" + fixed(w, 2) + "\" height=\"" +
+              fixed(kRow - 2, 0) + "\" fill=\"" + colour_of(name) + "\"><title>" + escape(name) + " " +
+              fixed(static_cast<double>(s.end_ns - s.start_ns) / 1e6, 3) + " ms</title></rect>";
+      if (s.span_id != 0) drawn[s.span_id] = {x, y + top + kRow / 2};
+    }
+    body += "</g>";
+    y += height + 4;
+  }
+  // Links between stages: from the linked span (the sender) to the span that links to it.
+  std::string links;
+  for (const TimelineProcess* p : order)
+    for (const TimelineSpan& s : p->spans)
+      for (std::uint64_t linked : s.linked_span_ids) {
+        auto from = drawn.find(linked);
+        auto to = drawn.find(s.span_id);
+        if (from == drawn.end() || to == drawn.end()) continue;
+        links += "<line class=\"link\" x1=\"" + fixed(from->second.x, 2) + "\" y1=\"" + fixed(from->second.y, 1) +
+                 "\" x2=\"" + fixed(to->second.x, 2) + "\" y2=\"" + fixed(to->second.y, 1) + "\"/>";
+      }
+  // A scale: ticks at round milliseconds below the rank lanes.
+  std::string axis;
+  const double total_ms = span_ns / 1e6;
+  double step = 1;
+  while (total_ms / step > 10) step *= total_ms / step > 50 ? 10 : total_ms / step > 20 ? 5 : 2;
+  for (double t_ms = 0; t_ms <= total_ms; t_ms += step) {
+    const double x = label + plot * t_ms / total_ms;
+    axis += "<line class=\"axis\" x1=\"" + fixed(x, 1) + "\" y1=\"" + fixed(y, 1) + "\" x2=\"" + fixed(x, 1) +
+            "\" y2=\"" + fixed(y + 5, 1) + "\"/><text x=\"" + fixed(x, 1) + "\" y=\"" + fixed(y + 17, 1) + "\">" +
+            fixed(t_ms, step < 1 ? 1 : 0) + " ms</text>";
+  }
+  y += 22;
+  return "<svg class=\"timeline\" viewBox=\"0 0 " + fixed(kWidth, 0) + " " + fixed(y, 1) +
+         "\" preserveAspectRatio=\"xMinYMin meet\" style=\"width:100%;max-width:" + fixed(kWidth, 0) + "px\">" + body +
+         links + axis + "</svg>";
+}
+
+// A line chart: one polyline a series (NaN: a gap), y from 0 to the largest value.
+std::string line_chart(const std::vector<std::pair<std::string, std::vector<double>>>& series, const std::string& unit,
+                       const std::string& id) {
+  const double height = 220, left = 60, plot = kWidth - left - 120;
+  double top = 0;
+  std::size_t n = 0;
+  for (const auto& [name, values] : series) {
+    n = std::max(n, values.size());
+    for (double v : values)
+      if (!std::isnan(v)) top = std::max(top, v);
+  }
+  if (n == 0 || top <= 0) return "<p>No data.</p>";
+  std::string svg = "<svg id=\"" + id + "\" class=\"chart\" viewBox=\"0 0 " + fixed(kWidth, 0) + " " +
+                    fixed(height + 30, 0) + "\" style=\"width:100%;max-width:" + fixed(kWidth, 0) + "px\"><line x1=\"60\" y1=\"10\" x2=\"60\" y2=\"" + fixed(height + 10, 0) +
+                    "\" class=\"axis\"/><text x=\"4\" y=\"16\">" + fixed(top, 2) + " " + unit +
+                    "</text><text x=\"4\" y=\"" + fixed(height + 10, 0) + "\">0</text>";
+  // Long runs: at most ~2000 points a series, the largest of each stretch (a spike stays visible).
+  const std::size_t stride = std::max<std::size_t>(1, (n + 1999) / 2000);
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const auto& values = series[k].second;
+    std::string points;
+    for (std::size_t i = 0; i < values.size(); i += stride) {
+      double v = std::nan("");
+      for (std::size_t j = i; j < std::min(values.size(), i + stride); ++j)
+        if (!std::isnan(values[j])) v = std::isnan(v) ? values[j] : std::max(v, values[j]);
+      if (std::isnan(v)) continue;
+      const double x = left + plot * (n == 1 ? 0.5 : static_cast<double>(i) / static_cast<double>(n - 1));
+      points += fixed(x, 1) + "," + fixed(10 + height * (1 - v / top), 1) + " ";
+    }
+    const char* colour = kPalette[k % std::size(kPalette)];
+    svg += "<polyline class=\"series\" data-series=\"" + escape(series[k].first) + "\" fill=\"none\" stroke=\"" +
+           colour + "\" points=\"" + points + "\"/><text x=\"" + fixed(kWidth - 110, 0) + "\" y=\"" +
+           fixed(20 + 14 * static_cast<double>(k), 0) + "\" style=\"fill:" + colour + "\">" + escape(series[k].first) +
+           "</text>";
+  }
+  return svg + "</svg>";
+}
+
+std::string table(const std::string& id, const std::vector<std::string>& head,
+                  const std::vector<std::vector<std::string>>& rows) {
+  std::string out = "<table id=\"" + id + "\"><thead><tr>";
+  for (const auto& h : head) out += "<th>" + escape(h) + "</th>";
+  out += "</tr></thead><tbody>";
+  for (const auto& row : rows) {
+    out += "<tr>";
+    for (const auto& c : row) out += "<td>" + escape(c) + "</td>";
+    out += "</tr>";
+  }
+  return out + "</tbody></table>";
+}
+
+std::string phases_section(const json& f) {
+  std::vector<std::string> head = {"rank", "steps", "step ms"};
+  for (const char* name : kPhaseNames) head.push_back(std::string(name) + " ms");
+  head.push_back("other ms");
+  std::vector<std::vector<std::string>> rows;
+  auto row_of = [&](const std::string& who, const json& r) {
+    std::vector<std::string> row = {who, cell(r["steps"]), cell(r["step_ms"])};
+    for (const char* name : kPhaseNames) row.push_back(cell(r[std::string(name) + "_ms"]));
+    row.push_back(cell(r["other_ms"]));
+    rows.push_back(row);
+  };
+  for (const auto& r : f["phases"]["per_rank"]) row_of(std::to_string(r["rank"].get<int>()), r);
+  row_of("all", f["phases"]["mean_per_step"]);
+  return table("phases", head, rows);
+}
+
+std::string stragglers_section(const json& f) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : f["stragglers"]["ranks"])
+    rows.push_back({std::to_string(r["rank"].get<int>()), std::to_string(r["stage"].get<int>()),
+                    std::to_string(r["steps_scored"].get<int>()), std::to_string(r["steps_flagged"].get<int>()),
+                    fixed(r["share"].get<double>()), cell(r["compute_ms_median"]), cell(r["stage_compute_ms_median"]),
+                    cell(r["wait_ms_median"]), cell(r["stage_wait_ms_median"])});
+  std::string named;
+  for (const auto& r : f["stragglers"]["named"]) named += (named.empty() ? "" : ", ") + std::to_string(r["rank"].get<int>());
+  return "<p class=\"verdict\">Stragglers named: " + (named.empty() ? std::string("none") : "rank " + named) +
+         "</p>" +
+         table("stragglers",
+               {"rank", "stage", "steps scored", "steps flagged", "share", "compute ms", "stage compute ms", "wait ms",
+                "stage wait ms"},
+               rows);
+}
+
+std::string bubble_section(const json& f) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& b : f["bubble"])
+    rows.push_back({std::to_string(b["stage"].get<int>()), cell(b["microbatches"]), fixed(100 * b["measured"].get<double>()),
+                    b["theoretical"].is_number() ? fixed(100 * b["theoretical"].get<double>()) : "-"});
+  return table("bubble", {"stage", "micro-batches", "measured %", "theoretical %"}, rows);
+}
+
+std::string spans_section(const json& f) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : f["spans"])
+    rows.push_back({s["name"].get<std::string>(), std::to_string(s["count"].get<long long>()), cell(s["p50_ms"]),
+                    cell(s["p90_ms"]), cell(s["p99_ms"]), cell(s["max_ms"])});
+  return table("spans", {"name", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"}, rows);
+}
+
+constexpr const char* kStyle =
+    "body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+    "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}svg text{font-size:11px;fill:#333}.lane-label{font-weight:600}"
+    ".link{stroke:#222;stroke-width:1;stroke-dasharray:3 2}.axis{stroke:#999}.series{stroke-width:1.5}"
+    "pre{background:#f7f7f7;padding:8px}";
+
+}  // namespace
+
+std::string render_html(const json& f, const Timeline& timeline, const std::string& steps_shown) {
+  std::string ids;
+  for (const auto& id : f["run"]["run_ids"]) ids += (ids.empty() ? "" : ", ") + id.get<std::string>();
+  std::string page = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>lens report: " +
+                     escape(ids) + "</title><style>" + kStyle + "</style></head><body>";
+  page += "<h1>lens report: run " + escape(ids) + "</h1><p id=\"identity\">" + std::to_string(f["run"]["ranks"].size()) +
+          " ranks seen of " + std::to_string(f["run"]["world_size"].get<int>()) + " (pipeline " +
+          std::to_string(f["run"]["pipeline_parallel_size"].get<int>()) + " x data " +
+          std::to_string(f["run"]["data_parallel_size"].get<int>()) + "), " +
+          std::to_string(f["read"]["spans"].get<long long>()) + " spans read</p>";
+  page += "<h2>Timeline of iterations " + escape(steps_shown) +
+          "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, green "
+          "optimizer; dashed lines: links from a sending stage to the receiving one. Hover a span for its name and "
+          "duration.</p>" +
+          timeline_svg(timeline);
+  std::vector<std::pair<std::string, std::vector<double>>> step_series;
+  for (const auto& [rank, values] : f["step_ms_by_rank"].items()) {
+    std::vector<double> v;
+    for (const auto& x : values) v.push_back(x.is_number() ? x.get<double>() : std::nan(""));
+    step_series.emplace_back("rank " + rank, v);
+  }
+  std::stable_sort(step_series.begin(), step_series.end(), [](const auto& a, const auto& b) {
+    return std::stoi(a.first.substr(5)) < std::stoi(b.first.substr(5));
+  });
+  page += "<h2>Step time per rank over the run</h2>" + line_chart(step_series, "ms", "step-time");
+  std::vector<double> loss;
+  for (const auto& l : f["loss"]) loss.push_back(l["loss"].get<double>());
+  page += "<h2>Loss over the run</h2>" + line_chart({{"loss", loss}}, "", "loss");
+  page += "<h2>Where a step's time goes (mean per step, ms)</h2>" + phases_section(f);
+  page += "<h2>Stragglers</h2>" + stragglers_section(f);
+  page += "<h2>Pipeline bubble</h2>" + bubble_section(f);
+  page += "<h2>Spans, all ranks</h2>" + spans_section(f);
+  page += "<details><summary>The text report</summary><pre>" + escape(render_text(f)) + "</pre></details></body></html>\n";
+  return page;
+}
+
+}  // namespace lens_tools

@@ -1,0 +1,74 @@
+#include "timeline.h"
+
+#include <algorithm>
+
+namespace lens_tools {
+
+std::uint64_t parse_span_id(std::string_view hex) {
+  std::uint64_t id = 0;
+  for (char c : hex) {
+    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (digit < 0) return 0;
+    id = id << 4 | static_cast<std::uint64_t>(digit);
+  }
+  return id;
+}
+
+bool Timeline::kept(const std::string& key, const SpanRow& s) const {
+  if (windows_.empty()) return true;
+  auto it = windows_.find(key);
+  if (it == windows_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const StepWindow& w) { return s.start_ns >= w.start_ns && s.end_ns <= w.end_ns; });
+}
+
+std::uint32_t Timeline::name_index(std::string_view name) {
+  auto it = name_ids_.find(name);
+  if (it != name_ids_.end()) return it->second;
+  names.emplace_back(name);
+  const auto id = static_cast<std::uint32_t>(names.size() - 1);
+  name_ids_.emplace(std::string(name), id);
+  return id;
+}
+
+void Timeline::span(const SpanRow& s) {
+  std::string key = process_key(*s.origin);
+  if (!kept(key, s)) return;
+  TimelineProcess& p = processes[key];
+  if (p.spans.empty()) p.origin = *s.origin;
+  TimelineSpan& t = p.spans.emplace_back();
+  t.name = name_index(s.name);
+  t.start_ns = s.start_ns;
+  t.end_ns = std::max(s.start_ns, s.end_ns);
+  t.span_id = parse_span_id(s.span_id);
+  t.parent_span_id = parse_span_id(s.parent_span_id);
+  for (std::string_view link : s.linked_span_ids) t.linked_span_ids.push_back(parse_span_id(link));
+  t.args_json = s.args_json;
+  first_ns = std::min(first_ns, t.start_ns);
+  last_ns = std::max(last_ns, t.end_ns);
+}
+
+void Timeline::lay_out() {
+  for (auto& [key, p] : processes) {
+    // Parents first: by start, then the longer first, so that a span's enclosing spans precede it.
+    std::sort(p.spans.begin(), p.spans.end(), [](const TimelineSpan& a, const TimelineSpan& b) {
+      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
+    });
+    // Each lane is a stack of the spans open on it; a span goes to the first lane where it nests in what is open.
+    std::vector<std::vector<std::uint64_t>> open_ends;
+    for (TimelineSpan& s : p.spans) {
+      std::size_t lane = 0;
+      for (;; ++lane) {
+        if (lane == open_ends.size()) open_ends.emplace_back();
+        auto& stack = open_ends[lane];
+        while (!stack.empty() && stack.back() <= s.start_ns) stack.pop_back();
+        if (stack.empty() || s.end_ns <= stack.back()) break;
+      }
+      open_ends[lane].push_back(s.end_ns);
+      s.lane = static_cast<int>(lane);
+    }
+    p.lanes = static_cast<int>(open_ends.size());
+  }
+}
+
+}  // namespace lens_tools

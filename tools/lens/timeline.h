@@ -1,0 +1,56 @@
+// The spans a picture of a run draws: every span of each process, or only those inside chosen steps, kept with
+// their ids, links and attributes, and laid out on tracks where they nest strictly (a span that overlaps another
+// without nesting in it, such as concurrent grad_sync.start buckets, goes to a lane of its own). What `lens convert`
+// writes as Chrome JSON and the HTML page's timeline draws. Memory: the spans kept (a second read of the files).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "report.h"
+#include "run_reader.h"
+
+namespace lens_tools {
+
+struct TimelineSpan {
+  std::uint32_t name = 0;  // index into Timeline::names
+  std::uint64_t start_ns = 0, end_ns = 0;
+  std::uint64_t span_id = 0, parent_span_id = 0;  // 0: none
+  std::vector<std::uint64_t> linked_span_ids;
+  std::string args_json;  // JSON members, without braces
+  int lane = 0;           // 0: the process's main track
+};
+
+struct TimelineProcess {
+  Origin origin;  // rank, pid, resource (resource_args)
+  std::vector<TimelineSpan> spans;  // sorted by start, then longest first, once laid out
+  int lanes = 0;
+};
+
+class Timeline : public RunVisitor {
+ public:
+  // `windows`: per process_key(), the step windows to keep spans from; empty keeps every span of every process.
+  explicit Timeline(std::map<std::string, std::vector<StepWindow>> windows = {}) : windows_(std::move(windows)) {}
+  void span(const SpanRow& span) override;
+  void metric(const MetricPoint&) override {}
+
+  // Sorts each process's spans and gives each a lane; call once, after the read.
+  void lay_out();
+
+  std::vector<std::string> names;
+  std::map<std::string, TimelineProcess> processes;  // by process_key(): rank order within a run
+  std::uint64_t first_ns = UINT64_MAX, last_ns = 0;
+
+ private:
+  bool kept(const std::string& key, const SpanRow& s) const;
+  std::uint32_t name_index(std::string_view name);
+
+  std::map<std::string, std::vector<StepWindow>> windows_;
+  std::map<std::string, std::uint32_t, std::less<>> name_ids_;
+};
+
+std::uint64_t parse_span_id(std::string_view hex);
+
+}  // namespace lens_tools
