@@ -3,8 +3,9 @@
 # (2 pipeline stages x 2 data-parallel replicas) under torchrun, for 100 iterations with evaluations and
 # checkpoints written by checkpoint worker processes (--async-save), gradient buckets all-reduced during
 # backward (--overlap-grad-reduce), telemetry on with every span group, every rank exporting to files (the
-# embedded default exporter of the demo). Then prints where the run's telemetry is and `lens report` of it: span counts
-# and durations per name, step times per rank, the loss, what was lost.
+# embedded default exporter of the demo). Then prints where the run's telemetry is and `lens report` of it (span
+# counts and durations per name, step times per rank, phases, stragglers, the pipeline bubble, the loss, what was
+# lost), and writes the report as an HTML page and the run as Chrome JSON for Perfetto UI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "demo: trains a small GPT with pretrain_gpt on 4 ranks under torchrun (100 iterations, every span group on) and"
@@ -43,8 +44,14 @@ run_dir=$(ls -d "$out_dir"/telemetry/*/ | head -1)
 echo
 echo "demo: the run's telemetry is in $run_dir (OTLP/JSON Lines: rank<R>.traces.jsonl, rank<R>.metrics.jsonl)"
 echo "demo: checkpoints in $out_dir/checkpoints, the trainer's output in $log"
-echo "demo: lens report $run_dir (the run's files read with no server; --json for scripts):"
+echo "demo: lens report $run_dir --steps 95-100 (the run's files read with no server; --json for scripts):"
 ./build/tools/lens report "$run_dir" --steps 95-100 | sed 's/^/  /'
+./build/tools/lens report "$run_dir" --html "$out_dir/report.html" >/dev/null 2>&1
+./build/tools/lens convert "$run_dir" --to chrome-json -o "$out_dir/trace.json.gz" 2>/dev/null
+echo "demo: the report as a page (timeline of the last two iterations, step time and loss over the run): open"
+echo "  $out_dir/report.html"
+echo "demo: the whole run for Perfetto UI (ui.perfetto.dev, Open trace file) or chrome://tracing:"
+echo "  $out_dir/trace.json.gz"
 echo "demo: what became of the spans, per rank (nothing dropped is the expectation, with every group on):"
 grep -E "lens: spans:" "$log" | sed 's/^\[[0-9]*\]://; s/^/  /'
 echo "demo: final losses:"

@@ -10,6 +10,7 @@ packages=(
   cmake ninja-build g++ pkg-config binutils  # toolchain (binutils: nm, for the LENS_DISABLED test)
   python3                                    # the scripts' and the setup check's small helpers
   nodejs                                     # runs the npm test peers (tests/peers; npm comes with it)
+  chromium                                   # lens report's HTML page is tested in it, headless (playwright-core)
   libssl-dev                                 # md5 for the `sampled` rank rule; sha1 for run uuids
   libcurl4-openssl-dev zlib1g-dev            # OTLP over HTTP, gzip
   libgrpc++-dev                              # OTLP over gRPC (generic stub: no generated code)

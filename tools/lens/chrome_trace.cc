@@ -60,15 +60,6 @@ std::string hex_id(std::uint64_t id) {
   return text;
 }
 
-void quoted(std::string& out, std::string_view text) {
-  out += '"';
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  out += '"';
-}
-
 struct Place {
   int pid, tid;
   std::uint64_t start_ns;
@@ -116,20 +107,20 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
     std::string name = rank_process_name(p.origin);
     if (per_rank[p.origin.rank] > 1) name += " pid " + std::to_string(p.origin.pid);
     std::string meta = "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":";
-    quoted(meta, name);
+    append_json_string(meta, name);
     if (!p.origin.resource_args.empty()) meta += "," + p.origin.resource_args;
     event(meta + "}}");
-    event("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid + ",\"args\":{\"sort_index\":" +
-          std::to_string(i + 1) + "}}");
+    event("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
+          ",\"args\":{\"sort_index\":" + std::to_string(i + 1) + "}}");
     for (int lane = 0; lane < p.lanes; ++lane)
       event("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + std::to_string(lane + 1) +
-            ",\"args\":{\"name\":\"" + (lane == 0 ? std::string("spans") : "overlapping spans " + std::to_string(lane)) +
-            "\"}}");
+            ",\"args\":{\"name\":\"" +
+            (lane == 0 ? std::string("spans") : "overlapping spans " + std::to_string(lane)) + "\"}}");
     for (const TimelineSpan& s : p.spans) {
       const std::string tid = std::to_string(s.lane + 1), ts = micros(s.start_ns, origin);
       std::string e = "{\"ph\":\"X\",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" + ts +
                       ",\"dur\":" + micros(s.end_ns, s.start_ns) + ",\"name\":";
-      quoted(e, timeline.names[s.name]);
+      append_json_string(e, timeline.names[s.name]);
       e += ",\"args\":{";
       if (!s.args_json.empty()) e += s.args_json + ",";
       e += "\"span_id\":\"" + hex_id(s.span_id) + "\"";
@@ -139,8 +130,8 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
         auto from = where.find(linked);
         if (from == where.end()) continue;  // the linked span is outside the output: no half arrow
         const std::string id = std::to_string(++flow);
-        event("{\"ph\":\"s\",\"cat\":\"link\",\"name\":\"link\",\"id\":" + id + ",\"pid\":" +
-              std::to_string(from->second.pid) + ",\"tid\":" + std::to_string(from->second.tid) +
+        event("{\"ph\":\"s\",\"cat\":\"link\",\"name\":\"link\",\"id\":" + id +
+              ",\"pid\":" + std::to_string(from->second.pid) + ",\"tid\":" + std::to_string(from->second.tid) +
               ",\"ts\":" + micros(from->second.start_ns, origin) + "}");
         event("{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"link\",\"name\":\"link\",\"id\":" + id + ",\"pid\":" + pid +
               ",\"tid\":" + tid + ",\"ts\":" + ts + "}");

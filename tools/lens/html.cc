@@ -38,7 +38,8 @@ std::string fixed(double v, int digits = 2) {
 }
 
 std::string cell(const json& v) {
-  if (v.is_number_integer() || (v.is_number() && v.get<double>() == std::floor(v.get<double>()) && std::abs(v.get<double>()) < 1e15))
+  if (v.is_number_integer() ||
+      (v.is_number() && v.get<double>() == std::floor(v.get<double>()) && std::abs(v.get<double>()) < 1e15))
     return std::to_string(v.get<long long>());
   return v.is_number() ? fixed(v.get<double>()) : v.is_null() ? "-" : v.dump();
 }
@@ -87,9 +88,9 @@ std::string timeline_svg(const Timeline& t) {
     double rows = 0;
     for (std::size_t l = 0; l < open.size(); ++l) lane_top[l] = rows, rows += lane_depth[l];
     const double height = rows * kRow + 8;
-    body += "<g class=\"rank-lane\" data-rank-lane=\"" + std::to_string(p->origin.rank) + "\" transform=\"translate(0," +
-            fixed(y, 1) + ")\"><rect x=\"0\" y=\"0\" width=\"" + fixed(kWidth, 0) + "\" height=\"" + fixed(height, 1) +
-            "\" fill=\"#f7f7f7\"/><text x=\"4\" y=\"14\" class=\"lane-label\">" +
+    body += "<g class=\"rank-lane\" data-rank-lane=\"" + std::to_string(p->origin.rank) +
+            "\" transform=\"translate(0," + fixed(y, 1) + ")\"><rect x=\"0\" y=\"0\" width=\"" + fixed(kWidth, 0) +
+            "\" height=\"" + fixed(height, 1) + "\" fill=\"#f7f7f7\"/><text x=\"4\" y=\"14\" class=\"lane-label\">" +
             escape(rank_process_name(p->origin)) + "</text>";
     for (std::size_t i = 0; i < p->spans.size(); ++i) {
       const TimelineSpan& s = p->spans[i];
@@ -145,7 +146,8 @@ std::string line_chart(const std::vector<std::pair<std::string, std::vector<doub
   }
   if (n == 0 || top <= 0) return "<p>No data.</p>";
   std::string svg = "<svg id=\"" + id + "\" class=\"chart\" viewBox=\"0 0 " + fixed(kWidth, 0) + " " +
-                    fixed(height + 30, 0) + "\" style=\"width:100%;max-width:" + fixed(kWidth, 0) + "px\"><line x1=\"60\" y1=\"10\" x2=\"60\" y2=\"" + fixed(height + 10, 0) +
+                    fixed(height + 30, 0) + "\" style=\"width:100%;max-width:" + fixed(kWidth, 0) +
+                    "px\"><line x1=\"60\" y1=\"10\" x2=\"60\" y2=\"" + fixed(height + 10, 0) +
                     "\" class=\"axis\"/><text x=\"4\" y=\"16\">" + fixed(top, 2) + " " + unit +
                     "</text><text x=\"4\" y=\"" + fixed(height + 10, 0) + "\">0</text>";
   // Long runs: at most ~2000 points a series, the largest of each stretch (a spike stays visible).
@@ -207,9 +209,9 @@ std::string stragglers_section(const json& f) {
                     fixed(r["share"].get<double>()), cell(r["compute_ms_median"]), cell(r["stage_compute_ms_median"]),
                     cell(r["wait_ms_median"]), cell(r["stage_wait_ms_median"])});
   std::string named;
-  for (const auto& r : f["stragglers"]["named"]) named += (named.empty() ? "" : ", ") + std::to_string(r["rank"].get<int>());
-  return "<p class=\"verdict\">Stragglers named: " + (named.empty() ? std::string("none") : "rank " + named) +
-         "</p>" +
+  for (const auto& r : f["stragglers"]["named"])
+    named += (named.empty() ? "" : ", ") + std::to_string(r["rank"].get<int>());
+  return "<p class=\"verdict\">Stragglers named: " + (named.empty() ? std::string("none") : "rank " + named) + "</p>" +
          table("stragglers",
                {"rank", "stage", "steps scored", "steps flagged", "share", "compute ms", "stage compute ms", "wait ms",
                 "stage wait ms"},
@@ -219,7 +221,8 @@ std::string stragglers_section(const json& f) {
 std::string bubble_section(const json& f) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& b : f["bubble"])
-    rows.push_back({std::to_string(b["stage"].get<int>()), cell(b["microbatches"]), fixed(100 * b["measured"].get<double>()),
+    rows.push_back({std::to_string(b["stage"].get<int>()), cell(b["microbatches"]),
+                    fixed(100 * b["measured"].get<double>()),
                     b["theoretical"].is_number() ? fixed(100 * b["theoretical"].get<double>()) : "-"});
   return table("bubble", {"stage", "micro-batches", "measured %", "theoretical %"}, rows);
 }
@@ -244,10 +247,12 @@ constexpr const char* kStyle =
 std::string render_html(const json& f, const Timeline& timeline, const std::string& steps_shown) {
   std::string ids;
   for (const auto& id : f["run"]["run_ids"]) ids += (ids.empty() ? "" : ", ") + id.get<std::string>();
-  std::string page = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>lens report: " +
-                     escape(ids) + "</title><style>" + kStyle + "</style></head><body>";
-  page += "<h1>lens report: run " + escape(ids) + "</h1><p id=\"identity\">" + std::to_string(f["run"]["ranks"].size()) +
-          " ranks seen of " + std::to_string(f["run"]["world_size"].get<int>()) + " (pipeline " +
+  std::string page =
+      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>lens report: " + escape(ids) +
+      "</title><style>" + kStyle + "</style></head><body>";
+  page += "<h1>lens report: run " + escape(ids) + "</h1><p id=\"identity\">" +
+          std::to_string(f["run"]["ranks"].size()) + " ranks seen of " +
+          std::to_string(f["run"]["world_size"].get<int>()) + " (pipeline " +
           std::to_string(f["run"]["pipeline_parallel_size"].get<int>()) + " x data " +
           std::to_string(f["run"]["data_parallel_size"].get<int>()) + "), " +
           std::to_string(f["read"]["spans"].get<long long>()) + " spans read</p>";
@@ -273,7 +278,8 @@ std::string render_html(const json& f, const Timeline& timeline, const std::stri
   page += "<h2>Stragglers</h2>" + stragglers_section(f);
   page += "<h2>Pipeline bubble</h2>" + bubble_section(f);
   page += "<h2>Spans, all ranks</h2>" + spans_section(f);
-  page += "<details><summary>The text report</summary><pre>" + escape(render_text(f)) + "</pre></details></body></html>\n";
+  page +=
+      "<details><summary>The text report</summary><pre>" + escape(render_text(f)) + "</pre></details></body></html>\n";
   return page;
 }
 

@@ -5,7 +5,6 @@ import gzip
 import json
 import os
 import re
-import socket
 import subprocess
 import tempfile
 import unittest
@@ -306,11 +305,148 @@ class PipelineFiguresTest(unittest.TestCase):
                 self.assertEqual(result.returncode, status, result.stderr)
                 if status:
                     self.assertIn(f"--fail-if {condition}:", result.stderr)
+        # repeatable, and a RUN_DIR after it is still the RUN_DIR
+        self.assertEqual(lens("report", "--fail-if", "bubble>90", "--fail-if", "straggler", run).returncode, 1)
         for bad in ("bubble", "bubble>x", "speed>3", "straggler>1"):
             with self.subTest(bad=bad):
                 result = lens("report", run, "--fail-if", bad)
                 self.assertEqual(result.returncode, 2)
                 self.assertIn("--fail-if", result.stderr)
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEERS = os.environ.get("LENS_TEST_PEERS", os.path.join(HERE, "..", "..", "tests", "peers"))
+ARTIFACTS = os.environ.get("LENS_TEST_ARTIFACTS", tempfile.gettempdir())
+
+
+def check_chrome_trace(path):
+    """The node checker's verdict on a Chrome trace: strict nesting per track, both ends of every flow, names."""
+    result = subprocess.run(["node", os.path.join(HERE, "check_chrome_trace.js"), path], capture_output=True,
+                            text=True, timeout=120)
+    summary = json.loads(result.stdout)
+    return result.returncode, summary
+
+
+def open_page(path, screenshot):
+    """What headless chromium shows of an HTML report opened from disk."""
+    result = subprocess.run(["node", os.path.join(HERE, "check_html_page.js"), path, screenshot, PEERS],
+                            capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return json.loads(result.stdout)
+
+
+def cells_match(test, row, want):
+    """A table row's text against figures: numbers to the page's two decimals, the rest as text."""
+    test.assertEqual(len(row), len(want))
+    for text, value in zip(row, want):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            test.assertAlmostEqual(float(text), value, delta=0.005 + 1e-9, msg=(row, want))
+        else:
+            test.assertEqual(text, str(value))
+
+
+def check_page_against_figures(test, page, f):
+    test.assertEqual(page["errors"], [])
+    test.assertEqual(page["requests"], [])  # nothing fetched: the page is all in its file
+    test.assertEqual(sorted(page["rank_lanes"]), sorted(f["run"]["ranks"]))
+    phase_keys = ["steps", "step_ms", "forward_ms", "backward_ms", "pipeline_receive_wait_ms", "grad_sync_wait_ms",
+                  "optimizer_ms", "other_ms"]
+    rows = [[r["rank"]] + [r[k] for k in phase_keys] for r in f["phases"]["per_rank"]]
+    rows.append(["all"] + [f["phases"]["mean_per_step"][k] for k in phase_keys])
+    test.assertEqual(len(page["phases"]), len(rows))
+    for got, want in zip(page["phases"], rows):
+        cells_match(test, got, want)
+    straggler_keys = ["rank", "stage", "steps_scored", "steps_flagged", "share", "compute_ms_median",
+                      "stage_compute_ms_median", "wait_ms_median", "stage_wait_ms_median"]
+    test.assertEqual(len(page["stragglers"]), len(f["stragglers"]["ranks"]))
+    for got, want in zip(page["stragglers"], f["stragglers"]["ranks"]):
+        cells_match(test, got, [want[k] for k in straggler_keys])
+    for got, want in zip(page["bubble"], f["bubble"]):
+        cells_match(test, got, [want["stage"], want["microbatches"], 100 * want["measured"], 100 * want["theoretical"]])
+    test.assertEqual(page["loss_points"], len(f["loss"]))
+    test.assertEqual(len(page["step_series"]), len(f["run"]["ranks"]))
+
+
+class PicturesTest(unittest.TestCase):
+    """The HTML page in a real browser and the Chrome JSON through a checker, on the pipeline fixture."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.run = write_pipeline_run(self.tmp.name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_the_html_page_shows_the_figures_of_json(self):
+        page_path = os.path.join(self.tmp.name, "report.html")
+        result = lens("report", self.run, "--html", page_path)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"wrote {page_path}", result.stderr)
+        f = json.loads(lens("report", self.run, "--json").stdout)
+        page = open_page(page_path, os.path.join(ARTIFACTS, "lens_report_fixture.png"))
+        check_page_against_figures(self, page, f)
+        self.assertEqual(page["verdict"], "Stragglers named: rank 4")
+        self.assertEqual(page["links_drawn"], 2 * 2 * 3)  # the last two iterations, 2 links a stage-1 rank each
+        with open(page_path) as html:
+            text = html.read()
+        self.assertNotRegex(text, r"(src|href)=")  # no script, image or style sheet from elsewhere
+
+    def test_chrome_json_nests_strictly_and_flows_have_both_ends(self):
+        for name in ("trace.json", "trace.json.gz"):
+            with self.subTest(output=name):
+                path = os.path.join(self.tmp.name, name)
+                result = lens("convert", self.run, "--to", "chrome-json", "-o", path)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                status, summary = check_chrome_trace(path)
+                self.assertEqual((status, summary["problems"]), (0, []))
+                names = {(p["rank"], p["pp"], p["dp"]) for p in summary["processes"]}
+                self.assertEqual(names, {(r, r // D, r % D) for r in RANKS})
+                self.assertEqual(len(summary["processes"]), 7)  # and rank 0's checkpoint worker, with its pid
+                self.assertEqual(summary["flows"], 4 * 2 * 3)
+                # rank 0's overlapping buckets are on a lane of their own: more tracks than processes
+                self.assertGreater(summary["tracks"], 7)
+        with gzip.open(os.path.join(self.tmp.name, "trace.json.gz"), "rt") as f:
+            events = json.load(f)["traceEvents"]
+        steps = [e for e in events if e["ph"] == "X" and e["name"] == "megatron.train_step"]
+        self.assertTrue(all("megatron.iteration" in e["args"] and "span_id" in e["args"] for e in steps))
+        named = [e for e in events if e["ph"] == "M" and e["name"] == "process_name"]
+        self.assertIn("dl.rank", named[0]["args"])  # the resource rides the process
+
+    def test_convert_steps(self):
+        path = os.path.join(self.tmp.name, "trace.json")
+        result = lens("convert", self.run, "--to", "chrome-json", "-o", path, "--steps", "2-3")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        status, summary = check_chrome_trace(path)
+        self.assertEqual((status, summary["flows"], len(summary["processes"])), (0, 2 * 2 * 3, 6))
+        self.assertEqual(lens("convert", self.run, "--to", "chrome-json", "-o", path, "--steps", "50").returncode, 2)
+        self.assertEqual(lens("convert", self.run, "--to", "svg", "-o", path).returncode, 2)
+        result = lens("convert", self.run, "--to", "chrome-json", "-o", os.path.join(self.tmp.name, "no", "such.json"))
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("cannot write", result.stderr)
+
+
+class ResumedRunTest(unittest.TestCase):
+    def test_two_launches_in_one_run_id_make_one_step_table(self):
+        # A run resumed from a checkpoint: each rank is a second process (another pid) for iterations 3 and 4,
+        # appending to the same files.
+        with tempfile.TemporaryDirectory() as tmp:
+            run = os.path.join(tmp, "run-7")
+            os.makedirs(run)
+            for rank in (0, 1):
+                with open(os.path.join(run, f"rank{rank}.traces.jsonl"), "w") as f:
+                    for iteration, by_rank in STEPS.items():
+                        pid = (100 if iteration <= 2 else 200) + rank
+                        step = span("megatron.train_step", iteration * 1000, by_rank[rank], megatron_iteration=iteration)
+                        f.write(spans_line(rank, [step], pid=pid) + "\n")
+            f = json.loads(lens("report", run, "--json").stdout)
+            self.assertEqual([(s["iteration"], s["ranks"]) for s in f["steps"]], [(i, 2) for i in (1, 2, 3, 4)])
+            self.assertEqual(f["steps"][2]["max_ms"], 200)
+            trace = os.path.join(tmp, "trace.json")
+            self.assertEqual(lens("convert", run, "--to", "chrome-json", "-o", trace).returncode, 0)
+            status, summary = check_chrome_trace(trace)
+            self.assertEqual((status, len(summary["processes"])), (0, 4))
+            self.assertTrue(all(p["second"] for p in summary["processes"]))  # each named with its pid
 
 
 class BadInputTest(unittest.TestCase):
@@ -370,38 +506,6 @@ class BadInputTest(unittest.TestCase):
                 result = lens("report", run, "--steps", bad)
                 self.assertEqual(result.returncode, 2, result.stdout)
                 self.assertIn("--steps", result.stderr)
-
-
-@unittest.skipUnless(os.environ.get("LENS_PRETRAIN_GPT"), "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
-class RealRunTest(unittest.TestCase):
-    def test_a_pretrain_gpt_run(self):
-        # 2 ranks (2 pipeline stages) by hand, every group, files; the report must account for every span.
-        with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = str(s.getsockname()[1])
-            s.close()
-            env = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2",
-                   "MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": os.path.join(tmp, "telemetry"),
-                   "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"}
-            flags = ["--pipeline-model-parallel-size", "2", "--num-layers", "2", "--hidden-size", "32",
-                     "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2",
-                     "--global-batch-size", "8", "--train-iters", "4", "--log-interval", "1", "--otel-enabled",
-                     "--otel-span-groups", "all"]
-            ranks = [subprocess.Popen([os.environ["LENS_PRETRAIN_GPT"], *flags], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True,
-                                      env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
-            outputs = [r.communicate(timeout=180)[0] for r in ranks]
-            self.assertEqual([r.returncode for r in ranks], [0, 0], outputs)
-            result = lens("report", os.path.join(tmp, "telemetry"), "--json")
-            self.assertEqual(result.returncode, 0, result.stderr)
-            f = json.loads(result.stdout)
-        self.assertEqual((f["run"]["world_size"], f["run"]["pipeline_parallel_size"]), (2, 2))
-        self.assertEqual([(s["iteration"], s["ranks"]) for s in f["steps"]], [(i, 2) for i in (1, 2, 3, 4)])
-        self.assertEqual([entry["iteration"] for entry in f["loss"]], [1, 2, 3, 4])
-        counted = sum(s["count"] for s in f["spans"])
-        self.assertEqual(counted, f["read"]["spans"])
-        self.assertEqual((f["lost"]["spans_exported"], f["lost"]["spans_dropped"]), (counted, 0))
-        self.assertEqual(f["read"]["problems"], [])
 
 
 if __name__ == "__main__":

@@ -210,7 +210,8 @@ int convert(const std::string& run_dir, const std::string& to, const std::string
   }
   lens_tools::Timeline timeline(std::move(windows));
   Progress progress;
-  const lens_tools::ReadStats read = lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress)});
+  const lens_tools::ReadStats read =
+      lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress)});
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
                  p.what.c_str());
@@ -228,11 +229,12 @@ int convert(const std::string& run_dir, const std::string& to, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"lens: read a training run's telemetry files (OTLP/JSON Lines, plain or .gz) with no server.\n"
-               "  lens report RUN_DIR                 what happened: steps, phases, stragglers, bubble, loss, losses\n"
-               "  lens report RUN_DIR --html r.html   the same as one page to open in a browser, with a timeline\n"
-               "  lens convert RUN_DIR --to chrome-json -o trace.json.gz   for Perfetto UI or chrome://tracing\n"
-               "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file."};
+  CLI::App app{
+      "lens: read a training run's telemetry files (OTLP/JSON Lines, plain or .gz) with no server.\n"
+      "  lens report RUN_DIR                 where the time went: steps, phases, stragglers, bubble, loss, drops\n"
+      "  lens report RUN_DIR --html r.html   the same as one page to open in a browser, with a timeline\n"
+      "  lens convert RUN_DIR --to chrome-json -o trace.json.gz   for Perfetto UI or chrome://tracing\n"
+      "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file."};
   app.require_subcommand(1);
   ReportOptions o;
   std::string to, output;
@@ -248,24 +250,40 @@ int main(int argc, char** argv) {
                   "A run's directory (<FILE_DIR>/<run id>), a directory above runs, or one file; Collector file "
                   "exporter output too")
       ->required();
+  rep->footer(
+      "Examples:\n"
+      "  lens report build/demo/telemetry/<run id>\n"
+      "  lens report RUN_DIR --steps 90-100 --json          (the figures of ten iterations, for a script)\n"
+      "  lens report RUN_DIR --html report.html            (open report.html in any browser; no network)\n"
+      "  lens report RUN_DIR --fail-if straggler --fail-if 'bubble-excess>10'   (in CI: exit 1 when one holds)\n"
+      "More: docs/TOOLS.md");
   rep->add_flag("--json", o.json, "The figures as JSON, for scripts and CI");
-  rep->add_option("--steps", o.steps, "Only these iterations in the per-step figures: A-B or A");
+  rep->add_option("--steps", o.steps, "Only these iterations in the per-step figures: A-B or A")->option_text("A-B");
   rep->add_option("--html", o.html,
                   "Also write the report as one self-contained page (opens from disk): a timeline of the last two "
-                  "iterations, or of --steps (at most 8), one lane per rank; step time and loss over the run");
+                  "iterations, or of --steps (at most 8), one lane per rank; step time and loss over the run")
+      ->option_text("FILE");
   rep->add_option("--fail-if", o.fail_if,
                   "Exit 1 when this holds (repeatable): straggler, problems (unreadable lines), bubble>PERCENT (a "
-                  "stage's), bubble-excess>POINTS (above (P-1)/(M+P-1)), dropped>N (spans)");
+                  "stage's), bubble-excess>POINTS (above (P-1)/(M+P-1)), dropped>N (spans)")
+      ->option_text("COND")
+      ->allow_extra_args(false);  // one condition an occurrence: a RUN_DIR after it stays the RUN_DIR
   CLI::App* conv = app.add_subcommand(
       "convert",
       "Write a run's spans in another format. chrome-json: the Trace Event format of Perfetto UI and "
       "chrome://tracing; one process per rank named 'rank R (pp S, dp D)', spans that nest on one track and "
       "those that overlap on lanes of their own, links as flow arrows, attributes as args. Exit 0, or 2 for bad "
       "input.");
+  conv->footer(
+      "Example:\n  lens convert RUN_DIR --to chrome-json -o trace.json.gz --steps 50-52\n"
+      "  then open trace.json.gz in ui.perfetto.dev (Open trace file) or chrome://tracing");
   conv->add_option("RUN_DIR", o.run_dir, "As for report")->required();
   conv->add_option("--to", to, "The format: chrome-json")->required();
-  conv->add_option("-o,--output", output, "The file to write; gzip when it ends in .gz")->required();
-  conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A");
+  conv->add_option("-o,--output", output, "The file to write; gzip when it ends in .gz")
+      ->required()
+      ->option_text("FILE");
+  conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A")
+      ->option_text("A-B");
   try {
     app.parse(argc, argv);
     return rep->parsed() ? report(o) : convert(o.run_dir, to, output, o.steps);

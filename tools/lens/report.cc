@@ -143,7 +143,8 @@ void Report::step(Process& p, const SpanRow& s) {
   auto where = std::upper_bound(p.steps.begin(), p.steps.end(), window.start_ns,
                                 [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
   p.steps.insert(where, window);  // nearly always at the end
-  if (steps_.contains(s.iteration)) record_at(records_[p.rank], s.iteration).step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
+  if (steps_.contains(s.iteration))
+    record_at(records_[p.rank], s.iteration).step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
   // Claim what waited for this step; what ended before the step two back belongs to no step (an evaluation's
   // micro-batches, the first iteration's setup) and is let go, so that pending stays small.
   const std::uint64_t horizon = p.steps.size() >= 3 ? p.steps[p.steps.size() - 3].start_ns : 0;
@@ -192,9 +193,7 @@ int Report::stage_of(int rank) const {
   return pipeline_size_ > 1 ? rank / per_stage : 0;
 }
 
-int Report::replica_of(int rank) const {
-  return rank / std::max(1, tensor_size_) % std::max(1, data_parallel_size_);
-}
+int Report::replica_of(int rank) const { return rank / std::max(1, tensor_size_) % std::max(1, data_parallel_size_); }
 
 std::map<std::string, std::vector<StepWindow>> Report::windows(StepRange range) const {
   std::map<std::string, std::vector<StepWindow>> out;
@@ -522,7 +521,8 @@ std::string short_series(const std::vector<double>& values) {
   const std::size_t n = values.size(), shown = std::min<std::size_t>(n, 12);
   char text[32];
   for (std::size_t i = 0; i < shown; ++i) {
-    std::snprintf(text, sizeof text, "%s%.4g", out.empty() ? "" : " ", values[shown == 1 ? 0 : i * (n - 1) / (shown - 1)]);
+    std::snprintf(text, sizeof text, "%s%.4g", out.empty() ? "" : " ",
+                  values[shown == 1 ? 0 : i * (n - 1) / (shown - 1)]);
     out += text;
   }
   return out;
@@ -537,13 +537,15 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
                   format_ms(phases["step_ms"]).c_str());
     line(buffer);
     std::string row = " ";
-    for (const char* name : kPhaseNames) row += std::string(" ") + name + " " + format_ms(phases[std::string(name) + "_ms"]);
+    for (const char* name : kPhaseNames)
+      row += std::string(" ") + name + " " + format_ms(phases[std::string(name) + "_ms"]);
     line(row + " other " + format_ms(phases["other_ms"]));
   }
   const auto& stragglers = f["stragglers"];
   if (!stragglers["ranks"].empty() || !stragglers["unscored_stages"].empty()) {
     line("");
-    if (stragglers["named"].empty()) line("stragglers: none (no rank's compute stood out in its stage in half the steps)");
+    if (stragglers["named"].empty())
+      line("stragglers: none (no rank's compute stood out in its stage in half the steps)");
     for (const auto& r : stragglers["named"]) {
       std::snprintf(buffer, sizeof buffer,
                     "straggler: rank %d (stage %d), slowest of its stage in %d of %d steps: compute %s ms vs the "
@@ -578,7 +580,8 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
     line(buffer);
   }
   for (const auto& c : f["checkpoints"]) {
-    std::snprintf(buffer, sizeof buffer, "checkpoint at iteration %lld: save %s ms (slowest of %d ranks), async write %s ms",
+    std::snprintf(buffer, sizeof buffer,
+                  "checkpoint at iteration %lld: save %s ms (slowest of %d ranks), async write %s ms",
                   c["iteration"].get<long long>(), format_ms(c["save_ms_max"]).c_str(), c["ranks"].get<int>(),
                   format_ms(c["async_write_ms_max"]).c_str());
     line(buffer);
@@ -589,8 +592,8 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
     line(buffer);
   }
   for (const auto& [name, series] : f["training_metrics"].items())
-    line(name + " (rank " + std::to_string(series["rank"].get<int>()) + "): " +
-         short_series(series["values"].get<std::vector<double>>()));
+    line(name + " (rank " + std::to_string(series["rank"].get<int>()) +
+         "): " + short_series(series["values"].get<std::vector<double>>()));
 }
 
 }  // namespace

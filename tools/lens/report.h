@@ -92,7 +92,7 @@ class Report : public RunVisitor {
   // before their parent).
   struct Pending {
     std::uint64_t start_ns, end_ns;  // in the rank's clock
-    int kind;  // a Phase, or kForwardBackward
+    int kind;                        // a Phase, or kForwardBackward
     std::int64_t microbatches;
   };
   struct Process {
@@ -131,7 +131,7 @@ class Report : public RunVisitor {
   std::map<int, std::vector<StepRecord>> records_;
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
-  std::uint64_t truncated_ = 0;  // the run's, whatever --steps says
+  std::uint64_t truncated_ = 0;                // the run's, whatever --steps says
   std::map<std::string, LastValue> counters_;  // run, rank, pid, name, reason -> the last value
   std::vector<double> loss_;  // by iteration: the step span's megatron.loss (the same on every rank); NaN: none
   // Training metrics (megatron.training.*), by name and rank: (time, value) as recorded every log interval.

@@ -109,7 +109,7 @@ AnyValue any_value(object v, bool raw) {
     std::string_view kind = field.unescaped_key();
     value inner = field.value();
     if (raw && (kind == "stringValue" || kind == "intValue" || kind == "doubleValue" || kind == "boolValue")) {
-      out.raw = inner.raw_json_token();  // arrays and maps are left out of args
+      out.raw = inner.raw_json_token();                                      // arrays and maps are left out of args
       if (kind == "intValue" && !out.raw.empty() && out.raw.front() == '"')  // 64-bit integers travel as strings
         out.raw = out.raw.substr(1, out.raw.size() - 2);
     }
@@ -144,23 +144,6 @@ void each_attribute(array attributes, F&& f, bool raw = false) {
   }
 }
 
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 class FileParser {
  public:
   FileParser(RunVisitor& visitor, ReadStats& stats, bool detail) : visitor_(visitor), stats_(stats), detail_(detail) {}
@@ -186,30 +169,28 @@ class FileParser {
     Origin o;
     for (auto field : resource) {
       if (std::string_view(field.unescaped_key()) != "attributes") continue;
-      each_attribute(field.value().get_array(), [&](std::string_view k, const AnyValue& v) {
-        if (k == "nemo.run.id")
-          o.run_id = v.text;
-        else if (k == "service.name")
-          o.service = v.text;
-        else if (k == "dl.rank")
-          o.rank = static_cast<int>(v.integer);
-        else if (k == "dl.world_size")
-          o.world_size = static_cast<int>(v.integer);
-        else if (k == "dl.pipeline_parallel.size")
-          o.pipeline_size = static_cast<int>(v.integer);
-        else if (k == "dl.data_parallel.size")
-          o.data_parallel_size = static_cast<int>(v.integer);
-        else if (k == "dl.tensor_parallel.size")
-          o.tensor_size = std::max(1, static_cast<int>(v.integer));
-        else if (k == "process.pid")
-          o.pid = v.integer;
-        if (detail_ && !v.raw.empty()) {
-          if (!o.resource_args.empty()) o.resource_args += ',';
-          append_json_string(o.resource_args, k);
-          o.resource_args += ':';
-          o.resource_args += v.raw;
-        }
-      }, detail_);
+      each_attribute(
+          field.value().get_array(),
+          [&](std::string_view k, const AnyValue& v) {
+            if (k == "nemo.run.id")
+              o.run_id = v.text;
+            else if (k == "service.name")
+              o.service = v.text;
+            else if (k == "dl.rank")
+              o.rank = static_cast<int>(v.integer);
+            else if (k == "dl.world_size")
+              o.world_size = static_cast<int>(v.integer);
+            else if (k == "dl.pipeline_parallel.size")
+              o.pipeline_size = static_cast<int>(v.integer);
+            else if (k == "dl.data_parallel.size")
+              o.data_parallel_size = static_cast<int>(v.integer);
+            else if (k == "dl.tensor_parallel.size")
+              o.tensor_size = std::max(1, static_cast<int>(v.integer));
+            else if (k == "process.pid")
+              o.pid = v.integer;
+            if (detail_) append_json_member(o.resource_args, k, v.raw);
+          },
+          detail_);
     }
     auto [it, inserted] = origins_.try_emplace(process_key(o), o);
     if (!inserted && it->second.pipeline_size == 0) it->second = o;
@@ -261,12 +242,7 @@ class FileParser {
               if (k == "nemo.span.truncated") row.truncated = v.boolean;
               if ((k == "megatron.num_microbatches" || k == "num_microbatches") && v.is_int)
                 row.num_microbatches = v.integer;
-              if (detail_ && !v.raw.empty()) {
-                if (!row.args_json.empty()) row.args_json += ',';
-                append_json_string(row.args_json, k);
-                row.args_json += ':';
-                row.args_json += v.raw;
-              }
+              if (detail_) append_json_member(row.args_json, k, v.raw);
             },
             detail_);
       } else if (detail_ && key == "spanId") {
@@ -276,7 +252,8 @@ class FileParser {
       } else if (detail_ && key == "links") {
         for (auto link : field.value().get_array())
           for (auto lf : link.get_object())
-            if (std::string_view(lf.unescaped_key()) == "spanId") row.linked_span_ids.push_back(lf.value().get_string());
+            if (std::string_view(lf.unescaped_key()) == "spanId")
+              row.linked_span_ids.push_back(lf.value().get_string());
       }
     }
     row.name = name_;
@@ -342,12 +319,37 @@ class FileParser {
   const bool detail_;
   simdjson::ondemand::parser parser_;
   std::string name_;
-  SpanRow row_;  // reused: its vectors keep their capacity
+  SpanRow row_;                            // reused: its vectors keep their capacity
   std::map<std::string, Origin> origins_;  // node-based: the pointers handed out stay valid
   Origin unknown_;
 };
 
 }  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+void append_json_member(std::string& members, std::string_view key, std::string_view raw_value) {
+  if (raw_value.empty()) return;
+  if (!members.empty()) members += ',';
+  append_json_string(members, key);
+  members += ':';
+  members += raw_value;
+}
 
 std::vector<std::string> telemetry_files(const std::string& run_dir) {
   std::vector<std::string> files;

@@ -18,7 +18,7 @@ namespace lens_tools {
 struct Origin {
   std::string run_id, service;
   int rank = -1, world_size = 0, pipeline_size = 0, data_parallel_size = 0, tensor_size = 1;
-  std::int64_t pid = 0;  // a rank and its checkpoint worker share the rank: the process tells them apart
+  std::int64_t pid = 0;       // a rank and its checkpoint worker share the rank: the process tells them apart
   std::string resource_args;  // every resource attribute as JSON members ("key":value,...), with ReadOptions::detail
 };
 
@@ -78,6 +78,10 @@ struct ReadOptions {
   bool detail = false;  // ids, links and attributes of every span (slower: a timeline's second pass)
   std::function<void(std::uint64_t bytes)> progress;  // may be empty; called now and then with the bytes read
 };
+
+// JSON text: `text` as a quoted string; `"key":raw_value` added to a list of members (nothing when raw_value is empty).
+void append_json_string(std::string& out, std::string_view text);
+void append_json_member(std::string& members, std::string_view key, std::string_view raw_value);
 
 // Reads every file.
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options = {});

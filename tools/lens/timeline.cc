@@ -7,7 +7,10 @@ namespace lens_tools {
 std::uint64_t parse_span_id(std::string_view hex) {
   std::uint64_t id = 0;
   for (char c : hex) {
-    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int digit = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
     if (digit < 0) return 0;
     id = id << 4 | static_cast<std::uint64_t>(digit);
   }

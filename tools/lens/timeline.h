@@ -24,7 +24,7 @@ struct TimelineSpan {
 };
 
 struct TimelineProcess {
-  Origin origin;  // rank, pid, resource (resource_args)
+  Origin origin;                    // rank, pid, resource (resource_args)
   std::vector<TimelineSpan> spans;  // sorted by start, then longest first, once laid out
   int lanes = 0;
 };

@@ -1,0 +1,134 @@
+"""`lens report` and `lens convert` on real runs of pretrain_gpt (ranks launched as processes, files written by
+lens): every span accounted for, a rank slowed on purpose named as the straggler, the pipeline bubble of each stage
+near 1F1B's (P-1)/(M+P-1), the HTML page in headless chromium and the Chrome JSON through its checker. Run one at
+a time (ctest RUN_SERIAL): the figures are timings."""
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from lens_report_test import ARTIFACTS, check_chrome_trace, check_page_against_figures, lens, open_page
+
+TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
+
+
+def train(directory, world, flags, threads=None, env=None):
+    """Runs pretrain_gpt on `world` ranks by hand (as torchrun would), every span group, files; returns the
+    telemetry directory."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    telemetry = os.path.join(directory, "telemetry")
+    base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world),
+           "MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": telemetry,
+           "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"}
+    if threads:
+        base["OMP_NUM_THREADS"] = str(threads)
+    base.update(env or {})
+    ranks = [subprocess.Popen([TRAINER, *flags, "--otel-enabled", "--otel-span-groups", "all"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]
+    outputs = [r.communicate(timeout=240)[0] for r in ranks]
+    if any(r.returncode != 0 for r in ranks):
+        raise AssertionError(outputs)
+    return telemetry
+
+
+def report(telemetry, *extra):
+    result = lens("report", telemetry, "--json", *extra)
+    if result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return json.loads(result.stdout)
+
+
+SMALL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16"]
+
+
+@unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
+class RealRunTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_every_span_is_accounted_for_in_both_name_modes_and_trace_layouts(self):
+        for names, layout in (("documented", "segment"), ("megatron", "step")):
+            with self.subTest(names=names, layout=layout), tempfile.TemporaryDirectory() as tmp:
+                telemetry = train(tmp, 2, SMALL + ["--pipeline-model-parallel-size", "2", "--micro-batch-size", "2",
+                                                   "--global-batch-size", "8", "--train-iters", "4",
+                                                   "--log-interval", "1"],
+                                  env={"MEGATRON_OTEL_SPAN_NAMES": names, "MEGATRON_OTEL_TRACE_LAYOUT": layout})
+                f = report(telemetry)
+                self.assertEqual((f["run"]["world_size"], f["run"]["pipeline_parallel_size"]), (2, 2))
+                self.assertEqual([(s["iteration"], s["ranks"]) for s in f["steps"]], [(i, 2) for i in (1, 2, 3, 4)])
+                self.assertEqual([entry["iteration"] for entry in f["loss"]], [1, 2, 3, 4])
+                counted = sum(s["count"] for s in f["spans"])
+                self.assertEqual(counted, f["read"]["spans"])
+                self.assertEqual((f["lost"]["spans_exported"], f["lost"]["spans_dropped"]), (counted, 0))
+                self.assertEqual(f["read"]["problems"], [])
+                self.assertEqual([b["microbatches"] for b in f["bubble"]], [4, 4])
+                for rank in f["phases"]["per_rank"]:  # every phase found under both names
+                    for phase in ("forward_ms", "backward_ms", "pipeline_receive_wait_ms", "optimizer_ms"):
+                        self.assertGreater(rank[phase], 0, (phase, rank))
+                trace = os.path.join(tmp, "trace.json")
+                self.assertEqual(lens("convert", telemetry, "--to", "chrome-json", "-o", trace).returncode, 0)
+                status, summary = check_chrome_trace(trace)
+                self.assertEqual((status, summary["problems"]), (0, []))
+                # a flow for every linked receive (and, in the step layout, for each step's link to its segment)
+                linked = {s["name"]: s["count"] for s in f["spans"]}["megatron.pp.recv_forward.linked"]
+                self.assertGreater(linked, 0)
+                self.assertEqual(summary["flows"], linked + (8 if layout == "step" else 0))
+
+    def test_a_slowed_rank_is_named_the_straggler(self):
+        # 4 data-parallel replicas; rank 2 sleeps 20 ms in each micro-batch forward (a trainer testing aid): the
+        # others wait for it in grad_sync.finish.
+        telemetry = train(self.tmp.name, 4, SMALL + ["--micro-batch-size", "2", "--global-batch-size", "16",
+                                                    "--train-iters", "20", "--testing-slow-rank", "2",
+                                                    "--testing-slow-ms", "20"])
+        f = report(telemetry)
+        shares = {r["rank"]: r["share"] for r in f["stragglers"]["ranks"]}
+        self.assertEqual(sorted(shares), [0, 1, 2, 3])
+        self.assertGreaterEqual(shares[2], 0.9, f["stragglers"])
+        for rank in (0, 1, 3):
+            self.assertLessEqual(shares[rank], 0.1, f["stragglers"])
+        self.assertEqual([r["rank"] for r in f["stragglers"]["named"]], [2])
+        slow = f["stragglers"]["named"][0]
+        self.assertLess(slow["wait_ms_median"], slow["stage_wait_ms_median"])  # the others wait for it
+        self.assertEqual(lens("report", telemetry, "--fail-if", "straggler").returncode, 1)
+        # The page a person opens, in chromium: a lane per rank, the tables of --json; a screenshot kept.
+        page_path = os.path.join(self.tmp.name, "report.html")
+        self.assertEqual(lens("report", telemetry, "--html", page_path).returncode, 0)
+        screenshot = os.path.join(ARTIFACTS, "lens_report_straggler.png")
+        page = open_page(page_path, screenshot)
+        check_page_against_figures(self, page, report(telemetry))
+        self.assertEqual(page["verdict"], "Stragglers named: rank 2")
+        self.assertGreater(os.path.getsize(screenshot), 10_000)
+        # And the same run as Chrome JSON.
+        trace = os.path.join(self.tmp.name, "trace.json.gz")
+        self.assertEqual(lens("convert", telemetry, "--to", "chrome-json", "-o", trace).returncode, 0)
+        status, summary = check_chrome_trace(trace)
+        self.assertEqual((status, summary["problems"]), (0, []))
+        self.assertEqual({(p["rank"], p["pp"], p["dp"]) for p in summary["processes"]}, {(r, 0, r) for r in range(4)})
+
+    def test_the_bubble_of_each_stage_is_near_1f1b_theory(self):
+        # PP = 2, DP = 1, M = 4: (P-1)/(M+P-1) = 20 %. Eight layers of 96 keep the stages even (the last stage's
+        # head is a small share); one thread a rank, as two ranks share two cores: a stage must not compute faster
+        # while the other one idles.
+        telemetry = train(self.tmp.name, 2, ["--num-layers", "8", "--hidden-size", "96", "--num-attention-heads", "4",
+                                             "--seq-length", "64", "--pipeline-model-parallel-size", "2",
+                                             "--micro-batch-size", "4", "--global-batch-size", "16",
+                                             "--train-iters", "8"], threads=1)
+        f = report(telemetry)
+        self.assertEqual([b["stage"] for b in f["bubble"]], [0, 1])
+        for b in f["bubble"]:
+            self.assertEqual(b["microbatches"], 4)
+            self.assertAlmostEqual(b["theoretical"], 0.2)
+            self.assertLess(abs(b["measured"] - 0.2), 0.07, f["bubble"])
+
+
+if __name__ == "__main__":
+    unittest.main()
