@@ -24,7 +24,7 @@ packages=(
   nlohmann-json3-dev                         # tests read exported OTLP/JSON back; lens report's --json
   libsimdjson-dev                            # lens report reads a run's files (streaming, On-Demand)
   libmicrohttpd-dev                          # the Prometheus /metrics endpoint (event-driven, bounded)
-  libcpp-httplib-dev                         # HTTP clients and misbehaving collectors in the tests
+  libcpp-httplib-dev                         # lens ctl's HTTP client; HTTP clients and misbehaving collectors in the tests
   libspdlog-dev                              # the spdlog sink (tests and examples)
   prometheus                                 # a real Prometheus server scrapes lens in the tests
   python3-dev pybind11-dev                   # the Python package (a CPython extension for /usr/bin/python3)

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <array>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -31,14 +32,26 @@ void request_stop(int) { g_stop.store(true); }
 
 // ---- telemetry around the run --------------------------------------------------------------------------------
 
-// Whether any rank was asked to stop (SIGTERM), settled at the start of each iteration in one small all-reduce
-// (MAX), so that no rank waits in a collective for one that has left.
-bool any_rank_stops(trainer::Parallel& parallel) {
-  std::vector<torch::Tensor> tensors{torch::tensor({g_stop.load() ? 1.0f : 0.0f})};
+// What every rank must agree on before an iteration, settled in one small all-reduce (MAX): whether any rank was
+// asked to stop (SIGTERM), so that no rank waits in a collective for one that has left; and the span-group change
+// rank 0's control endpoint took (`lens ctl`, lens/control.h), so that every rank switches at the same iteration.
+struct IterationAgreement {
+  bool stop = false;
+  lens::SpanGroupRequest span_groups;
+};
+
+IterationAgreement agree_before_iteration(trainer::Parallel& parallel) {
+  const auto request = lens::take_span_group_request().encode();
+  std::vector<std::int64_t> words{g_stop.load() ? 1 : 0};
+  words.insert(words.end(), request.begin(), request.end());
+  std::vector<torch::Tensor> tensors{torch::tensor(words, torch::kLong)};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
   parallel.world().allreduce(tensors, options)->wait();
-  return tensors[0].item<float>() > 0;
+  const auto agreed = tensors[0].accessor<std::int64_t, 1>();
+  std::array<std::int64_t, lens::SpanGroupRequest::kWords> change{};
+  for (int i = 0; i < lens::SpanGroupRequest::kWords; ++i) change[i] = agreed[i + 1];
+  return {agreed[0] > 0, lens::SpanGroupRequest::decode(change)};
 }
 
 // This CPU trainer's stand-in for the GPU's peak allocated memory: the process's peak resident set.
@@ -73,7 +86,7 @@ class PretrainRun {
   // One trace segment: the iterations up to the next save (all of them without --save-interval). False when a
   // rank was asked to stop.
   bool train_segment(const lens::SpanContext& pretrain_context);
-  void train_iteration(const lens::SpanContext& segment);
+  void train_iteration(const lens::SpanContext& segment, const std::optional<lens::SpanGroupChange>& change);
   void log_interval(std::int64_t iteration, const Trainer::StepResult& step);
   void finish_training(bool stopped);
   const lens::megatron::SpanNames& names() const { return lens::megatron::span_names(config_.span_names); }
@@ -225,20 +238,23 @@ bool PretrainRun::train_segment(const lens::SpanContext& pretrain_context) {
                         : args_.train_iters;
   bool go_on = true;
   while (go_on && trainer_->iteration() < segment_end) {
-    go_on = !any_rank_stops(*parallel_);
-    if (go_on) train_iteration(segment.context());
+    const IterationAgreement agreed = agree_before_iteration(*parallel_);
+    go_on = !agreed.stop;
+    if (go_on)
+      train_iteration(segment.context(), lens::at_iteration_boundary(trainer_->iteration() + 1, agreed.span_groups));
   }
   previous_segment_ = segment.context();
   return go_on;
 }
 
-void PretrainRun::train_iteration(const lens::SpanContext& segment) {
+void PretrainRun::train_iteration(const lens::SpanContext& segment,
+                                  const std::optional<lens::SpanGroupChange>& change) {
   // A sibling of the step span, not its parent (CONTRACT §6): started, not made current.
   lens::Span first_iteration;
   if (first_iteration_ && LENS_GROUP_ENABLED(mg::first_iteration))
     first_iteration.start(mg::first_iteration, "megatron.train.first_iteration",
                           {{"megatron.iteration", trainer_->iteration() + 1}, lens::megatron::kGoodput});
-  const Trainer::StepResult step = trainer_->train_step(segment);
+  const Trainer::StepResult step = trainer_->train_step(segment, change);
   first_iteration.end();
   first_iteration_ = false;
   final_train_loss_ = step.loss;

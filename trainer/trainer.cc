@@ -105,7 +105,8 @@ void Trainer::send_backward(const torch::Tensor& input_grad) {
   pending_sends_.push_back(parallel_.send(input_grad, -1, trainer::Parallel::kBackward));
 }
 
-Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment) {
+Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
+                                        const std::optional<lens::SpanGroupChange>& change) {
   // TRACE_LAYOUT=step: this iteration's spans on every rank are one trace, whose id each rank derives alike; the
   // step span is a root of it, linked to its segment (CONTRACT §6).
   const std::int64_t iteration = iteration_ + 1;
@@ -116,6 +117,10 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment) {
     step.start(mg::step, names().train_step, {{"megatron.iteration", iteration}, lens::megatron::kGoodput},
                {.trace_id = own_trace ? &step_trace : nullptr});
     if (own_trace && segment.is_valid()) step.add_link(segment);
+    if (change)
+      step.add_event("lens.span_groups.changed", {{"lens.span_groups", std::string_view(change->groups_text)},
+                                                  {"lens.span_groups.for", change->iterations},
+                                                  {"lens.span_groups.restored", change->restored}});
   }
   grad_buckets_->begin_iteration(lens::current_context());
   const int stages = topology_.pipeline_size;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,12 +56,13 @@ class Trainer {
 
   // One iteration, as the span megatron.train_step: forward and backward of every micro-batch (1F1B), gradient
   // sync, optimizer step. `segment`: the context of this segment's megatron.train, which the step span links
-  // to when each step is a trace of its own (TRACE_LAYOUT=step). Returns the loss averaged over micro-batches and
-  // data-parallel ranks (known on every rank).
+  // to when each step is a trace of its own (TRACE_LAYOUT=step). `change`: the span groups this iteration is the
+  // first to run with (lens ctl), recorded as an event of the step span. Returns the loss averaged over
+  // micro-batches and data-parallel ranks (known on every rank).
   struct StepResult {
     double loss, grad_norm, learning_rate;
   };
-  StepResult train_step(const lens::SpanContext& segment);
+  StepResult train_step(const lens::SpanContext& segment, const std::optional<lens::SpanGroupChange>& change = {});
   double evaluate();
   void save_checkpoint(const std::string& dir);
   // --async-save: waits until the files of the last save are written, then records it as the latest.

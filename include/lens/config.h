@@ -121,6 +121,9 @@ struct Config {
   SpanNaming span_names = SpanNaming::kDocumented;
   std::string run_id;
   std::string user_id;
+  // The control endpoint on rank 0 (lens/control.h): P_CONTROL, P_CONTROL_ADDRESS (host:port; port 0: any free).
+  bool control = false;
+  std::string control_address = "127.0.0.1:0";
 
   // The catalogue span-group specs resolve against.
   Catalogue catalogue = base_catalogue();

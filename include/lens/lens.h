@@ -12,6 +12,7 @@
 
 #include "lens/config.h"
 #include "lens/context.h"
+#include "lens/control.h"
 #include "lens/groups.h"
 #include "lens/log.h"
 #include "lens/megatron.h"

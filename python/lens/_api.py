@@ -24,6 +24,11 @@ class StatusCode(enum.IntEnum):
 
 
 step_trace_id = _native.step_trace_id
+# A running job's span groups switched by `lens ctl` at the same iteration on every rank (lens/control.h): at each
+# iteration boundary, all-reduce take_span_group_request()'s 4 words with MAX, then pass the result to
+# at_iteration_boundary(iteration, words) on every rank.
+take_span_group_request = _native.take_span_group_request
+at_iteration_boundary = _native.at_iteration_boundary
 resolve_run_id = _native.resolve_run_id
 run_uuids = _native.run_uuids
 uuid5_url = _native.uuid5_url
@@ -42,9 +47,9 @@ def setup_worker_telemetry(bootstrap, config):
 
 __all__ = [
     "Config", "ConfigError", "NemoLensConfig", "RankStrategyInput", "SamplingStrategyInput", "Span", "SpanContext",
-    "SpanGroup", "StatusCode", "TelemetryHandle", "build_worker_bootstrap", "create_linked_span", "current_context",
+    "SpanGroup", "StatusCode", "TelemetryHandle", "at_iteration_boundary", "build_worker_bootstrap", "create_linked_span", "current_context",
     "extract", "from_bytes", "inject", "is_span_group_enabled", "managed_span", "register_export_strategy",
     "register_rank_strategy", "register_sampling_strategy", "resolve_run_id", "run_uuids",
     "safe_set_span_attributes", "set_enabled_span_groups", "setup_telemetry", "setup_worker_telemetry", "span_cm",
-    "step_trace_id", "to_bytes", "trace_fn", "uuid5_url",
+    "step_trace_id", "take_span_group_request", "to_bytes", "trace_fn", "uuid5_url",
 ]

@@ -21,6 +21,7 @@
 #include "context_conversion.h"
 #include "lens/config.h"
 #include "lens/context.h"
+#include "lens/control.h"
 #include "lens/groups.h"
 #include "lens/log.h"
 #include "lens/megatron.h"
@@ -286,6 +287,33 @@ PYBIND11_MODULE(_native, m) {
       },
       "Makes is_span_group_enabled read group names through this catalogue.");
   m.def("enabled_span_groups", [] { return lens::enabled_span_groups().bits(); });
+  m.def(
+      "take_span_group_request",
+      [] {
+        const auto words = lens::take_span_group_request().encode();
+        return std::vector<std::int64_t>(words.begin(), words.end());
+      },
+      "Rank 0: the span-group change lens ctl asked for, as 4 non-negative int64 words to all-reduce with MAX "
+      "(zeros: none).");
+  m.def(
+      "at_iteration_boundary",
+      [](std::int64_t iteration, const std::vector<std::int64_t>& agreed) -> py::object {
+        if (agreed.size() != lens::SpanGroupRequest::kWords)
+          throw py::value_error("at_iteration_boundary: the agreed request is 4 words (take_span_group_request's)");
+        std::array<std::int64_t, lens::SpanGroupRequest::kWords> words{};
+        std::copy(agreed.begin(), agreed.end(), words.begin());
+        const auto change = lens::at_iteration_boundary(iteration, lens::SpanGroupRequest::decode(words));
+        if (!change) return py::none();
+        py::dict d;
+        d["iteration"] = change->iteration;
+        d["span_groups"] = change->groups_text;
+        d["for_iterations"] = change->iterations;
+        d["restored"] = change->restored;
+        return py::object(std::move(d));
+      },
+      py::arg("iteration"), py::arg("agreed"),
+      "Every rank, before `iteration`: applies the agreed change (or restores after --for N); a dict of what "
+      "changed (iteration, span_groups, for_iterations, restored), or None.");
   m.def("set_enabled_span_groups",
         [](std::uint64_t bits) { return lens::set_enabled_span_groups(lens::GroupSet(bits)).bits(); });
 

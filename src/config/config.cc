@@ -77,6 +77,14 @@ void read_lens_keys(const EnvReader& env, Config& c) {
   if (auto v = env.lens_key({"FILE_DIR"})) c.file_dir = v->text;
   if (auto v = env.lens_key({"RUN_ID"})) c.run_id = v->text;
   if (auto v = env.lens_key({"USER_ID"})) c.user_id = v->text;
+  if (auto v = env.lens_key({"CONTROL"})) c.control = parse_flag(*v);
+  if (auto v = env.lens_key({"CONTROL_ADDRESS"})) {
+    const auto colon = v->text.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      throw ConfigError("lens: " + v->variable + "='" + v->text + "' is not host:port (e.g. 127.0.0.1:0)");
+    parse_int(EnvValue{v->text.substr(colon + 1), v->variable}, 0, 65535);
+    c.control_address = v->text;
+  }
 }
 
 void read_sampler(const EnvReader& env, Config& c) {

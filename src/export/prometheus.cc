@@ -1,15 +1,11 @@
 #include "export/prometheus.h"
 
-#include <microhttpd.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "common/http_server.h"
 #include "common/log.h"
 
 namespace lens::internal {
@@ -136,112 +132,47 @@ std::string render_prometheus(const Resource& resource, const std::vector<Metric
 
 namespace {
 
-// A listening socket on host:port with SO_REUSEADDR (restart past TIME_WAIT) and never SO_REUSEPORT: a second
-// rank on the same host and port fails here instead of taking a random share of the scrapes.
-int listen_socket(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    int yes = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  return fd;
-}
-
-// GET /metrics from libmicrohttpd's one event-driven thread. Bounded against whoever can reach the port: at most
-// kMaxConnections at once and kMaxConnectionsPerAddress from one address (each an open file of the training
-// process), a connection idle for kIdleSeconds is closed, a request's headers live in kConnectionMemory, and no
-// request body is read (one announced past 4 KiB is answered 413). Idle connections hold no thread, so they
-// cannot delay a scrape from another address (with a thread per connection, 8 idle ones delayed it by 8.7 s).
+// GET /metrics, served by an HttpServer (libmicrohttpd's one event-driven thread, bounded: common/http_server.h).
+// Idle connections hold no thread, so they cannot delay a scrape from another address (with a thread per
+// connection, 8 idle ones delayed it by 8.7 s). No request body is read: one announced past 4 KiB is answered 413.
 class MicrohttpdEndpoint final : public PrometheusEndpoint {
  public:
-  static constexpr unsigned kMaxConnections = 64;
-  static constexpr unsigned kMaxConnectionsPerAddress = 16;
-  static constexpr unsigned kIdleSeconds = 2;
-  static constexpr std::size_t kConnectionMemory = 16 << 10;
   static constexpr unsigned long long kMaxBody = 4096;
 
-  MicrohttpdEndpoint(const Config& config, const Resource& resource, MetricSchedule& metrics)
-      : resource_(resource), metrics_(metrics) {
-    const int fd = listen_socket(config.prometheus_host, config.prometheus_port);
-    if (fd >= 0) {
-      daemon_ =
-          MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, nullptr, nullptr, &MicrohttpdEndpoint::answer, this,
-                           MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
-                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerAddress, MHD_OPTION_CONNECTION_TIMEOUT,
-                           kIdleSeconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemory, MHD_OPTION_END);
-      if (daemon_ == nullptr) ::close(fd);
-    }
-    if (daemon_ == nullptr) {
-      throw ConfigError("lens: cannot serve Prometheus metrics on " + config.prometheus_host + ":" +
-                        std::to_string(config.prometheus_port) +
-                        " (the port is taken or the host is not local); set OTEL_EXPORTER_PROMETHEUS_HOST / "
-                        "OTEL_EXPORTER_PROMETHEUS_PORT");
-    }
-    port_ = config.prometheus_port;
+  MicrohttpdEndpoint(const Config& config, const Resource& resource, MetricSchedule& metrics) try
+      : resource_(resource),
+        metrics_(metrics),
+        server_(config.prometheus_host, config.prometheus_port, [this](const HttpRequest& r) { return respond(r); }) {
+  } catch (const std::runtime_error&) {
+    throw ConfigError("lens: cannot serve Prometheus metrics on " + config.prometheus_host + ":" +
+                      std::to_string(config.prometheus_port) +
+                      " (the port is taken or the host is not local); set OTEL_EXPORTER_PROMETHEUS_HOST / "
+                      "OTEL_EXPORTER_PROMETHEUS_PORT");
   }
-  ~MicrohttpdEndpoint() override { stop(); }
-  void stop() override {
-    if (daemon_ != nullptr) MHD_stop_daemon(daemon_);  // closes the listening socket and every connection
-    daemon_ = nullptr;
-  }
-  int port() const override { return port_; }
+  void stop() override { server_.stop(); }
+  int port() const override { return server_.port(); }
 
  private:
-  static MHD_Result answer(void* self, MHD_Connection* connection, const char* url, const char* method,
-                           const char* /*version*/, const char* /*upload_data*/, std::size_t* /*upload_size*/,
-                           void** /*request_state*/) {
-    try {
-      return static_cast<MicrohttpdEndpoint*>(self)->respond(connection, url, method);
-    } catch (...) {
-      return MHD_NO;  // no memory for the text: the connection is closed, the rank goes on
-    }
-  }
-
-  // Answered on the first call, when the headers are in: a body is never read.
-  MHD_Result respond(MHD_Connection* connection, std::string_view url, std::string_view method) {
-    unsigned status = MHD_HTTP_OK;
-    std::string body;
-    const char* type = "text/plain; version=0.0.4; charset=utf-8";
-    if (method != "GET" && method != "HEAD") {
-      const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  HttpResponse respond(const HttpRequest& request) {
+    HttpResponse r;
+    if (request.method != "GET" && request.method != "HEAD") {
+      const char* length = request.header("Content-Length");
       const bool large = length != nullptr && std::strtoull(length, nullptr, 10) > kMaxBody;
-      status = large ? MHD_HTTP_CONTENT_TOO_LARGE : MHD_HTTP_METHOD_NOT_ALLOWED;
-      body = "lens serves GET /metrics only\n";
-      type = "text/plain; charset=utf-8";
-    } else if (url != "/metrics") {
-      status = MHD_HTTP_NOT_FOUND;
-      body = "lens serves GET /metrics only\n";
-      type = "text/plain; charset=utf-8";
+      r.status = large ? 413 : 405;
+      r.body = "lens serves GET /metrics only\n";
+    } else if (request.path != "/metrics") {
+      r.status = 404;
+      r.body = "lens serves GET /metrics only\n";
     } else {
-      body = render_prometheus(resource_, metrics_.collect_for_pull());
+      r.body = render_prometheus(resource_, metrics_.collect_for_pull());
+      r.type = "text/plain; version=0.0.4; charset=utf-8";
     }
-    MHD_Response* response = MHD_create_response_from_buffer(body.size(), body.data(), MHD_RESPMEM_MUST_COPY);
-    if (response == nullptr) return MHD_NO;
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status != MHD_HTTP_OK) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
-    const MHD_Result queued = MHD_queue_response(connection, status, response);
-    MHD_destroy_response(response);
-    return queued;
+    return r;
   }
 
   const Resource& resource_;
   MetricSchedule& metrics_;
-  MHD_Daemon* daemon_ = nullptr;
-  int port_ = 0;
+  HttpServer server_;
 };
 
 }  // namespace

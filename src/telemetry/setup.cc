@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <filesystem>
 #include <mutex>
 
 #include "common/clock.h"
@@ -136,6 +137,9 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
       if (state->pipeline && config.metrics_enabled && config.metrics_exporter == SignalExporter::kPrometheus)
         state->prometheus = start_prometheus_endpoint(config, state->pipeline->resource(),
                                                       state->pipeline->metrics());  // throws when it cannot bind
+      if (config.control && state->ranks.rank == 0)  // throws when it cannot bind or write its file
+        state->control = std::make_unique<ControlEndpoint>(
+            config, (std::filesystem::path(config.file_dir) / state->run_id).string(), state->ranks.world_size);
     }
   }
   if (l.state) {
@@ -143,6 +147,7 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     detach_locked(l, previous);
     previous->shut_down.store(true);
     if (previous->prometheus) previous->prometheus->stop();
+    previous->control.reset();
     if (previous->pipeline && !previous->pipeline->shutdown(std::chrono::steady_clock::now() + kDefaultShutdownTimeout))
       retired_pipelines().push_back(previous->pipeline);
   }
@@ -158,6 +163,8 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     install_span_groups({}, {});
   }
   if (state->exporting) install_process_hooks();
+  reset_control_state();
+  set_control_catalogue(config.catalogue);
   l.state = state;
   return TelemetryAccess::make(state);
 }
@@ -170,6 +177,7 @@ bool shutdown_state(const std::shared_ptr<TelemetryState>& state, std::chrono::m
     detach_locked(l, state);
   }
   if (state->prometheus) state->prometheus->stop();
+  state->control.reset();
   return state->pipeline ? state->pipeline->shutdown(std::chrono::steady_clock::now() + timeout) : true;
 }
 

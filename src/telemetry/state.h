@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 
+#include "control/control.h"
 #include "export/prometheus.h"
 #include "lens/telemetry.h"
 #include "signals/exporter.h"
@@ -23,6 +24,7 @@ struct TelemetryState {
   ResourceAttributes resource_attributes;
   Pipeline* pipeline = nullptr;                    // exporting ranks with any signal on; owns the sampler; never freed
   std::unique_ptr<PrometheusEndpoint> prometheus;  // OTEL_METRICS_EXPORTER=prometheus
+  std::unique_ptr<ControlEndpoint> control;        // P_CONTROL on an exporting rank 0
   pid_t pid = 0;                                   // the process that set up: in a forked child the state is inert
   std::atomic<bool> shut_down{false};
 

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import unittest
 
-from lens_report_test import ARTIFACTS, check_chrome_trace, check_page_against_figures, lens, open_page
+from lens_report_test import ARTIFACTS, TempDirTest, check_chrome_trace, check_page_against_figures, lens, open_page
 
 TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
 
@@ -48,13 +48,7 @@ SMALL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2
 
 
 @unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
-class RealRunTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
+class RealRunTest(TempDirTest):
     def test_every_span_is_accounted_for_in_both_name_modes_and_trace_layouts(self):
         for names, layout in (("documented", "segment"), ("megatron", "step")):
             with self.subTest(names=names, layout=layout), tempfile.TemporaryDirectory() as tmp:
@@ -84,11 +78,11 @@ class RealRunTest(unittest.TestCase):
                 self.assertEqual(summary["flows"], linked + (8 if layout == "step" else 0))
 
     def test_a_slowed_rank_is_named_the_straggler(self):
-        # 4 data-parallel replicas; rank 2 sleeps 20 ms in each micro-batch forward (a trainer testing aid): the
+        # 4 data-parallel replicas; rank 2 sleeps 60 ms in each micro-batch forward (a trainer testing aid): the
         # others wait for it in grad_sync.finish.
         telemetry = train(self.tmp.name, 4, SMALL + ["--micro-batch-size", "2", "--global-batch-size", "16",
                                                     "--train-iters", "20", "--testing-slow-rank", "2",
-                                                    "--testing-slow-ms", "20"])
+                                                    "--testing-slow-ms", "60"])
         f = report(telemetry)
         shares = {r["rank"]: r["share"] for r in f["stragglers"]["ranks"]}
         self.assertEqual(sorted(shares), [0, 1, 2, 3])

@@ -176,6 +176,16 @@ def write_pipeline_run(directory, collector=False):
     return run
 
 
+class TempDirTest(unittest.TestCase):
+    """A test with a temporary directory of its own, self.tmp."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+
 def lens(*args):
     return subprocess.run([LENS, *args], capture_output=True, text=True, timeout=60)
 
@@ -225,15 +235,9 @@ class ReportFiguresTest(unittest.TestCase):
         self.assertIn("lost: 4 spans dropped, 22 exported", result.stdout)
 
 
-class PipelineFiguresTest(unittest.TestCase):
+class PipelineFiguresTest(TempDirTest):
     """Phases, bubble, stragglers, first iteration, checkpoints, evaluations: exact on the pipeline fixture, from
     lens's files and from a Collector's."""
-
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
 
     def figures(self, run, *extra):
         result = lens("report", run, "--json", *extra)
@@ -449,13 +453,7 @@ class ResumedRunTest(unittest.TestCase):
             self.assertTrue(all(p["second"] for p in summary["processes"]))  # each named with its pid
 
 
-class BadInputTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
+class BadInputTest(TempDirTest):
     def test_a_truncated_last_line_and_a_foreign_file_are_reported_and_the_rest_read(self):
         run = write_run(self.tmp.name)
         with open(os.path.join(run, "rank0.traces.jsonl"), "a") as f:

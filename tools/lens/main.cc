@@ -2,6 +2,7 @@
 //
 //   lens report RUN_DIR [--json] [--steps A-B] [--html FILE] [--fail-if COND]...
 //   lens convert RUN_DIR --to chrome-json -o FILE[.gz] [--steps A-B]
+//   lens ctl RUN_DIR status | span-groups SPEC [--for N]
 //
 // RUN_DIR is what a run wrote (<FILE_DIR>/<run id>/rank<R>.*.jsonl), a directory above it, or one file; files an
 // OpenTelemetry Collector's file exporter wrote are read alike, plain or .gz. Exit codes: 0 read and reported;
@@ -14,6 +15,7 @@
 #include <iostream>
 
 #include "chrome_trace.h"
+#include "ctl.h"
 #include "html.h"
 #include "report.h"
 #include "run_reader.h"
@@ -284,8 +286,33 @@ int main(int argc, char** argv) {
       ->option_text("FILE");
   conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A")
       ->option_text("A-B");
+  CLI::App* ctl = app.add_subcommand(
+      "ctl",
+      "Talk to a running job started with P_CONTROL=1 (its rank 0 serves a control endpoint on loopback, with a "
+      "token in the run directory's control.json). Exit 0; 1 refused by the job (a bad spec, a change pending, a "
+      "wrong token); 2 no control.json or no answer.");
+  ctl->add_option("RUN_DIR", o.run_dir, "The run's directory (<FILE_DIR>/<run id>) on rank 0's host, or the one above")
+      ->required();
+  ctl->require_subcommand(1);
+  CLI::App* ctl_status = ctl->add_subcommand("status", "The span groups now, the last iteration, the world size");
+  std::string spec;
+  std::int64_t iterations = 0;
+  CLI::App* ctl_groups = ctl->add_subcommand(
+      "span-groups",
+      "Switch every rank's span groups at the next iteration boundary (the grammar of MEGATRON_OTEL_SPAN_GROUPS, "
+      "with -name; bounded by what each rank may record: a non-exporting rank stays empty)");
+  ctl_groups->add_option("SPEC", spec, "e.g. per_step, or all,-layer")->required();
+  ctl_groups->add_option("--for", iterations, "For N iterations, then the groups before come back")
+      ->check(CLI::PositiveNumber)
+      ->option_text("N");
+  ctl->footer(
+      "Examples:\n  lens ctl RUN_DIR span-groups per_step --for 20   (20 iterations in detail, then back)\n"
+      "  lens ctl RUN_DIR status");
   try {
     app.parse(argc, argv);
+    if (ctl->parsed())
+      return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
+                                  : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
     return rep->parsed() ? report(o) : convert(o.run_dir, to, output, o.steps);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kBadInput;

@@ -119,6 +119,11 @@ void Report::span(const SpanRow& s) {
   Process& p = processes_[s.origin];
   if (p.key.empty()) p.rank = o.rank, p.key = process_key(o);
   if (s.truncated) ++truncated_;
+  if (s.group_change && s.iteration >= 0) {
+    auto& [change, ranks] = group_changes_[s.iteration];
+    change = *s.group_change;
+    ranks.insert(o.rank);
+  }
   if (is_step_span(s.name) && s.iteration >= 0 && s.iteration < kMaxIterations) {
     if (!s.truncated) step(p, s);  // a step cut short by shutdown is not a step's time
   } else if (const int part = step_part(s.name); part >= 0) {
@@ -478,6 +483,14 @@ nlohmann::json Report::figures(const ReadStats& read, bool series) {
     training[name] = {{"rank", ranks.begin()->first}, {"values", values}};
   }
   out["training_metrics"] = training;
+  json changes = json::array();
+  for (const auto& [iteration, entry] : group_changes_)
+    changes.push_back({{"iteration", iteration},
+                       {"span_groups", entry.first.span_groups},
+                       {"for_iterations", entry.first.iterations},
+                       {"restored", entry.first.restored},
+                       {"ranks", entry.second.size()}});
+  out["span_group_changes"] = changes;
   double exported = 0;
   std::map<std::string, double> dropped;
   for (const auto& [key, last] : counters_) {
@@ -585,6 +598,12 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
                   c["iteration"].get<long long>(), format_ms(c["save_ms_max"]).c_str(), c["ranks"].get<int>(),
                   format_ms(c["async_write_ms_max"]).c_str());
     line(buffer);
+  }
+  for (const auto& c : f["span_group_changes"]) {
+    std::string line_text = "span groups " + std::string(c["restored"].get<bool>() ? "restored" : "changed") +
+                            " from iteration " + c["iteration"].dump() + " on " + c["ranks"].dump() + " ranks";
+    if (c["for_iterations"].get<std::int64_t>() > 0) line_text += " for " + c["for_iterations"].dump() + " iterations";
+    line(line_text + ": " + c["span_groups"].get<std::string>());
   }
   for (const auto& e : f["evaluations"]) {
     std::snprintf(buffer, sizeof buffer, "evaluation after iteration %lld: %s ms (slowest of %d ranks)",

@@ -131,7 +131,10 @@ class Report : public RunVisitor {
   std::map<int, std::vector<StepRecord>> records_;
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
-  std::uint64_t truncated_ = 0;                // the run's, whatever --steps says
+  std::uint64_t truncated_ = 0;
+  // Span-group changes (lens ctl) by the iteration they began at: the set, for how long, a restore; the ranks.
+  std::map<std::int64_t, std::pair<SpanRow::GroupChange, std::set<int>>>
+      group_changes_;                          // the run's, whatever --steps says
   std::map<std::string, LastValue> counters_;  // run, rank, pid, name, reason -> the last value
   std::vector<double> loss_;  // by iteration: the step span's megatron.loss (the same on every rank); NaN: none
   // Training metrics (megatron.training.*), by name and rank: (time, value) as recorded every log interval.

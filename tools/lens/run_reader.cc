@@ -222,6 +222,7 @@ class FileParser {
     row.iteration = row.num_microbatches = -1;
     row.loss.reset();
     row.truncated = false;
+    row.group_change.reset();
     row.span_id = row.parent_span_id = {};
     row.linked_span_ids.clear();
     row.args_json.clear();
@@ -245,6 +246,8 @@ class FileParser {
               if (detail_) append_json_member(row.args_json, k, v.raw);
             },
             detail_);
+      } else if (key == "events") {
+        for (auto event : field.value().get_array()) group_change(event.get_object(), row);
       } else if (detail_ && key == "spanId") {
         row.span_id = field.value().get_string();
       } else if (detail_ && key == "parentSpanId") {
@@ -259,6 +262,25 @@ class FileParser {
     row.name = name_;
     ++stats_.spans;
     visitor_.span(row);
+  }
+
+  // The event lens ctl's changes leave on the first step span that runs with them.
+  static void group_change(object event, SpanRow& row) {
+    SpanRow::GroupChange change;
+    bool ours = false;
+    for (auto field : event) {
+      std::string_view key = field.unescaped_key();
+      if (key == "name") {
+        ours = std::string_view(field.value().get_string()) == "lens.span_groups.changed";
+      } else if (key == "attributes") {
+        each_attribute(field.value().get_array(), [&](std::string_view k, const AnyValue& v) {
+          if (k == "lens.span_groups") change.span_groups = v.text;
+          if (k == "lens.span_groups.for") change.iterations = v.integer;
+          if (k == "lens.span_groups.restored") change.restored = v.boolean;
+        });
+      }
+    }
+    if (ours) row.group_change = std::move(change);
   }
 
   void resource_metrics(object rm) {

@@ -35,6 +35,13 @@ struct SpanRow {
   std::int64_t num_microbatches = -1;  // the forward-backward span's megatron.num_microbatches (num_microbatches)
   std::optional<double> loss;          // megatron.loss (the step span's)
   bool truncated = false;              // nemo.span.truncated: ended at shutdown, not by its code
+  // A `lens.span_groups.changed` event (lens ctl): the set by name, for how many iterations, a restore.
+  struct GroupChange {
+    std::string span_groups;
+    std::int64_t iterations = 0;
+    bool restored = false;
+  };
+  std::optional<GroupChange> group_change;
   // Read only with ReadOptions::detail (what a timeline draws): ids as hex text, the linked span ids, and every
   // attribute as a JSON object's members ("key":value,...).
   std::string_view span_id, parent_span_id;

@@ -1,0 +1,260 @@
+#include "control/control.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "common/log.h"
+#include "lens/control.h"
+#include "lens/log.h"
+
+namespace lens::internal {
+namespace {
+
+// What the endpoint's thread and the training thread's calls share.
+struct ControlState {
+  std::mutex mutex;
+  Catalogue catalogue = base_catalogue();
+  int world_size = 0;
+  std::int64_t next_id = 1;
+  SpanGroupRequest pending;  // asked, not applied yet (id 0: none)
+  std::string pending_spec;
+  std::int64_t applied_id = 0;
+  std::int64_t iteration = -1;
+  std::optional<GroupSet> restore;  // the set before a `--for N` change, and when it comes back
+  std::int64_t restore_at = -1;
+};
+
+ControlState& state() {
+  static auto* s = new ControlState;  // never destroyed: the endpoint's thread may outlive static destruction
+  return *s;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
+std::string random_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n <= 0) throw ConfigError("lens: no randomness for the control endpoint's token");
+    got += static_cast<std::size_t>(n);
+  }
+  std::string hex;
+  char two[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  return hex;
+}
+
+// Compares in time independent of where they differ: the token is a secret.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char differ = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
+}
+
+// Written under a temporary name with mode 0600 and renamed: a reader sees the whole file or none.
+void write_private_file(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || ::fchmod(fd, 0600) != 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      ::close(fd) != 0 || ::rename(temporary.c_str(), path.c_str()) != 0)
+    throw ConfigError("lens: cannot write the control endpoint's file " + path);
+}
+
+HttpResponse json(unsigned status, std::string body) { return {status, std::move(body) + "\n", "application/json"}; }
+
+HttpResponse error(unsigned status, std::string_view message) {
+  return json(status, "{\"error\": " + json_string(message) + "}");
+}
+
+HttpResponse status_response() {
+  ControlState& s = state();
+  std::lock_guard lock(s.mutex);
+  return json(200, "{\"span_groups\": " + json_string(describe(s.catalogue, enabled_span_groups())) +
+                       ", \"iteration\": " + std::to_string(s.iteration) +
+                       ", \"world_size\": " + std::to_string(s.world_size) +
+                       ", \"pending\": " + (s.pending.id != 0 ? json_string(s.pending_spec) : "null") +
+                       ", \"restore_at\": " + std::to_string(s.restore ? s.restore_at : -1) + "}");
+}
+
+HttpResponse change_request(const HttpRequest& request) {
+  const char* spec = request.query("spec");
+  if (spec == nullptr) return error(400, "POST /span-groups?spec=SPEC[&for=N]: spec is missing");
+  std::int64_t iterations = 0;
+  if (const char* n = request.query("for")) {
+    char* end = nullptr;
+    iterations = std::strtoll(n, &end, 10);
+    if (*n == '\0' || *end != '\0' || iterations < 1)
+      return error(400, std::string("for=") + n + " is not a number of iterations (1 or more)");
+  }
+  ControlState& s = state();
+  std::lock_guard lock(s.mutex);
+  GroupSet groups;
+  try {
+    groups = resolve(s.catalogue, spec, "the span-groups request");
+  } catch (const ConfigError& e) {
+    return error(400, e.what());  // the same message as a bad spec at setup
+  }
+  if (s.pending.id != 0)
+    return error(
+        409, "a change to '" + s.pending_spec + "' is pending until the next iteration boundary; ask again after it");
+  s.pending = {s.next_id++, groups.bits(), iterations};
+  s.pending_spec = spec;
+  return json(202, "{\"id\": " + std::to_string(s.pending.id) + ", \"span_groups\": " +
+                       json_string(describe(s.catalogue, groups)) + ", \"for\": " + std::to_string(iterations) +
+                       ", \"from_iteration_after\": " + std::to_string(s.iteration) + "}");
+}
+
+HttpResponse answer(const HttpRequest& request, const std::string& token) {
+  const char* authorization = request.header("Authorization");
+  if (authorization == nullptr || !same_secret(authorization, "Bearer " + token))
+    return error(401, "no token or a wrong one: lens ctl reads it from the run's control.json");
+  if (request.has_body()) return error(400, "the control endpoint reads no body: the request is in the query");
+  if (request.path == "/status" && request.method == "GET") return status_response();
+  if (request.path == "/span-groups" && request.method == "POST") return change_request(request);
+  return error(404, "the control endpoint serves GET /status and POST /span-groups?spec=SPEC[&for=N]");
+}
+
+void record(const SpanGroupChange& c) {
+  log_info("span groups %s at iteration %lld: %s%s", c.restored ? "restored" : "changed",
+           static_cast<long long>(c.iteration), c.groups_text.empty() ? "(none)" : c.groups_text.c_str(),
+           c.iterations > 0 ? (" (for " + std::to_string(c.iterations) + " iterations)").c_str() : "");
+  if (should_log(Severity::kInfo)) {
+    const std::string body =
+        std::string("span groups ") + (c.restored ? "restored" : "changed") + " to " + c.groups_text;
+    const Attribute attributes[] = {{"lens.span_groups", c.groups_text.c_str()},
+                                    {"megatron.iteration", c.iteration},
+                                    {"lens.span_groups.for", c.iterations}};
+    emit_log(static_cast<int>(Severity::kInfo), severity_text(Severity::kInfo), body, attributes,
+             std::chrono::system_clock::now());
+  }
+}
+
+}  // namespace
+
+ControlEndpoint::ControlEndpoint(const Config& config, const std::string& run_dir, int world_size)
+    : token_(random_token()) {
+  {
+    ControlState& s = state();
+    std::lock_guard lock(s.mutex);
+    s.catalogue = config.catalogue;
+    s.world_size = world_size;
+  }
+  const auto colon = config.control_address.rfind(':');
+  int wanted_port = -1;
+  if (colon != std::string::npos && colon > 0) {
+    const char* first = config.control_address.c_str() + colon + 1;
+    const char* last = config.control_address.c_str() + config.control_address.size();
+    const auto [end, error] = std::from_chars(first, last, wanted_port);
+    if (error != std::errc() || end != last || first == last || wanted_port > 65535) wanted_port = -1;
+  }
+  if (wanted_port < 0)
+    throw ConfigError("lens: the control address '" + config.control_address +
+                      "' is not host:port (P_CONTROL_ADDRESS, e.g. 127.0.0.1:0)");
+  const std::string host = config.control_address.substr(0, colon);
+  try {
+    server_ = std::make_unique<HttpServer>(host, wanted_port,
+                                           [token = token_](const HttpRequest& r) { return answer(r, token); });
+  } catch (const std::runtime_error& e) {
+    throw ConfigError("lens: cannot serve the control endpoint on " + config.control_address + " (" + e.what() +
+                      "); set P_CONTROL_ADDRESS to a free local host:port");
+  }
+  std::error_code ignored;
+  std::filesystem::create_directories(run_dir, ignored);
+  file_ = (std::filesystem::path(run_dir) / "control.json").string();
+  write_private_file(file_, "{\"address\": " + json_string(host) + ", \"port\": " + std::to_string(port()) +
+                                ", \"token\": " + json_string(token_) + ", \"pid\": " + std::to_string(::getpid()) +
+                                "}\n");
+}
+
+ControlEndpoint::~ControlEndpoint() {
+  server_->stop();
+  ::unlink(file_.c_str());
+}
+
+void reset_control_state() noexcept {
+  try {
+    ControlState& s = state();
+    std::lock_guard lock(s.mutex);
+    s.pending = {};
+    s.applied_id = 0;
+    s.iteration = -1;
+    s.restore.reset();
+    s.restore_at = -1;
+  } catch (...) {  // the mutex cannot be taken (it never fails uncontended on Linux): nothing to forget then
+  }
+}
+
+void set_control_catalogue(const Catalogue& catalogue) {
+  ControlState& s = state();
+  std::lock_guard lock(s.mutex);
+  s.catalogue = catalogue;
+}
+
+}  // namespace lens::internal
+
+namespace lens {
+LENS_ABI_NAMESPACE_BEGIN
+
+SpanGroupRequest take_span_group_request() noexcept {
+  try {
+    internal::ControlState& s = internal::state();
+    std::lock_guard lock(s.mutex);
+    return s.pending;
+  } catch (...) {  // no request can be read: none is asked
+    return {};
+  }
+}
+
+std::optional<SpanGroupChange> at_iteration_boundary(std::int64_t iteration, const SpanGroupRequest& agreed) noexcept {
+  std::optional<SpanGroupChange> change;
+  try {
+    internal::ControlState& s = internal::state();
+    std::lock_guard lock(s.mutex);
+    s.iteration = iteration;
+    const GroupSet from = enabled_span_groups();
+    if (agreed.id > s.applied_id) {
+      s.applied_id = agreed.id;
+      if (s.pending.id == agreed.id) s.pending = {};
+      // A `--for N` change keeps the set from before any change still timed: that is what comes back.
+      if (agreed.iterations > 0) {
+        if (!s.restore) s.restore = from;
+        s.restore_at = iteration + agreed.iterations;
+      } else {
+        s.restore.reset();
+      }
+      const GroupSet to = set_enabled_span_groups(GroupSet(agreed.groups));
+      change = SpanGroupChange{iteration, from, to, agreed.iterations, false, describe(s.catalogue, to)};
+    } else if (s.restore && iteration >= s.restore_at) {
+      const GroupSet to = set_enabled_span_groups(*s.restore);
+      s.restore.reset();
+      change = SpanGroupChange{iteration, from, to, 0, true, describe(s.catalogue, to)};
+    }
+    if (change) internal::record(*change);
+  } catch (...) {  // no memory to describe or log the set: what was applied stands
+  }
+  return change;
+}
+
+LENS_ABI_NAMESPACE_END
+}  // namespace lens

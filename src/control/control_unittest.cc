@@ -1,0 +1,169 @@
+// The control endpoint (lens/control.h) in one process: its file, its answers to good and bad requests, and the
+// switch at an iteration boundary, `--for N` and the ceiling. The whole job (4 ranks, lens ctl) is tested in
+// tools/lens/lens_ctl_test.py.
+#include "lens/control.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lens/megatron.h"
+#include "lens/telemetry.h"
+
+namespace lens {
+namespace {
+
+namespace mg = megatron::group;
+namespace fs = std::filesystem;
+
+Config control_config(std::string spec = "default") {
+  Config c;
+  c.catalogue = megatron::catalogue();
+  c.enabled = true;
+  c.span_groups = std::move(spec);
+  c.exporter = Exporter::kFile;
+  c.file_dir = ::testing::TempDir() + "lens-control-unittest-" + std::to_string(::getpid());
+  c.run_id = "control-run";
+  c.rank_strategy = "all_ranks";
+  c.control = true;
+  return c;
+}
+
+class Control : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    telemetry_ = setup_telemetry(control_config(), {.rank = 0, .world_size = 4, .reinit = true});
+    const fs::path file = fs::path(control_config().file_dir) / "control-run" / "control.json";
+    std::ifstream in(file);
+    ASSERT_TRUE(in) << file;
+    const nlohmann::json j = nlohmann::json::parse(in);
+    port_ = j.at("port").get<int>();
+    token_ = j.at("token").get<std::string>();
+    file_ = file;
+  }
+  void TearDown() override { setup_telemetry(Config{}, {.reinit = true}).shutdown(); }
+
+  httplib::Result post(const std::string& query, const std::string& token) {
+    httplib::Client c("127.0.0.1", port_);
+    if (!token.empty()) c.set_bearer_token_auth(token);
+    return c.Post("/span-groups?" + query);
+  }
+  nlohmann::json status() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_bearer_token_auth(token_);
+    auto r = c.Get("/status");
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? nlohmann::json::parse(r->body) : nlohmann::json();
+  }
+  // What a consumer does at a boundary, alone: its own request is what the ranks agree on.
+  std::optional<SpanGroupChange> boundary(std::int64_t iteration) {
+    return at_iteration_boundary(iteration, take_span_group_request());
+  }
+
+  Telemetry telemetry_;
+  int port_ = 0;
+  std::string token_;
+  fs::path file_;
+};
+
+TEST_F(Control, TheFileIsTheUsersOnlyAndGoesAtShutdown) {
+  struct stat st {};
+  ASSERT_EQ(::stat(file_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(token_.size(), 32u);
+  telemetry_.shutdown();
+  EXPECT_FALSE(fs::exists(file_));
+}
+
+TEST_F(Control, NoTokenOrAWrongOneIsRefusedAndNothingChanges) {
+  const GroupSet before = enabled_span_groups();
+  for (const std::string& token : {std::string(), std::string(32, '0'), token_ + "x"}) {
+    auto r = post("spec=all", token);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+  }
+  httplib::Client c("127.0.0.1", port_);
+  EXPECT_EQ(c.Get("/status")->status, 401);
+  EXPECT_FALSE(boundary(1));
+  EXPECT_EQ(enabled_span_groups(), before);
+}
+
+TEST_F(Control, ABadSpecIsRefusedWithTheSetupMessage) {
+  auto r = post("spec=default,stepp", token_);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("unknown span group 'stepp'"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("did you mean 'step'"), std::string::npos) << r->body;
+  EXPECT_EQ(post("", token_)->status, 400);                // no spec
+  EXPECT_EQ(post("spec=all&for=0", token_)->status, 400);  // not a number of iterations
+  EXPECT_EQ(post("spec=all&for=three", token_)->status, 400);
+  EXPECT_FALSE(boundary(1));
+  EXPECT_FALSE(is_enabled(mg::layer));
+}
+
+TEST_F(Control, ASecondChangeWhileOneIsPendingIsRefused) {
+  EXPECT_EQ(post("spec=per_step", token_)->status, 202);
+  auto second = post("spec=all", token_);
+  EXPECT_EQ(second->status, 409);
+  EXPECT_NE(second->body.find("pending"), std::string::npos);
+  EXPECT_EQ(status()["pending"], "per_step");
+  ASSERT_TRUE(boundary(5));
+  EXPECT_TRUE(is_enabled(mg::step));
+  EXPECT_FALSE(is_enabled(mg::layer));               // per_step, not the refused `all`
+  EXPECT_EQ(post("spec=all", token_)->status, 202);  // after the boundary, a new one is taken
+}
+
+TEST_F(Control, AChangeAppliesAtTheBoundaryAndForNComesBack) {
+  EXPECT_FALSE(is_enabled(mg::step));
+  EXPECT_FALSE(boundary(10));  // nothing asked
+  ASSERT_EQ(post("spec=all,-layer&for=3", token_)->status, 202);
+  EXPECT_FALSE(is_enabled(mg::step));  // not before the boundary
+  auto change = boundary(11);
+  ASSERT_TRUE(change);
+  EXPECT_EQ(change->iteration, 11);
+  EXPECT_EQ(change->iterations, 3);
+  EXPECT_FALSE(change->restored);
+  EXPECT_TRUE(is_enabled(mg::step));
+  EXPECT_TRUE(is_enabled(mg::microbatch));
+  EXPECT_FALSE(is_enabled(mg::layer));
+  EXPECT_EQ(status()["iteration"], 11);
+  EXPECT_FALSE(boundary(12));
+  EXPECT_FALSE(boundary(13));
+  auto back = boundary(14);  // iterations 11, 12, 13 ran with it
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->restored);
+  EXPECT_FALSE(is_enabled(mg::step));
+  EXPECT_EQ(back->to, change->from);
+}
+
+TEST_F(Control, AnAgreedRequestAppliesOnceAndOnlyWithinTheCeiling) {
+  // A rank that is not rank 0 gets rank 0's request through the consumer's collective.
+  const SpanGroupRequest agreed{7, GroupSet{mg::step, mg::layer}.bits(), 0};
+  ASSERT_TRUE(at_iteration_boundary(3, agreed));
+  EXPECT_TRUE(is_enabled(mg::layer));
+  EXPECT_FALSE(at_iteration_boundary(4, agreed));  // the same id again: nothing new
+  EXPECT_EQ(SpanGroupRequest::decode(agreed.encode()).groups, agreed.groups);
+  const SpanGroupRequest high{8, std::uint64_t{1} << 63 | 1, 2};
+  for (std::int64_t w : high.encode()) EXPECT_GE(w, 0);  // MAX over ranks keeps it
+  EXPECT_EQ(SpanGroupRequest::decode(high.encode()).groups, high.groups);
+  // A non-exporting rank: its ceiling is empty, so it stays empty.
+  Config single = control_config();
+  single.rank_strategy = "single_rank";  // rank 3 exports
+  setup_telemetry(single, {.rank = 1, .world_size = 4, .reinit = true});
+  EXPECT_TRUE(at_iteration_boundary(5, SpanGroupRequest{9, GroupSet{mg::step}.bits(), 0}));
+  EXPECT_EQ(enabled_span_groups(), GroupSet{});
+}
+
+TEST(ControlConfig, AMalformedAddressIsAnError) {
+  Config c = control_config();
+  c.control_address = "127.0.0.1:notaport";
+  EXPECT_THROW(setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
+  setup_telemetry(Config{}, {.reinit = true}).shutdown();
+}
+
+}  // namespace
+}  // namespace lens

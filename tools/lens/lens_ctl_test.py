@@ -1,0 +1,168 @@
+"""`lens ctl` on a running pretrain_gpt job of 4 ranks (processes launched by hand, as torchrun would): a change of
+span groups is applied by every rank at the same iteration, within two iterations of the request; `--for 5` gives
+exactly five iterations; a wrong token, no token, a bad spec and a second change while one is pending are refused
+with nothing changed; a rank that does not export never emits; `lens report` marks the change. Run alone (ctest
+RUN_SERIAL): it paces a job."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from lens_report_test import TempDirTest, lens
+
+TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
+# Each iteration takes 2 x 40 ms or more on every rank (rank 0 sleeps in its micro-batches, the others wait for it):
+# slow enough to ask between two boundaries, fast enough for a short test.
+FLAGS = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16",
+         "--micro-batch-size", "2", "--global-batch-size", "16", "--train-iters", "100000", "--log-interval", "1000",
+         "--testing-slow-rank", "0", "--testing-slow-ms", "40", "--otel-enabled"]
+
+
+class Job:
+    """pretrain_gpt on 4 ranks with the control endpoint on; stopped with SIGTERM (a clean stop)."""
+
+    def __init__(self, directory, strategy="all_ranks", extra_env=None):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        self.telemetry = os.path.join(directory, "telemetry")
+        env = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "4",
+               "MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": self.telemetry,
+               "MEGATRON_OTEL_RANK_STRATEGY": strategy, "MEGATRON_OTEL_CONTROL": "1",
+               "MEGATRON_OTEL_SPAN_GROUPS": "default", **(extra_env or {})}
+        self.ranks = [subprocess.Popen([TRAINER, *FLAGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(4)]
+        self.run_dir = None
+        deadline = time.time() + 60
+        while time.time() < deadline and self.run_dir is None:
+            for root, _, files in os.walk(self.telemetry):
+                if "control.json" in files:
+                    self.run_dir = root
+            time.sleep(0.05)
+        if self.run_dir is None:
+            self.stop()
+            raise AssertionError("no control.json within 60 s")
+
+    def ctl(self, *args):
+        return subprocess.run([os.environ["LENS_TOOL"], "ctl", self.run_dir, *args], capture_output=True, text=True,
+                              timeout=30)
+
+    def status(self):
+        result = self.ctl("status")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def wait_for_iteration(self, iteration):
+        deadline = time.time() + 60
+        while self.status()["iteration"] < iteration:
+            assert time.time() < deadline, "the job does not get on"
+            time.sleep(0.05)
+
+    def stop(self):
+        for r in self.ranks:
+            r.send_signal(signal.SIGTERM)
+        outputs = [r.communicate(timeout=60)[0] for r in self.ranks]
+        assert all(r.returncode == 0 for r in self.ranks), outputs
+        return outputs
+
+
+def step_iterations(run_dir):
+    """Per rank, the iterations of its megatron.train_step spans, and the step spans' change events."""
+    by_rank, events = {}, []
+    for name in sorted(os.listdir(run_dir)):
+        if not name.endswith(".traces.jsonl"):
+            continue
+        with open(os.path.join(run_dir, name)) as f:
+            lines = f.readlines()
+        for line in lines:
+            for rs in json.loads(line)["resourceSpans"]:
+                rank = next(int(a["value"]["intValue"]) for a in rs["resource"]["attributes"] if a["key"] == "dl.rank")
+                for ss in rs["scopeSpans"]:
+                    for s in ss["spans"]:
+                        if s["name"] != "megatron.train_step":
+                            continue
+                        attrs = {a["key"]: a["value"] for a in s.get("attributes", [])}
+                        iteration = int(attrs["megatron.iteration"]["intValue"])
+                        by_rank.setdefault(rank, []).append(iteration)
+                        events += [(rank, iteration) for e in s.get("events", []) if e["name"] == "lens.span_groups.changed"]
+    return {rank: sorted(its) for rank, its in by_rank.items()}, sorted(events)
+
+
+@unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
+class LiveSpanGroupsTest(TempDirTest):
+    def test_every_rank_switches_at_the_same_iteration_and_refusals_change_nothing(self):
+        job = Job(self.tmp.name)
+        try:
+            job.wait_for_iteration(3)
+            before = job.status()
+            self.assertEqual((before["span_groups"], before["world_size"]), ("job,checkpoint,evaluate,first_iteration,inference", 4))
+            # Refused, each with nothing changed: a bad spec, no token, a wrong token.
+            bad = job.ctl("span-groups", "default,stepp")
+            self.assertEqual(bad.returncode, 1)
+            self.assertIn("unknown span group 'stepp'", bad.stderr)
+            self.assertIn("did you mean 'step'", bad.stderr)
+            with open(os.path.join(job.run_dir, "control.json")) as f:
+                endpoint = json.load(f)
+            url = f"http://127.0.0.1:{endpoint['port']}/span-groups?spec=all"
+            for headers in ({}, {"Authorization": "Bearer " + "0" * 32}):
+                with self.assertRaises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(urllib.request.Request(url, method="POST", headers=headers), timeout=10)
+                self.assertEqual(refused.exception.code, 401)
+            self.assertEqual(job.status()["span_groups"], before["span_groups"])
+            self.assertIsNone(job.status()["pending"])
+            # The change, and a second one while it is pending.
+            asked = job.ctl("span-groups", "per_step")
+            self.assertEqual(asked.returncode, 0, asked.stderr)
+            asked_after = json.loads(asked.stdout)["from_iteration_after"]
+            second = job.ctl("span-groups", "all")
+            self.assertEqual(second.returncode, 1)
+            self.assertIn("pending", second.stderr)
+            job.wait_for_iteration(asked_after + 6)
+        finally:
+            job.stop()
+        steps, events = step_iterations(job.run_dir)
+        self.assertEqual(sorted(steps), [0, 1, 2, 3])
+        firsts = {rank: its[0] for rank, its in steps.items()}
+        self.assertEqual(len(set(firsts.values())), 1, firsts)  # the same iteration on every rank
+        first = firsts[0]
+        self.assertLessEqual(first, asked_after + 2)  # within two iterations of the request
+        for rank, its in steps.items():
+            self.assertEqual(its, list(range(first, its[-1] + 1)), rank)  # every iteration from then on
+        self.assertEqual(events, [(rank, first) for rank in range(4)])  # the change on the first step span
+        f = json.loads(lens("report", job.run_dir, "--json").stdout)
+        self.assertEqual([(c["iteration"], c["ranks"]) for c in f["span_group_changes"]], [(first, 4)])
+        self.assertNotIn("megatron.layer.forward", {s["name"] for s in f["spans"]})  # the refused `all`
+
+    def test_for_n_gives_exactly_n_iterations_and_a_non_exporting_rank_stays_empty(self):
+        # single_rank with EXPORT_RANK=0: rank 0 exports (and serves the endpoint), ranks 1-3 record nothing.
+        job = Job(self.tmp.name, strategy="single_rank", extra_env={"MEGATRON_OTEL_EXPORT_RANK": "0"})
+        try:
+            job.wait_for_iteration(2)
+            asked = job.ctl("span-groups", "per_step", "--for", "5")
+            self.assertEqual(asked.returncode, 0, asked.stderr)
+            after = json.loads(asked.stdout)["from_iteration_after"]
+            job.wait_for_iteration(after + 10)
+            self.assertEqual(job.status()["span_groups"], "job,checkpoint,evaluate,first_iteration,inference")
+        finally:
+            outputs = job.stop()
+        steps, _ = step_iterations(job.run_dir)
+        self.assertEqual(list(steps), [0])
+        self.assertEqual(len(steps[0]), 5, steps)
+        self.assertEqual(steps[0], list(range(steps[0][0], steps[0][0] + 5)))
+        self.assertEqual(sorted(n for n in os.listdir(job.run_dir) if n.endswith(".jsonl")),
+                         ["rank0.metrics.jsonl", "rank0.traces.jsonl"])
+        for rank in (1, 2, 3):  # every rank applied it (bounded to nothing), at the same iteration as rank 0
+            self.assertIn(f"span groups changed at iteration {steps[0][0]}: (none) (for 5 iterations)", outputs[rank])
+        f = json.loads(lens("report", job.run_dir, "--json").stdout)
+        self.assertEqual([(c["iteration"], c["for_iterations"]) for c in f["span_group_changes"]], [(steps[0][0], 5)])
+
+
+if __name__ == "__main__":
+    unittest.main()
