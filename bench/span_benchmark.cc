@@ -82,6 +82,13 @@ void BM_Span_FourAttributes(benchmark::State& state) {
 }
 LENS_SPAN_CASE(BM_Span_FourAttributes);
 
+// Issue 18: a communication span carries lens.collective.seq, one relaxed atomic increment and one attribute
+// more than BM_Span_NoAttributes, the same span in a group without it.
+void BM_Span_Communication(benchmark::State& state) {
+  span_case(state, [] { LENS_SPAN(mg::communication, "megatron.p2p.send_forward"); });
+}
+LENS_SPAN_CASE(BM_Span_Communication);
+
 void BM_Span_NestedChild(benchmark::State& state) {
   lens::bench::set_up();
   LENS_SPAN(mg::step, "megatron.train_step");

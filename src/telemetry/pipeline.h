@@ -33,6 +33,7 @@ struct PipelineSettings {
   bool metrics = false;  // push metrics every metric_interval_ms (not with Prometheus, which pulls)
   std::int64_t metric_interval_ms = 10000;
   Temporality temporality = Temporality::kCumulative;
+  int collective_group = -1;  // the catalogue's `communication` group: its spans carry lens.collective.seq
 };
 
 class Pipeline {

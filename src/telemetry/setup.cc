@@ -86,6 +86,8 @@ Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> e
   settings.metrics = push_metrics;
   settings.metric_interval_ms = c.metric_export_interval_ms;
   settings.temporality = c.metrics_temporality;
+  if (SpanGroup communication(0); c.catalogue.find_group("communication", &communication))
+    settings.collective_group = communication.id();
   return new Pipeline(std::move(settings), std::move(exporter), std::move(sampler));
 }
 

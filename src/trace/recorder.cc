@@ -360,6 +360,14 @@ void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view 
   s.header.bits |= RecordHeader::kHasException;
 }
 
+// The rank's count of communication spans so far, on this one (CONTRACT §1, lens.collective.seq). An atomic
+// increment, on communication spans only: they come from any thread that talks to other ranks.
+void append_collective_sequence(OpenSpan& s, SpanDrain& p) noexcept {
+  const std::int64_t sequence = p.collective_sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  const Attribute attribute[] = {{"lens.collective.seq", sequence}};
+  append_attributes(s, p.limits, attribute);
+}
+
 }  // namespace
 
 // ---- the public entry points -------------------------------------------------------------------------------
@@ -425,6 +433,7 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
         TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
   }
   if (attributes.size() != 0) append_attributes(*s, p->limits, attributes);
+  if (group.id() == p->collective_group) append_collective_sequence(*s, *p);
   h.slot = s;
   h.generation = s->generation.load(std::memory_order_relaxed);
   r.start_tick = now_ticks();

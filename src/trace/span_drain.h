@@ -49,6 +49,10 @@ class SpanDrain {
   const Sampler* const sampler;
   const Limits limits;
   const std::size_t batch_size;
+  // Spans of this group (the catalogue's `communication`, -1: none) carry lens.collective.seq, the rank's count of
+  // such spans started so far (1, 2, ...): their order, to join a trace with a flight-recorder dump of the same rank.
+  int collective_group = -1;
+  std::atomic<std::int64_t> collective_sequence{0};
 
   // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
   // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within

@@ -49,6 +49,32 @@ TEST(Spans, NestedScopesMakeOneTreeInOneTrace) {
   EXPECT_EQ(spans[3]["name"], "root");
 }
 
+// Issue 18: every communication span carries the rank's count of them so far, in the order they start, from any
+// thread; no other span has it; the base catalogue (no `communication` group) adds nothing.
+TEST(Spans, CommunicationSpansCarryTheRanksCollectiveSequence) {
+  {
+    Capture c;
+    {
+      LENS_SPAN(mg::step, "step");
+      { LENS_SPAN(mg::communication, "first", {"peer", 1}); }
+      std::thread([] { LENS_SPAN(mg::communication, "second"); }).join();
+      { LENS_SPAN(mg::layer, "layer"); }
+      { LENS_SPAN(mg::communication, "third"); }
+    }
+    EXPECT_EQ(attribute(c.span("first"), "lens.collective.seq")["intValue"], "1");
+    EXPECT_EQ(attribute(c.span("first"), "peer")["intValue"], "1");
+    EXPECT_EQ(attribute(c.span("second"), "lens.collective.seq")["intValue"], "2");
+    EXPECT_EQ(attribute(c.span("third"), "lens.collective.seq")["intValue"], "3");
+    EXPECT_TRUE(attribute(c.span("step"), "lens.collective.seq").is_null());
+    EXPECT_TRUE(attribute(c.span("layer"), "lens.collective.seq").is_null());
+  }
+  Config base = testing::capture_config("all");
+  base.catalogue = base_catalogue();
+  Capture c(base);
+  { LENS_SPAN(group::step, "step"); }
+  EXPECT_TRUE(attribute(c.span("step"), "lens.collective.seq").is_null());
+}
+
 // Issue 15: a step span is a root of the trace every rank derives, whatever span is current, and a trace-id
 // ratio sampler decides on that id (so every rank keeps or drops the same iterations).
 TEST(Spans, ASpanGivenATraceIdIsARootOfThatTrace) {
