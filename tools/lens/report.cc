@@ -592,6 +592,7 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
     line("");
     line(buffer);
   }
+  if (!f["first_iteration"].is_object() && (!f["checkpoints"].empty() || !f["evaluations"].empty())) line("");
   for (const auto& c : f["checkpoints"]) {
     std::snprintf(buffer, sizeof buffer,
                   "checkpoint at iteration %lld: save %s ms (slowest of %d ranks), async write %s ms",
