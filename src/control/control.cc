@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 
@@ -189,7 +191,10 @@ ControlEndpoint::ControlEndpoint(const Config& config, const std::string& run_di
 
 ControlEndpoint::~ControlEndpoint() {
   server_->stop();
-  ::unlink(file_.c_str());
+  // Only our own file: a setup that replaces this one (reinit, same run) has written its own there already.
+  std::ifstream in(file_);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.find(token_) != std::string::npos) ::unlink(file_.c_str());
 }
 
 void reset_control_state() noexcept {

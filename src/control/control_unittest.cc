@@ -79,6 +79,16 @@ TEST_F(Control, TheFileIsTheUsersOnlyAndGoesAtShutdown) {
   EXPECT_FALSE(fs::exists(file_));
 }
 
+TEST_F(Control, ASetupThatReplacesThisOneKeepsItsOwnFile) {
+  Telemetry second = setup_telemetry(control_config(), {.rank = 0, .world_size = 4, .reinit = true});
+  std::ifstream in(file_);
+  ASSERT_TRUE(in) << "the first endpoint's shutdown took the second one's file";
+  const std::string token = nlohmann::json::parse(in).at("token").get<std::string>();
+  EXPECT_NE(token, token_);
+  second.shutdown();
+  EXPECT_FALSE(fs::exists(file_));
+}
+
 TEST_F(Control, NoTokenOrAWrongOneIsRefusedAndNothingChanges) {
   const GroupSet before = enabled_span_groups();
   for (const std::string& token : {std::string(), std::string(32, '0'), token_ + "x"}) {
