@@ -140,6 +140,15 @@ TEST(ConfigNumbers, ExportRankAndRate) {
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "1"}}).export_sample_rate, 1.0);
 }
 
+// Issue 18: the control endpoint's address is host:port, checked at setup.
+TEST(ConfigControl, AMalformedAddressIsAnErrorNamingTheVariable) {
+  for (const char* bad : {"localhost", ":8080", "127.0.0.1:port", "127.0.0.1:70000"}) {
+    std::string m = error_of({{"MEGATRON_OTEL_CONTROL_ADDRESS", bad}});
+    EXPECT_TRUE(contains(m, "MEGATRON_OTEL_CONTROL_ADDRESS")) << bad << ": " << m;
+  }
+  EXPECT_TRUE(error_of({{"MEGATRON_OTEL_CONTROL", "maybe"}}).find("MEGATRON_OTEL_CONTROL") != std::string::npos);
+}
+
 TEST(ConfigNumbers, BadValuesAreErrors) {
   for (const char* bad : {"1.5", "-0.1", "nan", "NaN", "inf", "half", "0.5x", ""}) {
     if (std::string(bad).empty()) continue;
