@@ -11,6 +11,7 @@
 //   lens::Telemetry telemetry = lens::setup_telemetry(config);
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -124,6 +125,11 @@ struct Config {
   // The control endpoint on rank 0 (lens/control.h): P_CONTROL, P_CONTROL_ADDRESS (host:port; port 0: any free).
   bool control = false;
   std::string control_address = "127.0.0.1:0";
+  // Hang snapshots (every rank writes rank<R>.snapshot.json, read by `lens hang`): on P_HANG_SIGNAL (SIGUSR1 by
+  // default, SIGUSR2, or 0 for none) and, with P_HANG_TIMEOUT (seconds, 0: off), when no iteration boundary came
+  // for that long.
+  int hang_signal = SIGUSR1;
+  std::int64_t hang_timeout_ms = 0;
 
   // The catalogue span-group specs resolve against.
   Catalogue catalogue = base_catalogue();
@@ -153,6 +159,7 @@ struct Config {
 
   // True when telemetry is on: enabled and not OTEL_SDK_DISABLED.
   bool active() const noexcept { return enabled && !sdk_disabled; }
+  bool hang_snapshots() const noexcept { return hang_signal != 0 || hang_timeout_ms > 0; }
 
 #if !defined(LENS_DISABLED)
   // Reads every key from the process environment. Throws ConfigError on a bad value.

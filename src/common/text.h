@@ -38,4 +38,10 @@ std::string printable_excerpt(std::string_view text, std::size_t max_bytes = 256
 // A URL with its credentials taken out, for messages and summaries: "user:token@" becomes "***@" and a query
 // ("?api_key=...") becomes "?***". Endpoints are shown this way everywhere.
 std::string redact_url(std::string_view url);
+// `text` as a JSON string literal, quotes included: '"' and '\\' escaped, control bytes left out (lens's own
+// files: control.json, the hang snapshots).
+std::string json_string(std::string_view text);
+// Writes `text` to `path` under a temporary name with `mode` and renames it: a reader sees the whole file or none.
+// False when it could not.
+bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode);
 }  // namespace lens::internal

@@ -1,5 +1,6 @@
 #include "lens/config.h"
 
+#include <csignal>
 #include <string>
 
 #include "common/text.h"
@@ -85,6 +86,13 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     parse_int(EnvValue{v->text.substr(colon + 1), v->variable}, 0, 65535);
     c.control_address = v->text;
   }
+  if (auto v = env.lens_key({"HANG_SIGNAL"})) {
+    c.hang_signal = parse_choice<int>(
+        *v,
+        {{"sigusr1", SIGUSR1}, {"usr1", SIGUSR1}, {"sigusr2", SIGUSR2}, {"usr2", SIGUSR2}, {"none", 0}, {"off", 0}});
+  }
+  if (auto v = env.lens_key({"HANG_TIMEOUT"}))  // seconds, as a person waiting for a step thinks of it
+    c.hang_timeout_ms = static_cast<std::int64_t>(parse_number(*v, 0, 86400) * 1000 + 0.5);
 }
 
 void read_sampler(const EnvReader& env, Config& c) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
 #include <string>
 
@@ -147,6 +148,36 @@ TEST(ConfigControl, AMalformedAddressIsAnErrorNamingTheVariable) {
     EXPECT_TRUE(contains(m, "MEGATRON_OTEL_CONTROL_ADDRESS")) << bad << ": " << m;
   }
   EXPECT_TRUE(error_of({{"MEGATRON_OTEL_CONTROL", "maybe"}}).find("MEGATRON_OTEL_CONTROL") != std::string::npos);
+}
+
+TEST(ConfigHang, SignalAndTimeout) {
+  const Config defaults = megatron_config({});
+  EXPECT_EQ(defaults.hang_signal, SIGUSR1);
+  EXPECT_EQ(defaults.hang_timeout_ms, 0);  // the watchdog is off by default
+  EXPECT_TRUE(defaults.hang_snapshots());
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_HANG_SIGNAL", "SIGUSR2"}}).hang_signal, SIGUSR2);
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_HANG_SIGNAL", "usr2"}}).hang_signal, SIGUSR2);
+  const Config none = megatron_config({{"MEGATRON_OTEL_HANG_SIGNAL", "none"}});
+  EXPECT_EQ(none.hang_signal, 0);
+  EXPECT_FALSE(none.hang_snapshots());
+  const Config watchdog =
+      megatron_config({{"MEGATRON_OTEL_HANG_SIGNAL", "off"}, {"MEGATRON_OTEL_HANG_TIMEOUT", "2.5"}});
+  EXPECT_EQ(watchdog.hang_timeout_ms, 2500);
+  EXPECT_TRUE(watchdog.hang_snapshots());
+  EXPECT_EQ(megatron_config({{"NEMO_LENS_HANG_TIMEOUT", "600"}}).hang_timeout_ms, 600000);
+}
+
+TEST(ConfigHang, BadValuesAreErrorsNamingTheVariable) {
+  for (const char* bad : {"SIGTERM", "9", "SIGKILL", "usr3"}) {
+    std::string m = error_of({{"MEGATRON_OTEL_HANG_SIGNAL", bad}});
+    EXPECT_TRUE(contains(m, "MEGATRON_OTEL_HANG_SIGNAL")) << bad << ": " << m;
+    EXPECT_TRUE(contains(m, "sigusr1")) << m;
+  }
+  for (const char* bad : {"-1", "ten", "5m", "nan", "100000"}) {
+    std::string m = error_of({{"MEGATRON_OTEL_HANG_TIMEOUT", bad}});
+    EXPECT_TRUE(contains(m, "MEGATRON_OTEL_HANG_TIMEOUT='" + std::string(bad) + "'")) << bad << ": " << m;
+    EXPECT_TRUE(contains(m, "a number in [0, 86400]")) << m;
+  }
 }
 
 TEST(ConfigNumbers, BadValuesAreErrors) {

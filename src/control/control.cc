@@ -15,6 +15,8 @@
 #include <optional>
 
 #include "common/log.h"
+#include "common/text.h"
+#include "hang/snapshot.h"
 #include "lens/control.h"
 #include "lens/log.h"
 
@@ -38,15 +40,6 @@ struct ControlState {
 ControlState& state() {
   static auto* s = new ControlState;  // never destroyed: the endpoint's thread may outlive static destruction
   return *s;
-}
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
 }
 
 std::string random_token() {
@@ -74,12 +67,9 @@ bool same_secret(std::string_view a, std::string_view b) {
   return differ == 0;
 }
 
-// Written under a temporary name with mode 0600 and renamed: a reader sees the whole file or none.
+// Mode 0600: the token is the job user's secret.
 void write_private_file(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || ::fchmod(fd, 0600) != 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      ::close(fd) != 0 || ::rename(temporary.c_str(), path.c_str()) != 0)
+  if (!write_file_atomically(path, text, 0600))
     throw ConfigError("lens: cannot write the control endpoint's file " + path);
 }
 
@@ -137,7 +127,7 @@ HttpResponse answer(const HttpRequest& request, const std::string& token) {
   return error(404, "the control endpoint serves GET /status and POST /span-groups?spec=SPEC[&for=N]");
 }
 
-void record(const SpanGroupChange& c) {
+void record_change(const SpanGroupChange& c) {
   log_info("span groups %s at iteration %lld: %s%s", c.restored ? "restored" : "changed",
            static_cast<long long>(c.iteration), c.groups_text.empty() ? "(none)" : c.groups_text.c_str(),
            c.iterations > 0 ? (" (for " + std::to_string(c.iterations) + " iterations)").c_str() : "");
@@ -237,6 +227,7 @@ std::optional<SpanGroupChange> at_iteration_boundary(std::int64_t iteration, con
     internal::ControlState& s = internal::state();
     std::lock_guard lock(s.mutex);
     s.iteration = iteration;
+    internal::note_iteration_boundary(iteration);  // the hang watchdog's heartbeat
     const GroupSet from = enabled_span_groups();
     if (agreed.id > s.applied_id) {
       s.applied_id = agreed.id;
@@ -255,7 +246,7 @@ std::optional<SpanGroupChange> at_iteration_boundary(std::int64_t iteration, con
       s.restore.reset();
       change = SpanGroupChange{iteration, from, to, 0, true, describe(s.catalogue, to)};
     }
-    if (change) internal::record(*change);
+    if (change) internal::record_change(*change);
   } catch (...) {  // no memory to describe or log the set: what was applied stands
   }
   return change;

@@ -45,6 +45,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
       metrics_(settings_.metrics, settings_.metric_interval_ms, settings_.temporality, settings_.resource, *exporter_,
                [this] { return stats(); }) {
   spans_.collective_group = settings_.collective_group;
+  spans_.positions_only = settings_.positions_only;
   // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
   // inherited from this thread's at creation.
   sigset_t all, previous;
@@ -57,10 +58,14 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
 void Pipeline::run() {
   const std::int64_t delay_ms = std::min(settings_.batch.schedule_delay_ms, settings_.log_batch.schedule_delay_ms);
   bool busy = false;
+  std::int64_t watchdog_ms = INT32_MAX;
   for (;;) {
-    // While producers keep queues filling, go straight on; otherwise sleep until woken, the delay passes or
-    // metrics are due.
-    wake_.sleep(busy ? 0 : static_cast<int>(std::min<std::int64_t>(metrics_.wait_ms(delay_ms), INT32_MAX)));
+    // While producers keep queues filling, go straight on; otherwise sleep until woken, the delay passes, metrics
+    // are due or the hang watchdog is.
+    const std::int64_t idle_ms = std::min({metrics_.wait_ms(delay_ms), watchdog_ms, std::int64_t{INT32_MAX}});
+    wake_.sleep(busy ? 0 : static_cast<int>(idle_ms));
+    // First: a snapshot says where the threads are now, before this thread spends time exporting.
+    watchdog_ms = hang_watch();
 
     if (signal_shutdown_.load(std::memory_order_acquire)) {
       if (ThreadState* parked = parked_.exchange(nullptr)) spans_.truncate_open_spans(*parked);
@@ -162,6 +167,28 @@ void Pipeline::flush_from_signal(int timeout_ms) noexcept {
   signal_flush_.store(true, std::memory_order_release);
   wake_.ring_now();
   flushed_fd_.wait(timeout_ms);
+}
+
+void Pipeline::request_hang_snapshot() noexcept {
+  if (settings_.hang.path.empty() || finished()) return;
+  hang_snapshot_asked_.store(true, std::memory_order_release);
+  wake_.ring_now();
+}
+
+std::int64_t Pipeline::hang_watch() noexcept {
+  const HangSettings& hang = settings_.hang;
+  if (hang.path.empty()) return INT32_MAX;
+  if (hang_snapshot_asked_.exchange(false, std::memory_order_acq_rel)) write_hang_snapshot(hang, spans_, "signal");
+  const IterationProgress progress = iteration_progress();
+  // Armed from the first boundary on; fires once per boundary that is not followed by another in time.
+  if (hang.timeout_ms <= 0 || progress.boundary_nanos == 0 || watchdog_fired_for_ == progress.boundary_nanos)
+    return INT32_MAX;
+  const std::uint64_t timeout_nanos = static_cast<std::uint64_t>(hang.timeout_ms) * 1000000;
+  const std::uint64_t waited = steady_nanos() - progress.boundary_nanos;
+  if (waited < timeout_nanos) return static_cast<std::int64_t>((timeout_nanos - waited) / 1000000) + 1;
+  watchdog_fired_for_ = progress.boundary_nanos;
+  write_hang_snapshot(hang, spans_, "watchdog");
+  return INT32_MAX;
 }
 
 void Pipeline::mark_stopped_in_child() noexcept {

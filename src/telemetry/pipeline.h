@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/event_fd.h"
+#include "hang/snapshot.h"
 #include "lens/config.h"
 #include "lens/sampling.h"
 #include "lens/telemetry.h"
@@ -33,7 +34,9 @@ struct PipelineSettings {
   bool metrics = false;  // push metrics every metric_interval_ms (not with Prometheus, which pulls)
   std::int64_t metric_interval_ms = 10000;
   Temporality temporality = Temporality::kCumulative;
-  int collective_group = -1;  // the catalogue's `communication` group: its spans carry lens.collective.seq
+  int collective_group = -1;    // the catalogue's `communication` group: its spans carry lens.collective.seq
+  bool positions_only = false;  // a non-exporting rank kept for hang snapshots: spans live only while open
+  HangSettings hang;            // hang.path empty: no snapshots
 };
 
 class Pipeline {
@@ -46,6 +49,7 @@ class Pipeline {
   LogQueue& logs() noexcept { return logs_; }
   MetricSchedule& metrics() noexcept { return metrics_; }
   const Resource& resource() const noexcept { return settings_.resource; }
+  const std::string& hang_path() const noexcept { return settings_.hang.path; }
 
   // Exports everything queued now; false when `deadline` passed first.
   bool force_flush(Deadline deadline);
@@ -58,6 +62,8 @@ class Pipeline {
   // SIGTERM handed on to an application that goes on: exports what is queued, waiting at most `timeout_ms`,
   // and keeps running. Async-signal-safe.
   void flush_from_signal(int timeout_ms) noexcept;
+  // Asks the background thread for a hang snapshot (P_HANG_SIGNAL's handler). Async-signal-safe.
+  void request_hang_snapshot() noexcept;
   // In a forked child: the background thread did not come along; nothing may wait for it.
   void mark_stopped_in_child() noexcept;
 
@@ -68,6 +74,8 @@ class Pipeline {
 
  private:
   void run();
+  // Writes a hang snapshot when one was asked for or the watchdog is due; returns how long the watchdog may sleep.
+  std::int64_t hang_watch() noexcept;
   void finish();
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
 
@@ -92,6 +100,8 @@ class Pipeline {
   std::atomic<bool> signal_flush_{false};
   std::atomic<bool> signal_shutdown_{false};
   std::atomic<ThreadState*> parked_{nullptr};
+  std::atomic<bool> hang_snapshot_asked_{false};
+  std::uint64_t watchdog_fired_for_ = 0;  // the boundary (steady ns) the watchdog last wrote a snapshot after
 
   std::mutex join_mutex_;  // guards joining or detaching thread_ (shutdown may run on two threads)
   std::thread thread_;

@@ -1,4 +1,4 @@
-// What an exporting process does on its way out: shut down at exit; on SIGTERM, flush and hand the signal to the
+// What a process with a pipeline does on its way out: shut down at exit; on SIGTERM, flush and hand the signal to the
 // application's handler (which goes on: its last spans are kept), or shut down and take the default action; and
 // after fork, a child with telemetry off until it sets up again.
 #include <pthread.h>
@@ -48,6 +48,19 @@ void on_sigterm(int signal, siginfo_t* info, void* context) {
   ::raise(signal);
 }
 
+struct sigaction g_previous_hang[NSIG];
+
+void on_hang_signal(int signal, siginfo_t* info, void* context) {
+  // Async-signal-safe: an atomic and an eventfd; the snapshot is written by the pipeline's thread.
+  if (Pipeline* p = g_pipeline.load()) p->request_hang_snapshot();
+  const struct sigaction& previous = g_previous_hang[signal];
+  if (!application_handles(previous)) return;  // SIGUSR1's default action would end the process: not chained
+  if (previous.sa_flags & SA_SIGINFO)
+    previous.sa_sigaction(signal, info, context);
+  else
+    previous.sa_handler(signal);
+}
+
 void on_fork_child() {
   forget_live_setup_after_fork();
   forget_thread_state();  // the child's next span gets a fresh thread state, with freshly seeded ids
@@ -68,6 +81,20 @@ void install_process_hooks() {
     sigemptyset(&action.sa_mask);
     sigaction(SIGTERM, &action, &g_previous_sigterm);
   });
+}
+
+void install_hang_signal(int signal) {
+  static std::mutex mutex;
+  static bool installed[NSIG] = {};
+  if (signal <= 0 || signal >= NSIG) return;
+  std::lock_guard lock(mutex);
+  if (installed[signal]) return;
+  installed[signal] = true;
+  struct sigaction action = {};
+  action.sa_sigaction = on_hang_signal;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, &g_previous_hang[signal]);
 }
 
 }  // namespace lens::internal

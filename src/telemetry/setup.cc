@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "config/env.h"
 #include "export/exporter_factory.h"
+#include "export/json_lines_exporter.h"
 #include "export/prometheus.h"
 #include "groups/switch.h"
 #include "lens/log.h"
@@ -37,21 +38,21 @@ std::vector<Pipeline*>& retired_pipelines() {
 
 bool is_live_and_enabled(const std::shared_ptr<TelemetryState>& s) { return s && s->config.active() && !s->inert(); }
 
-// Points spans, metrics and logs at `p` (null: nowhere).
-void route_signals(Pipeline* p, const Config& c) {
+// Points spans, metrics and logs at `p` (null: nowhere); a rank that keeps only positions takes spans alone.
+void route_signals(Pipeline* p, const Config& c, bool exporting) {
+  const bool logs = p && exporting && c.logs_enabled;
   g_pipeline.store(p, std::memory_order_release);
   g_span_drain.store(p && c.traces_enabled ? &p->spans() : nullptr, std::memory_order_release);
-  g_log_queue.store(p && c.logs_enabled ? &p->logs() : nullptr, std::memory_order_release);
-  g_min_log_severity.store(p && c.logs_enabled ? static_cast<int>(c.min_log_severity) : kLogsOff,
-                           std::memory_order_relaxed);
-  set_metrics_recording(p && c.metrics_enabled);
+  g_log_queue.store(logs ? &p->logs() : nullptr, std::memory_order_release);
+  g_min_log_severity.store(logs ? static_cast<int>(c.min_log_severity) : kLogsOff, std::memory_order_relaxed);
+  set_metrics_recording(p && exporting && c.metrics_enabled);
 }
 
 // Stops spans, metrics and logs going to `state`'s pipeline. Caller holds the live mutex.
 void detach_locked(Live& l, const std::shared_ptr<TelemetryState>& state) {
   if (l.state != state) return;
   install_span_groups({}, {});
-  route_signals(nullptr, state->config);
+  route_signals(nullptr, state->config, false);
   l.state.reset();
 }
 
@@ -71,6 +72,34 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
 }
 
+// Where this rank's hang snapshot goes and what it says of the rank (none when snapshots are off).
+HangSettings hang_settings(const TelemetryState& s) {
+  const Config& c = s.config;
+  HangSettings hang;
+  if (!c.hang_snapshots()) return hang;
+  hang.path = telemetry_file_prefix(c, s.run_id, s.ranks.rank) + ".snapshot.json";
+  hang.rank = s.ranks.rank;
+  hang.world_size = s.ranks.world_size;
+  hang.run_id = s.run_id;
+  hang.exporting = s.exporting;
+  hang.timeout_ms = c.hang_timeout_ms;
+  for (std::size_t i = 0; i < c.catalogue.group_count(); ++i)
+    hang.group_names.emplace_back(c.catalogue.group_name(SpanGroup(static_cast<std::uint8_t>(i))));
+  return hang;
+}
+
+PipelineSettings pipeline_settings(const TelemetryState& s) {
+  const Config& c = s.config;
+  PipelineSettings settings;
+  settings.batch = c.span_batch;
+  settings.log_batch = c.log_batch;
+  settings.limits = c.limits;
+  settings.hang = hang_settings(s);
+  if (SpanGroup communication(0); c.catalogue.find_group("communication", &communication))
+    settings.collective_group = communication.id();
+  return settings;
+}
+
 // The exporting rank's pipeline: built before anything live changes, so an error leaves things as they were.
 Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> exporter) {
   const Config& c = s.config;
@@ -78,17 +107,28 @@ Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> e
   const bool push_metrics = c.metrics_enabled && c.metrics_exporter != SignalExporter::kPrometheus;
   if (!exporter) exporter = make_exporter(c, s.run_id, s.ranks.rank, {c.traces_enabled, push_metrics, c.logs_enabled});
   init_clock();
-  PipelineSettings settings;
-  settings.batch = c.span_batch;
-  settings.log_batch = c.log_batch;
-  settings.limits = c.limits;
+  PipelineSettings settings = pipeline_settings(s);
   settings.resource = s.resource;
   settings.metrics = push_metrics;
   settings.metric_interval_ms = c.metric_export_interval_ms;
   settings.temporality = c.metrics_temporality;
-  if (SpanGroup communication(0); c.catalogue.find_group("communication", &communication))
-    settings.collective_group = communication.id();
   return new Pipeline(std::move(settings), std::move(exporter), std::move(sampler));
+}
+
+// Nothing leaves a rank that keeps only positions.
+class NoExporter final : public TelemetryExporter {
+ public:
+  ExportResult export_spans(const ExportBatch&, Deadline) override { return ExportResult::kSuccess; }
+};
+
+// A non-exporting rank's pipeline when hang snapshots are on: its spans live in their slots while open (every one:
+// where a thread is does not depend on sampling) and its background thread only watches and writes snapshots.
+Pipeline* build_position_pipeline(const TelemetryState& s) {
+  init_clock();
+  PipelineSettings settings = pipeline_settings(s);
+  settings.positions_only = true;
+  return new Pipeline(std::move(settings), std::make_unique<NoExporter>(),
+                      make_sdk_sampler(TracesSampler::kAlwaysOn, 1.0));
 }
 
 }  // namespace
@@ -142,6 +182,10 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
       if (config.control && state->ranks.rank == 0)  // throws when it cannot bind or write its file
         state->control = std::make_unique<ControlEndpoint>(
             config, (std::filesystem::path(config.file_dir) / state->run_id).string(), state->ranks.world_size);
+    } else if (config.hang_snapshots() && config.traces_enabled) {
+      // A hang does not care which ranks export: this one keeps where its threads are (CONTRACT §3).
+      state->run_id = resolve_run_id(config, process_env());
+      state->pipeline = build_position_pipeline(*state);
     }
   }
   if (l.state) {
@@ -156,7 +200,7 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
 
   if (state->pipeline) {
     retired_pipelines().push_back(state->pipeline);  // reachable for good, whatever happens to the handles
-    route_signals(state->pipeline, config);
+    route_signals(state->pipeline, config, state->exporting);
     if (config.traces_enabled)
       install_span_groups(config.catalogue.all(), state->resolved_span_groups);
     else
@@ -164,8 +208,10 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
   } else {
     install_span_groups({}, {});
   }
-  if (state->exporting) install_process_hooks();
+  if (state->pipeline) install_process_hooks();
+  if (state->pipeline && !state->pipeline->hang_path().empty()) install_hang_signal(config.hang_signal);
   reset_control_state();
+  reset_iteration_progress();
   set_control_catalogue(config.catalogue);
   l.state = state;
   return TelemetryAccess::make(state);
@@ -242,7 +288,9 @@ RankInfo Telemetry::ranks() const { return state_ ? state_->ranks : RankInfo{}; 
 GroupSet Telemetry::resolved_span_groups() const { return state_ ? state_->resolved_span_groups : GroupSet{}; }
 
 const Sampler* Telemetry::sampler() const {
-  return state_ && state_->pipeline && state_->config.traces_enabled ? state_->pipeline->spans().sampler : nullptr;
+  return state_ && state_->exporting && state_->pipeline && state_->config.traces_enabled
+             ? state_->pipeline->spans().sampler
+             : nullptr;
 }
 
 }  // namespace lens

@@ -54,9 +54,11 @@ TEST_F(Setup, ExportingRankEnablesTheResolvedGroups) {
   EXPECT_TRUE(t.shutdown());  // idempotent
 }
 
-TEST_F(Setup, NonExportingRankHasNoGroupsAndStartsNothing) {
+TEST_F(Setup, NonExportingRankWithoutHangSnapshotsHasNoGroupsAndStartsNothing) {
   int threads_before = thread_count();
-  Telemetry t = setup_telemetry(enabled_megatron("all"), {.rank = 0, .world_size = 8});
+  Config c = enabled_megatron("all");
+  c.hang_signal = 0;  // and no P_HANG_TIMEOUT: nothing to keep positions for
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 8});
   EXPECT_FALSE(t.is_exporting());
   EXPECT_TRUE(enabled_span_groups().empty());
   EXPECT_EQ(t.resolved_span_groups(), megatron::catalogue().all());  // resolved all the same

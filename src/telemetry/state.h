@@ -22,7 +22,7 @@ struct TelemetryState {
   std::string run_id;
   Resource resource;
   ResourceAttributes resource_attributes;
-  Pipeline* pipeline = nullptr;                    // exporting ranks with any signal on; owns the sampler; never freed
+  Pipeline* pipeline = nullptr;  // exporting ranks with any signal on, or positions for hang snapshots; never freed
   std::unique_ptr<PrometheusEndpoint> prometheus;  // OTEL_METRICS_EXPORTER=prometheus
   std::unique_ptr<ControlEndpoint> control;        // P_CONTROL on an exporting rank 0
   pid_t pid = 0;                                   // the process that set up: in a forked child the state is inert
@@ -33,6 +33,10 @@ struct TelemetryState {
 
 // Installs, once per process, the atexit flush and the SIGTERM handler (chaining to the previous one).
 void install_process_hooks();
+
+// Installs, once per signal, P_HANG_SIGNAL's handler: it asks the live pipeline for a hang snapshot (chaining to
+// the application's handler, if it had one). 0: none.
+void install_hang_signal(int signal);
 
 // Shuts the live setup down (the atexit hook).
 void shutdown_live_setup() noexcept;

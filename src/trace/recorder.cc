@@ -111,11 +111,9 @@ class ArenaWriter {
   std::uint8_t* cursor() const noexcept { return at_; }
   const std::uint8_t* limit() const noexcept { return begin_ + kArenaBytes; }
   void set_cursor(std::uint8_t* at) noexcept { at_ = at; }
-  // Publishes what was written: a truncation that interrupts a write sees only complete entries.
-  void commit() noexcept {
-    std::atomic_signal_fence(std::memory_order_release);
-    s_.header.arena_used = position();
-  }
+  // Publishes what was written: a truncation that interrupts a write, or a hang snapshot read on another thread,
+  // sees only complete entries (a release store: a plain store on x86 and ARM's stlr).
+  void commit() noexcept { __atomic_store_n(&s_.header.arena_used, position(), __ATOMIC_RELEASE); }
 
  private:
   OpenSpan& s_;
@@ -435,8 +433,10 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   if (attributes.size() != 0) append_attributes(*s, p->limits, attributes);
   if (group.id() == p->collective_group) append_collective_sequence(*s, *p);
   h.slot = s;
-  h.generation = s->generation.load(std::memory_order_relaxed);
   r.start_tick = now_ticks();
+  // Published last (odd: open), so a hang snapshot never reads a header half written.
+  h.generation = s->generation.load(std::memory_order_relaxed) + 1;
+  s->generation.store(h.generation, std::memory_order_release);
 }
 
 void end_span(SpanHandle& h, bool by_exception) noexcept {
@@ -457,7 +457,9 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
   s.header.end_tick = end;
   // The record goes to the ending thread's queue (a Span may end on another thread than it started).
   ThreadState* t = p->stopped() ? nullptr : state_for(p);
-  if (t == nullptr) {
+  if (p->positions_only) {
+    // Kept only while open, for a hang snapshot: nothing is exported from this rank.
+  } else if (t == nullptr) {
     p->count_late_drop();
   } else {
     queue_record(*t, s);

@@ -38,6 +38,9 @@ class SpanDrain {
   void wake_exporter() noexcept { wake_.ring(); }
   // A span ended after shutdown on a thread with no state here: counted as produced and dropped.
   void count_late_drop() noexcept { late_drops_.fetch_add(1, std::memory_order_relaxed); }
+  // Positions only (a non-exporting rank that keeps hang snapshots): a span lives in its thread's slot while open
+  // and is forgotten when it ends; nothing is queued, exported or counted.
+  bool positions_only = false;
   // Ends `t`'s open spans, innermost first, as truncated (CONTRACT §6). Runs on t's thread, or on the export thread
   // while t is parked in the SIGTERM handler.
   void truncate_open_spans(ThreadState& t) noexcept;
@@ -76,9 +79,19 @@ class SpanDrain {
   // A shutdown whose deadline passed: the batch being sent is counted as failed, once; returns its size.
   std::uint64_t abandon_in_flight() noexcept;
 
+  // One open span as it was a moment ago: its thread and a copy of its record (header, then the arena up to what
+  // was committed), read with SpanView.
+  struct OpenSpanCopy {
+    pid_t tid;
+    std::vector<std::uint8_t> record;
+  };
+  // Every thread's open spans now, by thread, outermost first (a hang snapshot). Lock-free for the recording
+  // threads: a slot is read as a seqlock, and a span that ends meanwhile is left out.
+  std::vector<OpenSpanCopy> open_spans() const;
+
  private:
   void export_batch(Deadline deadline);
-  std::vector<ThreadState*> snapshot_threads();
+  std::vector<ThreadState*> live_threads();
   // Frees the state of a thread that has ended, once nothing refers to it; its counts are kept.
   void free_if_ended(ThreadState* t);
   void release_retired_chunks() noexcept;

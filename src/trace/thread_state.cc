@@ -1,6 +1,7 @@
 #include "trace/thread_state.h"
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <bit>
 #include <chrono>
@@ -63,7 +64,7 @@ SpanId IdGenerator::span_id() noexcept {
 }
 
 ThreadState::ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget)
-    : drain(owner), slots(new OpenSpan[kMaxOpenSpans]), queue(batch_size, budget) {
+    : drain(owner), tid(::gettid()), slots(new OpenSpan[kMaxOpenSpans]), queue(batch_size, budget) {
   for (int i = 0; i < kMaxOpenSpans; ++i) {
     slots[i].owner = this;
     slots[i].owner_slot_index = static_cast<std::uint8_t>(i);

@@ -4,6 +4,8 @@
 // no lock and no read-modify-write atomic.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -21,8 +23,10 @@ struct ThreadState;
 struct OpenSpan {
   RecordHeader header;
   ThreadState* owner = nullptr;
-  // Bumped when the slot is released or truncated: a Span whose handle holds an older value no longer owns it.
-  std::atomic<std::uint32_t> generation{1};
+  // Odd while the slot holds an open span, even while it is free: bumped when a span starts here (last, once the
+  // header is written) and when it ends or is truncated. A Span whose handle holds another value no longer owns the
+  // slot; a hang snapshot reads the slot as a seqlock (SpanDrain::open_spans).
+  std::atomic<std::uint32_t> generation{0};
   std::uint8_t owner_slot_index = 0;
   alignas(8) std::uint8_t arena[kArenaBytes];
 };
@@ -72,6 +76,7 @@ struct ThreadState {
   ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget);
 
   SpanDrain* drain;
+  pid_t tid;                                     // the thread's id (gettid), named in hang snapshots
   std::uint64_t free_slots = ~std::uint64_t{0};  // owner-only bitmap of free slots
   std::atomic<std::uint64_t> remote_free{0};     // slots released by other threads, folded in lazily
   std::unique_ptr<OpenSpan[]> slots;

@@ -1,0 +1,223 @@
+// Hang snapshots in one process: what rank<R>.snapshot.json says of the open spans of every thread (names, groups,
+// parentage, attributes, the last iteration), on the signal and from the watchdog, on an exporting rank and on a
+// rank that only keeps positions. The whole job (4 ranks, a stalled one, SIGSTOP, lens hang) is tested in
+// tools/lens/lens_hang_test.py.
+#include "hang/snapshot.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "lens/control.h"
+#include "lens/megatron.h"
+#include "lens/span.h"
+#include "lens/telemetry.h"
+
+namespace lens {
+namespace {
+
+namespace mg = megatron::group;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kRunId = "hang-run";
+
+Config hang_config(const std::string& test) {
+  Config c;
+  c.catalogue = megatron::catalogue();
+  c.enabled = true;
+  c.span_groups = "all";
+  c.exporter = Exporter::kFile;
+  c.metrics_enabled = false;
+  c.file_dir = ::testing::TempDir() + "lens-hang-unittest-" + std::to_string(::getpid()) + "-" + test;
+  c.run_id = kRunId;
+  return c;
+}
+
+fs::path run_dir(const Config& c) { return fs::path(c.file_dir) / kRunId; }
+
+// The snapshot at `path` once it is there (null after `wait`).
+nlohmann::json wait_for_snapshot(const fs::path& path, std::chrono::milliseconds wait = 10s) {
+  for (auto until = std::chrono::steady_clock::now() + wait; std::chrono::steady_clock::now() < until;) {
+    if (std::ifstream in(path); in) return nlohmann::json::parse(in);
+    std::this_thread::sleep_for(10ms);
+  }
+  return nullptr;
+}
+
+// A thread inside a step and one of its micro-batches until told to go on.
+class StuckThread {
+ public:
+  StuckThread() {
+    thread_ = std::thread([this] {
+      tid_.set_value(::gettid());
+      ScopedSpan step;
+      step.start(mg::step, "megatron.train_step", {{"iteration", 57}});
+      Span forward(mg::microbatch, "megatron.microbatch.forward", {{"microbatch", 2}, {"stage", "first"}});
+      step_ids_.set_value({step.context().span_id, forward.context().span_id});
+      go_on_.get_future().wait();
+    });
+    tid = tid_.get_future().get();
+    ids = step_ids_.get_future().get();
+  }
+  ~StuckThread() {
+    go_on_.set_value();
+    thread_.join();
+  }
+  pid_t tid;
+  std::pair<SpanId, SpanId> ids;  // the step's, the forward's
+
+ private:
+  std::promise<pid_t> tid_;
+  std::promise<std::pair<SpanId, SpanId>> step_ids_;
+  std::promise<void> go_on_;
+  std::thread thread_;
+};
+
+std::string hex(const SpanId& id) {
+  std::string out;
+  char two[3];
+  for (auto b : id.bytes) {
+    std::snprintf(two, sizeof two, "%02x", b);
+    out += two;
+  }
+  return out;
+}
+
+const nlohmann::json* thread_of(const nlohmann::json& snapshot, pid_t tid) {
+  for (const auto& t : snapshot.at("threads"))
+    if (t.at("tid") == tid) return &t;
+  return nullptr;
+}
+
+void expect_stuck_thread(const nlohmann::json& snapshot, const StuckThread& stuck) {
+  const nlohmann::json* t = thread_of(snapshot, stuck.tid);
+  ASSERT_NE(t, nullptr) << snapshot.dump();
+  const auto& spans = t->at("open_spans");
+  ASSERT_EQ(spans.size(), 2u) << t->dump();
+  EXPECT_EQ(spans[0].at("name"), "megatron.train_step");  // outermost first
+  EXPECT_EQ(spans[0].at("group"), "step");
+  EXPECT_EQ(spans[0].at("attributes").at("iteration"), 57);
+  EXPECT_EQ(spans[0].at("span_id"), hex(stuck.ids.first));
+  EXPECT_EQ(spans[1].at("name"), "megatron.microbatch.forward");
+  EXPECT_EQ(spans[1].at("group"), "microbatch");
+  EXPECT_EQ(spans[1].at("attributes").at("microbatch"), 2);
+  EXPECT_EQ(spans[1].at("attributes").at("stage"), "first");
+  EXPECT_EQ(spans[1].at("parent_span_id"), hex(stuck.ids.first));
+  EXPECT_EQ(spans[1].at("span_id"), hex(stuck.ids.second));
+  EXPECT_GE(spans[1].at("start_unix_nano").get<std::uint64_t>(), spans[0].at("start_unix_nano").get<std::uint64_t>());
+  EXPECT_GE(spans[0].at("open_seconds").get<double>(), 0.0);
+}
+
+class HangSnapshot : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    setup_telemetry(Config{}, {.reinit = true}).shutdown();
+    fs::remove_all(::testing::TempDir() + "lens-hang-unittest-" + std::to_string(::getpid()) + "-" +
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+};
+
+TEST_F(HangSnapshot, TheSignalWritesEveryThreadsOpenSpansFromTheExportThread) {
+  const Config c = hang_config("TheSignalWritesEveryThreadsOpenSpansFromTheExportThread");
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1});
+  ASSERT_TRUE(t.is_exporting());
+  ASSERT_FALSE(at_iteration_boundary(57, {}));
+  StuckThread stuck;
+  Span mine(mg::job, "megatron.job");
+  ASSERT_EQ(::raise(SIGUSR1), 0);  // the handler only asks: the process goes on
+  const nlohmann::json s = wait_for_snapshot(run_dir(c) / "rank0.snapshot.json");
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("lens_hang_snapshot"), 1);
+  EXPECT_EQ(s.at("rank"), 0);
+  EXPECT_EQ(s.at("world_size"), 1);
+  EXPECT_EQ(s.at("pid"), ::getpid());
+  EXPECT_EQ(s.at("run_id"), kRunId);
+  EXPECT_EQ(s.at("reason"), "signal");
+  EXPECT_EQ(s.at("exporting"), true);
+  EXPECT_EQ(s.at("last_iteration_completed"), 56);
+  EXPECT_GE(s.at("seconds_since_iteration_boundary").get<double>(), 0.0);
+  expect_stuck_thread(s, stuck);
+  const nlohmann::json* main_thread = thread_of(s, ::gettid());
+  ASSERT_NE(main_thread, nullptr);
+  EXPECT_EQ(main_thread->at("open_spans").size(), 1u);
+  EXPECT_EQ(main_thread->at("open_spans")[0].at("parent_span_id"), nullptr);
+  EXPECT_FALSE(fs::exists(run_dir(c) / "rank0.snapshot.json.tmp"));
+}
+
+TEST_F(HangSnapshot, TheWatchdogFiresOnceWhenNoIterationBoundaryCameInTime) {
+  Config c = hang_config("TheWatchdogFiresOnceWhenNoIterationBoundaryCameInTime");
+  c.hang_signal = 0;
+  c.hang_timeout_ms = 300;
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1});
+  const fs::path file = run_dir(c) / "rank0.snapshot.json";
+  // Not armed before the first boundary (startup may take long), nor while boundaries come in time.
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(fs::exists(file));
+  for (int i = 1; i <= 8; ++i) {
+    at_iteration_boundary(i, {});
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_FALSE(fs::exists(file));
+  StuckThread stuck;  // iteration 8 never ends
+  const nlohmann::json s = wait_for_snapshot(file);
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("reason"), "watchdog");
+  EXPECT_EQ(s.at("last_iteration_completed"), 7);
+  EXPECT_GE(s.at("seconds_since_iteration_boundary").get<double>(), 0.3);
+  EXPECT_EQ(s.at("hang_timeout_seconds"), 0.3);
+  expect_stuck_thread(s, stuck);
+  // Once per stall: removed, it is not written again until a boundary comes and another stall follows.
+  fs::remove(file);
+  std::this_thread::sleep_for(700ms);
+  EXPECT_FALSE(fs::exists(file));
+  at_iteration_boundary(9, {});
+  EXPECT_FALSE(wait_for_snapshot(file).is_null());
+}
+
+TEST_F(HangSnapshot, ANonExportingRankKeepsOnlyPositionsAndExportsNothing) {
+  const Config c = hang_config("ANonExportingRankKeepsOnlyPositionsAndExportsNothing");  // single_rank: rank 3
+  Telemetry t = setup_telemetry(c, {.rank = 1, .world_size = 4});
+  ASSERT_FALSE(t.is_exporting());
+  EXPECT_EQ(t.sampler(), nullptr);
+  EXPECT_TRUE(is_enabled(mg::layer));  // spans start, for their position
+  { Span ended(mg::step, "ended"); }
+  at_iteration_boundary(3, {});
+  StuckThread stuck;
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  const nlohmann::json s = wait_for_snapshot(run_dir(c) / "rank1.snapshot.json");
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s.at("rank"), 1);
+  EXPECT_EQ(s.at("world_size"), 4);
+  EXPECT_EQ(s.at("exporting"), false);
+  expect_stuck_thread(s, stuck);
+  EXPECT_EQ(t.span_stats().produced, 0u);
+  EXPECT_TRUE(t.shutdown());
+  for (const auto& entry : fs::directory_iterator(run_dir(c)))  // the snapshot and nothing else
+    EXPECT_EQ(entry.path().filename(), "rank1.snapshot.json");
+}
+
+TEST_F(HangSnapshot, AnUnwritableDirectoryIsAWarningNotACrash) {
+  Config c = hang_config("AnUnwritableDirectoryIsAWarningNotACrash");
+  c.exporter = Exporter::kConsole;
+  c.traces_enabled = true;
+  fs::create_directories(c.file_dir);
+  std::ofstream(run_dir(c)) << "a file where the run directory would be\n";
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1});
+  StuckThread stuck;
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(fs::is_regular_file(run_dir(c)));
+  Span after(mg::job, "still recording");
+  EXPECT_TRUE(after.context().is_valid());
+}
+
+}  // namespace
+}  // namespace lens
