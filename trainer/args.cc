@@ -51,6 +51,9 @@ Args parse_args(int argc, char** argv) {
                  "Testing aid: this rank sleeps --testing-slow-ms in every micro-batch forward (a known straggler)");
   app.add_option("--testing-slow-ms", a.testing_slow_ms, "Testing aid: see --testing-slow-rank")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--testing-stall-iteration", a.testing_stall_iteration,
+                 "Testing aid: at this iteration --testing-slow-rank stops in micro-batch 1's forward until killed (a "
+                 "hang)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

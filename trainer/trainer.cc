@@ -16,8 +16,12 @@ namespace mg = lens::megatron::group;
 Trainer::InFlight Trainer::forward(std::int64_t micro, torch::Tensor received, const std::vector<std::uint8_t>& data,
                                    std::uint64_t stream, bool keep_graph) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
-  if (topology_.rank == args_.testing_slow_rank)
+  if (topology_.rank == args_.testing_slow_rank) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));
+    // iteration_ counts the iterations done.
+    while (iteration_ + 1 == args_.testing_stall_iteration && micro == 1)
+      std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   InFlight f;
   torch::Tensor tokens;
   if (topology_.first_stage() || topology_.last_stage())

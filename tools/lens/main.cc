@@ -3,6 +3,7 @@
 //   lens report RUN_DIR [--json] [--steps A-B] [--html FILE] [--fail-if COND]...
 //   lens convert RUN_DIR --to chrome-json -o FILE[.gz] [--steps A-B]
 //   lens ctl RUN_DIR status | span-groups SPEC [--for N]
+//   lens hang RUN_DIR [--json]
 //
 // RUN_DIR is what a run wrote (<FILE_DIR>/<run id>/rank<R>.*.jsonl), a directory above it, or one file; files an
 // OpenTelemetry Collector's file exporter wrote are read alike, plain or .gz. Exit codes: 0 read and reported;
@@ -16,6 +17,7 @@
 
 #include "chrome_trace.h"
 #include "ctl.h"
+#include "hang.h"
 #include "html.h"
 #include "report.h"
 #include "run_reader.h"
@@ -308,8 +310,20 @@ int main(int argc, char** argv) {
   ctl->footer(
       "Examples:\n  lens ctl RUN_DIR span-groups per_step --for 20   (20 iterations in detail, then back)\n"
       "  lens ctl RUN_DIR status");
+  CLI::App* hang = app.add_subcommand(
+      "hang",
+      "Read the hang snapshots of a job that stopped making progress (rank<R>.snapshot.json, written by every rank "
+      "on P_HANG_SIGNAL, SIGUSR1 by default, or by the P_HANG_TIMEOUT watchdog) and say which rank is behind and "
+      "where the others wait; a rank with no snapshot is named. Exit 0, or 2 when there is no snapshot to read.");
+  hang->add_option("RUN_DIR", o.run_dir, "The run's directory (<FILE_DIR>/<run id>), or the one above")->required();
+  bool hang_json = false;
+  hang->add_flag("--json", hang_json, "The verdict as JSON: behind, missing, and the ranks grouped by where they are");
+  hang->footer(
+      "Example:\n  pkill -USR1 -f pretrain_gpt; sleep 1; lens hang telemetry/<run id>\n"
+      "More: docs/TOOLS.md");
   try {
     app.parse(argc, argv);
+    if (hang->parsed()) return lens_tools::hang(o.run_dir, hang_json);
     if (ctl->parsed())
       return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);

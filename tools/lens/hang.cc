@@ -1,0 +1,263 @@
+#include "hang.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+namespace lens_tools {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kBadInput = 2;
+
+// Where one rank is: the innermost open span of its training thread (the thread with the most open spans).
+struct Position {
+  int rank = 0;
+  std::int64_t iteration = -1;     // the iteration it is in (last completed + 1; -1: before the first)
+  std::vector<std::string> chain;  // open span names, outermost first
+  std::string group;               // the innermost span's span group
+  std::string detail;              // its attributes, "microbatch 2, stage first"
+  double since_seconds = 0;        // how long the innermost span has been open
+  std::string reason;
+  double written_seconds = 0;
+
+  const std::string& where() const {
+    static const std::string kNowhere = "no open span";
+    return chain.empty() ? kNowhere : chain.back();
+  }
+  bool waits() const { return group == "communication"; }
+};
+
+bool is_snapshot(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.starts_with("rank") && name.ends_with(".snapshot.json");
+}
+
+// The snapshots in RUN_DIR, or in the directory below it that has the newest one.
+std::vector<fs::path> find_snapshots(const fs::path& run_dir) {
+  std::error_code error;
+  std::map<fs::path, std::vector<fs::path>> by_dir;
+  std::map<fs::path, fs::file_time_type> newest;
+  auto add = [&](const fs::path& file) {
+    by_dir[file.parent_path()].push_back(file);
+    newest[file.parent_path()] = std::max(newest[file.parent_path()], fs::last_write_time(file, error));
+  };
+  for (const auto& entry : fs::directory_iterator(run_dir, error)) {
+    if (entry.is_regular_file(error) && is_snapshot(entry.path())) add(entry.path());
+    if (entry.is_directory(error))
+      for (const auto& inner : fs::directory_iterator(entry.path(), error))
+        if (inner.is_regular_file(error) && is_snapshot(inner.path())) add(inner.path());
+  }
+  if (by_dir.empty()) return {};
+  auto latest =
+      std::max_element(newest.begin(), newest.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  return by_dir[latest->first];
+}
+
+std::string scalar_text(const json& v) {
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+  }
+  if (v.is_boolean() || v.is_number()) return v.dump();
+  return "";
+}
+
+Position position_of(const json& s) {
+  Position p;
+  p.rank = s.at("rank").get<int>();
+  p.reason = s.at("reason").get<std::string>();
+  p.written_seconds = static_cast<double>(s.at("written_unix_nano").get<std::uint64_t>()) / 1e9;
+  const json& last = s.at("last_iteration_completed");
+  p.iteration = last.is_null() ? -1 : last.get<std::int64_t>() + 1;
+  const json* training = nullptr;
+  for (const json& t : s.at("threads")) {
+    const std::size_t open = t.at("open_spans").size();
+    if (training == nullptr || open > training->at("open_spans").size()) training = &t;
+  }
+  if (training == nullptr || training->at("open_spans").empty()) return p;
+  for (const json& span : training->at("open_spans")) p.chain.push_back(span.at("name").get<std::string>());
+  const json& inner = training->at("open_spans").back();
+  p.group = inner.at("group").get<std::string>();
+  p.since_seconds = inner.at("open_seconds").get<double>();
+  int shown = 0;
+  for (const auto& [key, value] : inner.at("attributes").items()) {
+    const std::string text = scalar_text(value);
+    if (text.empty() || shown == 4) continue;
+    p.detail += (shown++ ? ", " : "") + key + " " + text;
+  }
+  return p;
+}
+
+// "0-2, 5"
+std::string rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string ranks_word(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
+}
+
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, s < 10 ? "%.1f s" : "%.0f s", s);
+  return text;
+}
+
+// Ranks at the same place: the same iteration and innermost span name.
+struct Group {
+  std::vector<const Position*> members;
+  const Position& first() const { return *members.front(); }
+  std::vector<int> ranks() const {
+    std::vector<int> r;
+    for (const Position* p : members) r.push_back(p->rank);
+    return r;
+  }
+  double since() const {
+    double s = 0;
+    for (const Position* p : members) s = std::max(s, p->since_seconds);
+    return s;
+  }
+};
+
+std::string describe(const Group& g) {
+  const Position& p = g.first();
+  const bool one = g.members.size() == 1;
+  std::string out = ranks_word(g.ranks()) + (p.chain.empty() ? (one ? " has " : " have ")
+                                             : p.waits()     ? (one ? " waits in " : " wait in ")
+                                                             : (one ? " is in " : " are in "));
+  out += p.where();
+  if (one && !p.detail.empty()) out += " (" + p.detail + ")";
+  out += p.iteration >= 0 ? " at iteration " + std::to_string(p.iteration) : " before the first iteration";
+  if (!p.chain.empty()) out += " since " + seconds_text(g.since());
+  return out;
+}
+
+}  // namespace
+
+int hang(const std::string& run_dir, bool as_json) {
+  const std::vector<fs::path> files = find_snapshots(run_dir);
+  if (files.empty()) {
+    std::fprintf(stderr,
+                 "lens hang: no rank<R>.snapshot.json under %s: send the job's ranks P_HANG_SIGNAL (SIGUSR1 by "
+                 "default) or set P_HANG_TIMEOUT, then look in <FILE_DIR>/<run id>\n",
+                 run_dir.c_str());
+    return kBadInput;
+  }
+  std::vector<Position> positions;
+  int world_size = 0;
+  for (const fs::path& file : files) {
+    try {
+      std::ifstream in(file);
+      const json s = json::parse(in);
+      world_size = std::max(world_size, s.at("world_size").get<int>());
+      positions.push_back(position_of(s));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "lens hang: %s is not a hang snapshot: %s\n", file.c_str(), e.what());
+      return kBadInput;
+    }
+  }
+  std::sort(positions.begin(), positions.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  std::vector<int> missing;
+  for (int r = 0, i = 0; r < world_size; ++r) {
+    while (i < static_cast<int>(positions.size()) && positions[i].rank < r) ++i;
+    if (i == static_cast<int>(positions.size()) || positions[i].rank != r) missing.push_back(r);
+  }
+
+  // Groups of ranks at the same place, the largest first.
+  std::vector<Group> groups;
+  for (const Position& p : positions) {
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.first().iteration == p.iteration && g.first().where() == p.where();
+    });
+    if (same == groups.end())
+      groups.push_back({{&p}});
+    else
+      same->members.push_back(&p);
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const Group& a, const Group& b) { return a.members.size() > b.members.size(); });
+
+  // Behind: the ranks at the lowest iteration when they differ; else those not waiting where most ranks wait.
+  std::int64_t lowest = INT64_MAX, highest = INT64_MIN;
+  for (const Position& p : positions) {
+    lowest = std::min(lowest, p.iteration);
+    highest = std::max(highest, p.iteration);
+  }
+  std::vector<const Group*> behind;
+  const Group& most = groups.front();
+  for (const Group& g : groups) {
+    if (lowest != highest ? g.first().iteration == lowest : (&g != &most && most.first().waits() && !g.first().waits()))
+      behind.push_back(&g);
+  }
+
+  double first_written = 1e300, last_written = 0;
+  std::map<std::string, int> reasons;
+  for (const Position& p : positions) {
+    first_written = std::min(first_written, p.written_seconds);
+    last_written = std::max(last_written, p.written_seconds);
+    ++reasons[p.reason];
+  }
+
+  if (as_json) {
+    json out = {{"run_dir", files.front().parent_path().string()}, {"world_size", world_size}, {"missing", missing}};
+    out["behind"] = json::array();
+    for (const Group* g : behind)
+      for (int r : g->ranks()) out["behind"].push_back(r);
+    out["groups"] = json::array();
+    for (const Group& g : groups) {
+      out["groups"].push_back({{"ranks", g.ranks()},
+                               {"iteration", g.first().iteration},
+                               {"span", g.first().chain.empty() ? json(nullptr) : json(g.first().where())},
+                               {"waits", g.first().waits()},
+                               {"since_seconds", g.since()},
+                               {"detail", g.first().detail},
+                               {"open_spans", g.first().chain}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+
+  std::string why;
+  for (const auto& [reason, n] : reasons) why += (why.empty() ? "" : ", ") + reason;
+  std::printf("lens hang: %zu of %d ranks wrote a snapshot (%s), within %s, in %s\n", positions.size(), world_size,
+              why.c_str(), seconds_text(last_written - first_written).c_str(), files.front().parent_path().c_str());
+  for (const Group* g : behind) {
+    std::string line = "behind: " + describe(*g);
+    const Position& p = g->first();
+    if (most.first().waits() && std::find(p.chain.begin(), p.chain.end(), most.first().where()) == p.chain.end())
+      line += ", and never entered " + most.first().where();
+    std::printf("%s\n", line.c_str());
+  }
+  if (!missing.empty()) {
+    std::printf("%s: no snapshot (stopped, dead, or never got the signal)%s\n", ranks_word(missing).c_str(),
+                behind.empty() ? ": the likeliest to be behind" : "");
+  }
+  if (behind.empty() && missing.empty()) std::printf("no rank is behind the others: every rank is where most are\n");
+  for (const Group& g : groups) std::printf("  %s\n", describe(g).c_str());
+  for (const Group* g : behind) {
+    std::string chain;
+    for (const std::string& name : g->first().chain) chain += (chain.empty() ? "" : " > ") + name;
+    std::printf("  open spans of rank %d, outermost first: %s\n", g->first().rank, chain.c_str());
+  }
+  return 0;
+}
+
+}  // namespace lens_tools

@@ -1,0 +1,20 @@
+// `lens hang RUN_DIR`: reads the hang snapshots a job's ranks wrote (rank<R>.snapshot.json, src/hang/snapshot.h)
+// and says in one screen which rank is behind and where the others wait:
+//
+//   lens hang: 4 of 4 ranks wrote a snapshot (watchdog), within 0.4 s, in RUN_DIR
+//   behind: rank 3 is in megatron.microbatch.forward (microbatch 2) at iteration 57 since 312 s, and never entered
+//           megatron.grad_sync.finish
+//     ranks 0-2 wait in megatron.grad_sync.finish at iteration 57 since 310 s
+//     rank 3 is in megatron.microbatch.forward (microbatch 2) at iteration 57 since 312 s
+//
+// A rank whose snapshot is missing (stopped, dead, never signalled) is named: "rank 5: no snapshot".
+#pragma once
+
+#include <string>
+
+namespace lens_tools {
+
+// Exit codes: 0 a verdict was written; 2 no snapshot under RUN_DIR, or one that cannot be read.
+int hang(const std::string& run_dir, bool json);
+
+}  // namespace lens_tools

@@ -1,0 +1,145 @@
+"""Hang snapshots and `lens hang` on a real pretrain_gpt job of 4 ranks (processes launched by hand, as torchrun
+would; single_rank export, so three of the four ranks do not export): a rank stalled inside a micro-batch makes the
+watchdog fire on every rank, and `lens hang` names that rank and its span; a rank stopped with SIGSTOP writes nothing
+while the others answer SIGUSR1, and `lens hang` names it as the one without a snapshot. Also `lens hang`'s answer to
+bad input. Run alone (ctest RUN_SERIAL): the watchdog is a timing."""
+
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+from lens_report_test import TempDirTest, lens
+
+TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
+FLAGS = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16",
+         "--micro-batch-size", "2", "--global-batch-size", "16", "--train-iters", "100000", "--log-interval", "1000",
+         "--otel-enabled"]
+
+
+class Job:
+    """pretrain_gpt on 4 data-parallel ranks writing files; killed at the end (a hung job is not stopped cleanly)."""
+
+    def __init__(self, directory, flags, extra_env):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = str(s.getsockname()[1])
+        self.run_dir = os.path.join(directory, "telemetry", "hang-run")
+        env = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "4",
+               "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_EXPORTER": "file",
+               "MEGATRON_OTEL_FILE_DIR": os.path.join(directory, "telemetry"), "MEGATRON_OTEL_RUN_ID": "hang-run",
+               "MEGATRON_OTEL_SPAN_GROUPS": "all,-layer", **extra_env}
+        self.ranks = [subprocess.Popen([TRAINER, *FLAGS, *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+                      for r in range(4)]
+
+    def snapshots(self):
+        return sorted(glob.glob(os.path.join(self.run_dir, "rank*.snapshot.json")))
+
+    def wait_for_snapshots(self, count, seconds):
+        deadline = time.time() + seconds
+        while len(self.snapshots()) < count:
+            if time.time() > deadline:
+                raise AssertionError(f"{len(self.snapshots())} snapshots of {count} within {seconds} s: "
+                                     f"{self.snapshots()}")
+            for r in self.ranks:
+                if r.poll() is not None:
+                    raise AssertionError(f"a rank ended ({r.returncode}): {r.communicate()[0][-3000:]}")
+            time.sleep(0.1)
+        return {json.load(open(f))["rank"]: json.load(open(f)) for f in self.snapshots()}
+
+    def kill(self):
+        for r in self.ranks:
+            if r.poll() is None:
+                r.send_signal(signal.SIGCONT)
+                r.kill()
+        return [r.communicate(timeout=60)[0] for r in self.ranks]
+
+
+def innermost(snapshot):
+    """The innermost open span of the rank's training thread (the one with the most open spans)."""
+    thread = max(snapshot["threads"], key=lambda t: len(t["open_spans"]))
+    return thread["open_spans"][-1]
+
+
+@unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
+class HangTest(TempDirTest):
+    def test_the_watchdog_fires_on_every_rank_and_lens_hang_names_the_stalled_rank_and_span(self):
+        # Rank 1 (not an exporting rank) stops in iteration 5's second micro-batch; an iteration takes well under
+        # a second here, the watchdog waits 3.
+        job = Job(self.tmp.name, ["--testing-slow-rank", "1", "--testing-stall-iteration", "5"],
+                  {"MEGATRON_OTEL_HANG_TIMEOUT": "3"})
+        try:
+            snapshots = job.wait_for_snapshots(4, 90)
+            result = lens("hang", job.run_dir)
+            verdict = json.loads(lens("hang", job.run_dir, "--json").stdout)
+        finally:
+            job.kill()
+        self.assertEqual(sorted(snapshots), [0, 1, 2, 3])
+        for rank, s in snapshots.items():
+            self.assertEqual((s["reason"], s["world_size"], s["exporting"]), ("watchdog", 4, rank == 3), rank)
+            self.assertEqual(s["last_iteration_completed"], 4, rank)
+            self.assertGreaterEqual(s["seconds_since_iteration_boundary"], 3, rank)
+        stalled = innermost(snapshots[1])
+        self.assertEqual((stalled["name"], stalled["group"]), ("megatron.microbatch.forward", "microbatch"))
+        self.assertEqual(stalled["attributes"]["megatron.microbatch_id"], 1)
+        for rank in (0, 2, 3):  # they wait for rank 1 in the gradients' all-reduce
+            waiting = innermost(snapshots[rank])
+            self.assertEqual(waiting["group"], "communication", (rank, waiting))
+            self.assertGreater(waiting["attributes"]["lens.collective.seq"], 0)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("4 of 4 ranks wrote a snapshot (watchdog)", result.stdout)
+        self.assertRegex(result.stdout, r"behind: rank 1 is in megatron.microbatch.forward \(megatron.microbatch_id 1"
+                                        r"\) at iteration 5 since [\d.]+ s, and never entered ")
+        self.assertRegex(result.stdout, r"ranks 0, 2, 3 wait in \S+ at iteration 5 since")
+        self.assertEqual((verdict["behind"], verdict["missing"], verdict["world_size"]), ([1], [], 4))
+
+    def test_a_rank_stopped_with_sigstop_is_named_as_the_one_without_a_snapshot(self):
+        job = Job(self.tmp.name, [], {"OTEL_BSP_SCHEDULE_DELAY": "100"})
+        try:
+            traces = os.path.join(job.run_dir, "rank3.traces.jsonl")
+            deadline = time.time() + 60
+            while not (os.path.exists(traces) and "megatron.train_step" in open(traces).read()):
+                self.assertLess(time.time(), deadline, "the job does not train")
+                time.sleep(0.1)
+            job.ranks[2].send_signal(signal.SIGSTOP)
+            time.sleep(2)  # the others reach the next collective and wait there
+            for rank in (0, 1, 3):
+                job.ranks[rank].send_signal(signal.SIGUSR1)  # asks; the rank goes on (here: goes on waiting)
+            snapshots = job.wait_for_snapshots(3, 30)
+            result = lens("hang", job.run_dir)
+            verdict = json.loads(lens("hang", job.run_dir, "--json").stdout)
+            self.assertTrue(all(job.ranks[r].poll() is None for r in (0, 1, 3)), "SIGUSR1 must not end a rank")
+        finally:
+            job.kill()
+        self.assertEqual(sorted(snapshots), [0, 1, 3])
+        for rank, s in snapshots.items():  # each waits for rank 2 in a collective of the step
+            self.assertEqual(s["reason"], "signal")
+            thread = max(s["threads"], key=lambda t: len(t["open_spans"]))
+            self.assertIn("megatron.train_step", [span["name"] for span in thread["open_spans"]], rank)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("3 of 4 ranks wrote a snapshot (signal)", result.stdout)
+        self.assertIn("rank 2: no snapshot (stopped, dead, or never got the signal): the likeliest to be behind",
+                      result.stdout)
+        self.assertEqual((verdict["missing"], verdict["behind"]), ([2], []))
+
+
+class HangInputTest(TempDirTest):
+    def test_no_snapshot_and_a_broken_one_are_clear_errors(self):
+        nothing = lens("hang", self.tmp.name)
+        self.assertEqual(nothing.returncode, 2)
+        self.assertIn("no rank<R>.snapshot.json under", nothing.stderr)
+        with open(os.path.join(self.tmp.name, "rank0.snapshot.json"), "w") as f:
+            f.write('{"lens_hang_snapshot": 1, "rank": 0, "world_')  # cut short
+        broken = lens("hang", self.tmp.name)
+        self.assertEqual(broken.returncode, 2)
+        self.assertIn("rank0.snapshot.json is not a hang snapshot", broken.stderr)
+        self.assertNotIn("Traceback", broken.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
