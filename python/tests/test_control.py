@@ -4,6 +4,9 @@ boundary, against the real control endpoint of a real setup."""
 import glob
 import json
 import os
+import signal
+import threading
+import time
 import unittest
 import urllib.request
 
@@ -45,6 +48,27 @@ class ControlTest(unittest.TestCase):
             self.assertEqual(_native.enabled_span_groups(), before)
             with self.assertRaises(ValueError):
                 lens.at_iteration_boundary(5, [1, 2])
+
+
+class HangSnapshotTest(unittest.TestCase):
+    def test_sigusr1_writes_the_python_threads_open_spans_and_the_process_goes_on(self):
+        with Run("all", NEMO_LENS_RUN_ID="py-hang"):
+            run_dir = os.path.join(os.environ["NEMO_LENS_FILE_DIR"], "py-hang")
+            self.assertIsNone(lens.at_iteration_boundary(12, [0, 0, 0, 0]))  # the heartbeat: iteration 12 starts
+            with lens.span_cm("py.step", iteration=12):
+                with lens.span_cm("py.inner"):
+                    os.kill(os.getpid(), signal.SIGUSR1)  # asks the export thread; Python's own handlers untouched
+                    path = os.path.join(run_dir, "rank0.snapshot.json")
+                    deadline = time.time() + 10
+                    while not os.path.exists(path) and time.time() < deadline:
+                        time.sleep(0.01)
+                    with open(path, encoding="utf-8") as f:
+                        snapshot = json.load(f)
+        self.assertEqual((snapshot["reason"], snapshot["rank"], snapshot["last_iteration_completed"]), ("signal", 0, 11))
+        main = next(t for t in snapshot["threads"] if t["tid"] == threading.get_native_id())
+        self.assertEqual([s["name"] for s in main["open_spans"]], ["py.step", "py.inner"])
+        self.assertEqual(main["open_spans"][0]["attributes"], {"iteration": 12})
+        self.assertEqual(main["open_spans"][1]["parent_span_id"], main["open_spans"][0]["span_id"])
 
 
 if __name__ == "__main__":

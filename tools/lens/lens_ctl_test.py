@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -158,10 +159,79 @@ class LiveSpanGroupsTest(TempDirTest):
         self.assertEqual(steps[0], list(range(steps[0][0], steps[0][0] + 5)))
         self.assertEqual(sorted(n for n in os.listdir(job.run_dir) if n.endswith(".jsonl")),
                          ["rank0.metrics.jsonl", "rank0.traces.jsonl"])
-        for rank in (1, 2, 3):  # every rank applied it (bounded to nothing), at the same iteration as rank 0
-            self.assertIn(f"span groups changed at iteration {steps[0][0]}: (none) (for 5 iterations)", outputs[rank])
+        for rank in (1, 2, 3):  # every rank applied it at the same iteration as rank 0; they export nothing, and the
+            # set only decides which open spans a hang snapshot of theirs shows (they keep positions, CONTRACT §3)
+            self.assertIn(f"span groups changed at iteration {steps[0][0]}: ", outputs[rank])
+            self.assertIn("(for 5 iterations)", outputs[rank])
         f = json.loads(lens("report", job.run_dir, "--json").stdout)
         self.assertEqual([(c["iteration"], c["for_iterations"]) for c in f["span_group_changes"]], [(steps[0][0], 5)])
+
+
+def raw_request(port, data, hold=0.0):
+    """Sends bytes as they are and returns what comes back first ('' when the connection is closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(data)
+        time.sleep(hold)
+        try:
+            return s.recv(200).decode("latin-1")
+        except (ConnectionResetError, socket.timeout):
+            return ""
+
+
+@unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
+class ControlEndpointAbuseTest(TempDirTest):
+    def test_a_flood_and_malformed_requests_during_training_change_nothing_and_stop_nothing(self):
+        job = Job(self.tmp.name)
+        try:
+            job.wait_for_iteration(2)
+            with open(os.path.join(job.run_dir, "control.json")) as f:
+                endpoint = json.load(f)
+            port, token = endpoint["port"], endpoint["token"]
+            before = job.status()
+            # Malformed: garbage, a header line of 64 KiB, a body of 1 MiB on the change, an unknown method, a path
+            # that does not exist, a request left half sent.
+            garbage = raw_request(port, b"\x00\xff\x16\x03\x01 not http at all\r\n\r\n")
+            self.assertFalse(garbage.startswith("HTTP/1.1 2"), garbage)
+            huge_header = raw_request(port, b"GET /status HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 65536 + b"\r\n\r\n")
+            self.assertFalse(huge_header.startswith("HTTP/1.1 2"), huge_header)
+            body = raw_request(port, b"POST /span-groups?spec=all HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                               token.encode() + b"\r\nContent-Length: 1048576\r\n\r\n" + b"x" * 65536)
+            self.assertFalse(body.startswith("HTTP/1.1 2"), body)
+            unknown = raw_request(port, b"DELETE /span-groups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                                  token.encode() + b"\r\n\r\n")
+            self.assertRegex(unknown, r"^HTTP/1.1 4\d\d")
+            missing = raw_request(port, b"GET /nothing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() +
+                                  b"\r\n\r\n")
+            self.assertTrue(missing.startswith("HTTP/1.1 404"), missing)
+            half_open = socket.create_connection(("127.0.0.1", port), timeout=10)
+            half_open.sendall(b"GET /status HTTP/1.1\r\nHost:")
+            # A flood: 4 threads asking /status as fast as they can for 3 s, while the job trains.
+            served, stop = [0] * 4, threading.Event()
+
+            def hammer(i):
+                while not stop.is_set():
+                    request = urllib.request.Request(f"http://127.0.0.1:{port}/status",
+                                                     headers={"Authorization": "Bearer " + token})
+                    with urllib.request.urlopen(request, timeout=10) as response:
+                        served[i] += response.status == 200
+            threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+            start_iteration = job.status()["iteration"]
+            for t in threads:
+                t.start()
+            time.sleep(3)
+            stop.set()
+            for t in threads:
+                t.join()
+            half_open.close()
+            after = job.status()
+            self.assertGreater(sum(served), 100, served)
+            self.assertGreater(after["iteration"], start_iteration, "the job stopped training during the flood")
+            self.assertEqual((after["span_groups"], after["pending"]), (before["span_groups"], None))
+        finally:
+            outputs = job.stop()  # every rank stops cleanly (exit 0)
+        steps, _ = step_iterations(job.run_dir)
+        self.assertEqual(steps, {}, "the refused `all` changed nothing: the default records no step span")
+        self.assertTrue(all("span groups changed" not in o for o in outputs))
 
 
 if __name__ == "__main__":
