@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh >/dev/null
 cmake -S . -B build -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build --target lens_benchmarks lens_pipeline_benchmark lens_keep_benchmark lens_otlp_benchmark \
-  lens_export_benchmark >/dev/null
+  lens_export_benchmark lens_control_benchmark lens_hang_benchmark >/dev/null
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F)"
 ./build/bench/lens_benchmarks --benchmark_repetitions=15 --benchmark_min_time=0.2 \
   --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true "$@" \
@@ -22,3 +22,9 @@ echo
 echo
 ./build/bench/lens_export_benchmark --benchmark_repetitions=5 --benchmark_report_aggregates_only=true 2>&1 \
   | grep -E "^Benchmark|_median"
+echo
+for program in lens_control_benchmark lens_hang_benchmark; do
+  ./build/bench/$program --benchmark_repetitions=15 --benchmark_min_time=0.2 \
+    --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true 2>&1 \
+    | grep -E "^Benchmark|_median"
+done

@@ -141,7 +141,7 @@ class LiveSpanGroupsTest(TempDirTest):
         self.assertEqual([(c["iteration"], c["ranks"]) for c in f["span_group_changes"]], [(first, 4)])
         self.assertNotIn("megatron.layer.forward", {s["name"] for s in f["spans"]})  # the refused `all`
 
-    def test_for_n_gives_exactly_n_iterations_and_a_non_exporting_rank_stays_empty(self):
+    def test_for_n_gives_exactly_n_iterations_and_a_non_exporting_rank_never_emits(self):
         # single_rank with EXPORT_RANK=0: rank 0 exports (and serves the endpoint), ranks 1-3 record nothing.
         job = Job(self.tmp.name, strategy="single_rank", extra_env={"MEGATRON_OTEL_EXPORT_RANK": "0"})
         try:
