@@ -114,9 +114,19 @@ TEST(RankStrategiesAcrossProcesses, CustomStrategy) {
 }
 
 TEST(RankStrategiesAcrossProcesses, ExportingRankEnablesGroupsOthersNone) {
-  std::vector<RankResult> results = launch({"MEGATRON_OTEL_SPAN_GROUPS=job,layer"});
+  // With hang snapshots off: a rank that does not export records nothing (CONTRACT §3).
+  std::vector<RankResult> results = launch({"MEGATRON_OTEL_SPAN_GROUPS=job,layer", "MEGATRON_OTEL_HANG_SIGNAL=none"});
   for (int rank = 0; rank < kWorldSize; ++rank) {
     std::string expected = rank == 7 ? "exports 1 groups job,layer\n" : "exports 0 groups \n";
+    EXPECT_NE(results[rank].output.find(expected), std::string::npos) << rank << ": " << results[rank].output;
+  }
+}
+
+TEST(RankStrategiesAcrossProcesses, WithHangSnapshotsEveryRankKeepsItsGroupsAndOnlyOneExports) {
+  // The default: the others keep positions of the same groups for a hang snapshot, exporting nothing.
+  std::vector<RankResult> results = launch({"MEGATRON_OTEL_SPAN_GROUPS=job,layer"});
+  for (int rank = 0; rank < kWorldSize; ++rank) {
+    std::string expected = rank == 7 ? "exports 1 groups job,layer\n" : "exports 0 groups job,layer\n";
     EXPECT_NE(results[rank].output.find(expected), std::string::npos) << rank << ": " << results[rank].output;
   }
 }

@@ -17,6 +17,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr int kBadInput = 2;
+// A snapshot written this long before the newest is likely from an earlier signal or stall: said, not hidden.
+constexpr double kStaleSeconds = 60;
 
 // Where one rank is: the innermost open span of its training thread (the thread with the most open spans).
 struct Position {
@@ -216,8 +218,15 @@ int hang(const std::string& run_dir, bool as_json) {
     ++reasons[p.reason];
   }
 
+  std::vector<int> stale;
+  for (const Position& p : positions)
+    if (p.written_seconds < last_written - kStaleSeconds) stale.push_back(p.rank);
+
   if (as_json) {
-    json out = {{"run_dir", files.front().parent_path().string()}, {"world_size", world_size}, {"missing", missing}};
+    json out = {{"run_dir", files.front().parent_path().string()},
+                {"world_size", world_size},
+                {"missing", missing},
+                {"stale", stale}};
     out["behind"] = json::array();
     for (const Group* g : behind)
       for (int r : g->ranks()) out["behind"].push_back(r);
@@ -249,6 +258,11 @@ int hang(const std::string& run_dir, bool as_json) {
   if (!missing.empty()) {
     std::printf("%s: no snapshot (stopped, dead, or never got the signal)%s\n", ranks_word(missing).c_str(),
                 behind.empty() ? ": the likeliest to be behind" : "");
+  }
+  for (const Position& p : positions) {
+    if (p.written_seconds < last_written - kStaleSeconds)
+      std::printf("rank %d's snapshot is %s older than the newest: from an earlier signal or stall?\n", p.rank,
+                  seconds_text(last_written - p.written_seconds).c_str());
   }
   if (behind.empty() && missing.empty()) std::printf("no rank is behind the others: every rank is where most are\n");
   for (const Group& g : groups) std::printf("  %s\n", describe(g).c_str());

@@ -128,6 +128,69 @@ class HangTest(TempDirTest):
         self.assertEqual((verdict["missing"], verdict["behind"]), ([2], []))
 
 
+def snapshot(rank, world_size, iteration, spans, written=1_800_000_000.0, reason="signal"):
+    """A snapshot as a rank writes it; spans: (name, group, attributes), outermost first, on one thread."""
+    return {"lens_hang_snapshot": 1, "rank": rank, "world_size": world_size, "pid": 100 + rank, "host": "h",
+            "run_id": "r", "reason": reason, "exporting": rank == world_size - 1, "hang_timeout_seconds": 0,
+            "written_unix_nano": int(written * 1e9), "last_iteration_completed": iteration - 1,
+            "seconds_since_iteration_boundary": 40.0,
+            "threads": [{"tid": 100 + rank, "name": "python3", "open_spans": [
+                {"name": n, "group": g, "start_unix_nano": 0, "open_seconds": 40.0 - i, "trace_id": "0" * 32,
+                 "span_id": f"{i + 1:016x}", "parent_span_id": None if i == 0 else f"{i:016x}", "attributes": a}
+                for i, (n, g, a) in enumerate(spans)]},
+                        {"tid": 200 + rank, "name": "lens-export", "open_spans": []}]}
+
+
+STEP = ("megatron.train_step", "step", {"megatron.iteration": 10})
+WAIT = ("megatron.grad_sync.finish", "communication", {"lens.collective.seq": 41})
+
+
+class HangVerdictTest(TempDirTest):
+    """The verdict on snapshots with known answers."""
+
+    def write(self, *snapshots):
+        for s in snapshots:
+            with open(os.path.join(self.tmp.name, f"rank{s['rank']}.snapshot.json"), "w") as f:
+                json.dump(s, f)
+
+    def verdict(self):
+        text, as_json = lens("hang", self.tmp.name), lens("hang", self.tmp.name, "--json")
+        self.assertEqual((text.returncode, as_json.returncode), (0, 0), text.stderr + as_json.stderr)
+        return text.stdout, json.loads(as_json.stdout)
+
+    def test_a_rank_at_a_lower_iteration_is_behind_and_missing_and_stale_ones_are_named(self):
+        self.write(snapshot(0, 5, 10, [STEP, WAIT]), snapshot(1, 5, 10, [STEP, WAIT]),
+                   snapshot(2, 5, 9, [("megatron.train_step", "step", {}), ("megatron.optimizer.step", "optimizer", {})]),
+                   snapshot(3, 5, 10, [STEP, WAIT], written=1_800_000_000.0 - 500))
+        text, v = self.verdict()
+        self.assertEqual((v["behind"], v["missing"], v["stale"], v["world_size"]), ([2], [4], [3], 5))
+        self.assertIn("4 of 5 ranks wrote a snapshot (signal)", text)
+        self.assertIn("behind: rank 2 is in megatron.optimizer.step at iteration 9 since 39 s, and never entered "
+                      "megatron.grad_sync.finish", text)
+        self.assertIn("ranks 0, 1, 3 wait in megatron.grad_sync.finish at iteration 10 since 39 s", text)
+        self.assertIn("rank 4: no snapshot (stopped, dead, or never got the signal)\n", text)
+        self.assertIn("rank 3's snapshot is 500 s older than the newest", text)
+
+    def test_every_rank_in_the_same_place_names_nobody(self):
+        self.write(*[snapshot(r, 3, 10, [STEP, WAIT]) for r in range(3)])
+        text, v = self.verdict()
+        self.assertEqual((v["behind"], v["missing"]), ([], []))
+        self.assertIn("no rank is behind the others", text)
+        self.assertIn("  ranks 0-2 wait in megatron.grad_sync.finish at iteration 10 since 39 s\n", text)
+
+    def test_newest_run_directory_is_read_when_given_the_directory_above(self):
+        os.makedirs(os.path.join(self.tmp.name, "old-run"))
+        os.makedirs(os.path.join(self.tmp.name, "new-run"))
+        with open(os.path.join(self.tmp.name, "old-run", "rank0.snapshot.json"), "w") as f:
+            json.dump(snapshot(0, 1, 3, [STEP]), f)
+        time.sleep(0.05)
+        with open(os.path.join(self.tmp.name, "new-run", "rank0.snapshot.json"), "w") as f:
+            json.dump(snapshot(0, 1, 7, [STEP]), f)
+        v = json.loads(lens("hang", self.tmp.name, "--json").stdout)
+        self.assertTrue(v["run_dir"].endswith("new-run"), v)
+        self.assertEqual(v["groups"][0]["iteration"], 7)
+
+
 class HangInputTest(TempDirTest):
     def test_no_snapshot_and_a_broken_one_are_clear_errors(self):
         nothing = lens("hang", self.tmp.name)
