@@ -1,5 +1,6 @@
 #include "lens/config.h"
 
+#include <cmath>
 #include <csignal>
 #include <string>
 
@@ -92,7 +93,7 @@ void read_lens_keys(const EnvReader& env, Config& c) {
         {{"sigusr1", SIGUSR1}, {"usr1", SIGUSR1}, {"sigusr2", SIGUSR2}, {"usr2", SIGUSR2}, {"none", 0}, {"off", 0}});
   }
   if (auto v = env.lens_key({"HANG_TIMEOUT"}))  // seconds, as a person waiting for a step thinks of it
-    c.hang_timeout_ms = static_cast<std::int64_t>(parse_number(*v, 0, 86400) * 1000 + 0.5);
+    c.hang_timeout_ms = std::llround(parse_number(*v, 0, 86400) * 1000);
 }
 
 void read_sampler(const EnvReader& env, Config& c) {
