@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/text.h"
+#include "common/files.h"
 #include "hang/snapshot.h"
 #include "lens/megatron.h"
 #include "lens/span.h"
@@ -88,7 +88,7 @@ void BM_HangSnapshot_EightThreadsSixDeep(benchmark::State& state) {
   const lens::internal::SpanDrain& spans = *lens::internal::g_span_drain.load();
   for (auto _ : state) {  // what write_hang_snapshot does, without its log line each time
     const std::string text = lens::internal::hang_snapshot_json(settings, spans, "benchmark");
-    benchmark::DoNotOptimize(lens::internal::write_file_atomically(settings.path, text, 0644));
+    benchmark::DoNotOptimize(lens::internal::write_file_atomically(settings.path, text, 0600));
   }
   state.counters["open_spans"] = static_cast<double>(spans.open_spans().size());
   {

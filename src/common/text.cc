@@ -1,9 +1,5 @@
 #include "common/text.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <numeric>
@@ -168,21 +164,4 @@ std::string json_string(std::string_view text) {
   }
   return out + "\"";
 }
-
-bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode) {
-  const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return false;
-  bool ok = ::fchmod(fd, mode) == 0;  // whatever the umask
-  for (std::size_t at = 0; ok && at < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
-    ok = n > 0;
-    if (ok) at += static_cast<std::size_t>(n);
-  }
-  ok = ::close(fd) == 0 && ok;
-  ok = ok && ::rename(temporary.c_str(), path.c_str()) == 0;
-  if (!ok) ::unlink(temporary.c_str());
-  return ok;
-}
-
 }  // namespace lens::internal

@@ -41,7 +41,4 @@ std::string redact_url(std::string_view url);
 // `text` as a JSON string literal, quotes included: '"' and '\\' escaped, control bytes left out (lens's own
 // files: control.json, the hang snapshots).
 std::string json_string(std::string_view text);
-// Writes `text` to `path` under a temporary name with `mode` and renames it: a reader sees the whole file or none.
-// False when it could not.
-bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode);
 }  // namespace lens::internal

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/files.h"
 #include "common/log.h"
 #include "common/text.h"
 #include "hang/snapshot.h"
@@ -171,8 +172,7 @@ ControlEndpoint::ControlEndpoint(const Config& config, const std::string& run_di
     throw ConfigError("lens: cannot serve the control endpoint on " + config.control_address + " (" + e.what() +
                       "); set P_CONTROL_ADDRESS to a free local host:port");
   }
-  std::error_code ignored;
-  std::filesystem::create_directories(run_dir, ignored);
+  make_private_directories(run_dir);  // made as the file exporter makes it; a failure shows as the write's
   file_ = (std::filesystem::path(run_dir) / "control.json").string();
   write_private_file(file_, "{\"address\": " + json_string(host) + ", \"port\": " + std::to_string(port()) +
                                 ", \"token\": " + json_string(token_) + ", \"pid\": " + std::to_string(::getpid()) +

@@ -169,6 +169,16 @@ TEST_F(Control, AnAgreedRequestAppliesOnceAndOnlyWithinTheCeiling) {
   EXPECT_EQ(enabled_span_groups(), GroupSet{});
 }
 
+TEST(ControlConfig, TheFileIsInTheRunDirectoryTheTelemetryFilesUse) {
+  Config c = control_config();
+  c.run_id = "job/7";  // one path component, escaped as the file exporter escapes it
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
+  EXPECT_TRUE(fs::exists(fs::path(c.file_dir) / "job%2F7" / "control.json"));
+  EXPECT_TRUE(fs::exists(fs::path(c.file_dir) / "job%2F7" / "rank0.traces.jsonl"));
+  EXPECT_FALSE(fs::exists(fs::path(c.file_dir) / "job"));
+  t.shutdown();
+}
+
 TEST(ControlConfig, AMalformedAddressIsAnError) {
   Config c = control_config();
   c.control_address = "127.0.0.1:notaport";

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/files.h"
 #include "common/log.h"
 #include "common/text.h"
 #include "export/otlp_json.h"
@@ -121,20 +122,6 @@ struct FileSink {
     }
   }
 };
-
-// Makes each missing directory of `path` with mode 0700 (the files name hosts, jobs and users); directories that
-// exist keep their mode. A symlink where lens makes its run directory is refused.
-std::error_code make_private_directories(const std::filesystem::path& path) {
-  std::filesystem::path at;
-  for (const auto& part : path) {
-    at /= part;
-    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return {errno, std::generic_category()};
-  }
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return {errno, std::generic_category()};
-  if (!S_ISDIR(st.st_mode)) return std::make_error_code(std::errc::not_a_directory);
-  return {};
-}
 
 }  // namespace
 

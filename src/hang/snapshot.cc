@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/text.h"
 #include "trace/record.h"
@@ -146,9 +147,9 @@ std::string hang_snapshot_json(const HangSettings& settings, const SpanDrain& sp
 bool write_hang_snapshot(const HangSettings& settings, const SpanDrain& spans, std::string_view reason) {
   try {
     const std::string text = hang_snapshot_json(settings, spans, reason);
-    std::error_code ignored;  // a rank exporting over OTLP (or not at all) has made no run directory yet
-    std::filesystem::create_directories(std::filesystem::path(settings.path).parent_path(), ignored);
-    if (write_file_atomically(settings.path, text, 0644)) {
+    // A rank exporting over OTLP, or not at all, has made no run directory yet: made as the file exporter does.
+    const std::error_code error = make_private_directories(std::filesystem::path(settings.path).parent_path());
+    if (!error && write_file_atomically(settings.path, text, 0600)) {
       log_warning("hang snapshot (%.*s) written to %s", static_cast<int>(reason.size()), reason.data(),
                   settings.path.c_str());
       return true;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -132,6 +133,10 @@ TEST_F(HangSnapshot, TheSignalWritesEveryThreadsOpenSpansFromTheExportThread) {
   ASSERT_FALSE(at_iteration_boundary(57, {}));
   StuckThread stuck;
   Span mine(mg::job, "megatron.job");
+  // A link planted where the temporary file goes is not followed: what it points to stays as it was.
+  const fs::path victim = fs::path(c.file_dir) / "victim";
+  std::ofstream(victim) << "untouched";
+  fs::create_symlink(victim, run_dir(c) / "rank0.snapshot.json.tmp");
   ASSERT_EQ(::raise(SIGUSR1), 0);  // the handler only asks: the process goes on
   const nlohmann::json s = wait_for_snapshot(run_dir(c) / "rank0.snapshot.json");
   ASSERT_FALSE(s.is_null());
@@ -149,7 +154,12 @@ TEST_F(HangSnapshot, TheSignalWritesEveryThreadsOpenSpansFromTheExportThread) {
   ASSERT_NE(main_thread, nullptr);
   EXPECT_EQ(main_thread->at("open_spans").size(), 1u);
   EXPECT_EQ(main_thread->at("open_spans")[0].at("parent_span_id"), nullptr);
-  EXPECT_FALSE(fs::exists(run_dir(c) / "rank0.snapshot.json.tmp"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(run_dir(c) / "rank0.snapshot.json.tmp")));
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "untouched");
+  // Private as the telemetry files are: it names hosts and what the job does.
+  EXPECT_EQ(fs::status(run_dir(c) / "rank0.snapshot.json").permissions(),
+            fs::perms::owner_read | fs::perms::owner_write);
 }
 
 TEST_F(HangSnapshot, TheWatchdogFiresOnceWhenNoIterationBoundaryCameInTime) {
@@ -187,13 +197,15 @@ TEST_F(HangSnapshot, ANonExportingRankKeepsOnlyPositionsAndExportsNothing) {
   Telemetry t = setup_telemetry(c, {.rank = 1, .world_size = 4});
   ASSERT_FALSE(t.is_exporting());
   EXPECT_EQ(t.sampler(), nullptr);
-  EXPECT_TRUE(is_enabled(mg::layer));  // spans start, for their position
+  EXPECT_FALSE(fs::exists(run_dir(c)));  // nothing written before a snapshot is asked for
+  EXPECT_TRUE(is_enabled(mg::layer));    // spans start, for their position
   { Span ended(mg::step, "ended"); }
   at_iteration_boundary(3, {});
   StuckThread stuck;
   ASSERT_EQ(::raise(SIGUSR1), 0);
   const nlohmann::json s = wait_for_snapshot(run_dir(c) / "rank1.snapshot.json");
   ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(fs::status(run_dir(c)).permissions(), fs::perms::owner_all);  // made 0700, as the file exporter does
   EXPECT_EQ(s.at("rank"), 1);
   EXPECT_EQ(s.at("world_size"), 4);
   EXPECT_EQ(s.at("exporting"), false);

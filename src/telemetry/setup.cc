@@ -181,7 +181,8 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
                                                       state->pipeline->metrics());  // throws when it cannot bind
       if (config.control && state->ranks.rank == 0)  // throws when it cannot bind or write its file
         state->control = std::make_unique<ControlEndpoint>(
-            config, (std::filesystem::path(config.file_dir) / state->run_id).string(), state->ranks.world_size);
+            config, (std::filesystem::path(config.file_dir) / run_directory_name(state->run_id)).string(),
+            state->ranks.world_size);
     } else if (config.hang_snapshots() && config.traces_enabled) {
       // A hang does not care which ranks export: this one keeps where its threads are (CONTRACT §3).
       state->run_id = resolve_run_id(config, process_env());

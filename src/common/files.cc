@@ -1,0 +1,40 @@
+#include "common/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace lens::internal {
+
+std::error_code make_private_directories(const std::filesystem::path& path) {
+  std::filesystem::path at;
+  for (const auto& part : path) {
+    at /= part;
+    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return {errno, std::generic_category()};
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {errno, std::generic_category()};
+  if (!S_ISDIR(st.st_mode)) return std::make_error_code(std::errc::not_a_directory);
+  return {};
+}
+
+bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode) {
+  const std::string temporary = path + ".tmp";
+  ::unlink(temporary.c_str());  // a leftover of a write cut short, or something planted there
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return false;
+  bool ok = ::fchmod(fd, mode) == 0;  // whatever the umask
+  for (std::size_t at = 0; ok && at < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
+    ok = n > 0;
+    if (ok) at += static_cast<std::size_t>(n);
+  }
+  ok = ::close(fd) == 0 && ok;
+  ok = ok && ::rename(temporary.c_str(), path.c_str()) == 0;
+  if (!ok) ::unlink(temporary.c_str());
+  return ok;
+}
+
+}  // namespace lens::internal

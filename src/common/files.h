@@ -1,0 +1,19 @@
+// Files lens writes itself beside a run's telemetry (control.json, hang snapshots) and the directories they go in.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace lens::internal {
+
+// Makes each missing directory of `path` with mode 0700 (the files name hosts, jobs and users); directories that
+// exist keep their mode. A symlink or a file where the last directory should be is refused (not_a_directory).
+std::error_code make_private_directories(const std::filesystem::path& path);
+
+// Writes `text` to `path` under a temporary name (made afresh, never through a symlink) with `mode`, and renames it
+// over `path`: a reader sees the whole file or none. False when it could not.
+bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode);
+
+}  // namespace lens::internal
