@@ -11,12 +11,7 @@
 
 namespace lens::bench {
 
-class DiscardExporter final : public internal::TelemetryExporter {
- public:
-  internal::ExportResult export_spans(const internal::ExportBatch&, internal::Deadline) override {
-    return internal::ExportResult::kSuccess;
-  }
-};
+using internal::DiscardExporter;
 
 inline Telemetry setup_discarding(Config config) {
   config.catalogue = megatron::catalogue();

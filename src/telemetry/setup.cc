@@ -115,19 +115,13 @@ Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> e
   return new Pipeline(std::move(settings), std::move(exporter), std::move(sampler));
 }
 
-// Nothing leaves a rank that keeps only positions.
-class NoExporter final : public TelemetryExporter {
- public:
-  ExportResult export_spans(const ExportBatch&, Deadline) override { return ExportResult::kSuccess; }
-};
-
 // A non-exporting rank's pipeline when hang snapshots are on: its spans live in their slots while open (every one:
 // where a thread is does not depend on sampling) and its background thread only watches and writes snapshots.
 Pipeline* build_position_pipeline(const TelemetryState& s) {
   init_clock();
   PipelineSettings settings = pipeline_settings(s);
   settings.positions_only = true;
-  return new Pipeline(std::move(settings), std::make_unique<NoExporter>(),
+  return new Pipeline(std::move(settings), std::make_unique<DiscardExporter>(),
                       make_sdk_sampler(TracesSampler::kAlwaysOn, 1.0));
 }
 
