@@ -9,6 +9,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config binutils  # toolchain (binutils: nm, for the LENS_DISABLED test)
   python3                                    # the scripts' and the setup check's small helpers
+  python3-venv                               # .venv: the PyPI test peers (OpenTelemetry Python), pinned with hashes
   nodejs                                     # runs the npm test peers (tests/peers; npm comes with it)
   chromium                                   # lens report's HTML page is tested in it, headless (playwright-core)
   libssl-dev                                 # md5 for the `sampled` rank rule; sha1 for run uuids
@@ -54,6 +55,48 @@ else
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   echo "setup-deps: installed"
+fi
+
+# Go is part of the machine (the polyglot kind's /usr/local/go); Debian's golang is too old for the Collector.
+go_program="$(command -v go || true)"
+[ -z "$go_program" ] && [ -x /usr/local/go/bin/go ] && go_program=/usr/local/go/bin/go
+if [ -z "$go_program" ]; then
+  echo "setup-deps: Go (1.26 or newer) is missing: the Collector and Jaeger test peers are built from the Go module" >&2
+  echo "setup-deps: proxy with it. Install Go at /usr/local/go (it comes with the polyglot machine kind)." >&2
+  exit 1
+fi
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+peers_bin="$root/tests/peers/bin"
+mkdir -p "$peers_bin"
+
+# A Go test peer, built once from its pinned module (go.mod + go.sum: exact versions and checksums) and again only
+# when they change. -mod=readonly: a go.mod that does not already say every version is an error, not an upgrade.
+build_go_peer() {  # build_go_peer <module dir> <program> <package>
+  local dir="$root/tests/peers/$1" out="$peers_bin/$2" stamp="$peers_bin/.$2.inputs"
+  local inputs
+  inputs="$(find "$dir" -maxdepth 1 \( -name go.mod -o -name go.sum -o -name '*.go' \) -print0 | sort -z |
+    xargs -0 cat | sha256sum | cut -d' ' -f1)"
+  if [ -x "$out" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$inputs" ]; then
+    return
+  fi
+  echo "setup-deps: building the test peer $2 from tests/peers/$1 (Go modules pinned in go.sum; minutes the first time)"
+  (cd "$dir" && GOFLAGS="-mod=readonly -buildvcs=false" "$go_program" build -trimpath -o "$out.tmp" "$3")
+  mv "$out.tmp" "$out"
+  echo "$inputs" >"$stamp"
+}
+build_go_peer otelcol otelcol-lens .
+build_go_peer jaeger jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+
+# The PyPI test peers, exact versions and hashes, in a venv that sees Debian's site-packages (torch, numpy).
+venv="$root/.venv"
+requirements="$root/tests/peers/python/requirements.txt"
+if [ ! -f "$venv/.lens-installed" ] || [ "$requirements" -nt "$venv/.lens-installed" ]; then
+  echo "setup-deps: installing the PyPI test peers into .venv (tests/peers/python/requirements.txt, hashed)"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --require-hashes --no-deps --ignore-installed \
+    -r "$requirements"
+  touch "$venv/.lens-installed"
 fi
 
 # The npm test peers (exact versions in tests/peers/package.json), installed once into tests/peers.
