@@ -13,6 +13,16 @@ function(lens_require found_variable what packages option)
   endif()
 endfunction()
 
+# lens_require_peer(<path> <what it is> <option>): stops unless the test peer that setup builds or installs is there.
+function(lens_require_peer path what option)
+  if(NOT EXISTS ${path})
+    message(FATAL_ERROR "lens: ${what} is not there (${path}).\n"
+      "  make it:             ./scripts/setup-deps.sh   (builds the Go peers from tests/peers/*/go.sum and\n"
+      "                       installs the PyPI peers of tests/peers/python/requirements.txt into .venv)\n"
+      "  or leave it out:     -D${option}=OFF")
+  endif()
+endfunction()
+
 # Writes <build>/lens_promised_labels.txt: the test labels this configuration promises, decided from the options
 # alone (not from the tests that happened to be added), so that scripts/test.sh can fail when one ran no test.
 function(lens_write_promised_labels)
@@ -23,6 +33,7 @@ function(lens_write_promised_labels)
   if(NOT LENS_CORE_ONLY)
     list(APPEND labels multiprocess disabled install compile_error otlp setup)
     foreach(part IN ITEMS "LENS_WITH_GRPC;grpc" "LENS_TEST_PEERS;peers" "LENS_TEST_PROMETHEUS;prometheus"
+                          "LENS_TEST_COLLECTOR;collector" "LENS_TEST_JAEGER;jaeger"
                           "LENS_BUILD_BENCHMARKS;bench" "LENS_BUILD_EXAMPLES;example" "LENS_BUILD_TRAINER;trainer"
                           "LENS_BUILD_PYTHON;python" "LENS_BUILD_TOOLS;tools")
       list(GET part 0 option)

@@ -58,8 +58,8 @@ struct SpanStats {
   std::uint64_t dropped_queue_full = 0;      // the thread's queue (OTEL_BSP_MAX_QUEUE_SIZE) was full
   std::uint64_t dropped_no_slot = 0;         // more than 64 spans open at once on one thread
   std::uint64_t dropped_after_shutdown = 0;  // ended after shutdown began
-  std::uint64_t dropped_export_failed = 0;   // in a batch the exporter failed to deliver, or was still sending
-                                             // when shutdown's deadline passed
+  std::uint64_t dropped_export_failed = 0;   // in a batch the exporter failed to deliver, or still being sent or
+                                             // queued when shutdown's deadline passed
   std::uint64_t rejected_by_collector = 0;   // delivered, but refused by the collector (OTLP partial success)
   std::uint64_t export_failures = 0;         // failed export calls (batches)
   std::uint64_t sampled_out = 0;             // not recorded by the sampler's decision (not a drop)

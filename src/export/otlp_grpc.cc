@@ -105,6 +105,11 @@ class GrpcChannel final : public OtlpChannel {
     grpc::ChannelArguments args;
     args.SetUserAgentPrefix("lens/" LENS_VERSION_STRING);
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // lens retries by the OTLP rules, with its deadline
+    // gRPC's own reconnection backs off to 120 s: a Collector restarted after a few failed connections would get
+    // nothing for up to two minutes (every attempt failing fast as UNAVAILABLE). Bounded like lens's retries.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
     // An OTLP response is a few bytes: a collector's larger answer is refused by gRPC, not held in memory.
     args.SetMaxReceiveMessageSize(64 * 1024);
     if (settings_.compression == Compression::kGzip) args.SetCompressionAlgorithm(GRPC_COMPRESS_GZIP);

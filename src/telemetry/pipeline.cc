@@ -136,11 +136,14 @@ bool Pipeline::shutdown(Deadline deadline) {
   std::unique_lock lock(mutex_);
   if (!done_.wait_until(lock, deadline, [&] { return finished(); })) {
     lock.unlock();
-    std::uint64_t abandoned = spans_.abandon_in_flight();
+    const std::uint64_t failed_before = spans_.stats().dropped_export_failed;
+    const std::uint64_t sending = spans_.abandon_at_deadline();
+    const std::uint64_t failed_after = spans_.stats().dropped_export_failed;
+    const std::uint64_t queued = failed_after > failed_before + sending ? failed_after - failed_before - sending : 0;
     log_warning(
-        "shutdown: the exporter did not finish by the deadline; the %llu spans it was sending are counted "
-        "as failed, %llu still queued may be lost",
-        static_cast<unsigned long long>(abandoned), static_cast<unsigned long long>(stats().queued));
+        "shutdown: the exporter did not finish by the deadline; the %llu spans it was sending and the %llu still "
+        "queued are counted as failed (dropped_export_failed)",
+        static_cast<unsigned long long>(sending), static_cast<unsigned long long>(queued));
     // Left to finish on its own: the pipeline is never freed, so it touches nothing that goes away.
     std::lock_guard join_lock(join_mutex_);
     if (thread_.joinable()) thread_.detach();

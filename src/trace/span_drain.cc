@@ -97,23 +97,35 @@ void SpanDrain::export_batch(Deadline deadline) {
     release_retired_chunks();
     return;
   }
+  {
+    std::lock_guard lock(count_mutex_);
+    if (abandoned_) {  // counted as failed by the shutdown that gave up (stats): never sent, never counted again
+      batch_spans_.clear();
+      release_retired_chunks();
+      return;
+    }
+    in_flight_.store(batch_spans_.size(), std::memory_order_release);
+  }
   time_.refresh();
-  in_flight_.store(batch_spans_.size(), std::memory_order_release);
   ExportResult result = ExportResult::kFailure;
   try {
     result = exporter_.export_spans(ExportBatch{resource_, batch_spans_, time_}, deadline);
   } catch (const std::exception& e) {
     log_warning("span export threw: %s", e.what());
   }
-  if (in_flight_.exchange(0, std::memory_order_acq_rel) == 0) {
-    // A shutdown that gave up on this export has counted the batch as failed already.
-  } else if (result.delivered) {
-    const std::uint64_t rejected = std::min<std::uint64_t>(result.rejected, batch_spans_.size());
-    exported_.fetch_add(batch_spans_.size() - rejected, std::memory_order_relaxed);
-    rejected_by_collector_.fetch_add(rejected, std::memory_order_relaxed);
-  } else {
-    dropped_export_failed_.fetch_add(batch_spans_.size(), std::memory_order_relaxed);
-    export_failures_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(count_mutex_);
+    if (abandoned_) {
+      // A shutdown that gave up on this export has counted the batch as failed already.
+    } else if (result.delivered) {
+      const std::uint64_t rejected = std::min<std::uint64_t>(result.rejected, batch_spans_.size());
+      exported_.fetch_add(batch_spans_.size() - rejected, std::memory_order_relaxed);
+      rejected_by_collector_.fetch_add(rejected, std::memory_order_relaxed);
+    } else {
+      dropped_export_failed_.fetch_add(batch_spans_.size(), std::memory_order_relaxed);
+      export_failures_.fetch_add(1, std::memory_order_relaxed);
+    }
+    in_flight_.store(0, std::memory_order_release);
   }
   batch_spans_.clear();
   release_retired_chunks();
@@ -124,13 +136,17 @@ void SpanDrain::release_retired_chunks() noexcept {
   retired_chunks_.clear();
 }
 
-std::uint64_t SpanDrain::abandon_in_flight() noexcept {
-  std::uint64_t abandoned = in_flight_.exchange(0, std::memory_order_acq_rel);
-  if (abandoned > 0) {
-    dropped_export_failed_.fetch_add(abandoned, std::memory_order_relaxed);
+std::uint64_t SpanDrain::abandon_at_deadline() noexcept {
+  stop();  // a span that starts from now on is dropped and counted where it starts
+  std::lock_guard lock(count_mutex_);
+  if (abandoned_) return 0;
+  abandoned_ = true;
+  const std::uint64_t in_flight = in_flight_.exchange(0, std::memory_order_acq_rel);
+  if (in_flight > 0) {
+    dropped_export_failed_.fetch_add(in_flight, std::memory_order_relaxed);
     export_failures_.fetch_add(1, std::memory_order_relaxed);
   }
-  return abandoned;
+  return in_flight;
 }
 
 void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
@@ -179,7 +195,19 @@ SpanStats SpanDrain::stats() const {
   s.rejected_by_collector = rejected_by_collector_.load(std::memory_order_relaxed);
   s.export_failures = export_failures_.load(std::memory_order_relaxed);
   s.queued += in_flight_.load(std::memory_order_acquire);
+  if (abandoned()) {
+    // Nothing is exported or counted by the export thread any more: what is not yet accounted for (queued, in
+    // the batch being built, or ended by a span open across the shutdown) is lost, and counted so here.
+    const std::uint64_t accounted = s.exported + s.dropped();
+    if (s.produced > accounted) s.dropped_export_failed += s.produced - accounted;
+    s.queued = 0;
+  }
   return s;
+}
+
+bool SpanDrain::abandoned() const {
+  std::lock_guard lock(count_mutex_);
+  return abandoned_;
 }
 
 namespace {

@@ -76,8 +76,10 @@ class SpanDrain {
   // ---- any thread ----
   // The counts so far; what is queued or being sent counts as `queued`.
   SpanStats stats() const;
-  // A shutdown whose deadline passed: the batch being sent is counted as failed, once; returns its size.
-  std::uint64_t abandon_in_flight() noexcept;
+  // A shutdown whose deadline passed: from now on nothing is exported or counted by the export thread; the batch
+  // being sent, and every span still queued, are counted as failed (dropped_export_failed), once. Returns the
+  // size of the batch being sent.
+  std::uint64_t abandon_at_deadline() noexcept;
 
   // One open span as it was a moment ago: its thread and a copy of its record (header, then the arena up to what
   // was committed), read with SpanView.
@@ -113,8 +115,12 @@ class SpanDrain {
   std::vector<const std::uint8_t*> batch_spans_;
   std::vector<SpanChunk*> retired_chunks_;
 
-  // The spans of the batch being exported. Whoever takes them with exchange(0) counts them, exactly once: the
-  // export thread when the exporter answers, or a shutdown whose deadline passed first (as failed).
+  // The spans of the batch being exported. Whoever takes them counts them, exactly once, under count_mutex_ (once
+  // a batch; never on a recording thread): the export thread when the exporter answers, or a shutdown whose
+  // deadline passed first (as failed), which also sets abandoned_: no batch is sent or counted after it.
+  bool abandoned() const;
+  mutable std::mutex count_mutex_;
+  bool abandoned_ = false;
   alignas(64) std::atomic<std::uint64_t> in_flight_{0};
   std::atomic<std::uint64_t> exported_{0};
   std::atomic<std::uint64_t> dropped_export_failed_{0};

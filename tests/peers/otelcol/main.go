@@ -10,11 +10,14 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/exporter/prometheusexporter"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/exporter/debugexporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor/batchprocessor"
 	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
 func components() (otelcol.Factories, error) {
@@ -31,12 +34,17 @@ func components() (otelcol.Factories, error) {
 		prometheusexporter.NewFactory()); err != nil {
 		return factories, err
 	}
+	factories.Telemetry = otelconftelemetry.NewFactory() // the Collector's own logs (and metrics, off in the tests)
 	return factories, nil
 }
 
 func main() {
 	info := component.BuildInfo{Command: "otelcol-lens", Description: "lens's test Collector", Version: "0.161.0"}
-	settings := otelcol.CollectorSettings{BuildInfo: info, Factories: components}
+	// --config FILE: the tests write each Collector's configuration to a file of its own.
+	providers := confmap.ResolverSettings{ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory()},
+		DefaultScheme: "file"}
+	settings := otelcol.CollectorSettings{BuildInfo: info, Factories: components,
+		ConfigProviderSettings: otelcol.ConfigProviderSettings{ResolverSettings: providers}}
 	if err := otelcol.NewCommand(settings).Execute(); err != nil {
 		log.Fatal(err)
 	}

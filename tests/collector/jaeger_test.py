@@ -1,0 +1,138 @@
+"""pretrain_gpt's traces in real Jaeger (v1.76.0's all-in-one program, built from pinned Go modules by
+scripts/setup-deps.sh), read back through Jaeger's query API.
+
+4 ranks (2 pipeline stages x 2 data-parallel replicas, launched as torchrun would), every span group, every rank
+exporting OTLP/gRPC straight to Jaeger, once per trace layout. Jaeger holds every span the ranks counted as
+exported; each span's parent is in its trace with the parent's name the tree of CONTRACT §6 gives; each linked
+pipeline receive is linked to a send of the other stage; in the step layout each iteration is one trace that
+spans all 4 ranks. The Jaeger build from the Go module proxy carries a placeholder page instead of its UI (the UI's
+assets are built with npm and are not in the module), so the check is through the API alone."""
+
+import collections
+import os
+import re
+import socket
+import subprocess
+import time
+import unittest
+
+import peers
+
+TRAINER = os.environ.get("LENS_PRETRAIN_GPT", "")
+FLAGS = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16",
+         "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", "8",
+         "--train-iters", "4", "--log-interval", "1", "--otel-enabled", "--otel-span-groups", "all"]
+ITERATIONS = 4
+STATS = re.compile(r"spans: (\d+) produced, (\d+) exported, (\d+) dropped")
+
+# (child, parent) pairs of the tree every layout keeps (CONTRACT §6).
+PARENTS = {"megatron.forward_backward": "megatron.train_step",
+           "megatron.microbatch.forward": "megatron.forward_backward",
+           "megatron.microbatch.backward": "megatron.forward_backward",
+           "megatron.optimizer_step": "megatron.train_step"}
+
+
+def train(directory, world, env):
+    """pretrain_gpt on `world` ranks, as torchrun would start them; returns each rank's (produced, exported,
+    dropped) spans from its shutdown line."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world),
+            "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks", "MEGATRON_OTEL_HANG_SIGNAL": "none",
+            "OTEL_BSP_SCHEDULE_DELAY": "200", **env}
+    ranks = [subprocess.Popen([TRAINER, *FLAGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              cwd=directory, env={**base, "RANK": str(r), "LOCAL_RANK": str(r)})
+             for r in range(world)]
+    outputs = [r.communicate(timeout=300)[0] for r in ranks]
+    if any(r.returncode != 0 for r in ranks):
+        raise AssertionError("\n".join(o[-2000:] for o in outputs))
+    stats = []
+    for output in outputs:
+        found = STATS.findall(output)
+        if not found:
+            raise AssertionError(f"no span counts in a rank's output: {output[-2000:]}")
+        stats.append(tuple(map(int, found[-1])))
+    return stats
+
+
+def tag(tags, key):
+    return next((t["value"] for t in tags if t["key"] == key), None)
+
+
+@unittest.skipUnless(TRAINER and os.access(peers.JAEGER, os.X_OK), "set by ctest: LENS_PRETRAIN_GPT, LENS_PEERS_BIN")
+class JaegerTest(peers.PeerTest):
+    def traces_in_jaeger(self, jaeger, service, expected_spans):
+        """Every trace of `service` in Jaeger, once it holds `expected_spans` spans (or after 30 s)."""
+        deadline = time.monotonic() + 30
+        while True:
+            end = int(time.time() * 1e6) + 60_000_000
+            data = jaeger.get(f"/api/traces?service={service}&limit=100000&start={end - 3_600_000_000}&end={end}")
+            traces = data["data"] or []
+            if sum(len(t["spans"]) for t in traces) >= expected_spans or time.monotonic() > deadline:
+                return traces
+            time.sleep(0.2)
+
+    def check_layout(self, layout):
+        jaeger = self.start(peers.Jaeger(self.dir))
+        service = f"lens-{layout}"
+        stats = train(self.dir, 4, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{jaeger.grpc_port}",
+                                    "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_SERVICE_NAME": service,
+                                    "MEGATRON_OTEL_TRACE_LAYOUT": layout, "MEGATRON_OTEL_RUN_ID": f"jaeger-{layout}"})
+        for produced, exported, dropped in stats:
+            self.assertEqual((exported, dropped), (produced, 0), stats)
+        exported = sum(s[1] for s in stats)
+        traces = self.traces_in_jaeger(jaeger, service, exported)
+
+        spans = {}  # span id -> (trace id, span, rank)
+        for trace in traces:
+            for span in trace["spans"]:
+                rank = tag(trace["processes"][span["processID"]]["tags"], "dl.rank")
+                spans[span["spanID"]] = (trace["traceID"], span, rank)
+        self.assertEqual(len(spans), exported, "Jaeger holds every span the ranks exported, once")
+        self.assertEqual({r for _, _, r in spans.values()}, {0, 1, 2, 3})
+
+        for trace_id, span, rank in spans.values():
+            parents = [r for r in span.get("references", []) if r["refType"] == "CHILD_OF"]
+            self.assertLessEqual(len(parents), 1, span)
+            if parents:
+                self.assertIn(parents[0]["spanID"], spans, f"the parent of {span['operationName']} is in Jaeger")
+                parent_trace, parent, parent_rank = spans[parents[0]["spanID"]]
+                self.assertEqual((parent_trace, parent_rank), (trace_id, rank), span["operationName"])
+                if span["operationName"] in PARENTS:
+                    self.assertEqual(parent["operationName"], PARENTS[span["operationName"]])
+            elif span["operationName"] in PARENTS:
+                self.fail(f"{span['operationName']} has no parent in Jaeger")
+
+        linked = [s for _, s, _ in spans.values() if s["operationName"] == "megatron.pp.recv_forward.linked"]
+        self.assertTrue(linked, "no linked pipeline receive")
+        for span, rank in ((s, spans[s["spanID"]][2]) for s in linked):
+            links = [r for r in span["references"] if r["refType"] == "FOLLOWS_FROM"]
+            self.assertEqual(len(links), 1, span)
+            _, sender, sender_rank = spans[links[0]["spanID"]]
+            self.assertEqual(sender["operationName"], "megatron.p2p.send_forward")
+            self.assertNotEqual(sender_rank, rank, "the sender is on the other stage")
+        return traces, spans
+
+    def test_segment_layout(self):
+        traces, spans = self.check_layout("segment")
+        steps = [s for _, s, _ in spans.values() if s["operationName"] == "megatron.train_step"]
+        self.assertEqual(len(steps), 4 * ITERATIONS)
+
+    def test_step_layout_one_trace_per_iteration_across_every_rank(self):
+        traces, spans = self.check_layout("step")
+        by_iteration = collections.defaultdict(set)
+        for trace_id, span, rank in spans.values():
+            if span["operationName"] == "megatron.train_step":
+                by_iteration[tag(span["tags"], "megatron.iteration")].add((trace_id, rank))
+        self.assertEqual(sorted(by_iteration), list(range(1, ITERATIONS + 1)))
+        for iteration, members in by_iteration.items():
+            self.assertEqual(len({t for t, _ in members}), 1, f"iteration {iteration} is one trace")
+            self.assertEqual({r for _, r in members}, {0, 1, 2, 3}, f"iteration {iteration} spans every rank")
+            trace_id = next(iter(members))[0]
+            trace = next(t for t in traces if t["traceID"] == trace_id)
+            self.assertEqual(len(trace["processes"]), 4, "4 ranks in the trace")
+
+
+if __name__ == "__main__":
+    unittest.main()
