@@ -19,6 +19,11 @@ import peers
 
 PROBE = os.environ.get("LENS_OTLP_PROBE", "")
 LENS = os.environ.get("LENS_TOOL", "")
+TRAINER = os.environ.get("LENS_PRETRAIN_GPT", "")
+TRAINER_FLAGS = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2", "--seq-length", "16",
+                 "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", "8",
+                 "--train-iters", "6", "--log-interval", "1", "--eval-interval", "3", "--eval-iters", "1",
+                 "--otel-enabled", "--otel-span-groups", "all"]
 SPANS_PER_ITERATION = 4
 
 
@@ -71,6 +76,42 @@ def metric_points(requests, name):
 def log_records(requests):
     return [r for request in requests for rl in request.get("resourceLogs", [])
             for sl in rl.get("scopeLogs", []) for r in sl.get("logRecords", [])]
+
+
+def train(directory, env):
+    """pretrain_gpt on 2 ranks (2 pipeline stages), every rank exporting, as torchrun would start them."""
+    port = str(peers.free_port())
+    base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2",
+            "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks", "MEGATRON_OTEL_RUN_ID": "twin",
+            "MEGATRON_OTEL_HANG_SIGNAL": "none", "OTEL_BSP_SCHEDULE_DELAY": "200", **env}
+    ranks = [subprocess.Popen([TRAINER, *TRAINER_FLAGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, cwd=directory, env={**base, "RANK": str(r), "LOCAL_RANK": str(r)})
+             for r in range(2)]
+    outputs = [r.communicate(timeout=300)[0] for r in ranks]
+    if any(r.returncode != 0 for r in ranks):
+        raise AssertionError("\n".join(o[-2000:] for o in outputs))
+
+
+def figures_that_are_not_timings(report):
+    """What two runs of the same seed must agree on: the spans by name, the steps and their ranks, the losses and
+    the training metrics that are not timings or memory, the evaluations, the pipeline's shape, the run, and what
+    was lost."""
+    return {"spans": {s["name"]: s["count"] for s in report["spans"]},
+            "steps": [(s["iteration"], s["ranks"]) for s in report["steps"]],
+            "loss": report["loss"],
+            "training_metrics": {name: m for name, m in report["training_metrics"].items()
+                                 if name.rsplit(".", 1)[1] in ("loss", "grad_norm", "learning_rate", "skipped_iters")},
+            "evaluations": [(e["after_iteration"], e["ranks"]) for e in report["evaluations"]],
+            "bubble": [(b["stage"], b["steps"], b["microbatches"], b["theoretical"]) for b in report["bubble"]],
+            "run": report["run"], "lost": report["lost"], "spans_read": report["read"]["spans"],
+            "problems": report["read"]["problems"]}
+
+
+def lens_report(path):
+    result = subprocess.run([LENS, "report", "--json", path], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return json.loads(result.stdout)
 
 
 class Probe:
@@ -189,6 +230,23 @@ class CollectorTest(peers.PeerTest):
         counts = {s["name"]: s["count"] for s in figures["spans"]}
         want = collections.Counter(s["name"] for s in probe.reference)
         self.assertEqual(counts, dict(want))
+
+    @unittest.skipUnless(TRAINER and LENS, "set by ctest: LENS_PRETRAIN_GPT, LENS_TOOL")
+    def test_lens_report_of_the_collectors_file_equals_lens_report_of_lens_files(self):
+        """Twin runs of pretrain_gpt (same seed, same run id): one writes lens's own files, the other exports over
+        OTLP to the Collector; `lens report` of each agrees on every figure that is not a timing."""
+        files = os.path.join(self.dir, "telemetry")
+        train(self.dir, {"MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": files})
+        collector = self.start(peers.Collector(self.dir))
+        train(self.dir, {"MEGATRON_OTEL_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                         "OTEL_EXPORTER_OTLP_ENDPOINT": self.url(collector, "grpc")})
+        own = lens_report(files)
+        wait_for(lambda: len(spans_of(collector.read("traces"))) >= own["read"]["spans"])
+        self.assertEqual(collector.stop(), 0, collector.log())
+        through_collector = lens_report(collector.output)
+        self.assertGreater(own["read"]["spans"], 0)
+        self.maxDiff = None
+        self.assertEqual(figures_that_are_not_timings(through_collector), figures_that_are_not_timings(own))
 
     def test_collector_down_at_the_start_then_up(self):
         collector = peers.Collector(self.dir)

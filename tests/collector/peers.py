@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.parse
 import urllib.request
 
 PEERS_BIN = os.environ.get("LENS_PEERS_BIN", "")
@@ -43,22 +44,25 @@ def read_tail(path, size=4000):
 
 
 class Peer:
-    """A peer process: its config in `directory`, its log in directory/<name>.log, ready when `ports` accept."""
+    """A peer process: its config in `directory` (none when `config` is None: args says it all), its log in
+    directory/<name>.log, ready when `ports` accept."""
 
     def __init__(self, name, program, directory, config, ports, start_seconds=60, env=None):
         self.name, self.program, self.directory, self.env = name, program, directory, env
         self.config_path = os.path.join(directory, f"{name}.json")
         self.log_path = os.path.join(directory, f"{name}.log")
         self.config, self.ports, self.start_seconds = config, ports, start_seconds
+        self.args = [program, "--config", self.config_path]
         self.process = None
 
     def start(self):
-        if not os.access(self.program, os.X_OK):
-            raise AssertionError(f"{self.name}: {self.program} is not built; run ./scripts/setup-deps.sh")
-        with open(self.config_path, "w", encoding="utf-8") as f:
-            json.dump(self.config, f, indent=1)
+        if not os.access(self.args[0], os.X_OK):
+            raise AssertionError(f"{self.name}: {self.args[0]} is not there; run ./scripts/setup-deps.sh")
+        if self.config is not None:
+            with open(self.config_path, "w", encoding="utf-8") as f:
+                json.dump(self.config, f, indent=1)
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen([self.program, "--config", self.config_path], stdout=log,
+        self.process = subprocess.Popen(self.args, stdout=log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.directory,
                                         env={**os.environ, **(self.env or {})})
         log.close()
@@ -165,6 +169,29 @@ class Jaeger(Peer):
     def get(self, path):
         with urllib.request.urlopen(self.query_url + path, timeout=30) as response:
             return json.load(response)
+
+
+class Prometheus(Peer):
+    """Debian's Prometheus server scraping `targets` ({job: port on 127.0.0.1}) every second; query() asks its
+    HTTP API. The first scraped sample is queryable about 6 s after the start."""
+
+    def __init__(self, program, directory, targets):
+        self.port = free_port()
+        home = os.path.join(directory, "prometheus")
+        os.makedirs(home, exist_ok=True)
+        jobs = "".join(f"  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+                       for job, port in targets.items())
+        config = os.path.join(home, "prometheus.yml")
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(f"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{jobs}")
+        super().__init__("prometheus", program, home, None, [self.port])
+        self.args = [program, f"--config.file={config}", f"--storage.tsdb.path={home}/data",
+                     f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+
+    def query(self, promql):
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return json.load(response)["data"]["result"]
 
 
 def make_certificate(directory):
