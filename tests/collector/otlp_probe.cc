@@ -23,14 +23,15 @@ namespace mg = lens::megatron::group;
 
 namespace {
 
-std::string hex_ids(const lens::SpanContext& context) {  // "<trace id> <span id>" from the traceparent
+std::string hex_ids(const lens::SpanContext& context) {      // "<trace id> <span id>" from the traceparent
   const std::string header = lens::to_traceparent(context);  // 00-<32 hex>-<16 hex>-<2 hex>
   return header.substr(3, 32) + "\", \"" + header.substr(36, 16);
 }
 
 void write_span(std::FILE* out, const char* name, const lens::SpanContext& self, const lens::SpanContext* parent,
                 const lens::SpanContext* link, const std::string& attributes) {
-  std::fprintf(out, "{\"name\": \"%s\", \"ids\": [\"%s\"], \"parent\": \"%s\", \"links\": [%s], \"attributes\": {%s}}\n",
+  std::fprintf(out,
+               "{\"name\": \"%s\", \"ids\": [\"%s\"], \"parent\": \"%s\", \"links\": [%s], \"attributes\": {%s}}\n",
                name, hex_ids(self).c_str(), parent ? hex_ids(*parent).substr(36).c_str() : "",
                link ? ("[\"" + hex_ids(*link) + "\"]").c_str() : "", attributes.c_str());
 }
@@ -61,12 +62,12 @@ int main(int argc, char** argv) {
     auto seconds = lens::metrics::histogram<double>("probe.step_time", {.unit = "s"});
     lens::SpanContext previous{};
     for (int it = 0; it < iterations; ++it) {
-      LENS_SPAN_NAMED(step, mg::step, "megatron.train_step", {"megatron.iteration", it}, {"megatron.loss", 2.5 - it * 0.01},
-                      {"probe.phase", "warmup"}, {"probe.ok", it % 2 == 0});
+      LENS_SPAN_NAMED(step, mg::step, "megatron.train_step", {"megatron.iteration", it},
+                      {"megatron.loss", 2.5 - it * 0.01}, {"probe.phase", "warmup"}, {"probe.ok", it % 2 == 0});
       const lens::SpanContext step_context = step.context();
       write_span(reference, "megatron.train_step", step_context, nullptr, nullptr,
-                 "\"megatron.iteration\": " + std::to_string(it) + ", \"megatron.loss\": " + exact(2.5 - it * 0.01) + ", \"probe.phase\": \"warmup\", \"probe.ok\": " +
-                     (it % 2 == 0 ? "true" : "false"));
+                 "\"megatron.iteration\": " + std::to_string(it) + ", \"megatron.loss\": " + exact(2.5 - it * 0.01) +
+                     ", \"probe.phase\": \"warmup\", \"probe.ok\": " + (it % 2 == 0 ? "true" : "false"));
       {
         LENS_SPAN_NAMED(fb, mg::forward_backward, "megatron.forward_backward", {"megatron.num_microbatches", 2});
         if (previous.is_valid()) fb.add_link(previous, {{"probe.link", "previous step"}});
@@ -89,12 +90,13 @@ int main(int argc, char** argv) {
     telemetry.shutdown();
     const lens::SpanStats s = telemetry.span_stats();
     const lens::LogStats l = telemetry.log_stats();
-    std::printf("{\"spans\": {\"produced\": %llu, \"exported\": %llu, \"dropped\": %llu, \"export_failures\": %llu}, "
-                "\"logs\": {\"produced\": %llu, \"exported\": %llu, \"dropped\": %llu}}\n",
-                static_cast<unsigned long long>(s.produced), static_cast<unsigned long long>(s.exported),
-                static_cast<unsigned long long>(s.dropped()), static_cast<unsigned long long>(s.export_failures),
-                static_cast<unsigned long long>(l.produced), static_cast<unsigned long long>(l.exported),
-                static_cast<unsigned long long>(l.dropped()));
+    std::printf(
+        "{\"spans\": {\"produced\": %llu, \"exported\": %llu, \"dropped\": %llu, \"export_failures\": %llu}, "
+        "\"logs\": {\"produced\": %llu, \"exported\": %llu, \"dropped\": %llu}}\n",
+        static_cast<unsigned long long>(s.produced), static_cast<unsigned long long>(s.exported),
+        static_cast<unsigned long long>(s.dropped()), static_cast<unsigned long long>(s.export_failures),
+        static_cast<unsigned long long>(l.produced), static_cast<unsigned long long>(l.exported),
+        static_cast<unsigned long long>(l.dropped()));
   } catch (const lens::ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
