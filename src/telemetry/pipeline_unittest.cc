@@ -241,6 +241,33 @@ TEST(Pipeline, AHangingExporterCannotHoldShutdownPastItsDeadline) {
   EXPECT_EQ(s.exported + s.dropped() + s.queued, s.produced);
 }
 
+// A Collector that stays away past shutdown's deadline (issue 26): the batch being sent and every span still
+// queued behind it are counted as failed when shutdown gives up, so produced = exported + dropped with nothing
+// left "queued"; the export thread, freed later, sends and counts nothing more.
+TEST(Pipeline, SpansStillQueuedWhenShutdownGivesUpAreCountedAsFailed) {
+  Config config = testing::capture_config("job");
+  config.span_batch.max_export_batch_size = 1;  // one span a batch: the rest wait behind the stuck one
+  testing::Capture c(config);
+  c.exporter().hang = true;
+  for (int i = 0; i < 20; ++i) {
+    LENS_SPAN(mg::job, "waiting");
+  }
+  EXPECT_FALSE(c.telemetry().force_flush(milliseconds(100)));
+  EXPECT_FALSE(c.telemetry().shutdown(milliseconds(200)));
+  SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.produced, 20u);
+  EXPECT_EQ(s.queued, 0u);
+  EXPECT_EQ(s.exported, 0u);
+  EXPECT_EQ(s.dropped_export_failed, 20u);
+  c.exporter().release();
+  std::this_thread::sleep_for(milliseconds(200));
+  const SpanStats later = c.telemetry().span_stats();
+  EXPECT_EQ(later.exported, 0u) << "nothing is sent after shutdown gave up";
+  EXPECT_EQ(later.dropped_export_failed, 20u);
+  EXPECT_EQ(later.queued, 0u);
+  EXPECT_LE(c.exporter().spans, 1u) << "only the batch that was already being sent reached the exporter";
+}
+
 TEST(Pipeline, ForceFlushExportsEverythingEndedBefore) {
   testing::Capture c(testing::capture_config("job"));
   for (int i = 0; i < 10; ++i) {

@@ -276,15 +276,21 @@ class CollectorTest(peers.PeerTest):
         self.assert_exactly_the_exported_spans(probe, collected)
 
     def test_memory_limiter_refusing_everything(self):
+        """Under its memory limiter the Collector answers HTTP 503 (no Retry-After) and gRPC UNAVAILABLE, with its
+        reason: lens retries within the batch's deadline, then drops and counts; the reason is in lens's log."""
         collector = self.start(peers.Collector(self.dir, memory_limit_mib=1))
         wait_for(lambda: "Refusing data" in collector.log())  # its first check, 100 ms after the start
         self.assertIn("Refusing data", collector.log())
-        probe = Probe(self.dir, "grpc", self.url(collector, "grpc"), 10, OTEL_BSP_EXPORT_TIMEOUT="1500",
-                      OTEL_BLRP_EXPORT_TIMEOUT="1500", OTEL_EXPORTER_OTLP_TIMEOUT="1000").finish()
-        collected = self.collected([collector], 0)
-        self.assertEqual(collected, [])
-        self.assertEqual(probe.stats["spans"]["exported"], 0, probe.stats)
-        self.assertEqual(probe.stats["spans"]["dropped"], 40, probe.stats)
+        for protocol in ("grpc", "http/protobuf"):
+            with self.subTest(protocol=protocol):
+                probe = Probe(self.dir, protocol, self.url(collector, protocol), 10, OTEL_BSP_EXPORT_TIMEOUT="1500",
+                              OTEL_BLRP_EXPORT_TIMEOUT="1500", OTEL_EXPORTER_OTLP_TIMEOUT="1000").finish()
+                self.assertEqual(probe.stats["spans"], {"produced": 40, "exported": 0, "dropped": 40,
+                                                        "export_failures": probe.stats["spans"]["export_failures"]})
+                self.assertEqual(probe.stats["logs"]["dropped"], probe.stats["logs"]["produced"])
+                self.assertIn("data refused due to high memory usage", probe.stderr)
+                self.assertIn("UNAVAILABLE" if protocol == "grpc" else "HTTP 503", probe.stderr)
+        self.assertEqual(self.collected([collector], 0), [])
 
     def test_a_collector_that_cannot_start_is_named(self):
         taken = peers.Collector(self.dir, output="taken")
