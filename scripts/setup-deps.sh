@@ -58,9 +58,10 @@ else
 fi
 
 # Go is part of the machine (the polyglot kind's /usr/local/go); Debian's golang is too old for the Collector.
-go_program="$(command -v go || true)"
+# LENS_GO names another go program (the setup test names one that is not there).
+go_program="${LENS_GO:-$(command -v go || true)}"
 [ -z "$go_program" ] && [ -x /usr/local/go/bin/go ] && go_program=/usr/local/go/bin/go
-if [ -z "$go_program" ]; then
+if [ ! -x "$go_program" ]; then
   echo "setup-deps: Go (1.26 or newer) is missing: the Collector and Jaeger test peers are built from the Go module" >&2
   echo "setup-deps: proxy with it. Install Go at /usr/local/go (it comes with the polyglot machine kind)." >&2
   exit 1

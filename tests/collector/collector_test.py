@@ -293,12 +293,21 @@ class CollectorTest(peers.PeerTest):
         self.assertEqual(self.collected([collector], 0), [])
 
     def test_a_collector_that_cannot_start_is_named(self):
-        taken = peers.Collector(self.dir, output="taken")
-        self.start(taken)
+        """Its port taken, or a configuration it refuses: the test fails at once naming the Collector, with its own
+        reason from its log, and nothing is left running."""
+        taken = self.start(peers.Collector(self.dir, output="taken"))
         clash = peers.Collector(self.dir, output="clash")
         clash.config["receivers"]["otlp"]["protocols"]["grpc"] = peers.endpoint(taken.grpc_port)
-        with self.assertRaisesRegex(AssertionError, "otelcol-lens failed to start"):
+        with self.assertRaisesRegex(AssertionError, "otelcol-lens failed to start.*(?s:.*)address already in use"):
             self.start(clash)
+        bad = peers.Collector(self.dir, output="bad")
+        bad.config["service"]["pipelines"]["traces"]["exporters"].append("no_such_exporter")
+        started = time.monotonic()
+        with self.assertRaisesRegex(AssertionError, "otelcol-lens failed to start.*(?s:.*)no_such_exporter"):
+            self.start(bad)
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertIsNotNone(clash.process.poll())
+        self.assertIsNotNone(bad.process.poll())
 
 
 if __name__ == "__main__":
