@@ -79,17 +79,8 @@ def log_records(requests):
 
 
 def train(directory, env):
-    """pretrain_gpt on 2 ranks (2 pipeline stages), every rank exporting, as torchrun would start them."""
-    port = str(peers.free_port())
-    base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2",
-            "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks", "MEGATRON_OTEL_RUN_ID": "twin",
-            "MEGATRON_OTEL_HANG_SIGNAL": "none", "OTEL_BSP_SCHEDULE_DELAY": "200", **env}
-    ranks = [subprocess.Popen([TRAINER, *TRAINER_FLAGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, cwd=directory, env={**base, "RANK": str(r), "LOCAL_RANK": str(r)})
-             for r in range(2)]
-    outputs = [r.communicate(timeout=300)[0] for r in ranks]
-    if any(r.returncode != 0 for r in ranks):
-        raise AssertionError("\n".join(o[-2000:] for o in outputs))
+    """pretrain_gpt on 2 ranks (2 pipeline stages), every rank exporting."""
+    peers.run_ranks(TRAINER, TRAINER_FLAGS, 2, {"MEGATRON_OTEL_RUN_ID": "twin", **env}, directory)
 
 
 def figures_that_are_not_timings(report):

@@ -11,8 +11,6 @@ assets are built with npm and are not in the module), so the check is through th
 import collections
 import os
 import re
-import socket
-import subprocess
 import time
 import unittest
 
@@ -34,22 +32,10 @@ PARENTS = {"megatron.forward_backward": {"megatron.train_step"},
 
 
 def train(directory, world, env):
-    """pretrain_gpt on `world` ranks, as torchrun would start them; returns each rank's (produced, exported,
-    dropped) spans from its shutdown line."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world),
-            "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks", "MEGATRON_OTEL_HANG_SIGNAL": "none",
-            "OTEL_BSP_SCHEDULE_DELAY": "200", **env}
-    ranks = [subprocess.Popen([TRAINER, *FLAGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              cwd=directory, env={**base, "RANK": str(r), "LOCAL_RANK": str(r)})
-             for r in range(world)]
-    outputs = [r.communicate(timeout=300)[0] for r in ranks]
-    if any(r.returncode != 0 for r in ranks):
-        raise AssertionError("\n".join(o[-2000:] for o in outputs))
+    """pretrain_gpt on `world` ranks; returns each rank's (produced, exported, dropped) spans from its shutdown
+    line."""
     stats = []
-    for output in outputs:
+    for output in peers.run_ranks(TRAINER, FLAGS, world, env, directory):
         found = STATS.findall(output)
         if not found:
             raise AssertionError(f"no span counts in a rank's output: {output[-2000:]}")

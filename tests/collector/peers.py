@@ -194,6 +194,20 @@ class Prometheus(Peer):
             return json.load(response)["data"]["result"]
 
 
+def run_ranks(trainer, flags, world, env, cwd):
+    """`trainer` on `world` ranks launched as torchrun would (RANK, WORLD_SIZE, MASTER_*), every rank exporting;
+    returns each rank's output, or fails with the ends of them when a rank fails."""
+    base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+            "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks",
+            "MEGATRON_OTEL_HANG_SIGNAL": "none", "OTEL_BSP_SCHEDULE_DELAY": "200", **env}
+    ranks = [subprocess.Popen([trainer, *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              cwd=cwd, env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]
+    outputs = [r.communicate(timeout=300)[0] for r in ranks]
+    if any(r.returncode != 0 for r in ranks):
+        raise AssertionError("\n".join(o[-2000:] for o in outputs))
+    return outputs
+
+
 def make_certificate(directory):
     """A self-signed certificate for 127.0.0.1 and localhost (openssl): (cert, key); the cert is its own CA."""
     cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
