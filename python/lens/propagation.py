@@ -30,6 +30,8 @@ def _propagation_on():
 def inject(carrier, context=None):
     """Writes the current (or the given) span context into `carrier` (a dict) as W3C `traceparent`."""
     context = context if context is not None else current_context()
+    if not isinstance(context, SpanContext):
+        raise TypeError(f"lens.inject: context must be a lens.SpanContext, not {type(context).__name__}")
     if context.is_valid and _propagation_on():
         carrier[TRACEPARENT] = to_traceparent(context)
     return carrier
@@ -39,6 +41,8 @@ def extract(carrier):
     """The span context a carrier holds (`traceparent`, any case of the key), or None."""
     if not carrier:
         return None
+    if not hasattr(carrier, "items"):
+        raise TypeError(f"lens.extract: a carrier is a mapping of header names to values, not {type(carrier).__name__}")
     for key, value in carrier.items():
         if isinstance(key, str) and key.lower() == TRACEPARENT and isinstance(value, str):
             return from_traceparent(value)

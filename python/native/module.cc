@@ -250,13 +250,18 @@ PyObject* context_to_python(const lens::SpanContext& context) {
 }
 
 bool context_from_python(PyObject* object, lens::SpanContext* out) {
+  // None (what extract() gives for a header it cannot read) is a reference pybind11 cannot bind: it throws
+  // reference_cast_error, which is not a cast_error. Every failure here is the caller's TypeError, never an
+  // exception out of a C function (std::terminate).
   try {
-    *out = py::cast<lens::SpanContext>(py::handle(object));
-    return true;
-  } catch (const py::cast_error&) {
-    PyErr_SetString(PyExc_TypeError, "lens: expected a lens.SpanContext");
-    return false;
+    if (object != Py_None) {
+      *out = py::cast<lens::SpanContext>(py::handle(object));
+      return true;
+    }
+  } catch (const std::exception&) {
   }
+  PyErr_Format(PyExc_TypeError, "lens: expected a lens.SpanContext, got %s", Py_TYPE(object)->tp_name);
+  return false;
 }
 
 }  // namespace lens_python

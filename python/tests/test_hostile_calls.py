@@ -1,0 +1,78 @@
+"""No Python call aborts the process (issue 27): every public call of the span API, given values of the wrong type
+(None, numbers, strings, lists, objects, what extract() gives for a garbage header), returns or raises TypeError /
+ValueError. Each call runs in a child interpreter, so an abort is a failed test that names the call, not a dead
+test runner."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
+
+SETUP = textwrap.dedent("""
+    import os
+    os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=os.environ["OUT"],
+                      NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_HANG_SIGNAL="none")
+    import lens
+    from lens.helpers import managed_span, safe_set_span_attributes, span_cm
+    handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(), rank=0, world_size=1)
+    tracer = handle.tracer
+    GARBAGE = lens.extract({"traceparent": "garbage"})
+    results = []
+    def attempt(text, call):
+        try:
+            call()
+            results.append((text, "ok"))
+        except (TypeError, ValueError) as e:
+            results.append((text, type(e).__name__))
+""")
+
+HOSTILE = ["None", "GARBAGE", "42", "'text'", "[None]", "object()", "{'a': object()}", "float('nan')", "b'bytes'"]
+
+CALLS = [  # each with X replaced by a hostile value; `span` is an open span
+    "span.add_link(X)",
+    "span.add_link(X, attributes=X)",
+    "span.add_event(X)",
+    "span.add_event('e', attributes=X)",
+    "span.set_attribute(X, X)",
+    "span.set_attribute('k', X)",
+    "span.set_attributes(X)",
+    "span.set_status(X)",
+    "span.record_exception(X)",
+    "safe_set_span_attributes(span, X)",
+    "tracer.start_span(X).end()",
+    "tracer.start_span('s', context=X).end()",
+    "tracer.start_span('s', links=[X]).end()",
+    "tracer.start_span('s', attributes=X).end()",
+    "tracer.start_span('s', trace_id=X).end()",
+    "lens.inject(X, X)",
+    "lens.inject({}, X)",
+    "lens.extract(X)",
+]
+
+
+def script():
+    lines = [SETUP, "with managed_span(lens.SpanGroup.STEP, 'outer') as span:"]
+    for call in CALLS:
+        for value in HOSTILE:
+            text = call.replace("X", value)
+            lines.append(f"    attempt({text!r}, lambda: {text})")
+    lines += ["handle.shutdown()", "print('\\n'.join(f'{t} -> {r}' for t, r in results))", "print('ALL DONE')"]
+    return "\n".join(lines)
+
+
+class HostileCallsTest(unittest.TestCase):
+    def test_no_call_aborts_the_interpreter(self):
+        with __import__("tempfile").TemporaryDirectory() as out:
+            result = subprocess.run([sys.executable, "-c", script()], capture_output=True, text=True, timeout=120,
+                                    env={**os.environ, "OUT": out})
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertIn("ALL DONE", result.stdout)
+        outcomes = result.stdout.splitlines()[:-1]
+        self.assertEqual(len(outcomes), len(CALLS) * len(HOSTILE))
+        # extract() of garbage gives None, and a link to it is refused as the wrong type, not ignored silently.
+        self.assertIn("span.add_link(GARBAGE) -> TypeError", outcomes)
+
+
+if __name__ == "__main__":
+    unittest.main()
