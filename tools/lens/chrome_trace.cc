@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 namespace lens_tools {
 namespace {
@@ -31,14 +32,16 @@ class Output {
   }
   void close() {
     flush();
-    if (gzclose(file_) != Z_OK) throw std::runtime_error("cannot finish writing " + path_);
-    file_ = nullptr;
+    // The stream is closed once, whatever gzclose says (it frees the stream even when the last write fails, as
+    // on a full disk): the destructor must not close it again.
+    gzFile file = std::exchange(file_, nullptr);
+    if (gzclose(file) != Z_OK) throw std::runtime_error("cannot finish writing " + path_ + " (is the disk full?)");
   }
 
  private:
   void flush() {
     if (!buffer_.empty() && gzwrite(file_, buffer_.data(), static_cast<unsigned>(buffer_.size())) == 0)
-      throw std::runtime_error("cannot write " + path_);
+      throw std::runtime_error("cannot write " + path_ + " (is the disk full?)");
     buffer_.clear();
   }
   std::string path_, buffer_;
@@ -68,9 +71,11 @@ struct Place {
 }  // namespace
 
 std::string rank_process_name(const Origin& o) {
-  const int tensor = std::max(1, o.tensor_size), pipeline = std::max(1, o.pipeline_size);
-  const int data = o.data_parallel_size > 0 ? o.data_parallel_size : std::max(1, o.world_size / (tensor * pipeline));
-  const int rank = std::max(0, o.rank);
+  // Sizes are within [1, kMaxRanks] (run_reader): products of two fit in int64.
+  const std::int64_t tensor = std::max(1, o.tensor_size), pipeline = std::max(1, o.pipeline_size);
+  const std::int64_t data =
+      o.data_parallel_size > 0 ? o.data_parallel_size : std::max<std::int64_t>(1, o.world_size / (tensor * pipeline));
+  const std::int64_t rank = std::max(0, o.rank);
   return "rank " + std::to_string(rank) + " (pp " + std::to_string(rank / (tensor * data)) + ", dp " +
          std::to_string(rank / tensor % data) + ")";
 }

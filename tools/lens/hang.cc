@@ -10,6 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include "run_reader.h"  // kMaxRanks
+
 namespace lens_tools {
 namespace {
 
@@ -73,9 +75,40 @@ std::string scalar_text(const json& v) {
   return "";
 }
 
+// A rank or world size a snapshot claims, within [lowest, kMaxRanks]: memory and output follow the snapshots that
+// are there, never the number one of them claims.
+int rank_in_range(std::int64_t value, std::int64_t lowest, const char* what) {
+  if (value < lowest || value > lens_tools::kMaxRanks)
+    throw std::out_of_range(std::string(what) + " " + std::to_string(value) + " is outside [" + std::to_string(lowest) +
+                            ", " + std::to_string(lens_tools::kMaxRanks) + "]");
+  return static_cast<int>(value);
+}
+
+// Ranks [first, last] in order: the ranges between the ranks that wrote a snapshot.
+using RankRange = std::pair<int, int>;
+
+// The missing ranks one by one for --json, the first kListedMissing of them (missing_count says how many).
+constexpr std::int64_t kListedMissing = 10000;
+nlohmann::json missing_listed(const std::vector<RankRange>& ranges) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [first, last] : ranges)
+    for (std::int64_t r = first; r <= last && static_cast<std::int64_t>(out.size()) < kListedMissing; ++r)
+      out.push_back(r);
+  return out;
+}
+
+std::string ranges_text(const std::vector<RankRange>& ranges) {
+  std::string out;
+  for (const auto& [first, last] : ranges) {
+    out += (out.empty() ? "" : ", ") + std::to_string(first);
+    if (last > first) out += (last == first + 1 ? ", " : "-") + std::to_string(last);
+  }
+  return out;
+}
+
 Position position_of(const json& s) {
   Position p;
-  p.rank = s.at("rank").get<int>();
+  p.rank = rank_in_range(s.at("rank").get<std::int64_t>(), 0, "rank");
   p.reason = s.at("reason").get<std::string>();
   p.written_seconds = static_cast<double>(s.at("written_unix_nano").get<std::uint64_t>()) / 1e9;
   const json& last = s.at("last_iteration_completed");
@@ -169,7 +202,7 @@ int hang(const std::string& run_dir, bool as_json) {
     try {
       std::ifstream in(file);
       const json s = json::parse(in);
-      world_size = std::max(world_size, s.at("world_size").get<int>());
+      world_size = std::max(world_size, rank_in_range(s.at("world_size").get<std::int64_t>(), 1, "world_size"));
       positions.push_back(position_of(s));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "lens hang: %s is not a hang snapshot: %s\n", file.c_str(), e.what());
@@ -177,11 +210,17 @@ int hang(const std::string& run_dir, bool as_json) {
     }
   }
   std::sort(positions.begin(), positions.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  std::vector<int> missing;
-  for (int r = 0, i = 0; r < world_size; ++r) {
-    while (i < static_cast<int>(positions.size()) && positions[i].rank < r) ++i;
-    if (i == static_cast<int>(positions.size()) || positions[i].rank != r) missing.push_back(r);
+  // The ranks below the world size without a snapshot, as ranges: as many as there are gaps between snapshots.
+  std::vector<RankRange> missing;
+  std::int64_t missing_count = 0;
+  int next = 0;
+  for (const Position& p : positions) {
+    if (p.rank > next) missing.emplace_back(next, std::min(p.rank, world_size) - 1);
+    next = std::max(next, p.rank + 1);
   }
+  if (next < world_size) missing.emplace_back(next, world_size - 1);
+  std::erase_if(missing, [](const RankRange& r) { return r.second < r.first; });
+  for (const auto& [first, last] : missing) missing_count += last - first + 1;
 
   // Groups of ranks at the same place, the largest first.
   std::vector<Group> groups;
@@ -225,7 +264,8 @@ int hang(const std::string& run_dir, bool as_json) {
   if (as_json) {
     json out = {{"run_dir", files.front().parent_path().string()},
                 {"world_size", world_size},
-                {"missing", missing},
+                {"missing", missing_listed(missing)},
+                {"missing_count", missing_count},
                 {"stale", stale}};
     out["behind"] = json::array();
     for (const Group* g : behind)
@@ -256,7 +296,8 @@ int hang(const std::string& run_dir, bool as_json) {
     std::printf("%s\n", line.c_str());
   }
   if (!missing.empty()) {
-    std::printf("%s: no snapshot (stopped, dead, or never got the signal)%s\n", ranks_word(missing).c_str(),
+    std::printf("%s %s: no snapshot (stopped, dead, or never got the signal)%s\n",
+                missing_count == 1 ? "rank" : "ranks", ranges_text(missing).c_str(),
                 behind.empty() ? ": the likeliest to be behind" : "");
   }
   for (const Position& p : positions) {

@@ -272,7 +272,7 @@ std::string render_html(const json& f, const Timeline& timeline, const std::stri
   });
   page += "<h2>Step time per rank over the run</h2>" + line_chart(step_series, "ms", "step-time");
   std::vector<double> loss;
-  for (const auto& l : f["loss"]) loss.push_back(l["loss"].get<double>());
+  for (const auto& l : f["loss"]) loss.push_back(number_or_nan(l["loss"]));
   page += "<h2>Loss over the run</h2>" + line_chart({{"loss", loss}}, "", "loss");
   page += "<h2>Where a step's time goes (mean per step, ms)</h2>" + phases_section(f);
   page += "<h2>Stragglers</h2>" + stragglers_section(f);

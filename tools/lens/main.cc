@@ -138,8 +138,9 @@ lens_tools::Timeline read_timeline(const std::vector<std::string>& files,
 
 void write_file(const std::string& path, const std::string& text) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0)
-    throw std::runtime_error("cannot write " + path);
+  if (f == nullptr) throw std::runtime_error("cannot write " + path);
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written) throw std::runtime_error("cannot write " + path + " (is the disk full?)");
 }
 
 struct ReportOptions {

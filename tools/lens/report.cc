@@ -93,12 +93,6 @@ double median_of(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-StepRecord& record_at(std::vector<StepRecord>& column, std::int64_t iteration) {
-  const auto at = static_cast<std::size_t>(iteration);
-  if (column.size() <= at) column.resize(at + 1);
-  return column[at];
-}
-
 nlohmann::json number_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
 
 }  // namespace
@@ -128,7 +122,7 @@ void Report::span(const SpanRow& s) {
     if (!s.truncated) step(p, s);  // a step cut short by shutdown is not a step's time
   } else if (const int part = step_part(s.name); part >= 0) {
     const Pending item{s.start_ns, s.end_ns, part, s.num_microbatches};
-    if (!place(p, item)) p.pending.push_back(item);
+    if (!place(p, item)) p.pending.emplace(item.start_ns, item);
   } else if (const int kind = event_kind(s.name); kind >= 0) {
     events_.push_back({kind, o.rank, s.start_ns, s.end_ns, s.iteration, &p});
   }
@@ -138,22 +132,19 @@ void Report::span(const SpanRow& s) {
 }
 
 void Report::step(Process& p, const SpanRow& s) {
-  const auto at = static_cast<std::size_t>(s.iteration);
-  if (s.loss) {
-    if (loss_.size() <= at) loss_.resize(at + 1, std::nan(""));
-    loss_[at] = *s.loss;
-  }
+  if (s.loss) loss_[s.iteration] = *s.loss;
   first_iteration_ = std::min(first_iteration_, s.iteration);
   const StepWindow window{s.start_ns, s.end_ns, s.iteration};
   auto where = std::upper_bound(p.steps.begin(), p.steps.end(), window.start_ns,
                                 [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
   p.steps.insert(where, window);  // nearly always at the end
-  if (steps_.contains(s.iteration))
-    record_at(records_[p.rank], s.iteration).step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
+  if (steps_.contains(s.iteration)) records_[s.iteration][p.rank].step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
   // Claim what waited for this step; what ended before the step two back belongs to no step (an evaluation's
   // micro-batches, the first iteration's setup) and is let go, so that pending stays small.
   const std::uint64_t horizon = p.steps.size() >= 3 ? p.steps[p.steps.size() - 3].start_ns : 0;
-  std::erase_if(p.pending, [&](const Pending& item) { return place(p, item) || item.end_ns < horizon; });
+  for (auto it = p.pending.lower_bound(window.start_ns); it != p.pending.end() && it->first <= window.end_ns;)
+    it = place(p, it->second) ? p.pending.erase(it) : std::next(it);
+  p.pending.erase(p.pending.begin(), p.pending.lower_bound(horizon));
 }
 
 // Adds `item` to the record of the step of `p` that contains it; false when no known step does.
@@ -164,7 +155,7 @@ bool Report::place(Process& p, const Pending& item) {
   const StepWindow& w = *std::prev(after);
   if (item.end_ns > w.end_ns) return false;
   if (!steps_.contains(w.iteration)) return true;
-  StepRecord& r = record_at(records_[p.rank], w.iteration);
+  StepRecord& r = records_[w.iteration][p.rank];
   const std::uint64_t ns = item.end_ns > item.start_ns ? item.end_ns - item.start_ns : 0;
   if (item.kind == kForwardBackward) {
     r.forward_backward_ns += ns;
@@ -178,7 +169,8 @@ bool Report::place(Process& p, const Pending& item) {
 }
 
 void Report::settle() {
-  for (auto& [origin, p] : processes_) std::erase_if(p.pending, [&](const Pending& item) { return place(p, item); });
+  for (auto& [origin, p] : processes_)
+    std::erase_if(p.pending, [&](const auto& entry) { return place(p, entry.second); });
 }
 
 void Report::metric(const MetricPoint& p) {
@@ -194,8 +186,9 @@ void Report::metric(const MetricPoint& p) {
 
 int Report::stage_of(int rank) const {
   // Megatron's rank order (tensor fastest, then data, then pipeline), which pretrain_gpt follows too.
-  const int per_stage = std::max(1, tensor_size_) * std::max(1, data_parallel_size_);
-  return pipeline_size_ > 1 ? rank / per_stage : 0;
+  // Sizes are within [1, kMaxRanks] (run_reader), so the product fits and the quotient is an int.
+  const std::int64_t per_stage = std::int64_t{std::max(1, tensor_size_)} * std::max(1, data_parallel_size_);
+  return pipeline_size_ > 1 ? static_cast<int>(rank / per_stage) : 0;
 }
 
 int Report::replica_of(int rank) const { return rank / std::max(1, tensor_size_) % std::max(1, data_parallel_size_); }
@@ -213,27 +206,31 @@ nlohmann::json Report::phases_json() const {
   json per_rank = json::array();
   std::array<double, kPhaseCount> all_sum{};
   double all_step = 0, all_steps = 0;
-  for (const auto& [rank, column] : records_) {
-    std::array<double, kPhaseCount> sum{};
+  struct RankSums {
+    std::array<double, kPhaseCount> phase{};
     double step = 0, n = 0;
-    for (const StepRecord& r : column) {
+  };
+  std::map<int, RankSums> sums;
+  for (const auto& [iteration, by_rank] : records_)
+    for (const auto& [rank, r] : by_rank) {
       if (r.step_ns == 0) continue;
-      ++n;
-      step += ms(r.step_ns);
-      for (int k = 0; k < kPhaseCount; ++k) sum[k] += ms(r.phase_ns[k]);
+      RankSums& t = sums[rank];
+      ++t.n;
+      t.step += ms(r.step_ns);
+      for (int k = 0; k < kPhaseCount; ++k) t.phase[k] += ms(r.phase_ns[k]);
     }
-    if (n == 0) continue;
-    json row = {{"rank", rank}, {"steps", n}, {"step_ms", step / n}};
+  for (const auto& [rank, t] : sums) {
+    json row = {{"rank", rank}, {"steps", t.n}, {"step_ms", t.step / t.n}};
     double accounted = 0;
     for (int k = 0; k < kPhaseCount; ++k) {
-      row[std::string(kPhaseNames[k]) + "_ms"] = sum[k] / n;
-      accounted += sum[k];
-      all_sum[k] += sum[k];
+      row[std::string(kPhaseNames[k]) + "_ms"] = t.phase[k] / t.n;
+      accounted += t.phase[k];
+      all_sum[k] += t.phase[k];
     }
-    row["other_ms"] = std::max(0.0, step - accounted) / n;
+    row["other_ms"] = std::max(0.0, t.step - accounted) / t.n;
     per_rank.push_back(row);
-    all_step += step;
-    all_steps += n;
+    all_step += t.step;
+    all_steps += t.n;
   }
   json all = {{"steps", all_steps}, {"step_ms", all_steps > 0 ? all_step / all_steps : 0.0}};
   double accounted = 0;
@@ -250,15 +247,16 @@ nlohmann::json Report::phases_json() const {
 nlohmann::json Report::stragglers_json() const {
   using nlohmann::json;
   std::map<int, std::vector<int>> stage_ranks;
-  for (const auto& [rank, column] : records_) stage_ranks[stage_of(rank)].push_back(rank);
+  std::set<int> ranks_with_steps;
+  for (const auto& [iteration, by_rank] : records_)
+    for (const auto& [rank, r] : by_rank) ranks_with_steps.insert(rank);
+  for (int rank : ranks_with_steps) stage_ranks[stage_of(rank)].push_back(rank);
   struct Tally {
     int scored = 0, flagged = 0;
     std::vector<double> compute, wait, stage_compute, stage_wait;
   };
   std::map<int, Tally> tally;
   std::vector<int> unscored_stages;
-  std::size_t iterations = 0;
-  for (const auto& [rank, column] : records_) iterations = std::max(iterations, column.size());
   for (const auto& [stage, ranks] : stage_ranks) {
     if (static_cast<int>(ranks.size()) < StragglerRule::kMinRanksPerStage) {
       unscored_stages.push_back(stage);
@@ -266,12 +264,12 @@ nlohmann::json Report::stragglers_json() const {
     }
     std::vector<double> compute, wait;
     std::vector<int> who;
-    for (std::size_t it = 0; it < iterations; ++it) {
+    for (const auto& [iteration, by_rank] : records_) {
       compute.clear(), wait.clear(), who.clear();
       for (int rank : ranks) {
-        const auto& column = records_.at(rank);
-        if (it >= column.size() || column[it].step_ns == 0) continue;
-        const StepRecord& r = column[it];
+        const auto found = by_rank.find(rank);
+        if (found == by_rank.end() || found->second.step_ns == 0) continue;
+        const StepRecord& r = found->second;
         compute.push_back(ms(r.phase_ns[kForward] + r.phase_ns[kBackward]));
         wait.push_back(ms(r.phase_ns[kPipelineReceiveWait] + r.phase_ns[kGradSyncWait]));
         who.push_back(rank);
@@ -325,20 +323,16 @@ nlohmann::json Report::stragglers_json() const {
 nlohmann::json Report::bubble_json() const {
   using nlohmann::json;
   std::map<int, std::vector<double>> measured, microbatches;
-  std::size_t iterations = 0;
-  for (const auto& [rank, column] : records_) iterations = std::max(iterations, column.size());
-  for (std::size_t it = 0; it < iterations; ++it) {
+  for (const auto& [iteration, by_rank] : records_) {
     std::map<int, std::pair<std::uint64_t, std::uint64_t>> window;  // replica -> [first start, last end]
-    for (const auto& [rank, column] : records_) {
-      if (it >= column.size() || column[it].forward_backward_ns == 0) continue;
-      auto [w, fresh] = window.try_emplace(replica_of(rank), column[it].forward_backward_start_ns,
-                                           column[it].forward_backward_end_ns);
-      w->second.first = std::min(w->second.first, column[it].forward_backward_start_ns);
-      w->second.second = std::max(w->second.second, column[it].forward_backward_end_ns);
+    for (const auto& [rank, r] : by_rank) {
+      if (r.forward_backward_ns == 0) continue;
+      auto [w, fresh] = window.try_emplace(replica_of(rank), r.forward_backward_start_ns, r.forward_backward_end_ns);
+      w->second.first = std::min(w->second.first, r.forward_backward_start_ns);
+      w->second.second = std::max(w->second.second, r.forward_backward_end_ns);
     }
-    for (const auto& [rank, column] : records_) {
-      if (it >= column.size() || column[it].forward_backward_ns == 0) continue;
-      const StepRecord& r = column[it];
+    for (const auto& [rank, r] : by_rank) {
+      if (r.forward_backward_ns == 0) continue;
       const auto& [first, last] = window.at(replica_of(rank));
       const double compute = static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]);
       const double span = static_cast<double>(std::max<std::uint64_t>(last - first, 1));
@@ -424,29 +418,30 @@ nlohmann::json Report::figures(const ReadStats& read, bool series) {
   }
   out["spans"] = spans;
   json steps = json::array();
-  std::size_t iterations = 0;
-  for (const auto& [rank, column] : records_) iterations = std::max(iterations, column.size());
+  std::set<int> ranks_with_steps;
+  for (const auto& [iteration, records] : records_)
+    for (const auto& [rank, r] : records) ranks_with_steps.insert(rank);
   std::vector<double> times;
   json by_rank = json::object();
-  for (std::size_t it = 0; it < iterations; ++it) {
+  for (const auto& [iteration, records] : records_) {
     times.clear();
     int slowest = -1;
     std::uint64_t longest = 0;
-    for (const auto& [rank, column] : records_) {
-      const std::uint64_t ns = it < column.size() ? column[it].step_ns : 0;
-      if (ns == 0) continue;
-      times.push_back(ms(ns));
-      if (slowest < 0 || ns > longest) slowest = rank, longest = ns;
+    for (const auto& [rank, r] : records) {
+      if (r.step_ns == 0) continue;
+      times.push_back(ms(r.step_ns));
+      if (slowest < 0 || r.step_ns > longest) slowest = rank, longest = r.step_ns;
     }
     if (times.empty()) continue;
-    steps.push_back({{"iteration", it},
+    steps.push_back({{"iteration", iteration},
                      {"ranks", times.size()},
                      {"median_ms", median_of(times)},
                      {"max_ms", ms(longest)},
                      {"slowest_rank", slowest}});
     if (series)
-      for (const auto& [rank, column] : records_) {
-        const std::uint64_t ns = it < column.size() ? column[it].step_ns : 0;
+      for (int rank : ranks_with_steps) {
+        const auto found = records.find(rank);
+        const std::uint64_t ns = found == records.end() ? 0 : found->second.step_ns;
         by_rank[std::to_string(rank)].push_back(ns == 0 ? json(nullptr) : json(ms(ns)));
       }
   }
@@ -471,8 +466,8 @@ nlohmann::json Report::figures(const ReadStats& read, bool series) {
   out["checkpoints"] = events["checkpoints"];
   out["evaluations"] = events["evaluations"];
   json loss = json::array();
-  for (std::size_t it = 0; it < loss_.size(); ++it)
-    if (!std::isnan(loss_[it])) loss.push_back({{"iteration", it}, {"loss", loss_[it]}});
+  for (const auto& [iteration, value] : loss_)
+    loss.push_back({{"iteration", iteration}, {"loss", number_or_null(value)}});
   out["loss"] = loss;
   json training = json::object();
   for (auto& [name, ranks] : training_) {  // the series of the lowest rank that records it
@@ -666,7 +661,7 @@ std::string render_text(const nlohmann::json& f) {
     for (std::size_t i = 0; i < shown; ++i) {
       const std::size_t at = shown == 1 ? 0 : i * (n - 1) / (shown - 1);
       std::snprintf(buffer, sizeof buffer, "%s%lld:%.3f", series.empty() ? "" : " ",
-                    loss[at]["iteration"].get<long long>(), loss[at]["loss"].get<double>());
+                    loss[at]["iteration"].get<long long>(), number_or_nan(loss[at]["loss"]));
       series += buffer;
     }
     line("");

@@ -99,7 +99,9 @@ class Report : public RunVisitor {
     int rank = -1;
     std::string key;
     std::vector<StepWindow> steps;  // in time order
-    std::vector<Pending> pending;
+    // Spans that fit no step seen so far, by start: a step claims those that start inside it, and what starts
+    // before the step two back is let go (each one is looked at a bounded number of times: linear in the input).
+    std::multimap<std::uint64_t, Pending> pending;
   };
   // Spans outside steps that the report lists: each is few per run.
   struct Event {
@@ -127,8 +129,9 @@ class Report : public RunVisitor {
   int world_size_ = 0, pipeline_size_ = 0, data_parallel_size_ = 0, tensor_size_ = 1;
   std::map<std::string, Durations, std::less<>> durations_;
   std::map<const Origin*, Process> processes_;
-  // Per rank, a record per iteration (index = iteration).
-  std::map<int, std::vector<StepRecord>> records_;
+  // By iteration, then rank: a record for each step seen (memory follows the steps in the files, not the largest
+  // iteration number one claims).
+  std::map<std::int64_t, std::map<int, StepRecord>> records_;
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
   std::uint64_t truncated_ = 0;
@@ -136,12 +139,15 @@ class Report : public RunVisitor {
   std::map<std::int64_t, std::pair<SpanRow::GroupChange, std::set<int>>>
       group_changes_;                          // the run's, whatever --steps says
   std::map<std::string, LastValue> counters_;  // run, rank, pid, name, reason -> the last value
-  std::vector<double> loss_;  // by iteration: the step span's megatron.loss (the same on every rank); NaN: none
+  std::map<std::int64_t, double> loss_;        // by iteration: the step span's megatron.loss (the same on every rank)
   // Training metrics (megatron.training.*), by name and rank: (time, value) as recorded every log interval.
   std::map<std::string, std::map<int, std::vector<std::pair<std::uint64_t, double>>>> training_;
 };
 
 // Text for a person.
 std::string render_text(const nlohmann::json& figures);
+
+// A figure of the JSON as a number: NaN where it is null (a non-finite value read from the files, or none).
+inline double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::nan(""); }
 
 }  // namespace lens_tools

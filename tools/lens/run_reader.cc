@@ -8,20 +8,43 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 namespace lens_tools {
 namespace {
+
+// A rank or a parallel size from a file: within [lowest, kMaxRanks], else `unknown` (a product of two sizes that
+// overflowed an int made the tools divide by zero).
+int rank_number(std::int64_t value, std::int64_t lowest, int unknown) {
+  return value >= lowest && value <= kMaxRanks ? static_cast<int>(value) : unknown;
+}
 
 namespace fs = std::filesystem;
 using simdjson::ondemand::array;
 using simdjson::ondemand::object;
 using simdjson::ondemand::value;
 
+// Whether a .json file begins as an OTLP/JSON request does ({"resourceSpans", {"resourceMetrics", ...).
+bool begins_as_otlp(const fs::path& p) {
+  gzFile file = gzopen(p.c_str(), "rb");
+  if (file == nullptr) return false;
+  char head[64] = {};
+  const int n = gzread(file, head, sizeof head - 1);
+  gzclose(file);
+  std::string_view text(head, n > 0 ? static_cast<std::size_t>(n) : 0);
+  text.remove_prefix(std::min(text.find_first_not_of(" \t\r\n"), text.size()));
+  return text.starts_with("{\"resource");
+}
+
+// In a directory: OTLP/JSON Lines files (lens's, a Collector's), plain or gzip; a .json file only when it is OTLP.
+// What lens writes beside its telemetry is left alone: hang snapshots, control.json, a converted Chrome trace.
 bool is_telemetry_file(const fs::path& p) {
   std::string name = p.filename().string();
   if (name.size() > 3 && name.ends_with(".gz")) name.resize(name.size() - 3);
-  return name.ends_with(".jsonl") || name.ends_with(".json");
+  if (name == "control.json" || name.ends_with(".snapshot.json")) return false;
+  if (name.ends_with(".jsonl")) return true;
+  return name.ends_with(".json") && begins_as_otlp(p);
 }
 
 // Lines of a plain or gzip file (zlib reads a plain file as it is).
@@ -42,18 +65,20 @@ class LineReader {
   const std::string& error() const { return error_; }
 
   // The next line, without its newline; false at the end. `complete` is false for a last line with no newline.
-  bool next(std::string& line, bool& complete) {
+  // A line longer than kMaxLineBytes is read past, not kept: `line` is then empty and `overlong` true.
+  bool next(std::string& line, bool& complete, bool& overlong) {
     line.clear();
+    overlong = false;
     for (;;) {
       const auto newline = std::find(buffer_.begin() + static_cast<std::ptrdiff_t>(start_), buffer_.end(), '\n');
       if (newline != buffer_.end()) {
         const auto end = static_cast<std::size_t>(newline - buffer_.begin());
-        line.append(buffer_, start_, end - start_);
+        keep(line, overlong, end - start_);
         start_ = end + 1;
         complete = true;
         return true;
       }
-      line.append(buffer_, start_, std::string::npos);
+      keep(line, overlong, buffer_.size() - start_);
       buffer_.clear();
       start_ = 0;
       buffer_.resize(1 << 16);
@@ -64,7 +89,7 @@ class LineReader {
       if (n <= 0) {
         buffer_.clear();
         complete = false;
-        return !line.empty();
+        return !line.empty() || overlong;
       }
       buffer_.resize(static_cast<std::size_t>(n));
       bytes_ += static_cast<std::uint64_t>(n);
@@ -72,6 +97,16 @@ class LineReader {
   }
 
  private:
+  // Appends the next `n` bytes of the buffer to `line`, unless that makes it longer than kMaxLineBytes: then the
+  // line is dropped and the rest of it skipped (memory stays bounded by the cap, whatever a file holds).
+  void keep(std::string& line, bool& overlong, std::size_t n) {
+    if (!overlong && line.size() + n > kMaxLineBytes) {
+      overlong = true;
+      std::string().swap(line);
+    }
+    if (!overlong) line.append(buffer_, start_, n);
+  }
+
   gzFile file_;
   std::string buffer_;
   std::size_t start_ = 0;
@@ -92,6 +127,17 @@ Int integer(value v) {
 }
 
 std::int64_t int_value(value v) { return integer<std::int64_t>(v); }
+
+// A double as the protobuf JSON mapping writes it: a number, or "NaN", "Infinity", "-Infinity" (a string, as lens
+// and the Collector write non-finite values). Another string is an error, as any malformed value is.
+double double_value(value v) {
+  if (v.type() != simdjson::ondemand::json_type::string) return v.get_double();
+  const std::string_view text = v.get_string();
+  if (text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (text == "Infinity") return std::numeric_limits<double>::infinity();
+  if (text == "-Infinity") return -std::numeric_limits<double>::infinity();
+  throw std::runtime_error("\"" + std::string(text) + "\" where a number belongs");
+}
 std::uint64_t nanos(value v) { return integer<std::uint64_t>(v); }
 
 // An attribute's value: strings, integers, doubles and booleans are read; with `raw` also its JSON text (for args).
@@ -119,7 +165,7 @@ AnyValue any_value(object v, bool raw) {
       out.integer = int_value(inner);
       out.is_int = true;
     } else if (kind == "doubleValue") {
-      out.number = inner.get_double();
+      out.number = double_value(inner);
       out.is_double = true;
     } else if (kind == "boolValue") {
       out.boolean = inner.get_bool();
@@ -177,15 +223,15 @@ class FileParser {
             else if (k == "service.name")
               o.service = v.text;
             else if (k == "dl.rank")
-              o.rank = static_cast<int>(v.integer);
+              o.rank = rank_number(v.integer, 0, -1);
             else if (k == "dl.world_size")
-              o.world_size = static_cast<int>(v.integer);
+              o.world_size = rank_number(v.integer, 1, 0);
             else if (k == "dl.pipeline_parallel.size")
-              o.pipeline_size = static_cast<int>(v.integer);
+              o.pipeline_size = rank_number(v.integer, 1, 0);
             else if (k == "dl.data_parallel.size")
-              o.data_parallel_size = static_cast<int>(v.integer);
+              o.data_parallel_size = rank_number(v.integer, 1, 0);
             else if (k == "dl.tensor_parallel.size")
-              o.tensor_size = std::max(1, static_cast<int>(v.integer));
+              o.tensor_size = rank_number(v.integer, 1, 1);
             else if (k == "process.pid")
               o.pid = v.integer;
             if (detail_) append_json_member(o.resource_args, k, v.raw);
@@ -323,7 +369,7 @@ class FileParser {
       if (key == "asInt")
         out.value = static_cast<double>(int_value(field.value()));
       else if (key == "asDouble")
-        out.value = field.value().get_double();
+        out.value = double_value(field.value());
       else if (key == "timeUnixNano")
         out.time_ns = nanos(field.value());
       else if (key == "attributes")
@@ -378,8 +424,9 @@ std::vector<std::string> telemetry_files(const std::string& run_dir) {
   const fs::path root(run_dir);
   std::error_code error;
   if (fs::is_regular_file(root, error)) return {run_dir};
-  for (auto it = fs::recursive_directory_iterator(root, error); !error && it != fs::recursive_directory_iterator();
-       it.increment(error)) {
+  // A subdirectory that cannot be read is passed over, not the end of the listing.
+  for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, error);
+       !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
     if (it->is_regular_file(error) && is_telemetry_file(it->path())) files.push_back(it->path().string());
   }
   std::sort(files.begin(), files.end());
@@ -399,11 +446,17 @@ ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, c
     }
     ++stats.files;
     std::string line;
-    bool complete = true;
+    bool complete = true, overlong = false;
     std::uint64_t number = 0;
-    while (reader.next(line, complete)) {
+    while (reader.next(line, complete, overlong)) {
       ++number;
       ++stats.lines;
+      if (overlong) {
+        stats.problems.push_back({path, number,
+                                  "a line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                                      " MiB: not read (no OTLP batch lens or a Collector writes is)"});
+        continue;
+      }
       if (line.empty()) continue;
       try {
         parser.line(line);

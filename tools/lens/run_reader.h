@@ -5,6 +5,7 @@
 // rest is still read.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -14,7 +15,15 @@
 
 namespace lens_tools {
 
-// The resource of a batch: who wrote it.
+// The most ranks a job has, and so the bound of every rank number and parallel size read from a file (each one
+// outside [0, kMaxRanks] is read as unknown): the products of sizes the tools compute stay far inside int64.
+inline constexpr std::int64_t kMaxRanks = std::int64_t{1} << 20;
+
+// The longest line read: a batch of lens's is 512 spans (about 150 KB), a Collector's file exporter writes a batch
+// of its batch processor (8,192 spans by default, a few MB). A longer line is a problem, read past, never held.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{64} << 20;
+
+// The resource of a batch: who wrote it. Every number is within [0, kMaxRanks] (sizes at least 1 where known).
 struct Origin {
   std::string run_id, service;
   int rank = -1, world_size = 0, pipeline_size = 0, data_parallel_size = 0, tensor_size = 1;

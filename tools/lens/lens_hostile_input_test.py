@@ -1,0 +1,165 @@
+"""The tools under hostile input (issue 27): every run of `lens` here has a memory cap (RLIMIT_AS) and a time cap,
+so an unbounded allocation, a crash or a hang is a failed test, not a dead machine. Files that claim huge numbers
+(parallel sizes whose product overflows, an iteration of 2x10^7, a world of 10^8 ranks), a NaN loss, a line longer
+than any batch, telemetry beside files that are not telemetry, spans that fit no step, and a disk that fills."""
+
+import gzip
+import json
+import os
+import resource
+import signal
+import subprocess
+import unittest
+
+from lens_hang_test import snapshot
+from lens_report_test import LENS, TempDirTest, attr, span, spans_line
+
+MEMORY_CAP = 768 << 20
+
+
+def capped(memory=MEMORY_CAP, file_size=None):
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if file_size is not None:  # a disk that fills: writes past it fail with EFBIG instead of a signal
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    return limit
+
+
+def lens_capped(*args, timeout=60, **cap):
+    return subprocess.run([LENS, *args], capture_output=True, text=True, timeout=timeout, preexec_fn=capped(**cap))
+
+
+def step_spans(iterations, loss=None):
+    return [span("megatron.train_step", 1000 * i, 100, megatron_iteration=i,
+                 **({"megatron_loss": loss(i)} if loss else {})) for i in iterations]
+
+
+def write_lines(path, lines, opener=open):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with opener(path, "wt") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+class HostileRunFilesTest(TempDirTest):
+    def run_dir(self):
+        return os.path.join(self.tmp.name, "run")
+
+    def test_parallel_sizes_whose_product_overflows(self):
+        line = json.loads(spans_line(3, step_spans(range(1, 4))))
+        line["resourceSpans"][0]["resource"]["attributes"] += [attr("dl.tensor_parallel.size", 65536),
+                                                                attr("dl.data_parallel.size", 65536),
+                                                                attr("dl.pipeline_parallel.size", 2)]
+        write_lines(os.path.join(self.run_dir(), "rank3.traces.jsonl"), [json.dumps(line)])
+        for args in (["report", self.run_dir()], ["report", "--json", self.run_dir()],
+                     ["convert", self.run_dir(), "--to", "chrome-json", "-o", os.path.join(self.tmp.name, "t.json")]):
+            with self.subTest(args=args[0:2]):
+                result = lens_capped(*args)
+                self.assertEqual(result.returncode, 0, result.stderr)
+
+    def test_a_nan_loss_is_read_as_such_and_the_rest_of_its_line_too(self):
+        lines = [spans_line(0, step_spans(range(1, 101), loss=lambda i: 3.0 - i / 100))]
+        lines[0] = lines[0].replace('{"doubleValue": 2.5}', '{"doubleValue": "NaN"}')
+        self.assertIn('"NaN"', lines[0])
+        write_lines(os.path.join(self.run_dir(), "rank0.traces.jsonl"), lines)
+        result = lens_capped("report", "--json", self.run_dir())
+        self.assertEqual(result.returncode, 0, result.stderr)
+        figures = json.loads(result.stdout)
+        self.assertEqual(len(figures["steps"]), 100)
+        self.assertEqual(figures["read"]["problems"], [])
+        loss = {entry["iteration"]: entry["loss"] for entry in figures["loss"]}
+        self.assertIsNone(loss[50])
+        self.assertAlmostEqual(loss[51], 2.49)
+        text = lens_capped("report", self.run_dir())
+        self.assertEqual(text.returncode, 0, text.stderr)
+
+    def test_an_iteration_of_twenty_million_costs_what_one_step_costs(self):
+        write_lines(os.path.join(self.run_dir(), "rank0.traces.jsonl"),
+                    [spans_line(0, step_spans([1, 2, 20_000_000]))])
+        result = lens_capped("report", "--json", self.run_dir(), memory=256 << 20)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual([s["iteration"] for s in json.loads(result.stdout)["steps"]], [1, 2, 20_000_000])
+
+    def test_a_line_longer_than_the_cap_is_a_problem_not_memory(self):
+        good = os.path.join(self.run_dir(), "rank0.traces.jsonl")
+        write_lines(good, [spans_line(0, step_spans(range(1, 4)))])
+        with gzip.open(os.path.join(self.run_dir(), "rank1.traces.jsonl.gz"), "wb", compresslevel=9) as f:
+            f.write(b'{"resourceSpans": [{"x": "' + b"a" * (70 << 20) + b'"}]}\n')
+            f.write(spans_line(1, step_spans(range(1, 4))).encode() + b"\n")
+        result = lens_capped("report", "--json", self.run_dir(), memory=512 << 20)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        figures = json.loads(result.stdout)
+        self.assertEqual([(p["line"], p["what"][:32]) for p in figures["read"]["problems"]],
+                         [(1, "a line longer than 64 MiB: not r")])
+        self.assertEqual([s["ranks"] for s in figures["steps"]], [2, 2, 2], "the line after it is read")
+
+    def test_snapshots_control_json_and_a_chrome_trace_are_not_read_as_telemetry(self):
+        write_lines(os.path.join(self.run_dir(), "rank0.traces.jsonl"), [spans_line(0, step_spans(range(1, 4)))])
+        trace = os.path.join(self.run_dir(), "trace.json")
+        self.assertEqual(lens_capped("convert", self.run_dir(), "--to", "chrome-json", "-o", trace).returncode, 0)
+        with open(os.path.join(self.run_dir(), "rank0.snapshot.json"), "w") as f:
+            json.dump({"lens_hang_snapshot": 1, "rank": 0, "world_size": 1, "threads": []}, f, indent=1)
+        with open(os.path.join(self.run_dir(), "control.json"), "w") as f:
+            json.dump({"port": 1, "token": "x"}, f, indent=1)
+        collector = json.loads(spans_line(1, step_spans(range(1, 4))))
+        with open(os.path.join(self.run_dir(), "otelcol.json"), "w") as f:  # a Collector's file named .json is read
+            f.write(json.dumps(collector) + "\n")
+        result = lens_capped("report", "--json", "--fail-if", "problems", self.run_dir())
+        self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr)
+        figures = json.loads(result.stdout)
+        self.assertEqual(figures["read"]["files"], 2)
+        self.assertEqual([s["ranks"] for s in figures["steps"]], [2, 2, 2])
+
+    def test_spans_that_fit_no_step_cost_linear_time(self):
+        steps = 50_000
+        # Written first, and after every step in time: they wait for a step that never comes.
+        spans = [span("megatron.microbatch.forward", 1000 * (steps + 10) + i, 0.5) for i in range(steps)]
+        spans += [span("megatron.train_step", 1000 * i, 100, megatron_iteration=i) for i in range(1, steps + 1)]
+        write_lines(os.path.join(self.run_dir(), "rank0.traces.jsonl"),
+                    [spans_line(0, spans[k:k + 512]) for k in range(0, len(spans), 512)])
+        # Linear: under a second here; quadratic (each step looked at every waiting span): 28 s.
+        result = lens_capped("report", "--json", self.run_dir(), timeout=15)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(len(json.loads(result.stdout)["steps"]), steps)
+
+
+class HostileSnapshotsTest(TempDirTest):
+    def snapshot(self, rank, world_size):
+        path = os.path.join(self.tmp.name, "run", f"rank{rank}.snapshot.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(snapshot(rank, world_size, 3, [("megatron.train_step", "step", {})]), f)
+        return os.path.dirname(path)
+
+    def test_a_world_of_a_hundred_million_ranks_is_refused_not_allocated(self):
+        run = self.snapshot(0, 100_000_000)
+        self.assertLess(os.path.getsize(os.path.join(run, "rank0.snapshot.json")), 1000)
+        result = lens_capped("hang", "--json", run, memory=256 << 20)
+        self.assertEqual(result.returncode, 2, result.stdout[-500:])
+        self.assertIn("world_size 100000000 is outside", result.stderr)
+
+    def test_a_million_missing_ranks_are_ranges(self):
+        run = self.snapshot(5, 1 << 20)
+        result = lens_capped("hang", "--json", run, memory=256 << 20)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        verdict = json.loads(result.stdout)
+        self.assertEqual((verdict["missing_count"], len(verdict["missing"])), ((1 << 20) - 1, 10_000))
+        text = lens_capped("hang", run, memory=256 << 20)
+        self.assertIn(f"ranks 0-4, 6-{(1 << 20) - 1}: no snapshot", text.stdout)
+
+
+class FullDiskTest(TempDirTest):
+    def test_convert_onto_a_disk_that_fills_is_an_error_message(self):
+        run = os.path.join(self.tmp.name, "run")
+        write_lines(os.path.join(run, "rank0.traces.jsonl"),
+                    [spans_line(0, step_spans(range(k, k + 500))) for k in range(1, 5001, 500)])
+        for name in ("trace.json.gz", "trace.json"):
+            with self.subTest(output=name):
+                result = lens_capped("convert", run, "--to", "chrome-json", "-o", os.path.join(self.tmp.name, name),
+                                     file_size=4 << 10)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn("is the disk full?", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
