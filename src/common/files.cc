@@ -37,4 +37,23 @@ bool write_file_atomically(const std::string& path, std::string_view text, unsig
   return ok;
 }
 
+std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) <= max_bytes) {
+    text.emplace(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t at = 0;
+    while (at < text->size()) {
+      const ssize_t n = ::read(fd, text->data() + at, text->size() - at);
+      if (n <= 0) break;
+      at += static_cast<std::size_t>(n);
+    }
+    text->resize(at);
+  }
+  ::close(fd);
+  return text;
+}
+
 }  // namespace lens::internal

@@ -1,7 +1,9 @@
 // Files lens writes itself beside a run's telemetry (control.json, hang snapshots) and the directories they go in.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -15,5 +17,13 @@ std::error_code make_private_directories(const std::filesystem::path& path);
 // Writes `text` to `path` under a temporary name (made afresh, never through a symlink) with `mode`, and renames it
 // over `path`: a reader sees the whole file or none. False when it could not.
 bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode);
+
+// The most a control.json holds (address, port, token, pid: about 150 bytes), as the rank and `lens ctl` read it.
+inline constexpr std::size_t kMaxControlFileBytes = 4096;
+
+// The text of `path` when it is a regular file of at most `max_bytes`, opened without following a symlink and
+// without blocking (a FIFO or a device planted there is refused, never read: /dev/zero would fill memory, a FIFO
+// would never answer); nullopt otherwise.
+std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes);
 
 }  // namespace lens::internal

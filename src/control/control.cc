@@ -9,8 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <optional>
 
@@ -181,10 +179,11 @@ ControlEndpoint::ControlEndpoint(const Config& config, const std::string& run_di
 
 ControlEndpoint::~ControlEndpoint() {
   server_->stop();
-  // Only our own file: a setup that replaces this one (reinit, same run) has written its own there already.
-  std::ifstream in(file_);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.find(token_) != std::string::npos) ::unlink(file_.c_str());
+  // Only our own file: a setup that replaces this one (reinit, same run) has written its own there already; and
+  // only a regular file of a control file's size, never read through a link (a link to /dev/zero filled memory, a
+  // FIFO never answered: the rank could not exit).
+  const std::optional<std::string> text = read_regular_file(file_, kMaxControlFileBytes);
+  if (text && text->find(token_) != std::string::npos) ::unlink(file_.c_str());
 }
 
 void reset_control_state() noexcept {

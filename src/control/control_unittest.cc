@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -177,6 +178,37 @@ TEST(ControlConfig, TheFileIsInTheRunDirectoryTheTelemetryFilesUse) {
   EXPECT_TRUE(fs::exists(fs::path(c.file_dir) / "job%2F7" / "rank0.traces.jsonl"));
   EXPECT_FALSE(fs::exists(fs::path(c.file_dir) / "job"));
   t.shutdown();
+}
+
+// control.json replaced while the job runs, by a link to /dev/zero (it filled memory at exit), a FIFO (the rank
+// never exited) or a link to a file of someone else's: shutdown reads none of them and removes nothing.
+TEST(ControlConfig, AReplacedControlFileIsNeitherReadNorRemovedAtShutdown) {
+  const fs::path elsewhere = fs::path(control_config().file_dir) / "someone-elses.json";
+  for (const std::string kind : {"link to /dev/zero", "fifo", "link to a file"}) {
+    SCOPED_TRACE(kind);
+    Config c = control_config();
+    Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
+    const fs::path file = fs::path(c.file_dir) / "control-run" / "control.json";
+    const std::string token = nlohmann::json::parse(std::ifstream(file)).at("token").get<std::string>();
+    fs::remove(file);
+    if (kind == "fifo") {
+      ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    } else if (kind == "link to a file") {
+      std::ofstream(elsewhere) << "{\"token\": \"" << token << "\"}\n";  // even one that holds the token
+      fs::create_symlink(elsewhere, file);
+    } else {
+      fs::create_symlink("/dev/zero", file);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    t.shutdown();
+    setup_telemetry(Config{}, {.reinit = true}).shutdown();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    EXPECT_TRUE(fs::exists(fs::symlink_status(file))) << "not removed: it is not the file the rank wrote";
+    if (kind == "link to a file") {
+      EXPECT_TRUE(fs::exists(elsewhere));
+    }
+    fs::remove(file);
+  }
 }
 
 TEST(ControlConfig, AMalformedAddressIsAnError) {

@@ -7,8 +7,10 @@ import gzip
 import json
 import os
 import resource
+import http.server
 import signal
 import subprocess
+import threading
 import unittest
 
 from lens_hang_test import snapshot
@@ -146,6 +148,62 @@ class HostileSnapshotsTest(TempDirTest):
         self.assertEqual((verdict["missing_count"], len(verdict["missing"])), ((1 << 20) - 1, 10_000))
         text = lens_capped("hang", run, memory=256 << 20)
         self.assertIn(f"ranks 0-4, 6-{(1 << 20) - 1}: no snapshot", text.stdout)
+
+
+class EndlessAnswer(http.server.BaseHTTPRequestHandler):
+    """Answers 200 and then a body that never ends (until the client goes away)."""
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        chunk = b"x" * 65536
+        try:
+            while True:
+                self.wfile.write(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+class HostileControlTest(TempDirTest):
+    def control_file(self, **fields):
+        run = os.path.join(self.tmp.name, "run")
+        os.makedirs(run, exist_ok=True)
+        with open(os.path.join(run, "control.json"), "w") as f:
+            json.dump({"address": "127.0.0.1", "port": 9, "token": "t0ken", "pid": 1, **fields}, f)
+        return run
+
+    def test_an_endless_answer_is_given_up_bounded(self):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EndlessAnswer)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            run = self.control_file(port=server.server_address[1])
+            result = lens_capped("ctl", run, "status", memory=256 << 20, timeout=60)
+        finally:
+            server.shutdown()
+            server.server_close()
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("gave up on the answer", result.stderr)
+
+    def test_a_control_file_that_is_a_link_a_fifo_or_has_a_crlf_token_is_refused(self):
+        run = self.control_file()
+        path = os.path.join(run, "control.json")
+        os.unlink(path)
+        os.symlink("/dev/zero", path)
+        for kind in ("link to /dev/zero", "fifo", "CR/LF in the token"):
+            with self.subTest(kind=kind):
+                if kind == "fifo":
+                    os.unlink(path)
+                    os.mkfifo(path)
+                if kind.startswith("CR/LF"):
+                    os.unlink(path)
+                    self.control_file(token="t0ken\r\nX-Injected: 1")
+                result = lens_capped("ctl", run, "status", memory=256 << 20, timeout=20)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertRegex(result.stderr, "not a regular file|not a control file")
 
 
 class FullDiskTest(TempDirTest):
