@@ -149,6 +149,8 @@ std::string redact_url(std::string_view url) {
     out.replace(authority, at - authority, "***");
   }
   if (std::size_t query = out.find('?'); query != std::string::npos) out.replace(query, std::string::npos, "?***");
+  if (std::size_t fragment = out.find('#'); fragment != std::string::npos)
+    out.replace(fragment, std::string::npos, "#***");
   return out;
 }
 

@@ -44,6 +44,7 @@ TEST(Text, RedactUrlTakesOutCredentials) {
   EXPECT_EQ(redact_url("http://localhost:4318"), "http://localhost:4318");
   EXPECT_EQ(redact_url("localhost:4317"), "localhost:4317");
   EXPECT_EQ(redact_url("http://host/path@x"), "http://host/path@x");  // an '@' in the path is not userinfo
+  EXPECT_EQ(redact_url("http://host:4317#token"), "http://host:4317#***");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "lens/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <string>
@@ -169,6 +170,26 @@ void read_metrics(const EnvReader& env, Config& c) {
   if (auto v = env.get("OTEL_EXPORTER_PROMETHEUS_PORT")) c.prometheus_port = static_cast<int>(parse_int(*v, 1, 65535));
 }
 
+// An OTLP endpoint is a URL without credentials or a fragment (gRPC hands the whole text to its resolver, which
+// logs it: a user:token@ or a #token was printed with every warning), and without spaces or control bytes. The
+// value is never shown in the error: it may hold the token.
+void check_endpoint(EnvValue v) {
+  const std::string& url = v.text;
+  const std::size_t scheme = url.find("://");
+  const std::size_t authority = scheme == std::string::npos ? 0 : scheme + 3;
+  const std::size_t authority_end = std::min(url.find_first_of("/?#", authority), url.size());
+  const bool credentials = url.find('@', authority) < authority_end || url.find('#') != std::string::npos;
+  const bool control = std::any_of(url.begin(), url.end(), [](char c) {
+    return static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) == 0x7f;
+  });
+  v.secret = true;
+  if (credentials)
+    throw_invalid(v,
+                  "a URL without credentials (user:token@) or a #fragment: send a token as a header "
+                  "(OTEL_EXPORTER_OTLP_HEADERS), never in the URL");
+  if (control) throw_invalid(v, "a URL without spaces or control bytes");
+}
+
 OtlpSignalConfig read_otlp(const EnvReader& env, std::string_view signal) {
   // The per-signal variable wins over the general one (OTLP exporter specification).
   auto pick = [&](std::string_view key) {
@@ -182,6 +203,7 @@ OtlpSignalConfig read_otlp(const EnvReader& env, std::string_view signal) {
                                                  {"http/json", OtlpProtocol::kHttpJson}});
   }
   if (auto v = pick("ENDPOINT")) {
+    check_endpoint(*v);
     s.endpoint = v->text;
     s.endpoint_is_per_signal = v->variable.find(signal) != std::string::npos;
   }

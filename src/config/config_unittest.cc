@@ -414,6 +414,22 @@ TEST(ConfigOtlp, PerSignalBeatsGeneral) {
   EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"}}), "gzip, none"));
 }
 
+// Issue 27: a token in the endpoint was printed with every warning and reached gRPC's resolver.
+TEST(ConfigOtlp, AnEndpointWithCredentialsOrAFragmentIsRefusedWithoutShowingIt) {
+  for (const char* url : {"http://apikey:TOKEN@collector:4317", "https://TOKEN@collector:4318/v1/traces",
+                          "http://collector:4317#TOKEN", "collector:4317#TOKEN"}) {
+    const std::string m = error_of({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url}});
+    EXPECT_TRUE(contains(m, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=<value hidden> is invalid")) << m;
+    EXPECT_TRUE(contains(m, "OTEL_EXPORTER_OTLP_HEADERS")) << m;
+    EXPECT_FALSE(contains(m, "TOKEN")) << m;
+  }
+  EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318\r\nX: 1"}}),
+                       "without spaces or control bytes"));
+  // An '@' in the path or the query is not userinfo.
+  EXPECT_EQ(megatron_config({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/a@b"}}).otlp_traces.endpoint,
+            "http://collector:4318/a@b");
+}
+
 TEST(ConfigOtlp, HeadersArePercentDecoded) {
   Config c = megatron_config({{"OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20s3cret, x-team = ml ,"},
                               {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "api-key=k%3Dv"}});

@@ -145,7 +145,10 @@ GrpcTarget otlp_grpc_target(const OtlpSignalConfig& settings) {
       break;
     }
   }
-  if (auto slash = target.address.find('/'); slash != std::string::npos) target.address.resize(slash);  // no path
+  // No path, query or fragment; and no credentials (an endpoint set in code: the environment's are refused at
+  // setup), which gRPC's resolver would take as part of the host name and log.
+  if (auto end = target.address.find_first_of("/?#"); end != std::string::npos) target.address.resize(end);
+  if (auto at = target.address.rfind('@'); at != std::string::npos) target.address.erase(0, at + 1);
   return target;
 }
 

@@ -3,6 +3,8 @@
 // User-Agent, gzip, the retried codes (UNAVAILABLE; RESOURCE_EXHAUSTED only with a RetryInfo, whose delay is
 // honoured), no retry on INVALID_ARGUMENT, partial success, an absent collector, one that never answers, and TLS
 // with a self-signed certificate made by openssl (trusted: works; untrusted: fails, nothing arrives).
+#include "export/otlp_grpc.h"
+
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -119,6 +121,17 @@ Config grpc_config(int port, const char* scheme = "http") {
 std::string header(const Call& call, const std::string& key) {
   auto it = call.metadata.find(key);
   return it == call.metadata.end() ? std::string() : it->second;
+}
+
+// An endpoint set in code with credentials, a query or a fragment (the environment's are refused at setup): gRPC's
+// resolver gets the host and port alone, so no token reaches its log.
+TEST(OtlpGrpc, TheTargetIsTheHostAndPortAlone) {
+  lens::OtlpSignalConfig s;
+  for (const char* url :
+       {"http://apikey:TOKEN@collector:4317", "https://TOKEN@collector:4317/x?k=TOKEN", "collector:4317#TOKEN"}) {
+    s.endpoint = url;
+    EXPECT_EQ(lens::internal::otlp_grpc_target(s).address, "collector:4317") << url;
+  }
 }
 
 TEST(OtlpGrpc, ExportArrivesWithMetadataAndUserAgent) {
