@@ -93,8 +93,12 @@ void read_lens_keys(const EnvReader& env, Config& c) {
         *v,
         {{"sigusr1", SIGUSR1}, {"usr1", SIGUSR1}, {"sigusr2", SIGUSR2}, {"usr2", SIGUSR2}, {"none", 0}, {"off", 0}});
   }
-  if (auto v = env.lens_key({"HANG_TIMEOUT"}))  // seconds, as a person waiting for a step thinks of it
-    c.hang_timeout_ms = std::llround(parse_number(*v, 0, 86400) * 1000);
+  if (auto v = env.lens_key({"HANG_TIMEOUT"})) {  // seconds, as a person waiting for a step thinks of it
+    const double seconds = parse_number(*v, 0, 86400);
+    // The watchdog counts milliseconds: a positive value that rounds to 0 would silently mean off.
+    if (seconds > 0 && seconds < 0.001) throw_invalid(*v, "0 (off) or a number of seconds in [0.001, 86400]");
+    c.hang_timeout_ms = std::llround(seconds * 1000);
+  }
 }
 
 void read_sampler(const EnvReader& env, Config& c) {

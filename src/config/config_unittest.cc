@@ -178,6 +178,9 @@ TEST(ConfigHang, BadValuesAreErrorsNamingTheVariable) {
     EXPECT_TRUE(contains(m, "MEGATRON_OTEL_HANG_TIMEOUT='" + std::string(bad) + "'")) << bad << ": " << m;
     EXPECT_TRUE(contains(m, "a number in [0, 86400]")) << m;
   }
+  // Issue 27: 0.0004 s rounded to 0 ms, which is off, silently.
+  EXPECT_TRUE(contains(error_of({{"MEGATRON_OTEL_HANG_TIMEOUT", "0.0004"}}), "[0.001, 86400]"));
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_HANG_TIMEOUT", "0.001"}}).hang_timeout_ms, 1);
 }
 
 TEST(ConfigNumbers, BadValuesAreErrors) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -88,15 +89,22 @@ HttpResponse status_response() {
                        ", \"restore_at\": " + std::to_string(s.restore ? s.restore_at : -1) + "}");
 }
 
+// The longest `--for`: a billion iterations (leave --for out to keep a change).
+constexpr std::int64_t kMaxForIterations = 1'000'000'000;
+
 HttpResponse change_request(const HttpRequest& request) {
   const char* spec = request.query("spec");
   if (spec == nullptr) return error(400, "POST /span-groups?spec=SPEC[&for=N]: spec is missing");
   std::int64_t iterations = 0;
   if (const char* n = request.query("for")) {
     char* end = nullptr;
+    errno = 0;
     iterations = std::strtoll(n, &end, 10);
-    if (*n == '\0' || *end != '\0' || iterations < 1)
-      return error(400, std::string("for=") + n + " is not a number of iterations (1 or more)");
+    // Bounded, so that the iteration it restores at is a number (for=9223372036854775000 wrapped around and
+    // restored at the next iteration).
+    if (*n == '\0' || *end != '\0' || errno == ERANGE || iterations < 1 || iterations > kMaxForIterations)
+      return error(400, std::string("for=") + printable_excerpt(n, 32) + " is not a number of iterations (1 to " +
+                            std::to_string(kMaxForIterations) + ")");
   }
   ControlState& s = state();
   std::lock_guard lock(s.mutex);

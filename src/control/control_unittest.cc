@@ -112,6 +112,9 @@ TEST_F(Control, ABadSpecIsRefusedWithTheSetupMessage) {
   EXPECT_EQ(post("", token_)->status, 400);                // no spec
   EXPECT_EQ(post("spec=all&for=0", token_)->status, 400);  // not a number of iterations
   EXPECT_EQ(post("spec=all&for=three", token_)->status, 400);
+  EXPECT_EQ(post("spec=all&for=9223372036854775000", token_)->status, 400);  // issue 27: wrapped around
+  EXPECT_EQ(post("spec=all&for=99999999999999999999", token_)->status, 400);
+  EXPECT_EQ(post("spec=all&for=1000000001", token_)->status, 400);
   EXPECT_FALSE(boundary(1));
   EXPECT_FALSE(is_enabled(mg::layer));
 }

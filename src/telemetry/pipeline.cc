@@ -107,7 +107,7 @@ void Pipeline::finish() {
     exporter_->shutdown();
   } catch (...) {
   }
-  log_span_summary(stats());
+  if (!summary_logged_.exchange(true)) log_span_summary(stats());
   {
     std::lock_guard lock(mutex_);
     finished_.store(true);
@@ -144,6 +144,7 @@ bool Pipeline::shutdown(Deadline deadline) {
         "shutdown: the exporter did not finish by the deadline; the %llu spans it was sending and the %llu still "
         "queued are counted as failed (dropped_export_failed)",
         static_cast<unsigned long long>(sending), static_cast<unsigned long long>(queued));
+    if (!summary_logged_.exchange(true)) log_span_summary(stats());  // the totals, final now
     // Left to finish on its own: the pipeline is never freed, so it touches nothing that goes away.
     std::lock_guard join_lock(join_mutex_);
     if (thread_.joinable()) thread_.detach();

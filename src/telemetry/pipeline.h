@@ -93,6 +93,7 @@ class Pipeline {
   std::uint64_t flush_done_ = 0;
   std::atomic<bool> finished_{false};
   std::atomic<bool> shutdown_started_{false};
+  std::atomic<bool> summary_logged_{false};  // the totals line, once: at the end, or when shutdown gives up
 
   // The SIGTERM handler's side: flags it sets, eventfds the thread answers on.
   EventFd done_fd_;     // the thread has finished

@@ -253,7 +253,11 @@ TEST(Pipeline, SpansStillQueuedWhenShutdownGivesUpAreCountedAsFailed) {
     LENS_SPAN(mg::job, "waiting");
   }
   EXPECT_FALSE(c.telemetry().force_flush(milliseconds(100)));
+  ::testing::internal::CaptureStderr();
   EXPECT_FALSE(c.telemetry().shutdown(milliseconds(200)));
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  // The totals line a finished shutdown prints, printed when it gives up too (it was missing).
+  EXPECT_NE(said.find("lens: spans: 20 produced, 0 exported, 20 dropped"), std::string::npos) << said;
   SpanStats s = c.telemetry().span_stats();
   EXPECT_EQ(s.produced, 20u);
   EXPECT_EQ(s.queued, 0u);

@@ -305,8 +305,8 @@ int main(int argc, char** argv) {
       "Switch every rank's span groups at the next iteration boundary (the grammar of MEGATRON_OTEL_SPAN_GROUPS, "
       "with -name; bounded by what each rank may record: a non-exporting rank stays empty)");
   ctl_groups->add_option("SPEC", spec, "e.g. per_step, or all,-layer")->required();
-  ctl_groups->add_option("--for", iterations, "For N iterations, then the groups before come back")
-      ->check(CLI::PositiveNumber)
+  ctl_groups->add_option("--for", iterations, "For N iterations (1 to 10^9), then the groups before come back")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000'000}))
       ->option_text("N");
   ctl->footer(
       "Examples:\n  lens ctl RUN_DIR span-groups per_step --for 20   (20 iterations in detail, then back)\n"
