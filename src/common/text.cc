@@ -124,20 +124,31 @@ std::optional<std::string> percent_decode(std::string_view s) {
 
 namespace lens::internal {
 
-std::string printable_excerpt(std::string_view text, std::size_t max_bytes) {
+namespace {
+// `text` with every control byte written as \xNN, but for newlines when `keep_newlines`.
+std::string escape_control_bytes(std::string_view text, bool keep_newlines) {
   std::string out;
-  for (std::size_t i = 0; i < text.size() && i < max_bytes; ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != 0x7f) {
-      out += static_cast<char>(c);
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c >= 0x20 && c != 0x7f) || (keep_newlines && c == '\n')) {
+      out += ch;
       continue;
     }
     static constexpr char kHex[] = "0123456789abcdef";
     out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
   }
+  return out;
+}
+}  // namespace
+
+std::string printable_excerpt(std::string_view text, std::size_t max_bytes) {
+  std::string out = escape_control_bytes(text.substr(0, max_bytes), false);
   if (text.size() > max_bytes) out += "...";
   return out;
 }
+
+std::string terminal_text(std::string_view text) { return escape_control_bytes(text, true); }
 
 std::string redact_url(std::string_view url) {
   std::string out(url);

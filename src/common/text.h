@@ -35,6 +35,9 @@ namespace lens::internal {
 // `max_bytes` (then "..."), every control byte (ESC, CR, LF, NUL, DEL, ...) written as \xNN, so nothing a
 // collector sends can move a terminal's cursor or forge a log line. Other bytes (UTF-8) are kept.
 std::string printable_excerpt(std::string_view text, std::size_t max_bytes = 256);
+// A page of text lens writes to a terminal (a report, a verdict): whole, its lines kept, every other control byte
+// written as \xNN, so a span name or a value from a file cannot send an escape sequence to the reader's terminal.
+std::string terminal_text(std::string_view text);
 // A URL with its credentials taken out, for messages and summaries: "user:token@" becomes "***@" and a query
 // ("?api_key=...") becomes "?***". Endpoints are shown this way everywhere.
 std::string redact_url(std::string_view url);

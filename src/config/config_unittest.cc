@@ -178,6 +178,12 @@ TEST(ConfigHang, BadValuesAreErrorsNamingTheVariable) {
     EXPECT_TRUE(contains(m, "MEGATRON_OTEL_HANG_TIMEOUT='" + std::string(bad) + "'")) << bad << ": " << m;
     EXPECT_TRUE(contains(m, "a number in [0, 86400]")) << m;
   }
+  // Issue 27: a value is shown with its control bytes escaped: no escape sequence reaches the terminal.
+  const std::string escaped = error_of({{"MEGATRON_OTEL_HANG_SIGNAL", "usr1\x1b[2J"}});
+  EXPECT_TRUE(contains(escaped, "usr1\\x1b[2J")) << escaped;
+  EXPECT_FALSE(contains(escaped, "\x1b")) << escaped;
+  const std::string group = error_of({{"MEGATRON_OTEL_SPAN_GROUPS", "step,\x1b]0;x\x07"}});
+  EXPECT_FALSE(contains(group, "\x1b")) << group;
   // Issue 27: 0.0004 s rounded to 0 ms, which is off, silently.
   EXPECT_TRUE(contains(error_of({{"MEGATRON_OTEL_HANG_TIMEOUT", "0.0004"}}), "[0.001, 86400]"));
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_HANG_TIMEOUT", "0.001"}}).hang_timeout_ms, 1);

@@ -40,7 +40,7 @@ std::optional<EnvValue> EnvReader::lens_key(std::initializer_list<std::string_vi
 }
 
 void throw_invalid(const EnvValue& value, std::string_view expected) {
-  std::string shown = value.secret ? "<value hidden>" : "'" + value.text + "'";
+  std::string shown = value.secret ? "<value hidden>" : "'" + printable_excerpt(value.text) + "'";
   throw ConfigError("lens: " + value.variable + "=" + shown + " is invalid: expected " + std::string(expected));
 }
 

@@ -57,8 +57,8 @@ std::vector<std::string> valid_names(const Catalogue& catalogue) {
   if (removal) wanted = internal::trim(std::string_view(wanted).substr(1));
   const std::string suggestion = (removal ? "-" : "") + internal::closest(wanted, names);
   std::string message =
-      "lens: unknown span group '" + std::string(token) + "' in " + std::string(source) + "='" + std::string(spec) +
-      "'; did you mean '" + suggestion +
+      "lens: unknown span group '" + internal::printable_excerpt(token) + "' in " + std::string(source) + "='" +
+      internal::printable_excerpt(spec) + "'; did you mean '" + suggestion +
       "'? Valid names (groups and presets, each also as -name to remove it): " + internal::join(names, ", ");
   throw ConfigError(message);
 }

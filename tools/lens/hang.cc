@@ -1,6 +1,7 @@
 #include "hang.h"
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/text.h"
 #include "run_reader.h"  // kMaxRanks
 
 namespace lens_tools {
@@ -73,6 +75,23 @@ std::string scalar_text(const json& v) {
   }
   if (v.is_boolean() || v.is_number()) return v.dump();
   return "";
+}
+
+// Appends printf-formatted text to `page`, whatever its length.
+void append(std::string& page, const char* format, ...) __attribute__((format(printf, 2, 3)));
+void append(std::string& page, const char* format, ...) {
+  va_list args, copy;
+  va_start(args, format);
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  if (n > 0) {
+    const std::size_t at = page.size();
+    page.resize(at + static_cast<std::size_t>(n) + 1);
+    std::vsnprintf(page.data() + at, static_cast<std::size_t>(n) + 1, format, args);
+    page.resize(at + static_cast<std::size_t>(n));
+  }
+  va_end(args);
 }
 
 // A rank or world size a snapshot claims, within [lowest, kMaxRanks]: memory and output follow the snapshots that
@@ -284,34 +303,37 @@ int hang(const std::string& run_dir, bool as_json) {
     return 0;
   }
 
+  // Span names, details and reasons come from the snapshots: the page is escaped as a whole before it is printed.
+  std::string page;
   std::string why;
   for (const auto& [reason, n] : reasons) why += (why.empty() ? "" : ", ") + reason;
-  std::printf("lens hang: %zu of %d ranks wrote a snapshot (%s), within %s, in %s\n", positions.size(), world_size,
-              why.c_str(), seconds_text(last_written - first_written).c_str(), files.front().parent_path().c_str());
+  append(page, "lens hang: %zu of %d ranks wrote a snapshot (%s), within %s, in %s\n", positions.size(), world_size,
+         why.c_str(), seconds_text(last_written - first_written).c_str(), files.front().parent_path().c_str());
   for (const Group* g : behind) {
     std::string line = "behind: " + describe(*g);
     const Position& p = g->first();
     if (most.first().waits() && std::find(p.chain.begin(), p.chain.end(), most.first().where()) == p.chain.end())
       line += ", and never entered " + most.first().where();
-    std::printf("%s\n", line.c_str());
+    append(page, "%s\n", line.c_str());
   }
   if (!missing.empty()) {
-    std::printf("%s %s: no snapshot (stopped, dead, or never got the signal)%s\n",
-                missing_count == 1 ? "rank" : "ranks", ranges_text(missing).c_str(),
-                behind.empty() ? ": the likeliest to be behind" : "");
+    append(page, "%s %s: no snapshot (stopped, dead, or never got the signal)%s\n",
+           missing_count == 1 ? "rank" : "ranks", ranges_text(missing).c_str(),
+           behind.empty() ? ": the likeliest to be behind" : "");
   }
   for (const Position& p : positions) {
     if (p.written_seconds < last_written - kStaleSeconds)
-      std::printf("rank %d's snapshot is %s older than the newest: from an earlier signal or stall?\n", p.rank,
-                  seconds_text(last_written - p.written_seconds).c_str());
+      append(page, "rank %d's snapshot is %s older than the newest: from an earlier signal or stall?\n", p.rank,
+             seconds_text(last_written - p.written_seconds).c_str());
   }
-  if (behind.empty() && missing.empty()) std::printf("no rank is behind the others: every rank is where most are\n");
-  for (const Group& g : groups) std::printf("  %s\n", describe(g).c_str());
+  if (behind.empty() && missing.empty()) append(page, "no rank is behind the others: every rank is where most are\n");
+  for (const Group& g : groups) append(page, "  %s\n", describe(g).c_str());
   for (const Group* g : behind) {
     std::string chain;
     for (const std::string& name : g->first().chain) chain += (chain.empty() ? "" : " > ") + name;
-    std::printf("  open spans of rank %d, outermost first: %s\n", g->first().rank, chain.c_str());
+    append(page, "  open spans of rank %d, outermost first: %s\n", g->first().rank, chain.c_str());
   }
+  std::fputs(lens::internal::terminal_text(page).c_str(), stdout);
   return 0;
 }
 

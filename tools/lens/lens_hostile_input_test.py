@@ -125,6 +125,25 @@ class HostileRunFilesTest(TempDirTest):
         self.assertEqual(len(json.loads(result.stdout)["steps"]), steps)
 
 
+class TerminalEscapesTest(TempDirTest):
+    """Span names and details from files reach a terminal: their control bytes are written as \\xNN."""
+
+    def test_report_and_hang_print_no_raw_escape(self):
+        evil = "megatron.train_step\x1b[2J\x1b]0;owned\x07"
+        run = os.path.join(self.tmp.name, "run")
+        write_lines(os.path.join(run, "rank0.traces.jsonl"),
+                    [spans_line(0, step_spans(range(1, 4)) + [span(evil, 5000, 10)])])
+        with open(os.path.join(run, "rank0.snapshot.json"), "w") as f:
+            json.dump(snapshot(0, 2, 3, [("megatron.train_step", "step", {}), (evil, "step", {})]), f)
+        for args in (["report", run], ["hang", run]):
+            with self.subTest(command=args[0]):
+                result = lens_capped(*args)
+                self.assertIn(result.returncode, (0,), result.stderr)
+                self.assertNotIn("\x1b", result.stdout)
+                self.assertNotIn("\x07", result.stdout)
+                self.assertIn("\\x1b[2J", result.stdout)
+
+
 class HostileSnapshotsTest(TempDirTest):
     def snapshot(self, rank, world_size):
         path = os.path.join(self.tmp.name, "run", f"rank{rank}.snapshot.json")

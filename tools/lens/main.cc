@@ -16,6 +16,7 @@
 #include <iostream>
 
 #include "chrome_trace.h"
+#include "common/text.h"
 #include "ctl.h"
 #include "hang.h"
 #include "html.h"
@@ -170,7 +171,7 @@ int report(const ReportOptions& o) {
     printed.erase("step_ms_by_rank");
     std::cout << printed.dump(2) << "\n";
   } else {
-    std::cout << lens_tools::render_text(figures);
+    std::cout << lens::internal::terminal_text(lens_tools::render_text(figures));  // names from files, escaped
   }
   if (read.spans == 0) {
     std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), o.run_dir.c_str());
