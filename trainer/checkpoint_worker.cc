@@ -1,6 +1,8 @@
 #include "checkpoint_worker.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,7 +85,18 @@ CheckpointWorker::CheckpointWorker() {
   char self[] = "/proc/self/exe";
   char flag[] = "--checkpoint-worker";
   char* argv[] = {self, flag, nullptr};
-  int error = posix_spawn(&pid_, self, &actions, nullptr, argv, environ);
+  // The worker starts with the hang signals blocked: one that arrives while it loads (LibTorch takes a second) stays
+  // pending, and is dropped when the worker ignores it (run_checkpoint_worker), instead of ending it.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t mask;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  ::sigaddset(&mask, SIGUSR1);
+  ::sigaddset(&mask, SIGUSR2);
+  posix_spawnattr_setsigmask(&attributes, &mask);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+  int error = posix_spawn(&pid_, self, &actions, &attributes, argv, environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(requests[0]);
   ::close(answers[1]);
@@ -123,6 +136,19 @@ bool CheckpointWorker::wait_written() {
 
 int run_checkpoint_worker() {
   std::signal(SIGTERM, SIG_IGN);  // the trainer decides when the worker ends: when it closes the pipe
+  // The hang signal (sent to every process of the job, e.g. `pkill -USR1 pretrain_gpt`) is the ranks' to answer:
+  // its default action would end the worker, and the job with it.
+  int hang_signal = SIGUSR1;
+  try {
+    hang_signal = lens::megatron::config_from_env().hang_signal;
+  } catch (const lens::ConfigError&) {  // the rank said why already
+  }
+  lens::ignore_hang_signal_in_helper(hang_signal);
+  sigset_t blocked_at_spawn;  // by CheckpointWorker's constructor; a pending hang signal is dropped now
+  ::sigemptyset(&blocked_at_spawn);
+  ::sigaddset(&blocked_at_spawn, SIGUSR1);
+  ::sigaddset(&blocked_at_spawn, SIGUSR2);
+  ::pthread_sigmask(SIG_UNBLOCK, &blocked_at_spawn, nullptr);
   lens::Telemetry telemetry;
   for (;;) {
     std::optional<std::string> bootstrap = read_frame(kRequestFd), path, bytes;

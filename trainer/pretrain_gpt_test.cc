@@ -648,6 +648,13 @@ std::vector<pid_t> children_with(pid_t parent, const std::string& word) {
   return out;
 }
 
+// Whether `pid` still runs (not ended, and not a zombie waiting to be reaped).
+bool still_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string id, comm, state;
+  return static_cast<bool>(stat >> id >> comm >> state) && state != "Z";
+}
+
 // A checkpoint worker killed before a save: its rank must fail with a message that says so (it was killed by
 // SIGPIPE, exit 141, without a word), and no rank may die of SIGPIPE.
 TEST(PretrainGpt, AKilledCheckpointWorkerIsAClearErrorOnItsRank) {
@@ -669,6 +676,48 @@ TEST(PretrainGpt, AKilledCheckpointWorkerIsAClearErrorOnItsRank) {
   EXPECT_NE(run.outputs[0].find("checkpoint worker"), std::string::npos) << run.outputs[0];
   EXPECT_NE(run.outputs[0].find("killed by signal 9"), std::string::npos) << run.outputs[0];
   for (int code : run.exit_codes) EXPECT_NE(code, 128 + SIGPIPE);
+}
+
+// Issue 27: the checkpoint worker died of the hang signal (no handler: the default action) and the job with it, and
+// acting as rank 0 it overwrote control.json and rank0.snapshot.json. Now SIGUSR1, sent to rank 0 and its worker
+// again and again, leaves the job running to the end; the snapshot and control.json are the rank's own.
+TEST(PretrainGpt, TheCheckpointWorkerIgnoresTheHangSignalAndNeverActsAsItsRank) {
+  const std::string ckpt =
+      (fs::path(::testing::TempDir()) / ("pretrain_gpt_worker_usr1_" + std::to_string(::getpid()))).string();
+  fs::remove_all(ckpt);
+  int signalled_workers = 0;
+  pid_t rank0 = -1;
+  std::set<std::string> control_pids;
+  Launch run =
+      launch("worker_usr1", 4, with_iters(small({"--save", ckpt, "--save-interval", "1", "--async-save"}), 8),
+             {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks", "MEGATRON_OTEL_CONTROL=1", "MEGATRON_OTEL_RUN_ID=worker-usr1"},
+             [&](const std::vector<pid_t>& pids, const fs::path& dir) {
+               const fs::path control = dir / "telemetry" / "worker-usr1" / "control.json";
+               rank0 = pids[0];
+               for (int i = 0; i < 3000; ++i) {  // until rank 0 ends, at most 60 s
+                 if (!still_running(pids[0])) break;
+                 std::error_code error;
+                 if (!fs::exists(control, error)) {  // rank 0's telemetry is not set up yet: the signal would end it
+                   std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                   continue;
+                 }
+                 for (pid_t worker : children_with(pids[0], "--checkpoint-worker"))
+                   if (::kill(worker, SIGUSR1) == 0) ++signalled_workers;
+                 ::kill(pids[0], SIGUSR1);
+                 std::ifstream in(control);
+                 std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+                 if (auto at = text.find("\"pid\": "); at != std::string::npos)
+                   control_pids.insert(text.substr(at + 7, text.find_first_of(",}", at) - at - 7));
+                 std::this_thread::sleep_for(std::chrono::milliseconds(20));
+               }
+             });
+  expect_all_ranks_succeeded(run);
+  EXPECT_GT(signalled_workers, 0) << "no checkpoint worker was running to be signalled";
+  const fs::path snapshot = run.dir / "telemetry" / "worker-usr1" / "rank0.snapshot.json";
+  std::ifstream in(snapshot);
+  ASSERT_TRUE(in) << snapshot;
+  EXPECT_EQ(nlohmann::json::parse(in).at("pid").get<std::int64_t>(), rank0) << "the snapshot is the rank's";
+  EXPECT_EQ(control_pids, std::set<std::string>{std::to_string(rank0)}) << "control.json is the rank's alone";
 }
 
 // --async-save: the checkpoint worker of each saving rank writes the files; its spans carry the rank's resource and

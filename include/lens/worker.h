@@ -52,12 +52,22 @@ LENS_API WorkerBootstrap build_worker_bootstrap(const Telemetry& telemetry, Reso
 
 // Sets the worker's telemetry up: `config` (its exporter and other settings, e.g. from the environment) with the
 // bootstrap's service name, span groups, run id and on/off, for the bootstrap's rank and world size, with its
-// resource attributes. Replaces a live setup of this process.
+// resource attributes. Replaces a live setup of this process. A helper never takes its rank's place: it serves no
+// control endpoint and writes no hang snapshot (whatever `config` says), and it ignores the hang signal
+// (ignore_hang_signal_in_helper) so that a signal sent to the whole job does not end it.
 LENS_API Telemetry setup_worker_telemetry(const WorkerBootstrap& bootstrap, Config config);
+
+// Sets `hang_signal` (Config::hang_signal: SIGUSR1 by default, 0 for none) to be ignored in this process where it
+// has no handler: a helper that has not set telemetry up yet (or never will) survives a signal meant for the ranks.
+// Call it first thing in a helper process; to cover the time before (a helper that loads large libraries takes a
+// while), start it with the signal blocked (posix_spawnattr_setsigmask) and unblock it after this call: a signal
+// that came meanwhile is then dropped (pretrain_gpt's checkpoint worker does so).
+LENS_API void ignore_hang_signal_in_helper(int hang_signal) noexcept;
 
 #else  // LENS_DISABLED: header-only no-ops.
 
 inline std::string WorkerBootstrap::serialize() const { return {}; }
+inline void ignore_hang_signal_in_helper(int) noexcept {}
 inline WorkerBootstrap WorkerBootstrap::parse(std::string_view) { return {}; }
 inline WorkerBootstrap build_worker_bootstrap(const Telemetry&, ResourceAttributes, const SpanContext& = {}) {
   return {};

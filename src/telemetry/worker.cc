@@ -1,5 +1,7 @@
 #include "lens/worker.h"
 
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -155,7 +157,22 @@ WorkerBootstrap build_worker_bootstrap(const Telemetry& telemetry, ResourceAttri
   return b;
 }
 
+void ignore_hang_signal_in_helper(int hang_signal) noexcept {
+  if (hang_signal == 0) return;
+  struct sigaction current {};
+  // Only where nothing handles it: a helper's own handler (the application's) is left alone.
+  if (::sigaction(hang_signal, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(hang_signal, SIG_IGN);
+}
+
 Telemetry setup_worker_telemetry(const WorkerBootstrap& b, Config config) {
+  // A helper never takes its rank's place: the rank serves the control endpoint and writes the hang snapshot
+  // (rank<R>.snapshot.json); a worker that did too overwrote them (a switch that never applied, a wrong verdict).
+  // The hang signal, which reaches the helper with its rank (a signal to the process group, pkill), is ignored
+  // here rather than left to its default action, which ends the process.
+  ignore_hang_signal_in_helper(config.hang_signal);
+  config.control = false;
+  config.hang_signal = 0;
+  config.hang_timeout_ms = 0;
   config.enabled = b.enabled;
   config.service_name = b.service_name;
   config.span_groups = b.span_groups;
