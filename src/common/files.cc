@@ -17,6 +17,10 @@ std::error_code make_private_directories(const std::filesystem::path& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return {errno, std::generic_category()};
   if (!S_ISDIR(st.st_mode)) return std::make_error_code(std::errc::not_a_directory);
+  // One that was there already: another user's is refused (its owner could replace what lens writes there); one
+  // of ours that others may write in (0777, say) is made private.
+  if (st.st_uid != ::geteuid()) return std::make_error_code(std::errc::permission_denied);
+  if ((st.st_mode & 077) != 0 && ::chmod(path.c_str(), 0700) != 0) return {errno, std::generic_category()};
   return {};
 }
 

@@ -11,7 +11,8 @@
 namespace lens::internal {
 
 // Makes each missing directory of `path` with mode 0700 (the files name hosts, jobs and users); directories that
-// exist keep their mode. A symlink or a file where the last directory should be is refused (not_a_directory).
+// exist keep their mode, but for the last: a symlink or a file in its place is refused (not_a_directory), another
+// user's directory is refused (permission_denied), and one of ours that others may write in is made 0700.
 std::error_code make_private_directories(const std::filesystem::path& path);
 
 // Writes `text` to `path` under a temporary name (made afresh, never through a symlink) with `mode`, and renames it

@@ -1,6 +1,7 @@
 #include "control/control.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -87,6 +88,32 @@ HttpResponse status_response() {
                        ", \"world_size\": " + std::to_string(s.world_size) +
                        ", \"pending\": " + (s.pending.id != 0 ? json_string(s.pending_spec) : "null") +
                        ", \"restore_at\": " + std::to_string(s.restore ? s.restore_at : -1) + "}");
+}
+
+std::string this_host() {
+  char host[256] = {};
+  return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : std::string();
+}
+
+// control.json of a job that still runs (the same FILE_DIR and run id): this one would take the file over and
+// remove it at its end, and `lens ctl` would report the first job as ended. A job on another host (a shared file
+// system) cannot be asked whether it runs: it is taken to.
+void refuse_a_live_owner(const std::string& file) {
+  const std::optional<std::string> text = read_regular_file(file, kMaxControlFileBytes);
+  if (!text) return;
+  const std::size_t pid_at = text->find("\"pid\": "), host_at = text->find("\"host\": \"");
+  if (pid_at == std::string::npos) return;
+  long long pid = 0;
+  std::from_chars(text->data() + pid_at + 7, text->data() + text->size(), pid);
+  std::string host = this_host();
+  if (host_at != std::string::npos) host = text->substr(host_at + 9, text->find('"', host_at + 9) - host_at - 9);
+  const bool here = host == this_host();
+  if (here && (pid <= 0 || pid == ::getpid() || pid > INT32_MAX)) return;
+  if (!here || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)
+    throw ConfigError("lens: another job (pid " + std::to_string(pid) + " on " + printable_excerpt(host, 64) +
+                      ") serves the control endpoint of this run (" + file +
+                      "); give this job its own run id (<PREFIX>_RUN_ID) or FILE_DIR, or remove the file if that "
+                      "job has ended");
 }
 
 // The longest `--for`: a billion iterations (leave --for out to keep a change).
@@ -178,11 +205,17 @@ ControlEndpoint::ControlEndpoint(const Config& config, const std::string& run_di
     throw ConfigError("lens: cannot serve the control endpoint on " + config.control_address + " (" + e.what() +
                       "); set P_CONTROL_ADDRESS to a free local host:port");
   }
-  make_private_directories(run_dir);  // made as the file exporter makes it; a failure shows as the write's
+  // Made as the file exporter makes it; a link planted in its place would take the token elsewhere.
+  if (const std::error_code error = make_private_directories(run_dir))
+    throw ConfigError(
+        "lens: cannot serve the control endpoint: the run directory " + run_dir + " is not ours (" +
+        (error == std::errc::not_a_directory ? "a file or symbolic link is in its place" : error.message()) +
+        "); set <PREFIX>_FILE_DIR or <PREFIX>_RUN_ID");
   file_ = (std::filesystem::path(run_dir) / "control.json").string();
+  refuse_a_live_owner(file_);
   write_private_file(file_, "{\"address\": " + json_string(host) + ", \"port\": " + std::to_string(port()) +
-                                ", \"token\": " + json_string(token_) + ", \"pid\": " + std::to_string(::getpid()) +
-                                "}\n");
+                                ", \"token\": " + json_string(token_) + ", \"host\": " + json_string(this_host()) +
+                                ", \"pid\": " + std::to_string(::getpid()) + "}\n");
 }
 
 ControlEndpoint::~ControlEndpoint() {

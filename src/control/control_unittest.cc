@@ -21,6 +21,11 @@ namespace {
 namespace mg = megatron::group;
 namespace fs = std::filesystem;
 
+std::string read_regular_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 Config control_config(std::string spec = "default") {
   Config c;
   c.catalogue = megatron::catalogue();
@@ -212,6 +217,42 @@ TEST(ControlConfig, AReplacedControlFileIsNeitherReadNorRemovedAtShutdown) {
     }
     fs::remove(file);
   }
+}
+
+// Issue 27: a second job with the same FILE_DIR and run id took control.json over (and removed it at its end, so
+// lens ctl reported the first job, still running, as ended); a run directory planted as a link took the token
+// elsewhere. Both are refused at setup; a control.json left by a job that has ended is replaced.
+TEST(ControlConfig, AnotherLiveJobsFileOrAPlantedRunDirectoryIsRefused) {
+  Config c = control_config();
+  c.exporter = Exporter::kOtlp;  // the control endpoint makes the run directory itself
+  c.otlp_traces.endpoint = c.otlp_metrics.endpoint = c.otlp_logs.endpoint = "http://127.0.0.1:9";
+  const fs::path run = fs::path(c.file_dir) / "control-run";
+  fs::remove_all(run);
+  fs::create_directories(run);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  auto planted = [&](const std::string& owner_host, long pid) {
+    std::ofstream(run / "control.json") << "{\"address\": \"127.0.0.1\", \"port\": 1, \"token\": \"t\", \"host\": \""
+                                        << owner_host << "\", \"pid\": " << pid << "}\n";
+  };
+  planted(host, 1);  // pid 1 runs, on this host
+  EXPECT_THROW(setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
+  planted("another-host", 1 << 30);
+  EXPECT_THROW(setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
+  planted(host, (1 << 22) + 12345);  // no such process: a job that has ended
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
+  EXPECT_NE(read_regular_text(run / "control.json").find(std::to_string(::getpid())), std::string::npos);
+  t.shutdown();
+  setup_telemetry(Config{}, {.reinit = true}).shutdown();
+
+  fs::remove_all(run);
+  const fs::path elsewhere = fs::path(c.file_dir) / "elsewhere";
+  fs::create_directories(elsewhere);
+  fs::create_directory_symlink(elsewhere, run);
+  EXPECT_THROW(setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true}), ConfigError);
+  EXPECT_FALSE(fs::exists(elsewhere / "control.json")) << "the token went through the planted link";
+  setup_telemetry(Config{}, {.reinit = true}).shutdown();
+  fs::remove(run);
 }
 
 TEST(ControlConfig, AMalformedAddressIsAnError) {

@@ -132,6 +132,28 @@ TEST_F(FileExporter, FilesArePrivateAndNoSymlinkIsFollowed) {
   EXPECT_TRUE(fs::is_empty(root_ / "elsewhere"));
 }
 
+// Issue 27: a run directory that was there already, writable by everyone (0777), was accepted as it was: anyone
+// could replace what lens writes there. Ours is made 0700; another user's is refused.
+TEST_F(FileExporter, AnExistingRunDirectoryIsMadePrivateOrRefused) {
+  fs::create_directories(root_ / "telemetry/run-open");
+  fs::permissions(root_ / "telemetry/run-open", fs::perms::all);
+  setup_telemetry(config("run-open"), {.rank = 0, .world_size = 1, .reinit = true}).shutdown();
+  struct stat st {};
+  ASSERT_EQ(::stat((root_ / "telemetry/run-open").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  if (::geteuid() != 0) GTEST_SKIP() << "handing a directory to another user needs root";
+  fs::create_directories(root_ / "telemetry/run-theirs");
+  ASSERT_EQ(::chown((root_ / "telemetry/run-theirs").c_str(), 65534, 65534), 0);
+  try {
+    setup_telemetry(config("run-theirs"), {.rank = 0, .world_size = 1, .reinit = true});
+    ADD_FAILURE() << "another user's run directory was used";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("run-theirs"), std::string::npos) << e.what();
+  }
+  setup_telemetry(Config{}, {.reinit = true}).shutdown();
+}
+
 // A requeued job with the same run id appends to a file whose last line an earlier SIGKILL cut: the new lines
 // must not extend the torn one (every span in them would be lost to a JSON reader).
 TEST_F(FileExporter, ATornLastLineIsNeverExtended) {

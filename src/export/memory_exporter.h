@@ -26,6 +26,8 @@ class MemoryExporter final : public TelemetryExporter {
     // The same batches in OTLP protobuf, for decoding by an independent decoder.
     std::vector<std::string> span_protos, metric_protos, log_protos;
     std::size_t spans = 0;
+    // The time left to each signal's last export when it was called: what its deadline allowed.
+    std::chrono::milliseconds span_budget{0}, metric_budget{0}, log_budget{0};
     bool fail = false;  // answer every batch with a failure
     bool hang = false;  // block in export until release()
     bool shut_down = false;
@@ -38,7 +40,8 @@ class MemoryExporter final : public TelemetryExporter {
 
   explicit MemoryExporter(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
-  ExportResult export_spans(const ExportBatch& batch, Deadline) override {
+  ExportResult export_spans(const ExportBatch& batch, Deadline deadline) override {
+    note_budget(&Shared::span_budget, deadline);
     ExportResult r =
         keep(batch, encode_traces_json, encode_traces_proto, &Shared::requests, &Shared::span_protos, true);
     if (r == ExportResult::kSuccess) {
@@ -47,10 +50,12 @@ class MemoryExporter final : public TelemetryExporter {
     }
     return r;
   }
-  ExportResult export_metrics(const MetricsBatch& batch, Deadline) override {
+  ExportResult export_metrics(const MetricsBatch& batch, Deadline deadline) override {
+    note_budget(&Shared::metric_budget, deadline);
     return keep(batch, encode_metrics_json, encode_metrics_proto, &Shared::metrics, &Shared::metric_protos, false);
   }
-  ExportResult export_logs(const LogsBatch& batch, Deadline) override {
+  ExportResult export_logs(const LogsBatch& batch, Deadline deadline) override {
+    note_budget(&Shared::log_budget, deadline);
     return keep(batch, encode_logs_json, encode_logs_proto, &Shared::logs, &Shared::log_protos, true);
   }
   void shutdown() override {
@@ -60,6 +65,12 @@ class MemoryExporter final : public TelemetryExporter {
 
  private:
   using Texts = std::vector<std::string> Shared::*;
+
+  void note_budget(std::chrono::milliseconds Shared::*budget, Deadline deadline) {
+    std::lock_guard lock(shared_->mutex);
+    (*shared_).*budget =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  }
 
   // Encodes the batch both ways and keeps both, unless told to fail; waits while told to hang (ignoring the
   // deadline, like a hung peer) when `may_hang`.

@@ -21,8 +21,11 @@ PipelineSettings bounded(PipelineSettings s) {
     b->export_timeout_ms = std::clamp<std::int64_t>(b->export_timeout_ms, 0, kMaxDurationMs);
   }
   s.metric_interval_ms = std::clamp<std::int64_t>(s.metric_interval_ms, 1, kMaxDurationMs);
+  s.metric_timeout_ms = std::clamp<std::int64_t>(s.metric_timeout_ms, 0, kMaxDurationMs);
   return s;
 }
+
+Deadline deadline_in(std::int64_t ms) { return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms); }
 
 void log_span_summary(const SpanStats& s) {
   if (s.produced == 0 && s.dropped() == 0) return;
@@ -84,11 +87,11 @@ void Pipeline::run() {
       spans_.stop();
       logs_.stop();
     }
-    auto export_deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(settings_.batch.export_timeout_ms);
-    busy = spans_.drain_and_export(export_deadline);
-    logs_.export_all(export_deadline);
-    metrics_.push_if_due(stop || flush_target != 0, settings_.batch.export_timeout_ms);
+    // Each signal by its own timeout: OTEL_BSP_EXPORT_TIMEOUT, OTEL_BLRP_EXPORT_TIMEOUT, OTEL_METRIC_EXPORT_TIMEOUT
+    // (the logs and metrics took the spans' before).
+    busy = spans_.drain_and_export(deadline_in(settings_.batch.export_timeout_ms));
+    logs_.export_all(deadline_in(settings_.log_batch.export_timeout_ms));
+    metrics_.push_if_due(stop || flush_target != 0, settings_.metric_timeout_ms);
     if (signal_flush) flushed_fd_.signal();
     if (stop) {
       finish();

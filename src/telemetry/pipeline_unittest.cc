@@ -272,6 +272,27 @@ TEST(Pipeline, SpansStillQueuedWhenShutdownGivesUpAreCountedAsFailed) {
   EXPECT_LE(c.exporter().spans, 1u) << "only the batch that was already being sent reached the exporter";
 }
 
+// Issue 27: OTEL_BLRP_EXPORT_TIMEOUT and OTEL_METRIC_EXPORT_TIMEOUT were read and never used (logs and metrics got
+// the spans' deadline): each signal's export now gets its own.
+TEST(Pipeline, EachSignalExportsWithinItsOwnTimeout) {
+  Config config = testing::capture_config("job");
+  config.logs_enabled = true;
+  config.span_batch.export_timeout_ms = 30000;
+  config.log_batch.export_timeout_ms = 7000;
+  config.metric_export_timeout_ms = 3000;
+  testing::Capture c(config);
+  { LENS_SPAN(mg::job, "one"); }
+  log(Severity::kWarn, "one record");
+  ASSERT_TRUE(c.telemetry().force_flush());
+  const auto& shared = c.exporter();
+  auto within = [](std::chrono::milliseconds budget, int ms) {
+    return budget.count() > ms - 1000 && budget.count() <= ms;
+  };
+  EXPECT_TRUE(within(shared.span_budget, 30000)) << shared.span_budget.count();
+  EXPECT_TRUE(within(shared.log_budget, 7000)) << shared.log_budget.count();
+  EXPECT_TRUE(within(shared.metric_budget, 3000)) << shared.metric_budget.count();
+}
+
 TEST(Pipeline, ForceFlushExportsEverythingEndedBefore) {
   testing::Capture c(testing::capture_config("job"));
   for (int i = 0; i < 10; ++i) {

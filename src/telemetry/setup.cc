@@ -93,6 +93,7 @@ PipelineSettings pipeline_settings(const TelemetryState& s) {
   PipelineSettings settings;
   settings.batch = c.span_batch;
   settings.log_batch = c.log_batch;
+  settings.metric_timeout_ms = c.metric_export_timeout_ms;
   settings.limits = c.limits;
   settings.hang = hang_settings(s);
   if (SpanGroup communication(0); c.catalogue.find_group("communication", &communication))
