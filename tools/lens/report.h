@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "run_reader.h"
@@ -36,6 +37,11 @@ class Durations {
   std::map<int, std::uint64_t> buckets_;  // once past the limit
   std::uint64_t count_ = 0, max_ = 0;
 };
+
+// The most distinct span names a report keeps (a run of lens's has about 60); spans of further names are counted
+// under kOtherSpanNames.
+inline constexpr std::size_t kMaxSpanNames = 10000;
+inline constexpr std::string_view kOtherSpanNames = "(other span names)";
 
 struct StepRange {
   std::int64_t first = 0, last = INT64_MAX;
@@ -135,6 +141,7 @@ class Report : public RunVisitor {
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
   std::uint64_t truncated_ = 0;
+  std::uint64_t spans_of_other_names_ = 0;  // spans of names past kMaxSpanNames
   // Span-group changes (lens ctl) by the iteration they began at: the set, for how long, a restore; the ranks.
   std::map<std::int64_t, std::pair<SpanRow::GroupChange, std::set<int>>>
       group_changes_;                          // the run's, whatever --steps says
