@@ -55,20 +55,18 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
   thread_ = std::thread([this] { run(); });
+  if (!settings_.hang.path.empty()) hang_thread_ = std::thread([this] { watch_for_hangs(); });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 void Pipeline::run() {
   const std::int64_t delay_ms = std::min(settings_.batch.schedule_delay_ms, settings_.log_batch.schedule_delay_ms);
   bool busy = false;
-  std::int64_t watchdog_ms = INT32_MAX;
   for (;;) {
-    // While producers keep queues filling, go straight on; otherwise sleep until woken, the delay passes, metrics
-    // are due or the hang watchdog is.
-    const std::int64_t idle_ms = std::min({metrics_.wait_ms(delay_ms), watchdog_ms, std::int64_t{INT32_MAX}});
+    // While producers keep queues filling, go straight on; otherwise sleep until woken, the delay passes or metrics
+    // are due.
+    const std::int64_t idle_ms = std::min(metrics_.wait_ms(delay_ms), std::int64_t{INT32_MAX});
     wake_.sleep(busy ? 0 : static_cast<int>(idle_ms));
-    // First: a snapshot says where the threads are now, before this thread spends time exporting.
-    watchdog_ms = hang_watch();
 
     if (signal_shutdown_.load(std::memory_order_acquire)) {
       if (ThreadState* parked = parked_.exchange(nullptr)) spans_.truncate_open_spans(*parked);
@@ -106,6 +104,7 @@ void Pipeline::run() {
 }
 
 void Pipeline::finish() {
+  stop_watching_for_hangs();
   try {
     exporter_->shutdown();
   } catch (...) {
@@ -179,7 +178,26 @@ void Pipeline::flush_from_signal(int timeout_ms) noexcept {
 void Pipeline::request_hang_snapshot() noexcept {
   if (settings_.hang.path.empty() || finished()) return;
   hang_snapshot_asked_.store(true, std::memory_order_release);
-  wake_.ring_now();
+  hang_wake_.ring_now();
+}
+
+void Pipeline::watch_for_hangs() {
+  // With a watchdog, a look at least every second (or every timeout, if shorter): the iteration boundaries that
+  // arm it do not wake this thread.
+  const std::int64_t timeout_ms = settings_.hang.timeout_ms;
+  const std::int64_t longest_sleep_ms = timeout_ms > 0 ? std::min<std::int64_t>(timeout_ms, 1000) : INT32_MAX;
+  std::int64_t watchdog_ms = longest_sleep_ms;
+  while (!hang_watch_stopped_.load(std::memory_order_acquire)) {
+    hang_wake_.sleep(static_cast<int>(std::min(watchdog_ms, longest_sleep_ms)));
+    if (hang_watch_stopped_.load(std::memory_order_acquire)) break;
+    watchdog_ms = hang_watch();
+  }
+}
+
+void Pipeline::stop_watching_for_hangs() {
+  hang_watch_stopped_.store(true, std::memory_order_release);
+  hang_wake_.ring_now();
+  if (hang_thread_.joinable()) hang_thread_.join();
 }
 
 std::int64_t Pipeline::hang_watch() noexcept {

@@ -77,6 +77,10 @@ class Pipeline {
   void run();
   // Writes a hang snapshot when one was asked for or the watchdog is due; returns how long the watchdog may sleep.
   std::int64_t hang_watch() noexcept;
+  // The hang thread: snapshots on a thread of their own, so that one is written within moments of the signal or
+  // the stall whatever the export thread is doing (behind a collector that hangs, it waited up to a minute).
+  void watch_for_hangs();
+  void stop_watching_for_hangs();
   void finish();
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
 
@@ -103,7 +107,11 @@ class Pipeline {
   std::atomic<bool> signal_shutdown_{false};
   std::atomic<ThreadState*> parked_{nullptr};
   std::atomic<bool> hang_snapshot_asked_{false};
-  std::uint64_t watchdog_fired_for_ = 0;  // the boundary (steady ns) the watchdog last wrote a snapshot after
+  std::uint64_t watchdog_fired_for_ = 0;  // the boundary (steady ns) the watchdog last wrote a snapshot after (hang
+                                          // thread only)
+  WakeUp hang_wake_;                      // the hang signal's handler wakes the hang thread
+  std::atomic<bool> hang_watch_stopped_{false};
+  std::thread hang_thread_;  // with hang snapshots on
 
   std::mutex join_mutex_;  // guards joining or detaching thread_ (shutdown may run on two threads)
   std::thread thread_;
