@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -134,13 +136,20 @@ HttpResponse change_request(const HttpRequest& request) {
                             std::to_string(kMaxForIterations) + ")");
   }
   ControlState& s = state();
-  std::lock_guard lock(s.mutex);
+  // The spec is resolved on a copy of the catalogue, outside the lock the training threads take at every iteration
+  // boundary: a flood of bad specs (each a closest-name search) held it and doubled step time.
+  Catalogue catalogue;
+  {
+    std::lock_guard lock(s.mutex);
+    catalogue = s.catalogue;
+  }
   GroupSet groups;
   try {
-    groups = resolve(s.catalogue, spec, "the span-groups request");
+    groups = resolve(catalogue, spec, "the span-groups request");
   } catch (const ConfigError& e) {
     return error(400, e.what());  // the same message as a bad spec at setup
   }
+  std::lock_guard lock(s.mutex);
   if (s.pending.id != 0)
     return error(
         409, "a change to '" + s.pending_spec + "' is pending until the next iteration boundary; ask again after it");
@@ -151,7 +160,29 @@ HttpResponse change_request(const HttpRequest& request) {
                        ", \"from_iteration_after\": " + std::to_string(s.iteration) + "}");
 }
 
-HttpResponse answer(const HttpRequest& request, const std::string& token) {
+// Requests the endpoint answers: a bucket of kBurst refilled at kPerSecond. A person with `lens ctl` asks a few
+// times a minute; a flood (an authenticated one doubled step time) is answered 429 at once, with no work.
+class RequestBudget {
+ public:
+  static constexpr double kPerSecond = 20, kBurst = 40;
+  bool take() {
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    tokens_ = std::min(kBurst, tokens_ + std::chrono::duration<double>(now - last_).count() * kPerSecond);
+    last_ = now;
+    if (tokens_ < 1) return false;
+    tokens_ -= 1;
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  double tokens_ = kBurst;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+HttpResponse answer(const HttpRequest& request, const std::string& token, RequestBudget& budget) {
+  if (!budget.take()) return error(429, "too many requests: the control endpoint answers 20 a second");
   const char* authorization = request.header("Authorization");
   if (authorization == nullptr || !same_secret(authorization, "Bearer " + token))
     return error(401, "no token or a wrong one: lens ctl reads it from the run's control.json");
@@ -199,8 +230,10 @@ ControlEndpoint::ControlEndpoint(const Config& config, const std::string& run_di
                       "' is not host:port (P_CONTROL_ADDRESS, e.g. 127.0.0.1:0)");
   const std::string host = config.control_address.substr(0, colon);
   try {
-    server_ = std::make_unique<HttpServer>(host, wanted_port,
-                                           [token = token_](const HttpRequest& r) { return answer(r, token); });
+    server_ = std::make_unique<HttpServer>(
+        host, wanted_port, [token = token_, budget = std::make_shared<RequestBudget>()](const HttpRequest& r) {
+          return answer(r, token, *budget);
+        });
   } catch (const std::runtime_error& e) {
     throw ConfigError("lens: cannot serve the control endpoint on " + config.control_address + " (" + e.what() +
                       "); set P_CONTROL_ADDRESS to a free local host:port");

@@ -205,15 +205,19 @@ class ControlEndpointAbuseTest(TempDirTest):
             self.assertTrue(missing.startswith("HTTP/1.1 404"), missing)
             half_open = socket.create_connection(("127.0.0.1", port), timeout=10)
             half_open.sendall(b"GET /status HTTP/1.1\r\nHost:")
-            # A flood: 4 threads asking /status as fast as they can for 3 s, while the job trains.
-            served, stop = [0] * 4, threading.Event()
+            # A flood: 4 threads asking /status as fast as they can for 3 s, while the job trains. The endpoint
+            # answers 20 a second (a burst of 40) and the rest 429 at once.
+            served, limited, stop = [0] * 4, [0] * 4, threading.Event()
 
             def hammer(i):
                 while not stop.is_set():
                     request = urllib.request.Request(f"http://127.0.0.1:{port}/status",
                                                      headers={"Authorization": "Bearer " + token})
-                    with urllib.request.urlopen(request, timeout=10) as response:
-                        served[i] += response.status == 200
+                    try:
+                        with urllib.request.urlopen(request, timeout=10) as response:
+                            served[i] += response.status == 200
+                    except urllib.error.HTTPError as e:
+                        limited[i] += e.code == 429
             threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
             start_iteration = job.status()["iteration"]
             for t in threads:
@@ -223,8 +227,11 @@ class ControlEndpointAbuseTest(TempDirTest):
             for t in threads:
                 t.join()
             half_open.close()
+            time.sleep(0.5)  # the budget fills again
             after = job.status()
-            self.assertGreater(sum(served), 100, served)
+            self.assertGreater(sum(served), 40, served)
+            self.assertLess(sum(served), 40 + 20 * 4 + 10, served)  # at most the burst and 20 a second
+            self.assertGreater(sum(limited), 100, limited)
             self.assertGreater(after["iteration"], start_iteration, "the job stopped training during the flood")
             self.assertEqual((after["span_groups"], after["pending"]), (before["span_groups"], None))
         finally:
