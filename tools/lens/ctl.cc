@@ -20,10 +20,7 @@ namespace {
 constexpr int kRefused = 1;
 constexpr int kUnreachable = 2;
 
-struct Endpoint {
-  std::string address, token;
-  int port = 0;
-};
+using Endpoint = ControlFile;
 
 // What an answer may be: a status is a few hundred bytes. Past either bound the request is given up.
 constexpr std::size_t kMaxAnswerBytes = 64 << 10;
@@ -53,16 +50,15 @@ bool find_endpoint(const std::string& run_dir, Endpoint& out) {
                  run_dir.c_str(), lens::internal::kMaxControlFileBytes);
     return false;
   }
-  try {
-    const nlohmann::json j = nlohmann::json::parse(*text);
-    out = {j.at("address").get<std::string>(), j.at("token").get<std::string>(), j.at("port").get<int>()};
-    if (!is_plain_token(out.address) || !is_plain_token(out.token) || out.port < 1 || out.port > 65535)
-      throw std::invalid_argument("address, token or port out of range");
-    return true;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "lens ctl: %s is not a control file: %s\n", file.c_str(), e.what());
+  std::string why;
+  std::optional<ControlFile> parsed = parse_control_file(*text, &why);
+  if (!parsed) {
+    std::fprintf(stderr, "lens ctl: %s is not a control file: %s\n", file.c_str(),
+                 lens::internal::printable_excerpt(why).c_str());
     return false;
   }
+  out = std::move(*parsed);
+  return true;
 }
 
 int answer(const httplib::Result& result, const std::string& body, const Endpoint& e) {
@@ -108,6 +104,19 @@ int request(const Endpoint& e, const char* method, const std::string& path) {
 }
 
 }  // namespace
+
+std::optional<ControlFile> parse_control_file(std::string_view text, std::string* why) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    ControlFile out{j.at("address").get<std::string>(), j.at("token").get<std::string>(), j.at("port").get<int>()};
+    if (!is_plain_token(out.address) || !is_plain_token(out.token) || out.port < 1 || out.port > 65535)
+      throw std::invalid_argument("address, token or port out of range");
+    return out;
+  } catch (const std::exception& e) {
+    if (why != nullptr) *why = e.what();
+    return std::nullopt;
+  }
+}
 
 int ctl_status(const std::string& run_dir) {
   Endpoint e;

@@ -6,9 +6,21 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace lens_tools {
+
+// What control.json says: where the endpoint listens and its token.
+struct ControlFile {
+  std::string address, token;
+  int port = 0;
+};
+
+// control.json's text read: nullopt with `why` when it is not a control file (not JSON, a field missing or of
+// another type, an address or token with a space or control byte, a port outside 1..65535).
+std::optional<ControlFile> parse_control_file(std::string_view text, std::string* why);
 
 // Exit codes: 0 done; 1 refused by the job (a bad spec, a change already pending, a wrong token: its message on
 // stderr); 2 no control.json under RUN_DIR, or the job does not answer.

@@ -175,8 +175,10 @@ bool Report::place(Process& p, const Pending& item) {
 }
 
 void Report::settle() {
-  for (auto& [origin, p] : processes_)
+  for (auto& process : processes_) {
+    Process& p = process.second;  // a name of its own: a lambda may not capture a structured binding (clang 14)
     std::erase_if(p.pending, [&](const auto& entry) { return place(p, entry.second); });
+  }
 }
 
 void Report::metric(const MetricPoint& p) {

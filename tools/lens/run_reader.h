@@ -36,6 +36,14 @@ inline std::string process_key(const Origin& o) {
   return o.run_id + '\x1f' + o.service + '\x1f' + std::to_string(o.rank) + '\x1f' + std::to_string(o.pid);
 }
 
+// A `lens.span_groups.changed` event (lens ctl): the set by name, for how many iterations, a restore. (Outside
+// SpanRow: clang 14 cannot default-construct a nested struct with member initializers inside its class.)
+struct SpanGroupChangeEvent {
+  std::string span_groups;
+  std::int64_t iterations = 0;
+  bool restored = false;
+};
+
 struct SpanRow {
   const Origin* origin = nullptr;
   std::string_view name;
@@ -44,12 +52,7 @@ struct SpanRow {
   std::int64_t num_microbatches = -1;  // the forward-backward span's megatron.num_microbatches (num_microbatches)
   std::optional<double> loss;          // megatron.loss (the step span's)
   bool truncated = false;              // nemo.span.truncated: ended at shutdown, not by its code
-  // A `lens.span_groups.changed` event (lens ctl): the set by name, for how many iterations, a restore.
-  struct GroupChange {
-    std::string span_groups;
-    std::int64_t iterations = 0;
-    bool restored = false;
-  };
+  using GroupChange = SpanGroupChangeEvent;
   std::optional<GroupChange> group_change;
   // Read only with ReadOptions::detail (what a timeline draws): ids as hex text, the linked span ids, and every
   // attribute as a JSON object's members ("key":value,...).
