@@ -820,6 +820,19 @@ TEST(PretrainGpt, ARankThatDiesDuringStartupIsNamedByTheOthersAtOnce) {
   }
 }
 
+// Issue 27: a rank killed before it joined was named by no one: the others' wait for it in the store timed out
+// (2 minutes) as the watch's own deadline came, with c10d's message. The watch names it first, after 100 s.
+TEST(PretrainGpt, ARankKilledBeforeItJoinsIsNamedBeforeTheStoreTimesOut) {
+  Launch run = launch("never_joins", 4, small(), {},
+                      [](const std::vector<pid_t>& pids, const fs::path&) { kill(pids[3], SIGKILL); });
+  EXPECT_EQ(run.exit_codes[3], 128 + SIGKILL);
+  for (int rank : {0, 1, 2}) {
+    EXPECT_NE(run.exit_codes[rank], 0) << rank;
+    EXPECT_NE(run.outputs[rank].find("rank 3 never joined the rendezvous within 100 s"), std::string::npos)
+        << run.outputs[rank];
+  }
+}
+
 TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoint) {
   const std::string ckpt =
       (fs::path(::testing::TempDir()) / ("pretrain_gpt_sigterm_ckpt_" + std::to_string(::getpid()))).string();

@@ -30,7 +30,9 @@ namespace trainer {
 class StartupWatch {
  public:
   static constexpr std::chrono::seconds kSilence{15};
-  static constexpr std::chrono::seconds kJoin{120};  // the rendezvous store's own timeout
+  // Before the rendezvous store's own timeout (2 minutes, make_store), which would end the ranks waiting for the
+  // missing one with c10d's message first, naming no one.
+  static constexpr std::chrono::seconds kJoin{100};
   static constexpr std::chrono::milliseconds kBeat{1000};
   static constexpr std::int64_t kFinishedBeat = std::int64_t{1} << 40;  // added to a rank's beat when it is done
 
