@@ -118,6 +118,11 @@ void refuse_a_live_owner(const std::string& file) {
                       "job has ended");
 }
 
+std::function<void()>& spec_resolution_hook() {
+  static auto* hook = new std::function<void()>;  // set by tests only, before a request
+  return *hook;
+}
+
 // The longest `--for`: a billion iterations (leave --for out to keep a change).
 constexpr std::int64_t kMaxForIterations = 1'000'000'000;
 
@@ -146,6 +151,7 @@ HttpResponse change_request(const HttpRequest& request) {
   GroupSet groups;
   try {
     groups = resolve(catalogue, spec, "the span-groups request");
+    if (const auto& hook = spec_resolution_hook()) hook();
   } catch (const ConfigError& e) {
     return error(400, e.what());  // the same message as a bad spec at setup
   }
@@ -259,6 +265,8 @@ ControlEndpoint::~ControlEndpoint() {
   const std::optional<std::string> text = read_regular_file(file_, kMaxControlFileBytes);
   if (text && text->find(token_) != std::string::npos) ::unlink(file_.c_str());
 }
+
+void set_spec_resolution_hook_for_testing(std::function<void()> hook) { spec_resolution_hook() = std::move(hook); }
 
 void reset_control_state() noexcept {
   try {

@@ -8,6 +8,7 @@
 // `<file_dir>/<run id>/control.json` (mode 0600), removed when the endpoint stops.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,5 +39,9 @@ class ControlEndpoint {
 void reset_control_state() noexcept;
 // The catalogue changes are described with (every rank, at setup).
 void set_control_catalogue(const Catalogue& catalogue);
+
+// For tests: called on the endpoint's thread while a request's spec is being resolved (empty: none). A test blocks
+// in it to show that resolution holds no lock an iteration boundary takes.
+void set_spec_resolution_hook_for_testing(std::function<void()> hook);
 
 }  // namespace lens::internal
