@@ -268,7 +268,10 @@ TEST(ControlConfig, AReplacedControlFileIsNeitherReadNorRemovedAtShutdown) {
 TEST(ControlConfig, AnotherLiveJobsFileOrAPlantedRunDirectoryIsRefused) {
   Config c = control_config();
   c.exporter = Exporter::kOtlp;  // the control endpoint makes the run directory itself
-  c.otlp_traces.endpoint = c.otlp_metrics.endpoint = c.otlp_logs.endpoint = "http://127.0.0.1:9";
+  for (OtlpSignalConfig* s : {&c.otlp_traces, &c.otlp_metrics, &c.otlp_logs}) {
+    s->protocol = OtlpProtocol::kHttpProtobuf;  // in every build (the sanitizer builds have no gRPC)
+    s->endpoint = "http://127.0.0.1:9";
+  }
   c.metrics_enabled = false;  // nothing to send to that endpoint: shutdown is quick
   const fs::path run = fs::path(c.file_dir) / "control-run";
   fs::remove_all(run);
