@@ -59,6 +59,20 @@ class HostileRunFilesTest(TempDirTest):
                 result = lens_capped(*args)
                 self.assertEqual(result.returncode, 0, result.stderr)
 
+    def test_integer_resource_keys_sent_as_strings_keep_the_ranks_apart(self):
+        """Issue 28: an SDK fed from os.environ sends dl.rank as a string; read as 0, every rank became rank 0."""
+        for rank in range(4):
+            line = json.loads(spans_line(rank, step_spans(range(1, 4)), world=4))
+            for a in line["resourceSpans"][0]["resource"]["attributes"]:
+                if "intValue" in a["value"]:
+                    a["value"] = {"stringValue": a["value"]["intValue"]}
+            write_lines(os.path.join(self.run_dir(), f"rank{rank}.traces.jsonl"), [json.dumps(line)])
+        result = lens_capped("report", "--json", self.run_dir())
+        self.assertEqual(result.returncode, 0, result.stderr)
+        figures = json.loads(result.stdout)
+        self.assertEqual(figures["run"]["ranks"], [0, 1, 2, 3])
+        self.assertEqual((figures["run"]["world_size"], [s["ranks"] for s in figures["steps"]]), (4, [4, 4, 4]))
+
     def test_a_nan_loss_is_read_as_such_and_the_rest_of_its_line_too(self):
         lines = [spans_line(0, step_spans(range(1, 101), loss=lambda i: 3.0 - i / 100))]
         lines[0] = lines[0].replace('{"doubleValue": 2.5}', '{"doubleValue": "NaN"}')

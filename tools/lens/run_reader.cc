@@ -145,7 +145,7 @@ struct AnyValue {
   std::string text;
   std::int64_t integer = 0;
   double number = 0;
-  bool is_int = false, is_double = false, boolean = false;
+  bool is_int = false, is_double = false, is_string = false, boolean = false;
   std::string_view raw;  // the value's JSON, e.g. "abc", 12, true (detail only)
 };
 
@@ -161,6 +161,7 @@ AnyValue any_value(object v, bool raw) {
     }
     if (kind == "stringValue") {
       out.text = std::string(std::string_view(inner));
+      out.is_string = true;
     } else if (kind == "intValue") {
       out.integer = int_value(inner);
       out.is_int = true;
@@ -172,6 +173,15 @@ AnyValue any_value(object v, bool raw) {
     }
   }
   return out;
+}
+
+// An integer attribute, also when it arrives as a string ("3": an SDK fed from os.environ sends them so); a
+// string that is not a whole integer is -1 (unknown). Read as 0, such ranks were all merged into rank 0.
+std::int64_t integer_of(const AnyValue& v) {
+  if (!v.is_string) return v.integer;
+  std::int64_t out = -1;
+  const auto [end, error] = std::from_chars(v.text.data(), v.text.data() + v.text.size(), out);
+  return error == std::errc() && end == v.text.data() + v.text.size() ? out : -1;
 }
 
 template <typename F>
@@ -223,17 +233,17 @@ class FileParser {
             else if (k == "service.name")
               o.service = v.text;
             else if (k == "dl.rank")
-              o.rank = rank_number(v.integer, 0, -1);
+              o.rank = rank_number(integer_of(v), 0, -1);
             else if (k == "dl.world_size")
-              o.world_size = rank_number(v.integer, 1, 0);
+              o.world_size = rank_number(integer_of(v), 1, 0);
             else if (k == "dl.pipeline_parallel.size")
-              o.pipeline_size = rank_number(v.integer, 1, 0);
+              o.pipeline_size = rank_number(integer_of(v), 1, 0);
             else if (k == "dl.data_parallel.size")
-              o.data_parallel_size = rank_number(v.integer, 1, 0);
+              o.data_parallel_size = rank_number(integer_of(v), 1, 0);
             else if (k == "dl.tensor_parallel.size")
-              o.tensor_size = rank_number(v.integer, 1, 1);
+              o.tensor_size = rank_number(integer_of(v), 1, 1);
             else if (k == "process.pid")
-              o.pid = v.integer;
+              o.pid = integer_of(v);
             if (detail_) append_json_member(o.resource_args, k, v.raw);
           },
           detail_);
