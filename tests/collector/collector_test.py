@@ -256,11 +256,7 @@ class CollectorTest(peers.PeerTest):
         time.sleep(1.0)
         self.assertEqual(first.stop(), 0, first.log())
         time.sleep(0.5)
-        second = peers.Collector(self.dir, output="second")
-        second.grpc_port, second.http_port = first.grpc_port, first.http_port
-        second.config["receivers"]["otlp"]["protocols"] = first.config["receivers"]["otlp"]["protocols"]
-        second.ports = first.ports
-        self.start(second)
+        second = self.start(peers.Collector(self.dir, output="second", same_ports_as=first))
         probe.finish()
         collected = self.collected([first, second], probe.stats["spans"]["exported"])
         self.assertTrue(spans_of(first.read("traces")), "the first Collector got nothing before it stopped")

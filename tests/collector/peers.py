@@ -100,10 +100,13 @@ def endpoint(host_port):
 class Collector(Peer):
     """otelcol-lens with the OTLP receiver (gRPC and HTTP, TLS when `tls` = (cert, key)), the memory limiter when
     `memory_limit_mib` is given, the batch processor, and per signal a file exporter (output/<signal>.jsonl, OTLP
-    JSON a line) beside the debug exporter; with `prometheus`, the Prometheus exporter on its own port too."""
+    JSON a line) beside the debug exporter; with `prometheus`, the Prometheus exporter on its own port too.
+    `same_ports_as`: another Collector whose OTLP ports this one takes (a restart)."""
 
-    def __init__(self, directory, tls=None, memory_limit_mib=None, prometheus=False, output="output"):
-        self.grpc_port, self.http_port = free_port(), free_port()
+    def __init__(self, directory, tls=None, memory_limit_mib=None, prometheus=False, output="output",
+                 same_ports_as=None):
+        self.grpc_port, self.http_port = ((same_ports_as.grpc_port, same_ports_as.http_port) if same_ports_as
+                                          else (free_port(), free_port()))
         self.prometheus_port = free_port() if prometheus else None
         self.output = os.path.join(directory, output)
         os.makedirs(self.output, exist_ok=True)

@@ -20,8 +20,6 @@ namespace {
 constexpr int kRefused = 1;
 constexpr int kUnreachable = 2;
 
-using Endpoint = ControlFile;
-
 // What an answer may be: a status is a few hundred bytes. Past either bound the request is given up.
 constexpr std::size_t kMaxAnswerBytes = 64 << 10;
 constexpr std::chrono::seconds kDeadline{15};
@@ -34,7 +32,7 @@ bool is_plain_token(const std::string& text) {
 
 // control.json in RUN_DIR, or in the one run directory below it: a regular file of a control file's size, read
 // without following a link or blocking (a FIFO or /dev/zero planted there is refused, never read).
-bool find_endpoint(const std::string& run_dir, Endpoint& out) {
+bool find_endpoint(const std::string& run_dir, ControlFile& out) {
   namespace fs = std::filesystem;
   fs::path file = fs::path(run_dir) / "control.json";
   std::error_code error;
@@ -61,7 +59,7 @@ bool find_endpoint(const std::string& run_dir, Endpoint& out) {
   return true;
 }
 
-int answer(const httplib::Result& result, const std::string& body, const Endpoint& e) {
+int answer(const httplib::Result& result, const std::string& body, const ControlFile& e) {
   if (!result) {
     const bool gave_up = result.error() == httplib::Error::Canceled;
     std::fprintf(stderr, "lens ctl: %s %s:%d (%s)\n",
@@ -85,7 +83,7 @@ int answer(const httplib::Result& result, const std::string& body, const Endpoin
 }
 
 // One request: at most kMaxAnswerBytes of answer, within kDeadline whatever the endpoint does.
-int request(const Endpoint& e, const char* method, const std::string& path) {
+int request(const ControlFile& e, const char* method, const std::string& path) {
   httplib::Client c(e.address, e.port);
   c.set_connection_timeout(5);
   c.set_read_timeout(10);
@@ -119,13 +117,13 @@ std::optional<ControlFile> parse_control_file(std::string_view text, std::string
 }
 
 int ctl_status(const std::string& run_dir) {
-  Endpoint e;
+  ControlFile e;
   if (!find_endpoint(run_dir, e)) return kUnreachable;
   return request(e, "GET", "/status");
 }
 
 int ctl_span_groups(const std::string& run_dir, const std::string& spec, std::int64_t iterations) {
-  Endpoint e;
+  ControlFile e;
   if (!find_endpoint(run_dir, e)) return kUnreachable;
   httplib::Params query{{"spec", spec}};
   if (iterations > 0) query.emplace("for", std::to_string(iterations));
