@@ -108,7 +108,7 @@ def lens_report(path):
 class Probe:
     """otlp_probe run against `url` with `protocol`; `extra` adds or overrides variables."""
 
-    def __init__(self, directory, protocol, url, iterations, pause_ms=0, **extra):
+    def __init__(self, directory, protocol, url, iterations, pause_ms=0, shutdown_ms=5000, **extra):
         self.reference_path = os.path.join(directory, "reference.jsonl")
         self.iterations = iterations
         env = {"PATH": "/usr/bin:/bin", "MEGATRON_OTEL_ENABLED": "1", "MEGATRON_OTEL_SPAN_GROUPS": "all",
@@ -116,7 +116,7 @@ class Probe:
                "OTEL_RESOURCE_ATTRIBUTES": "lens.test.case=collector", "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
                "OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100",
                "OTEL_METRIC_EXPORT_INTERVAL": "300", "MEGATRON_OTEL_HANG_SIGNAL": "none", **extra}
-        self.process = subprocess.Popen([PROBE, self.reference_path, str(iterations), str(pause_ms)],
+        self.process = subprocess.Popen([PROBE, self.reference_path, str(iterations), str(pause_ms), str(shutdown_ms)],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
     def finish(self, timeout=120):
@@ -242,17 +242,21 @@ class CollectorTest(peers.PeerTest):
     def test_collector_down_at_the_start_then_up(self):
         collector = peers.Collector(self.dir)
         self.peers.append(collector)
-        probe = Probe(self.dir, "grpc", self.url(collector, "grpc"), 40, pause_ms=50)
+        # The first batch's deadline (OTEL_BSP_EXPORT_TIMEOUT, 30 s) bounds the retries, not the shutdown: how soon
+        # the Collector listens (seconds on a loaded machine) and where lens's back-off stands then (up to 5 s
+        # between tries) must not decide the outcome.
+        probe = Probe(self.dir, "grpc", self.url(collector, "grpc"), 40, pause_ms=50, shutdown_ms=60000)
         time.sleep(1.5)  # lens has found nobody there and is backing off
         collector.start()
         probe.finish()
         collected = self.collected([collector], probe.stats["spans"]["exported"])
         self.assert_exactly_the_exported_spans(probe, collected)
-        self.assertEqual(probe.stats["spans"]["dropped"], 0, "retried until the Collector came up")
+        self.assertEqual(probe.stats["spans"]["dropped"], 0, "retried until the Collector came up: " + probe.stderr)
 
     def test_collector_restarted_mid_run(self):
         first = self.start(peers.Collector(self.dir, output="first"))
-        probe = Probe(self.dir, "http/protobuf", self.url(first, "http/protobuf"), 60, pause_ms=50)
+        probe = Probe(self.dir, "http/protobuf", self.url(first, "http/protobuf"), 60, pause_ms=50,
+                      shutdown_ms=60000)  # as above: the second Collector's start must not decide the outcome
         time.sleep(1.0)
         self.assertEqual(first.stop(), 0, first.log())
         time.sleep(0.5)

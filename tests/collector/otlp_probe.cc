@@ -2,12 +2,14 @@
 // peers (the OpenTelemetry Collector, Jaeger). Telemetry comes from the environment (MEGATRON_OTEL_*, OTEL_*),
 // so each test picks protocol, endpoint, compression and TLS.
 //
-//   otlp_probe REFERENCE ITERATIONS [PAUSE_MS]
+//   otlp_probe REFERENCE ITERATIONS [PAUSE_MS [SHUTDOWN_MS]]
 //
 // Every span it records is written to REFERENCE as one JSON object a line (name, ids, parent, links, attributes):
 // what the peer must hold, span by span. Each iteration is a step span with a forward-backward child (linked to
 // the step before) and two micro-batch grandchildren; a counter, a histogram and a log record go with it. The
-// last line of stdout is the stats as JSON: what lens counted as exported and dropped.
+// last line of stdout is the stats as JSON: what lens counted as exported and dropped. SHUTDOWN_MS (default 5000,
+// lens's own) bounds the shutdown: a test of retries gives it longer, so that its outcome does not hang on how
+// fast a peer starts.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,7 +48,7 @@ std::string exact(double v) {  // every digit, so that the peer's double compare
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: otlp_probe REFERENCE ITERATIONS [PAUSE_MS]\n");
+    std::fprintf(stderr, "usage: otlp_probe REFERENCE ITERATIONS [PAUSE_MS [SHUTDOWN_MS]]\n");
     return 2;
   }
   std::FILE* reference = std::fopen(argv[1], "w");
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
   }
   const int iterations = std::atoi(argv[2]);
   const int pause_ms = argc > 3 ? std::atoi(argv[3]) : 0;
+  const std::chrono::milliseconds shutdown_timeout =
+      argc > 4 ? std::chrono::milliseconds(std::atoi(argv[4])) : lens::kDefaultShutdownTimeout;
   try {
     lens::Telemetry telemetry = lens::setup_telemetry(lens::megatron::config_from_env(), {.rank = 0, .world_size = 1});
     auto steps = lens::metrics::counter<std::int64_t>("probe.steps", {.description = "Steps run.", .unit = "{step}"});
@@ -87,7 +91,7 @@ int main(int argc, char** argv) {
       if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
     }
     std::fclose(reference);
-    telemetry.shutdown();
+    telemetry.shutdown(shutdown_timeout);
     const lens::SpanStats s = telemetry.span_stats();
     const lens::LogStats l = telemetry.log_stats();
     std::printf(
