@@ -50,7 +50,7 @@ echo "demo: lens report $run_dir --steps 95-100 (the run's files read with no se
 ./build/tools/lens convert "$run_dir" --to chrome-json -o "$out_dir/trace.json.gz" 2>/dev/null
 echo "demo: the report as a page (timeline of the last two iterations, step time and loss over the run): open"
 echo "  $out_dir/report.html"
-echo "demo: the whole run for Perfetto UI (ui.perfetto.dev, Open trace file) or chrome://tracing:"
+echo "demo: the whole run for Perfetto UI (ui.perfetto.dev, Open trace file):"
 echo "  $out_dir/trace.json.gz"
 echo "demo: what became of the spans, per rank (nothing dropped is the expectation, with every group on):"
 grep -E "lens: spans:" "$log" | sed 's/^\[[0-9]*\]://; s/^/  /'

@@ -100,9 +100,9 @@ if [ ! -f "$venv/.lens-installed" ] || [ "$requirements" -nt "$venv/.lens-instal
   touch "$venv/.lens-installed"
 fi
 
-# The npm test peers (exact versions in tests/peers/package.json), installed once into tests/peers.
+# The npm test peers (exact versions, with their dependencies, in tests/peers/package-lock.json), installed once.
 peers="$(dirname "$0")/../tests/peers"
-if [ ! -f "$peers/node_modules/.lens-installed" ] || [ "$peers/package.json" -nt "$peers/node_modules/.lens-installed" ]; then
-  echo "setup-deps: installing the npm test peers (tests/peers, exact versions)"
-  (cd "$peers" && npm install --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.lens-installed)
+if [ ! -f "$peers/node_modules/.lens-installed" ] || [ "$peers/package-lock.json" -nt "$peers/node_modules/.lens-installed" ]; then
+  echo "setup-deps: installing the npm test peers (tests/peers: exactly its package-lock.json)"
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.lens-installed)
 fi

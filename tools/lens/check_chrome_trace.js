@@ -1,9 +1,13 @@
-// Checks a Chrome trace written by `lens convert --to chrome-json` (plain or .gz) the way Perfetto UI and
-// chrome://tracing read it: complete events nest strictly on each track, every flow has both ends and each end lies
-// on a span of its track, every process is named `rank R (pp S, dp D)` (with ` pid N` for a rank's second process).
+// Checks a Chrome trace written by `lens convert --to chrome-json` (plain or .gz) the way viewers read it:
+// complete events nest strictly on each track, every flow has both ends and each end lies on a span of its track,
+// every process is named `rank R (pp S, dp D)` (with ` pid N` for a rank's second process), every event but the
+// metadata has a category, the file says its displayTimeUnit and metadata.startTime. Then a real consumer: the
+// Chrome DevTools trace engine (@paulirish/trace_engine, from PEERS_DIR) parses the trace and resolves its flows:
+// every flow must be bound to two spans, and run forward in time.
 // Prints a summary as JSON; exits 1 with the violations.
-//   node check_chrome_trace.js FILE
+//   node check_chrome_trace.js FILE PEERS_DIR
 'use strict';
+const path = require('path');
 const fs = require('fs');
 const zlib = require('zlib');
 
@@ -13,6 +17,11 @@ if (file.endsWith('.gz')) bytes = zlib.gunzipSync(bytes);
 const trace = JSON.parse(bytes.toString('utf8'));
 const events = trace.traceEvents;
 const problems = [];
+if (!['ms', 'ns'].includes(trace.displayTimeUnit)) problems.push(`displayTimeUnit is ${trace.displayTimeUnit}`);
+if (!trace.metadata || Number.isNaN(Date.parse(trace.metadata.startTime)))
+  problems.push(`metadata.startTime is not a time: ${JSON.stringify(trace.metadata)}`);
+const uncategorised = events.filter((e) => e.ph !== 'M' && !e.cat).length;
+if (uncategorised) problems.push(`${uncategorised} events have no category`);
 const names = new Map();  // pid -> process name
 const tracks = new Map();  // "pid/tid" -> complete events
 const flows = new Map();  // id -> {s, f}
@@ -63,12 +72,31 @@ for (const key of tracks.keys()) {
   if (!names.has(pid)) problems.push(`process ${pid} has spans and no name`);
 }
 
-const summary = {
-  processes: ranks.sort((a, b) => a.pid - b.pid),
-  tracks: tracks.size,
-  complete_events: [...tracks.values()].reduce((n, t) => n + t.length, 0),
-  flows: flows.size,
-  problems,
-};
-console.log(JSON.stringify(summary));
-process.exit(problems.length ? 1 : 0);
+// The DevTools trace engine binds each flow end to the event of its pid, tid, ts and category; a flow it binds is
+// the list of the events it joins, in time order of its ends.
+async function devtoolsFlows(peers) {
+  const engine = path.resolve(peers, 'node_modules', '@paulirish', 'trace_engine', 'models', 'trace', 'trace.js');
+  const Trace = await import(engine);
+  const model = Trace.TraceModel.Model.createWithAllHandlers();
+  await model.parse(events);
+  return model.parsedTrace().data.Flows.flows;
+}
+
+async function main() {
+  const bound = await devtoolsFlows(process.argv[3]);
+  const backwards = bound.filter((f) => f.length !== 2 || f[1].ts < f[0].ts).length;
+  if (bound.length !== flows.size) problems.push(`the DevTools trace engine bound ${bound.length} of ${flows.size} flows`);
+  if (backwards) problems.push(`${backwards} flows run backwards in time`);
+  const summary = {
+    processes: ranks.sort((a, b) => a.pid - b.pid),
+    tracks: tracks.size,
+    complete_events: [...tracks.values()].reduce((n, t) => n + t.length, 0),
+    flows: flows.size,
+    devtools_bound_flows: bound.length,
+    backwards_flows: backwards,
+    problems,
+  };
+  console.log(JSON.stringify(summary));
+  process.exit(problems.length ? 1 : 0);
+}
+main();

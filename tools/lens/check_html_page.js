@@ -32,6 +32,9 @@ async function main() {
         rank_lanes: [...document.querySelectorAll('[data-rank-lane]')].map((g) => Number(g.dataset.rankLane)),
         spans_drawn: document.querySelectorAll('.timeline rect').length,
         links_drawn: document.querySelectorAll('.timeline line.link').length,
+        // as a person sees it: a link line that slants back to the left runs backwards in time
+        links_backwards: [...document.querySelectorAll('.timeline line.link')]
+                             .filter((l) => l.x2.baseVal.value < l.x1.baseVal.value).length,
         step_series: [...document.querySelectorAll('#step-time polyline')].map((p) => p.dataset.series),
         loss_points: (document.querySelector('#loss polyline')?.getAttribute('points') || '').trim().split(/\s+/)
                          .filter(Boolean).length,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
@@ -65,8 +66,31 @@ std::string hex_id(std::uint64_t id) {
 
 struct Place {
   int pid, tid;
-  std::uint64_t start_ns;
+  const TimelineSpan* span;
 };
+
+// Every event's category: viewers bind a flow to the span at its end only when the two share pid, tid, ts and
+// category (the DevTools trace engine), and filter by category.
+constexpr const char* kCategory = "lens";
+
+// The trace's time origin as ISO 8601 UTC to the millisecond: the DevTools trace format's metadata.startTime.
+std::string iso8601_utc(std::uint64_t unix_ns) {
+  const auto seconds = static_cast<std::time_t>(unix_ns / 1'000'000'000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[40];
+  const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(text + n, sizeof text - n, ".%03lluZ",
+                static_cast<unsigned long long>(unix_ns / 1'000'000 % 1000));
+  return text;
+}
+
+// One end of flow `id`: "s" where it leaves, "f" where it arrives (bound to the span that starts there).
+std::string flow_event(const char* phase, const std::string& id, int pid, int tid, const std::string& ts) {
+  return std::string("{\"ph\":\"") + phase + "\"," + (phase[0] == 'f' ? "\"bp\":\"e\"," : "") + "\"cat\":\"" +
+         kCategory + "\",\"name\":\"link\",\"id\":" + id + ",\"pid\":" + std::to_string(pid) +
+         ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + ts + "}";
+}
 
 }  // namespace
 
@@ -94,12 +118,15 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
   std::unordered_map<std::uint64_t, Place> where;  // span id -> its track, for flow arrows
   for (std::size_t i = 0; i < order.size(); ++i)
     for (const TimelineSpan& s : order[i]->spans)
-      if (s.span_id != 0) where[s.span_id] = {static_cast<int>(i + 1), s.lane + 1, s.start_ns};
+      if (s.span_id != 0) where[s.span_id] = {static_cast<int>(i + 1), s.lane + 1, &s};
 
   Output out(path);
   std::string& b = out.buffer();
   std::size_t events = 0;
-  b += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  // Times are microseconds from the first span (three decimals: nanoseconds, within a double's precision); the
+  // metadata says when that was, so that traces of other sources can be aligned to it.
+  b += "{\"displayTimeUnit\":\"ms\",\"metadata\":{\"startTime\":\"" + iso8601_utc(origin) +
+       "\",\"lens.time_origin_unix_nano\":\"" + std::to_string(origin) + "\"},\"traceEvents\":[\n";
   auto event = [&](const std::string& text) {
     if (events++ > 0) b += ",\n";
     b += text;
@@ -122,8 +149,9 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
             ",\"args\":{\"name\":\"" +
             (lane == 0 ? std::string("spans") : "overlapping spans " + std::to_string(lane)) + "\"}}");
     for (const TimelineSpan& s : p.spans) {
-      const std::string tid = std::to_string(s.lane + 1), ts = micros(s.start_ns, origin);
-      std::string e = "{\"ph\":\"X\",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" + ts +
+      const std::string tid = std::to_string(s.lane + 1);
+      std::string e = "{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid +
+                      ",\"tid\":" + tid + ",\"ts\":" + micros(s.start_ns, origin) +
                       ",\"dur\":" + micros(s.end_ns, s.start_ns) + ",\"name\":";
       append_json_string(e, timeline.names[s.name]);
       e += ",\"args\":{";
@@ -134,12 +162,16 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
       for (std::uint64_t linked : s.linked_span_ids) {
         auto from = where.find(linked);
         if (from == where.end()) continue;  // the linked span is outside the output: no half arrow
+        const LinkArrow arrow = link_arrow(*from->second.span, s);
         const std::string id = std::to_string(++flow);
-        event("{\"ph\":\"s\",\"cat\":\"link\",\"name\":\"link\",\"id\":" + id +
-              ",\"pid\":" + std::to_string(from->second.pid) + ",\"tid\":" + std::to_string(from->second.tid) +
-              ",\"ts\":" + micros(from->second.start_ns, origin) + "}");
-        event("{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"link\",\"name\":\"link\",\"id\":" + id + ",\"pid\":" + pid +
-              ",\"tid\":" + tid + ",\"ts\":" + ts + "}");
+        const std::string to_ts = micros(arrow.to_ns, origin);
+        if (arrow.arrival)
+          event("{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid + ",\"tid\":" + tid +
+                ",\"ts\":" + to_ts + ",\"dur\":" + micros(arrow.arrival_end_ns, arrow.to_ns) +
+                ",\"name\":\"arrival\",\"args\":{\"from_span_id\":\"" + hex_id(linked) + "\"}}");
+        // Both ends at the start of the span they bind to, as viewers expect.
+        event(flow_event("s", id, from->second.pid, from->second.tid, micros(arrow.from_ns, origin)));
+        event(flow_event("f", id, static_cast<int>(i + 1), s.lane + 1, to_ts));
       }
     }
   }

@@ -1,8 +1,11 @@
-// `lens convert --to chrome-json`: a timeline as the Trace Event format that Perfetto UI and chrome://tracing open
-// (CONTRACT §10). One process per rank process, named `rank R (pp S, dp D)` and sorted by rank; one thread per lane
-// (lane 0 holds what nests; spans that overlap without nesting are on lanes of their own); complete ("X") events
-// with the span's attributes and ids as args, the resource as the process's args; each link a flow arrow ("s" at
-// the linked span, "f" at the linking span) when both spans are in the output. Gzip when the name ends in `.gz`.
+// `lens convert --to chrome-json`: a timeline as the Trace Event format that Perfetto UI (ui.perfetto.dev) and the
+// Chrome DevTools Performance panel open (CONTRACT §10). One process per rank process, named `rank R (pp S, dp D)`
+// and sorted by rank; one thread per lane (lane 0 holds what nests; spans that overlap without nesting are on
+// lanes of their own); complete ("X") events of category `lens` with the span's attributes and ids as args, the
+// resource as the process's args; each link a flow arrow, forward in time (link_arrow: "s" where the linked span
+// starts, "f" where the linking span starts or, for a receive that began before its send, at an "arrival" span
+// where the data arrived), when both spans are in the output. `displayTimeUnit` and `metadata.startTime` (the
+// wall-clock time of ts 0) let viewers align it with other traces. Gzip when the name ends in `.gz`.
 #pragma once
 
 #include <string>

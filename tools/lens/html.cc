@@ -57,7 +57,8 @@ const char* colour_of(std::string_view name) {
 }
 
 struct Drawn {
-  double x, y;
+  const TimelineSpan* span;
+  double y;  // the middle of its row
 };
 
 std::string timeline_svg(const Timeline& t) {
@@ -68,7 +69,7 @@ std::string timeline_svg(const Timeline& t) {
   const double span_ns = static_cast<double>(t.last_ns - t.first_ns), label = 150, plot = kWidth - label;
   auto x_of = [&](std::uint64_t ns) { return label + plot * static_cast<double>(ns - t.first_ns) / span_ns; };
   std::string body;
-  std::unordered_map<std::uint64_t, Drawn> drawn;  // span id -> where it starts, for link lines
+  std::unordered_map<std::uint64_t, Drawn> drawn;  // span id -> the span and its row, for link lines
   double y = 0;
   for (const TimelineProcess* p : order) {
     // Rows: nesting depth within each lane, lanes one below the other.
@@ -100,12 +101,13 @@ std::string timeline_svg(const Timeline& t) {
       body += "<rect x=\"" + fixed(x, 2) + "\" y=\"" + fixed(top, 1) + "\" width=\"" + fixed(w, 2) + "\" height=\"" +
               fixed(kRow - 2, 0) + "\" fill=\"" + colour_of(name) + "\"><title>" + escape(name) + " " +
               fixed(static_cast<double>(s.end_ns - s.start_ns) / 1e6, 3) + " ms</title></rect>";
-      if (s.span_id != 0) drawn[s.span_id] = {x, y + top + kRow / 2};
+      if (s.span_id != 0) drawn[s.span_id] = {&s, y + top + kRow / 2};
     }
     body += "</g>";
     y += height + 4;
   }
-  // Links between stages: from the linked span (the sender) to the span that links to it.
+  // Links between stages: from the linked span (the sender) to the span that links to it, forward in time as the
+  // Chrome JSON's arrows (link_arrow).
   std::string links;
   for (const TimelineProcess* p : order)
     for (const TimelineSpan& s : p->spans)
@@ -113,8 +115,10 @@ std::string timeline_svg(const Timeline& t) {
         auto from = drawn.find(linked);
         auto to = drawn.find(s.span_id);
         if (from == drawn.end() || to == drawn.end()) continue;
-        links += "<line class=\"link\" x1=\"" + fixed(from->second.x, 2) + "\" y1=\"" + fixed(from->second.y, 1) +
-                 "\" x2=\"" + fixed(to->second.x, 2) + "\" y2=\"" + fixed(to->second.y, 1) + "\"/>";
+        const LinkArrow arrow = link_arrow(*from->second.span, s);
+        links += "<line class=\"link\" x1=\"" + fixed(x_of(arrow.from_ns), 2) + "\" y1=\"" +
+                 fixed(from->second.y, 1) + "\" x2=\"" + fixed(x_of(arrow.to_ns), 2) + "\" y2=\"" +
+                 fixed(to->second.y, 1) + "\"/>";
       }
   // A scale: ticks at round milliseconds below the rank lanes.
   std::string axis;

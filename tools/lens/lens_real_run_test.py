@@ -76,6 +76,7 @@ class RealRunTest(TempDirTest):
                 linked = {s["name"]: s["count"] for s in f["spans"]}["megatron.pp.recv_forward.linked"]
                 self.assertGreater(linked, 0)
                 self.assertEqual(summary["flows"], linked + (8 if layout == "step" else 0))
+                self.assertEqual((summary["devtools_bound_flows"], summary["backwards_flows"]), (summary["flows"], 0))
 
     def test_a_slowed_rank_is_named_the_straggler(self):
         # 4 data-parallel replicas; rank 2 sleeps 60 ms in each micro-batch forward (a trainer testing aid): the

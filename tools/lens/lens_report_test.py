@@ -129,8 +129,8 @@ def pipeline_spans():
                 forward = 10 if rank == SLOW else 5
                 spans.append(span("megatron.microbatch.forward", t, forward))
                 t += forward
-                if stage == 0 and micro < 2:
-                    send = span("megatron.p2p.send_forward", t, 0)
+                if stage == 0 and micro < 2:  # in the forward's last millisecond: it ends as stage 1's receive does
+                    send = span("megatron.p2p.send_forward", t - 1, 1)
                     sends[replica, iteration, micro] = send["spanId"]
                     spans.append(send)
                 spans.append(span("megatron.microbatch.backward", t, 10))
@@ -324,8 +324,9 @@ ARTIFACTS = os.environ.get("LENS_TEST_ARTIFACTS", tempfile.gettempdir())
 
 
 def check_chrome_trace(path):
-    """The node checker's verdict on a Chrome trace: strict nesting per track, both ends of every flow, names."""
-    result = subprocess.run(["node", os.path.join(HERE, "check_chrome_trace.js"), path], capture_output=True,
+    """The node checker's verdict on a Chrome trace: strict nesting per track, both ends of every flow, names,
+    categories, and the DevTools trace engine's own binding of every flow, forward in time."""
+    result = subprocess.run(["node", os.path.join(HERE, "check_chrome_trace.js"), path, PEERS], capture_output=True,
                             text=True, timeout=120)
     summary = json.loads(result.stdout)
     return result.returncode, summary
@@ -392,6 +393,7 @@ class PicturesTest(unittest.TestCase):
         check_page_against_figures(self, page, f)
         self.assertEqual(page["verdict"], "Stragglers named: rank 4")
         self.assertEqual(page["links_drawn"], 2 * 2 * 3)  # the last two iterations, 2 links a stage-1 rank each
+        self.assertEqual(page["links_backwards"], 0)  # each receive began before its send: drawn to its arrival
         with open(page_path) as html:
             text = html.read()
         self.assertNotRegex(text, r"(src|href)=")  # no script, image or style sheet from elsewhere
@@ -408,6 +410,9 @@ class PicturesTest(unittest.TestCase):
                 self.assertEqual(names, {(r, r // D, r % D) for r in RANKS})
                 self.assertEqual(len(summary["processes"]), 7)  # and rank 0's checkpoint worker, with its pid
                 self.assertEqual(summary["flows"], 4 * 2 * 3)
+                # the DevTools trace engine binds every one, forward in time (it bound none before events had a
+                # category, and a flow bound at the receive's start ran backwards)
+                self.assertEqual((summary["devtools_bound_flows"], summary["backwards_flows"]), (4 * 2 * 3, 0))
                 # rank 0's overlapping buckets are on a lane of their own: more tracks than processes
                 self.assertGreater(summary["tracks"], 7)
         with gzip.open(os.path.join(self.tmp.name, "trace.json.gz"), "rt") as f:

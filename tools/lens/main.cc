@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
       "lens: read a training run's telemetry files (OTLP/JSON Lines, plain or .gz) with no server.\n"
       "  lens report RUN_DIR                 where the time went: steps, phases, stragglers, bubble, loss, drops\n"
       "  lens report RUN_DIR --html r.html   the same as one page to open in a browser, with a timeline\n"
-      "  lens convert RUN_DIR --to chrome-json -o trace.json.gz   for Perfetto UI or chrome://tracing\n"
+      "  lens convert RUN_DIR --to chrome-json -o trace.json.gz   for Perfetto UI (ui.perfetto.dev)\n"
       "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file."};
   app.require_subcommand(1);
   ReportOptions o;
@@ -276,13 +276,13 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);  // one condition an occurrence: a RUN_DIR after it stays the RUN_DIR
   CLI::App* conv = app.add_subcommand(
       "convert",
-      "Write a run's spans in another format. chrome-json: the Trace Event format of Perfetto UI and "
-      "chrome://tracing; one process per rank named 'rank R (pp S, dp D)', spans that nest on one track and "
-      "those that overlap on lanes of their own, links as flow arrows, attributes as args. Exit 0, or 2 for bad "
+      "Write a run's spans in another format. chrome-json: the Trace Event format of Perfetto UI and the Chrome "
+      "DevTools Performance panel; one process per rank named 'rank R (pp S, dp D)', spans that nest on one track and "
+      "those that overlap on lanes of their own, links as flow arrows forward in time, attributes as args. Exit 0, or 2 for bad "
       "input.");
   conv->footer(
       "Example:\n  lens convert RUN_DIR --to chrome-json -o trace.json.gz --steps 50-52\n"
-      "  then open trace.json.gz in ui.perfetto.dev (Open trace file) or chrome://tracing");
+      "  then open trace.json.gz in Perfetto UI: ui.perfetto.dev, Open trace file");
   conv->add_option("RUN_DIR", o.run_dir, "As for report")->required();
   conv->add_option("--to", to, "The format: chrome-json")->required();
   conv->add_option("-o,--output", output, "The file to write; gzip when it ends in .gz")
