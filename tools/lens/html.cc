@@ -202,7 +202,11 @@ std::string phases_section(const json& f) {
   };
   for (const auto& r : f["phases"]["per_rank"]) row_of(std::to_string(r["rank"].get<int>()), r);
   row_of("all", f["phases"]["mean_per_step"]);
-  return table("phases", head, rows);
+  std::string notes;
+  for (const auto& [name, why] : f["phases"]["not_measured"].items())
+    notes += "<p class=\"not-measured\">" + escape(name) + " not measured (-): " + escape(why.get<std::string>()) +
+             "</p>";
+  return table("phases", head, rows) + notes;
 }
 
 std::string stragglers_section(const json& f) {
@@ -215,7 +219,11 @@ std::string stragglers_section(const json& f) {
   std::string named;
   for (const auto& r : f["stragglers"]["named"])
     named += (named.empty() ? "" : ", ") + std::to_string(r["rank"].get<int>());
-  return "<p class=\"verdict\">Stragglers named: " + (named.empty() ? std::string("none") : "rank " + named) + "</p>" +
+  const std::string verdict = f["stragglers"]["not_scored"].is_string()
+                                  ? "not scored: " + escape(f["stragglers"]["not_scored"].get<std::string>())
+                              : named.empty() ? std::string("none")
+                                              : "rank " + named;
+  return "<p class=\"verdict\">Stragglers named: " + verdict + "</p>" +
          table("stragglers",
                {"rank", "stage", "steps scored", "steps flagged", "share", "compute ms", "stage compute ms", "wait ms",
                 "stage wait ms"},
@@ -226,9 +234,12 @@ std::string bubble_section(const json& f) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& b : f["bubble"])
     rows.push_back({std::to_string(b["stage"].get<int>()), cell(b["microbatches"]),
-                    fixed(100 * b["measured"].get<double>()),
+                    b["measured"].is_number() ? fixed(100 * b["measured"].get<double>()) : "-",
                     b["theoretical"].is_number() ? fixed(100 * b["theoretical"].get<double>()) : "-"});
-  return table("bubble", {"stage", "micro-batches", "measured %", "theoretical %"}, rows);
+  std::string note;
+  if (!f["bubble"].empty() && f["bubble"][0].contains("not_measured"))
+    note = "<p class=\"not-measured\">measured: " + escape(f["bubble"][0]["not_measured"].get<std::string>()) + "</p>";
+  return table("bubble", {"stage", "micro-batches", "measured %", "theoretical %"}, rows) + note;
 }
 
 std::string spans_section(const json& f) {

@@ -15,9 +15,9 @@ from lens_report_test import ARTIFACTS, TempDirTest, check_chrome_trace, check_p
 TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
 
 
-def train(directory, world, flags, threads=None, env=None):
-    """Runs pretrain_gpt on `world` ranks by hand (as torchrun would), every span group, files; returns the
-    telemetry directory."""
+def train(directory, world, flags, threads=None, env=None, groups="all"):
+    """Runs pretrain_gpt on `world` ranks by hand (as torchrun would), every span group (or `groups`), files;
+    returns the telemetry directory."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
@@ -28,7 +28,7 @@ def train(directory, world, flags, threads=None, env=None):
     if threads:
         base["OMP_NUM_THREADS"] = str(threads)
     base.update(env or {})
-    ranks = [subprocess.Popen([TRAINER, *flags, "--otel-enabled", "--otel-span-groups", "all"],
+    ranks = [subprocess.Popen([TRAINER, *flags, "--otel-enabled", "--otel-span-groups", groups],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]
     outputs = [r.communicate(timeout=240)[0] for r in ranks]
@@ -77,6 +77,35 @@ class RealRunTest(TempDirTest):
                 self.assertGreater(linked, 0)
                 self.assertEqual(summary["flows"], linked + (8 if layout == "step" else 0))
                 self.assertEqual((summary["devtools_bound_flows"], summary["backwards_flows"]), (summary["flows"], 0))
+
+    def test_what_per_step_groups_cannot_measure_is_said_not_printed_as_zero(self):
+        # per_step exports steps, forward-backward, optimizer and communication, not micro-batches: forward and
+        # backward, the bubble and the straggler search have no figure (before: forward 0, backward 0, a 100 %
+        # bubble, "stragglers: none"), and a gate on them cannot pass by default.
+        telemetry = train(self.tmp.name, 4, SMALL + ["--pipeline-model-parallel-size", "2", "--micro-batch-size", "2",
+                                                    "--global-batch-size", "8", "--train-iters", "3"],
+                          groups="per_step")
+        f = report(telemetry)
+        mean = f["phases"]["mean_per_step"]
+        self.assertEqual((mean["forward_ms"], mean["backward_ms"]), (None, None))
+        self.assertGreater(mean["pipeline_receive_wait_ms"], 0)
+        self.assertGreater(mean["optimizer_ms"], 0)
+        self.assertEqual(sorted(f["phases"]["not_measured"]), ["backward", "forward"])
+        self.assertIn("'microbatch'", f["phases"]["not_measured"]["forward"])
+        self.assertTrue(all(r["forward_ms"] is None for r in f["phases"]["per_rank"]))
+        self.assertEqual([(b["stage"], b["measured"], b["microbatches"]) for b in f["bubble"]],
+                         [(0, None, 2), (1, None, 2)])
+        self.assertAlmostEqual(f["bubble"][0]["theoretical"], 1 / 3)  # still known: (P-1)/(M+P-1)
+        self.assertIn("'microbatch'", f["stragglers"]["not_scored"])
+        self.assertEqual(f["stragglers"]["named"], [])
+        text = lens("report", telemetry).stdout
+        self.assertIn("forward - backward -", text)
+        self.assertNotIn("100.0% measured", text)
+        self.assertIn("stragglers: not scored", text)
+        for gate in ("bubble>10", "bubble-excess>5", "straggler"):
+            result = lens("report", telemetry, "--fail-if", gate)
+            self.assertEqual(result.returncode, 2, (gate, result.stderr))
+            self.assertIn("cannot decide", result.stderr)
 
     def test_a_slowed_rank_is_named_the_straggler(self):
         # 4 data-parallel replicas; rank 2 sleeps 60 ms in each micro-batch forward (a trainer testing aid): the

@@ -342,11 +342,13 @@ def open_page(path, screenshot):
 
 
 def cells_match(test, row, want):
-    """A table row's text against figures: numbers to the page's two decimals, the rest as text."""
+    """A table row's text against figures: numbers to the page's two decimals, no figure as "-", the rest as text."""
     test.assertEqual(len(row), len(want))
     for text, value in zip(row, want):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             test.assertAlmostEqual(float(text), value, delta=0.005 + 1e-9, msg=(row, want))
+        elif value is None:
+            test.assertEqual(text, "-", (row, want))
         else:
             test.assertEqual(text, str(value))
 

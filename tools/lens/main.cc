@@ -96,8 +96,12 @@ FailIf parse_fail_if(const std::string& text) {
   return f;
 }
 
-// Why `f` holds for `figures`, or empty.
+// Why `f` holds for `figures`, or empty. Throws std::runtime_error when the run cannot say (a gate that passes on a
+// figure nobody measured would be a wrong answer): exit 2.
 std::string failed(const FailIf& f, const nlohmann::json& figures) {
+  if (f.what == "straggler" && figures["stragglers"]["not_scored"].is_string())
+    throw std::runtime_error("--fail-if " + f.text + ": cannot decide, stragglers were " + "not scored: " +
+                             figures["stragglers"]["not_scored"].get<std::string>());
   if (f.what == "straggler" && !figures["stragglers"]["named"].empty())
     return "a straggler: rank " + figures["stragglers"]["named"][0]["rank"].dump();
   if (f.what == "problems" && !figures["read"]["problems"].empty())
@@ -105,6 +109,10 @@ std::string failed(const FailIf& f, const nlohmann::json& figures) {
   if (f.what == "dropped" && figures["lost"]["spans_dropped"].get<double>() > f.bound)
     return figures["lost"]["spans_dropped"].dump() + " spans dropped";
   for (const auto& b : figures["bubble"]) {
+    if ((f.what == "bubble" || f.what == "bubble-excess") && !b["measured"].is_number())
+      throw std::runtime_error("--fail-if " + f.text + ": cannot decide, the bubble was not measured: " +
+                               b["not_measured"].get<std::string>());
+    if (!b["measured"].is_number()) continue;
     const double measured = 100 * b["measured"].get<double>();
     const double theory = b["theoretical"].is_number() ? 100 * b["theoretical"].get<double>() : measured;
     if ((f.what == "bubble" && measured > f.bound) || (f.what == "bubble-excess" && measured - theory > f.bound))

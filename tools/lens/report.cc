@@ -121,6 +121,7 @@ void Report::span(const SpanRow& s) {
   if (is_step_span(s.name) && s.iteration >= 0 && s.iteration < kMaxIterations) {
     if (!s.truncated) step(p, s);  // a step cut short by shutdown is not a step's time
   } else if (const int part = step_part(s.name); part >= 0) {
+    parts_seen_[static_cast<std::size_t>(part)] = true;
     const Pending item{s.start_ns, s.end_ns, part, s.num_microbatches};
     if (!place(p, item)) p.pending.emplace(item.start_ns, item);
   } else if (const int kind = event_kind(s.name); kind >= 0) {
@@ -209,6 +210,28 @@ std::map<std::string, std::vector<StepWindow>> Report::windows(StepRange range) 
   return out;
 }
 
+std::string Report::not_measured(int part) const {
+  if (parts_seen_[static_cast<std::size_t>(part)]) return {};
+  // One data-parallel replica has no gradient all-reduce to wait for, one stage nothing to receive: 0 is the true
+  // figure there.
+  if (part == kGradSyncWait && data_parallel_size_ == 1) return {};
+  if (part == kPipelineReceiveWait && pipeline_size_ == 1) return {};
+  struct Need {
+    const char* spans;
+    const char* group;
+  };
+  static constexpr std::array<Need, kPhaseCount + 1> kNeeds = {{
+      {"megatron.microbatch.forward/backward", "microbatch"},
+      {"megatron.microbatch.forward/backward", "microbatch"},
+      {"megatron.p2p.recv_*", "communication"},
+      {"megatron.grad_sync.finish", "communication"},
+      {"megatron.optimizer_step", "optimizer"},
+      {"megatron.forward_backward", "forward_backward"},
+  }};
+  const Need& need = kNeeds[static_cast<std::size_t>(part)];
+  return std::string("no ") + need.spans + " spans: needs span group '" + need.group + "' (on under 'all')";
+}
+
 nlohmann::json Report::phases_json() const {
   using nlohmann::json;
   json per_rank = json::array();
@@ -227,11 +250,16 @@ nlohmann::json Report::phases_json() const {
       t.step += ms(r.step_ns);
       for (int k = 0; k < kPhaseCount; ++k) t.phase[k] += ms(r.phase_ns[k]);
     }
+  json unmeasured = json::object();
+  for (int k = 0; k < kPhaseCount; ++k)
+    if (std::string why = not_measured(k); !why.empty()) unmeasured[kPhaseNames[k]] = why;
+  // A phase with no figure is null, never 0; `other` is then the step less what was measured.
+  auto figure = [&](int k, double value) { return unmeasured.contains(kPhaseNames[k]) ? json(nullptr) : json(value); };
   for (const auto& [rank, t] : sums) {
     json row = {{"rank", rank}, {"steps", t.n}, {"step_ms", t.step / t.n}};
     double accounted = 0;
     for (int k = 0; k < kPhaseCount; ++k) {
-      row[std::string(kPhaseNames[k]) + "_ms"] = t.phase[k] / t.n;
+      row[std::string(kPhaseNames[k]) + "_ms"] = figure(k, t.phase[k] / t.n);
       accounted += t.phase[k];
       all_sum[k] += t.phase[k];
     }
@@ -243,11 +271,11 @@ nlohmann::json Report::phases_json() const {
   json all = {{"steps", all_steps}, {"step_ms", all_steps > 0 ? all_step / all_steps : 0.0}};
   double accounted = 0;
   for (int k = 0; k < kPhaseCount; ++k) {
-    all[std::string(kPhaseNames[k]) + "_ms"] = all_steps > 0 ? all_sum[k] / all_steps : 0.0;
+    all[std::string(kPhaseNames[k]) + "_ms"] = figure(k, all_steps > 0 ? all_sum[k] / all_steps : 0.0);
     accounted += all_sum[k];
   }
   all["other_ms"] = all_steps > 0 ? std::max(0.0, all_step - accounted) / all_steps : 0.0;
-  return {{"mean_per_step", all}, {"per_rank", per_rank}};
+  return {{"mean_per_step", all}, {"per_rank", per_rank}, {"not_measured", unmeasured}};
 }
 
 // Per step, each rank's compute (forward + backward) against the others of its pipeline stage: robust z-score
@@ -265,6 +293,10 @@ nlohmann::json Report::stragglers_json() const {
   };
   std::map<int, Tally> tally;
   std::vector<int> unscored_stages;
+  // Compute is the micro-batches' forward and backward: without their spans every rank would score 0.
+  std::string not_scored = not_measured(kForward);
+  if (not_scored.empty()) not_scored = not_measured(kBackward);
+  if (!not_scored.empty()) stage_ranks.clear();
   for (const auto& [stage, ranks] : stage_ranks) {
     if (static_cast<int>(ranks.size()) < StragglerRule::kMinRanksPerStage) {
       unscored_stages.push_back(stage);
@@ -320,7 +352,8 @@ nlohmann::json Report::stragglers_json() const {
             {"min_ranks_per_stage", StragglerRule::kMinRanksPerStage}}},
           {"ranks", ranks},
           {"named", named},
-          {"unscored_stages", unscored_stages}};
+          {"unscored_stages", unscored_stages},
+          {"not_scored", not_scored.empty() ? json(nullptr) : json(not_scored)}};
 }
 
 // Per stage: the share of a pipeline's forward-backward time in which the stage is not computing micro-batches
@@ -350,13 +383,19 @@ nlohmann::json Report::bubble_json() const {
   }
   json out = json::array();
   const int p = std::max(1, pipeline_size_);
+  // Not computing is the forward-backward less the micro-batches' forward and backward: without their spans it
+  // would be all of it.
+  std::string unmeasured = not_measured(kForward);
+  if (unmeasured.empty()) unmeasured = not_measured(kBackward);
   for (const auto& [stage, values] : measured) {
     const double m = median_of(microbatches[stage]);
-    out.push_back({{"stage", stage},
-                   {"steps", values.size()},
-                   {"microbatches", number_or_null(m)},
-                   {"measured", median_of(values)},
-                   {"theoretical", std::isnan(m) ? json(nullptr) : json((p - 1) / (m + p - 1))}});
+    json row = {{"stage", stage},
+                {"steps", values.size()},
+                {"microbatches", number_or_null(m)},
+                {"measured", unmeasured.empty() ? json(median_of(values)) : json(nullptr)},
+                {"theoretical", std::isnan(m) ? json(nullptr) : json((p - 1) / (m + p - 1))}};
+    if (!unmeasured.empty()) row["not_measured"] = unmeasured;
+    out.push_back(row);
   }
   return out;
 }
@@ -555,13 +594,21 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
     line(buffer);
     std::string row = " ";
     for (const char* name : kPhaseNames)
-      row += std::string(" ") + name + " " + format_ms(phases[std::string(name) + "_ms"]);
+      row += std::string(" ") + name + " " + ms_or_dash(phases[std::string(name) + "_ms"]);
     line(row + " other " + format_ms(phases["other_ms"]));
+    std::map<std::string, std::string> phases_by_reason;  // one line a reason: "forward, backward: ..."
+    for (const char* name : kPhaseNames)
+      if (const auto& why = f["phases"]["not_measured"].value(name, ""); !why.empty())
+        phases_by_reason[why] += std::string(phases_by_reason[why].empty() ? "" : ", ") + name;
+    for (const auto& [why, names] : phases_by_reason)
+      line("  not measured (-): " + names + ": " + why + "; 'other' holds their time");
   }
   const auto& stragglers = f["stragglers"];
-  if (!stragglers["ranks"].empty() || !stragglers["unscored_stages"].empty()) {
+  if (!stragglers["ranks"].empty() || !stragglers["unscored_stages"].empty() || stragglers["not_scored"].is_string()) {
     line("");
-    if (stragglers["named"].empty())
+    if (stragglers["not_scored"].is_string())
+      line("stragglers: not scored: " + stragglers["not_scored"].get<std::string>());
+    else if (stragglers["named"].empty())
       line("stragglers: none (no rank's compute stood out in its stage in half the steps)");
     for (const auto& r : stragglers["named"]) {
       std::snprintf(buffer, sizeof buffer,
@@ -582,11 +629,14 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
     line("pipeline bubble per stage (share of forward-backward not computing; 1F1B: (P-1)/(M+P-1))");
     for (const auto& b : f["bubble"]) {
       std::snprintf(buffer, sizeof buffer, "  stage %d: %s measured, %s theoretical (%s micro-batches)",
-                    b["stage"].get<int>(), percent(b["measured"].get<double>()).c_str(),
+                    b["stage"].get<int>(),
+                    b["measured"].is_number() ? percent(b["measured"].get<double>()).c_str() : "not",
                     b["theoretical"].is_number() ? percent(b["theoretical"].get<double>()).c_str() : "-",
                     b["microbatches"].is_number() ? std::to_string(b["microbatches"].get<int>()).c_str() : "?");
       line(buffer);
     }
+    if (!f["bubble"].empty() && f["bubble"][0].contains("not_measured"))
+      line("  bubble not measured: " + f["bubble"][0]["not_measured"].get<std::string>());
   }
   if (f["first_iteration"].is_object()) {
     const auto& first = f["first_iteration"];

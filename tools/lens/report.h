@@ -128,6 +128,9 @@ class Report : public RunVisitor {
   nlohmann::json events_json() const;
   int stage_of(int rank) const;
   int replica_of(int rank) const;
+  // Why a phase (or kForwardBackward) has no figure: its spans never appeared in the read (their span group was
+  // off, as under `default` or `per_step`); empty when it has one. A figure of 0 would be a wrong answer.
+  std::string not_measured(int part) const;
 
   StepRange steps_;
   std::set<std::string> run_ids_, services_;
@@ -138,6 +141,7 @@ class Report : public RunVisitor {
   // By iteration, then rank: a record for each step seen (memory follows the steps in the files, not the largest
   // iteration number one claims).
   std::map<std::int64_t, std::map<int, StepRecord>> records_;
+  std::array<bool, kPhaseCount + 1> parts_seen_{};  // by step_part(): a span of that kind was read
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
   std::uint64_t truncated_ = 0;
