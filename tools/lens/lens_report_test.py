@@ -22,8 +22,8 @@ def attr(key, value):
     return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
 
 
-def resource(rank, world=2, pid=None, pipeline=1):
-    return {"attributes": [attr("service.name", "megatron-lm"), attr("nemo.run.id", "run-7"), attr("dl.rank", rank),
+def resource(rank, world=2, pid=None, pipeline=1, run_id="run-7"):
+    return {"attributes": [attr("service.name", "megatron-lm"), attr("nemo.run.id", run_id), attr("dl.rank", rank),
                            attr("process.pid", pid if pid is not None else 100 + rank),
                            attr("dl.world_size", world), attr("dl.pipeline_parallel.size", pipeline),
                            attr("dl.data_parallel.size", world // pipeline)]}
@@ -49,7 +49,7 @@ def spans_line(rank, spans, **resource_args):
                                           "scopeSpans": [{"scope": {"name": "lens"}, "spans": spans}]}]})
 
 
-def metrics_line(rank, time_ms, points, pid=None):
+def metrics_line(rank, time_ms, points, pid=None, run_id="run-7"):
     metrics = []
     for name, value, reason in points:
         point = {"timeUnixNano": str(time_ms * MS), ("asDouble" if isinstance(value, float) else "asInt"):
@@ -58,7 +58,7 @@ def metrics_line(rank, time_ms, points, pid=None):
             point["attributes"] = [attr("reason", reason)]
         kind = "gauge" if name.startswith("megatron.training") else "sum"
         metrics.append({"name": name, kind: {"dataPoints": [point]}})
-    return json.dumps({"resourceMetrics": [{"resource": resource(rank, pid=pid),
+    return json.dumps({"resourceMetrics": [{"resource": resource(rank, pid=pid, run_id=run_id),
                                             "scopeMetrics": [{"scope": {"name": "lens"}, "metrics": metrics}]}]})
 
 
@@ -66,26 +66,27 @@ def metrics_line(rank, time_ms, points, pid=None):
 STEPS = {1: {0: 100, 1: 110}, 2: {0: 100, 1: 150}, 3: {0: 90, 1: 200}, 4: {0: 120, 1: 100}}
 
 
-def write_run(directory, gz=False):
-    run = os.path.join(directory, "run-7")
+def write_run(directory, gz=False, run_id="run-7"):
+    run = os.path.join(directory, run_id)
     os.makedirs(run)
     for rank in (0, 1):
         lines = []
         for iteration, by_rank in STEPS.items():
             lines.append(spans_line(rank, [span("megatron.train_step", iteration * 1000, by_rank[rank],
                                                 megatron_iteration=iteration, megatron_loss=6.0 - iteration / 2),
-                                           span("megatron.forward_backward", iteration * 1000, by_rank[rank] - 10)]))
+                                           span("megatron.forward_backward", iteration * 1000, by_rank[rank] - 10)],
+                                    run_id=run_id))
         opener = gzip.open if gz else open
         suffix = ".gz" if gz and rank == 1 else ""
         with (opener if suffix else open)(os.path.join(run, f"rank{rank}.traces.jsonl{suffix}"), "wt") as f:
             f.write("\n".join(lines) + "\n")
         with open(os.path.join(run, f"rank{rank}.metrics.jsonl"), "w") as f:
             f.write(metrics_line(rank, 1000, [("lens.spans.exported", 4, None), ("lens.spans.dropped", 1, "queue_full"),
-                                              ("megatron.training.loss", 5.5, None)]) + "\n")
+                                              ("megatron.training.loss", 5.5, None)], run_id=run_id) + "\n")
             f.write(metrics_line(rank, 2000, [("lens.spans.exported", 8, None), ("lens.spans.dropped", 2, "queue_full"),
-                                              ("megatron.training.loss", 4.25, None)]) + "\n")
+                                              ("megatron.training.loss", 4.25, None)], run_id=run_id) + "\n")
             # The rank's checkpoint worker: the same rank, another process, its own counters, written last.
-            f.write(metrics_line(rank, 3000, [("lens.spans.exported", 3, None)], pid=900 + rank) + "\n")
+            f.write(metrics_line(rank, 3000, [("lens.spans.exported", 3, None)], pid=900 + rank, run_id=run_id) + "\n")
     return run
 
 
@@ -458,6 +459,44 @@ class ResumedRunTest(unittest.TestCase):
             status, summary = check_chrome_trace(trace)
             self.assertEqual((status, len(summary["processes"])), (0, 4))
             self.assertTrue(all(p["second"] for p in summary["processes"]))  # each named with its pid
+
+
+class TwoRunsTest(TempDirTest):
+    """Two runs' spans are never mixed into one figure (before: one report of both, steps of 4 ranks out of 2)."""
+
+    def test_a_directory_of_two_runs_is_refused_until_one_is_named(self):
+        write_run(self.tmp.name, run_id="run-7")
+        write_run(self.tmp.name, run_id="run-8")
+        for args in (("report",), ("convert", "--to", "chrome-json", "-o", os.path.join(self.tmp.name, "t.json"))):
+            with self.subTest(tool=args[0]):
+                result = lens(*args[:1], self.tmp.name, *args[1:])
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn("2 runs under", result.stderr)
+                self.assertIn("run-7, run-8", result.stderr)
+                self.assertIn("--run ID", result.stderr)
+                self.assertEqual(result.stdout, "")
+                self.assertEqual(lens(*args[:1], self.tmp.name, *args[1:], "--run", "run-8").returncode, 0)
+        f = json.loads(lens("report", self.tmp.name, "--run", "run-8", "--json").stdout)
+        self.assertEqual(f["run"]["run_ids"], ["run-8"])
+        self.assertEqual([(s["iteration"], s["ranks"]) for s in f["steps"]], [(i, 2) for i in (1, 2, 3, 4)])
+        self.assertEqual(f["lost"]["spans_exported"], 2 * (8 + 3))  # run 8's counters only
+        unknown = lens("report", self.tmp.name, "--run", "run-9")
+        self.assertEqual(unknown.returncode, 2)
+        self.assertIn("no run run-9", unknown.stderr)
+
+    def test_one_file_of_two_runs_is_read_one_run_at_a_time(self):
+        # A Collector's file exporter writes every run it receives into one file.
+        for run_id in ("run-7", "run-8"):
+            write_run(self.tmp.name, run_id=run_id)
+        both = os.path.join(self.tmp.name, "collector.jsonl")
+        with open(both, "w") as out:
+            for run_id in ("run-7", "run-8"):
+                for rank in (0, 1):
+                    with open(os.path.join(self.tmp.name, run_id, f"rank{rank}.traces.jsonl")) as f:
+                        out.write(f.read())
+        self.assertEqual(lens("report", both).returncode, 2)
+        f = json.loads(lens("report", both, "--run", "run-7", "--json").stdout)
+        self.assertEqual((f["run"]["run_ids"], f["read"]["spans"]), (["run-7"], 2 * 2 * len(STEPS)))
 
 
 class BadInputTest(TempDirTest):

@@ -137,10 +137,11 @@ lens_tools::StepRange timeline_steps(const lens_tools::StepRange& asked, const n
 }
 
 lens_tools::Timeline read_timeline(const std::vector<std::string>& files,
-                                   std::map<std::string, std::vector<lens_tools::StepWindow>> windows) {
+                                   std::map<std::string, std::vector<lens_tools::StepWindow>> windows,
+                                   const std::string& run) {
   lens_tools::Timeline timeline(std::move(windows));
   Progress progress;
-  lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress)});
+  lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run});
   timeline.lay_out();
   return timeline;
 }
@@ -152,8 +153,28 @@ void write_file(const std::string& path, const std::string& text) {
   if (std::fclose(f) != 0 || !written) throw std::runtime_error("cannot write " + path + " (is the disk full?)");
 }
 
+// Two runs' spans are never mixed into one figure: under a directory of several runs (or a Collector's file of
+// several), the user names one. The exit status to end with, or 0 to go on.
+int one_run_only(const char* tool, const lens_tools::ReadStats& read, const std::string& run, const std::string& dir) {
+  std::string runs;
+  for (const std::string& id : read.run_ids) runs += (runs.empty() ? "" : ", ") + id;
+  if (!run.empty() && !read.run_ids.contains(run)) {
+    std::fprintf(stderr, "lens %s: no run %s under %s (its runs: %s)\n", tool, run.c_str(), dir.c_str(),
+                 runs.empty() ? "none named" : runs.c_str());
+    return kBadInput;
+  }
+  if (run.empty() && read.run_ids.size() > 1) {
+    std::fprintf(stderr,
+                 "lens %s: %zu runs under %s (%s): their spans are not mixed; name one with --run ID, or give its "
+                 "own directory\n",
+                 tool, read.run_ids.size(), dir.c_str(), runs.c_str());
+    return kBadInput;
+  }
+  return 0;
+}
+
 struct ReportOptions {
-  std::string run_dir, steps, html;
+  std::string run_dir, steps, html, run;
   bool json = false;
   std::vector<std::string> fail_if;
 };
@@ -169,7 +190,9 @@ int report(const ReportOptions& o) {
   }
   lens_tools::Report r(range);
   Progress progress;
-  const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.progress = std::ref(progress)});
+  const lens_tools::ReadStats read =
+      lens_tools::read_run(files, r, {.progress = std::ref(progress), .run_id = o.run});
+  if (const int status = one_run_only("report", read, o.run, o.run_dir)) return status;
   const nlohmann::json figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
@@ -187,7 +210,7 @@ int report(const ReportOptions& o) {
   }
   if (!o.html.empty()) {
     const lens_tools::StepRange shown = timeline_steps(range, figures);
-    const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown));
+    const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown), o.run);
     const std::string label = shown.first > shown.last ? "(none)"
                               : shown.first == shown.last
                                   ? std::to_string(shown.first)
@@ -204,7 +227,8 @@ int report(const ReportOptions& o) {
   return status;
 }
 
-int convert(const std::string& run_dir, const std::string& to, const std::string& output, const std::string& steps) {
+int convert(const std::string& run_dir, const std::string& to, const std::string& output, const std::string& steps,
+            const std::string& run) {
   if (to != "chrome-json") throw CLI::ValidationError("--to", "'" + to + "' is not a known format (chrome-json)");
   const lens_tools::StepRange range = parse_steps(steps);
   const std::vector<std::string> files = lens_tools::telemetry_files(run_dir);
@@ -215,7 +239,8 @@ int convert(const std::string& run_dir, const std::string& to, const std::string
   std::map<std::string, std::vector<lens_tools::StepWindow>> windows;
   if (!steps.empty()) {  // the steps' windows first: a read of the step spans
     lens_tools::Report r(range);
-    lens_tools::read_run(files, r);
+    const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.detail = false, .progress = {}, .run_id = run});
+    if (const int status = one_run_only("convert", read, run, run_dir)) return status;
     windows = r.windows(range);
     if (windows.empty()) {
       std::fprintf(stderr, "lens convert: no step span of iterations %s under %s\n", steps.c_str(), run_dir.c_str());
@@ -225,7 +250,8 @@ int convert(const std::string& run_dir, const std::string& to, const std::string
   lens_tools::Timeline timeline(std::move(windows));
   Progress progress;
   const lens_tools::ReadStats read =
-      lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress)});
+      lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run});
+  if (const int status = one_run_only("convert", read, run, run_dir)) return status;
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
                  p.what.c_str());
@@ -248,7 +274,8 @@ int main(int argc, char** argv) {
       "  lens report RUN_DIR                 where the time went: steps, phases, stragglers, bubble, loss, drops\n"
       "  lens report RUN_DIR --html r.html   the same as one page to open in a browser, with a timeline\n"
       "  lens convert RUN_DIR --to chrome-json -o trace.json.gz   for Perfetto UI (ui.perfetto.dev)\n"
-      "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file."};
+      "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file; --run ID picks one run\n"
+      "where it holds several (they are never mixed)."};
   app.require_subcommand(1);
   ReportOptions o;
   std::string to, output;
@@ -273,6 +300,8 @@ int main(int argc, char** argv) {
       "More: docs/TOOLS.md");
   rep->add_flag("--json", o.json, "The figures as JSON, for scripts and CI");
   rep->add_option("--steps", o.steps, "Only these iterations in the per-step figures: A-B or A")->option_text("A-B");
+  rep->add_option("--run", o.run, "The run to read (its nemo.run.id) when RUN_DIR holds several: they are never mixed")
+      ->option_text("ID");
   rep->add_option("--html", o.html,
                   "Also write the report as one self-contained page (opens from disk): a timeline of the last two "
                   "iterations, or of --steps (at most 8), one lane per rank; step time and loss over the run")
@@ -296,6 +325,7 @@ int main(int argc, char** argv) {
   conv->add_option("-o,--output", output, "The file to write; gzip when it ends in .gz")
       ->required()
       ->option_text("FILE");
+  conv->add_option("--run", o.run, "As for report")->option_text("ID");
   conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A")
       ->option_text("A-B");
   CLI::App* ctl = app.add_subcommand(
@@ -337,7 +367,7 @@ int main(int argc, char** argv) {
     if (ctl->parsed())
       return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
-    return rep->parsed() ? report(o) : convert(o.run_dir, to, output, o.steps);
+    return rep->parsed() ? report(o) : convert(o.run_dir, to, output, o.steps, o.run);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kBadInput;
   } catch (const std::exception& e) {

@@ -202,7 +202,8 @@ void each_attribute(array attributes, F&& f, bool raw = false) {
 
 class FileParser {
  public:
-  FileParser(RunVisitor& visitor, ReadStats& stats, bool detail) : visitor_(visitor), stats_(stats), detail_(detail) {}
+  FileParser(RunVisitor& visitor, ReadStats& stats, const ReadOptions& options)
+      : visitor_(visitor), stats_(stats), detail_(options.detail), only_run_(options.run_id) {}
 
   void line(std::string_view text) {
     simdjson::padded_string json(text);
@@ -248,10 +249,14 @@ class FileParser {
           },
           detail_);
     }
+    if (!o.run_id.empty() && stats_.run_ids.size() < kMaxRunIds) stats_.run_ids.insert(o.run_id);
     auto [it, inserted] = origins_.try_emplace(process_key(o), o);
     if (!inserted && it->second.pipeline_size == 0) it->second = o;
     return &it->second;
   }
+
+  // Of another run than the one asked for: left out (two runs are never mixed into one report).
+  bool left_out(const Origin* origin) const { return !only_run_.empty() && origin->run_id != only_run_; }
 
   void resource_spans(object rs) {
     const Origin* origin = nullptr;
@@ -261,10 +266,15 @@ class FileParser {
         origin = origin_of(field.value().get_object());
       } else if (key == "scopeSpans") {
         if (origin == nullptr) origin = &unknown_;
+        const bool skip = left_out(origin);
         for (auto scope : field.value().get_array()) {
           for (auto sf : scope.get_object()) {
             if (std::string_view(sf.unescaped_key()) != "spans") continue;
-            for (auto s : sf.value().get_array()) span(s.get_object(), origin);
+            for (auto s : sf.value().get_array())
+              if (skip)
+                ++stats_.spans_of_other_runs;
+              else
+                span(s.get_object(), origin);
           }
         }
       }
@@ -346,6 +356,7 @@ class FileParser {
       if (key == "resource") {
         origin = origin_of(field.value().get_object());
       } else if (key == "scopeMetrics") {
+        if (left_out(origin)) continue;
         for (auto scope : field.value().get_array())
           for (auto sf : scope.get_object())
             if (std::string_view(sf.unescaped_key()) == "metrics")
@@ -395,6 +406,7 @@ class FileParser {
   RunVisitor& visitor_;
   ReadStats& stats_;
   const bool detail_;
+  const std::string only_run_;
   simdjson::ondemand::parser parser_;
   std::string name_;
   SpanRow row_;                            // reused: its vectors keep their capacity
@@ -446,7 +458,7 @@ std::vector<std::string> telemetry_files(const std::string& run_dir) {
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
   const auto& progress = options.progress;
   ReadStats stats;
-  FileParser parser(visitor, stats, options.detail);
+  FileParser parser(visitor, stats, options);
   std::uint64_t done = 0;
   for (const std::string& path : files) {
     LineReader reader(path);

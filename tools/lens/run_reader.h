@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,7 +81,10 @@ struct ReadProblem {
 struct ReadStats {
   std::uint64_t files = 0, lines = 0, bytes = 0, spans = 0, points = 0;
   std::vector<ReadProblem> problems;
+  std::set<std::string> run_ids;        // every nemo.run.id seen (at most kMaxRunIds), read or left out
+  std::uint64_t spans_of_other_runs = 0;  // left out by ReadOptions::run_id
 };
+inline constexpr std::size_t kMaxRunIds = 1000;
 
 class RunVisitor {
  public:
@@ -96,6 +100,7 @@ std::vector<std::string> telemetry_files(const std::string& run_dir);
 struct ReadOptions {
   bool detail = false;  // ids, links and attributes of every span (slower: a timeline's second pass)
   std::function<void(std::uint64_t bytes)> progress;  // may be empty; called now and then with the bytes read
+  std::string run_id;  // when set, only what the resource says is of this run (nemo.run.id) reaches the visitor
 };
 
 // JSON text: `text` as a quoted string; `"key":raw_value` added to a list of members (nothing when raw_value is empty).
