@@ -54,6 +54,9 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--testing-stall-iteration", a.testing_stall_iteration,
                  "Testing aid: at this iteration --testing-slow-rank stops in micro-batch 1's forward until killed (a "
                  "hang)");
+  app.add_flag("--testing-stall-startup", a.testing_stall_startup,
+               "Testing aid: --testing-slow-rank stops in startup (process group setup) until killed (a rank that "
+               "dies during startup, at a known place)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -54,6 +54,9 @@ struct Args {
   // And in iteration `testing_stall_iteration` (the step span's megatron.iteration) that rank stops in micro-batch 1's
   // forward until it is killed: a hang with a known place, for the tests of hang snapshots and `lens hang` (-1: never).
   std::int64_t testing_stall_iteration = -1;
+  // Or that rank stops in startup, in process group setup, until it is killed: a death during startup whatever the
+  // machine's speed (killed from outside, the rank could otherwise have finished startup first).
+  bool testing_stall_startup = false;
 };
 
 // What was wrong with the command line.

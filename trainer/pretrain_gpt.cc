@@ -9,9 +9,11 @@
 #include <sys/resource.h>
 
 #include <array>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "args.h"
 #include "checkpoint_worker.h"
@@ -185,6 +187,8 @@ void PretrainRun::build_trainer() {
   {
     LENS_SPAN(mg::model_init, names().model_init, lens::megatron::kGoodput);
     watch_.enter("process group setup");
+    while (args_.testing_stall_startup && topology_.rank == args_.testing_slow_rank)
+      std::this_thread::sleep_for(std::chrono::hours(1));
     parallel_ = watch_.naming_the_dead([&] { return std::make_unique<trainer::Parallel>(topology_, store_); });
     watch_.enter("model setup");
     // The worker's resource comes from the same function as this rank's (built only where it is exported).
