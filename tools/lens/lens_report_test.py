@@ -236,6 +236,28 @@ class ReportFiguresTest(unittest.TestCase):
         self.assertIn("lost: 4 spans dropped, 22 exported", result.stdout)
 
 
+class LongRunTextTest(TempDirTest):
+    def test_a_long_run_puts_its_summary_first_and_the_step_table_on_request(self):
+        # 1,000 iterations: before, 1,000 table rows came before the summary.
+        run = os.path.join(self.tmp.name, "run-7")
+        os.makedirs(run)
+        for rank in (0, 1):
+            with open(os.path.join(run, f"rank{rank}.traces.jsonl"), "w") as f:
+                for first in range(1, 1001, 100):
+                    f.write(spans_line(rank, [span("megatron.train_step", i * 1000, 100 + (i == 700) * 50 * rank,
+                                                   megatron_iteration=i) for i in range(first, first + 100)]) + "\n")
+        text = lens("report", run).stdout.splitlines()
+        self.assertLess(len(text), 60)
+        self.assertIn("steps: 1000 iterations (1-1000), step time 100 ms", text[3])
+        self.assertIn("slowest: iteration 700, 150 ms on rank 1", text[3])
+        lost = next(i for i, t in enumerate(text) if t.startswith("lost:"))
+        spans = text.index("spans, all ranks (ms)")
+        self.assertLess(lost, spans)  # the summary before the tables
+        self.assertEqual(text[-1], "step time per iteration: 1000 rows, shown with --steps A-B (or all in --json)")
+        asked = lens("report", run, "--steps", "1-1000").stdout.splitlines()
+        self.assertEqual(len([t for t in asked if re.match(r"\s+\d+\s+2\s", t)]), 1000)
+
+
 class PipelineFiguresTest(TempDirTest):
     """Phases, bubble, stragglers, first iteration, checkpoints, evaluations: exact on the pipeline fixture, from
     lens's files and from a Collector's."""

@@ -202,7 +202,7 @@ int report(const ReportOptions& o) {
     printed.erase("step_ms_by_rank");
     std::cout << printed.dump(2) << "\n";
   } else {
-    std::cout << lens::internal::terminal_text(lens_tools::render_text(figures));  // names from files, escaped
+    std::cout << lens::internal::terminal_text(lens_tools::render_text(figures, {.every_step = !o.steps.empty()}));  // names from files, escaped
   }
   if (read.spans == 0) {
     std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), o.run_dir.c_str());

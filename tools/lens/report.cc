@@ -672,9 +672,10 @@ void render_analysis(const nlohmann::json& f, const std::function<void(const std
 
 }  // namespace
 
-std::string render_text(const nlohmann::json& f) {
-  std::string out;
-  auto line = [&](const std::string& s) { out += s + "\n"; };
+namespace {
+
+// The run, and what was read.
+void render_header(const nlohmann::json& f, const std::function<void(const std::string&)>& line) {
   char buffer[512];
   const auto& run = f["run"];
   std::string ids;
@@ -695,44 +696,41 @@ std::string render_text(const nlohmann::json& f) {
                   kMaxSpanNames, std::string(kOtherSpanNames).c_str());
     line(buffer);
   }
-  line("");
-  line("spans, all ranks (ms)");
-  std::snprintf(buffer, sizeof buffer, "  %-46s %9s %10s %10s %10s %10s", "name", "count", "p50", "p90", "p99", "max");
+}
+
+// The steps in one line: how many, their median, the slowest.
+void render_step_summary(const nlohmann::json& steps, const std::function<void(const std::string&)>& line) {
+  std::vector<double> medians;
+  const nlohmann::json* slowest = nullptr;
+  for (const auto& s : steps) {
+    medians.push_back(s["median_ms"].get<double>());
+    if (slowest == nullptr || s["max_ms"].get<double>() > (*slowest)["max_ms"].get<double>()) slowest = &s;
+  }
+  char buffer[512];
+  std::snprintf(buffer, sizeof buffer,
+                "steps: %zu iterations (%lld-%lld), step time %s ms (median over iterations of the median over "
+                "ranks); slowest: iteration %lld, %s ms on rank %d",
+                steps.size(), steps.front()["iteration"].get<long long>(), steps.back()["iteration"].get<long long>(),
+                format_ms(median_of(medians)).c_str(), (*slowest)["iteration"].get<long long>(),
+                format_ms((*slowest)["max_ms"]).c_str(), (*slowest)["slowest_rank"].get<int>());
   line(buffer);
-  for (const auto& s : f["spans"]) {
-    std::snprintf(buffer, sizeof buffer, "  %-46s %9llu %10s %10s %10s %10s", s["name"].get<std::string>().c_str(),
-                  s["count"].get<unsigned long long>(), format_ms(s["p50_ms"]).c_str(), format_ms(s["p90_ms"]).c_str(),
-                  format_ms(s["p99_ms"]).c_str(), format_ms(s["max_ms"]).c_str());
-    line(buffer);
+}
+
+void render_loss(const nlohmann::json& loss, const std::function<void(const std::string&)>& line) {
+  char buffer[64];
+  std::string series;
+  const std::size_t n = loss.size(), shown = std::min<std::size_t>(n, 12);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const std::size_t at = shown == 1 ? 0 : i * (n - 1) / (shown - 1);
+    std::snprintf(buffer, sizeof buffer, "%s%lld:%.3f", series.empty() ? "" : " ",
+                  loss[at]["iteration"].get<long long>(), number_or_nan(loss[at]["loss"]));
+    series += buffer;
   }
-  if (!f["steps"].empty()) {
-    line("");
-    line("step time per iteration, over ranks (ms)");
-    std::snprintf(buffer, sizeof buffer, "  %9s %6s %10s %10s %13s", "iteration", "ranks", "median", "max",
-                  "slowest rank");
-    line(buffer);
-    for (const auto& s : f["steps"]) {
-      std::snprintf(buffer, sizeof buffer, "  %9lld %6d %10s %10s %13d", s["iteration"].get<long long>(),
-                    s["ranks"].get<int>(), format_ms(s["median_ms"]).c_str(), format_ms(s["max_ms"]).c_str(),
-                    s["slowest_rank"].get<int>());
-      line(buffer);
-    }
-  }
-  if (!f["loss"].empty()) {
-    std::string series;
-    const auto& loss = f["loss"];
-    const std::size_t n = loss.size(), shown = std::min<std::size_t>(n, 12);
-    for (std::size_t i = 0; i < shown; ++i) {
-      const std::size_t at = shown == 1 ? 0 : i * (n - 1) / (shown - 1);
-      std::snprintf(buffer, sizeof buffer, "%s%lld:%.3f", series.empty() ? "" : " ",
-                    loss[at]["iteration"].get<long long>(), number_or_nan(loss[at]["loss"]));
-      series += buffer;
-    }
-    line("");
-    line("training loss by iteration (" + std::to_string(n) + " iterations): " + series);
-  }
-  render_analysis(f, line);
-  line("");
+  line("training loss by iteration (" + std::to_string(n) + " iterations): " + series);
+}
+
+void render_lost(const nlohmann::json& f, const std::function<void(const std::string&)>& line) {
+  char buffer[512];
   const auto& lost = f["lost"];
   std::snprintf(buffer, sizeof buffer, "lost: %.0f spans dropped, %.0f exported (lens's own counters)",
                 lost["spans_dropped"].get<double>(), lost["spans_exported"].get<double>());
@@ -740,10 +738,66 @@ std::string render_text(const nlohmann::json& f) {
   if (lost["spans_truncated"].get<std::uint64_t>() > 0)
     line("cut short: " + lost["spans_truncated"].dump() +
          " spans were still open at shutdown (nemo.span.truncated; their steps are left out of the step figures)");
-  for (const auto& p : read["problems"]) {
+  for (const auto& p : f["read"]["problems"]) {
     std::snprintf(buffer, sizeof buffer, "problem: %s:%llu: %s", p["file"].get<std::string>().c_str(),
                   p["line"].get<unsigned long long>(), p["what"].get<std::string>().c_str());
     line(buffer);
+  }
+}
+
+void render_span_table(const nlohmann::json& spans, const std::function<void(const std::string&)>& line) {
+  char buffer[512];
+  line("spans, all ranks (ms)");
+  std::snprintf(buffer, sizeof buffer, "  %-46s %9s %10s %10s %10s %10s", "name", "count", "p50", "p90", "p99", "max");
+  line(buffer);
+  for (const auto& s : spans) {
+    std::snprintf(buffer, sizeof buffer, "  %-46s %9llu %10s %10s %10s %10s", s["name"].get<std::string>().c_str(),
+                  s["count"].get<unsigned long long>(), format_ms(s["p50_ms"]).c_str(), format_ms(s["p90_ms"]).c_str(),
+                  format_ms(s["p99_ms"]).c_str(), format_ms(s["max_ms"]).c_str());
+    line(buffer);
+  }
+}
+
+void render_step_table(const nlohmann::json& steps, const std::function<void(const std::string&)>& line) {
+  char buffer[512];
+  line("step time per iteration, over ranks (ms)");
+  std::snprintf(buffer, sizeof buffer, "  %9s %6s %10s %10s %13s", "iteration", "ranks", "median", "max",
+                "slowest rank");
+  line(buffer);
+  for (const auto& s : steps) {
+    std::snprintf(buffer, sizeof buffer, "  %9lld %6d %10s %10s %13d", s["iteration"].get<long long>(),
+                  s["ranks"].get<int>(), format_ms(s["median_ms"]).c_str(), format_ms(s["max_ms"]).c_str(),
+                  s["slowest_rank"].get<int>());
+    line(buffer);
+  }
+}
+
+}  // namespace
+
+// The summary first (what a person asks first), then the tables: the per-iteration one only when short or asked
+// for (a long run's 1,000 rows would bury the summary).
+std::string render_text(const nlohmann::json& f, const TextOptions& options) {
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  render_header(f, line);
+  const auto& steps = f["steps"];
+  if (!steps.empty()) {
+    line("");
+    render_step_summary(steps, line);
+  }
+  if (!f["loss"].empty()) render_loss(f["loss"], line);
+  render_analysis(f, line);
+  line("");
+  render_lost(f, line);
+  line("");
+  render_span_table(f["spans"], line);
+  if (!steps.empty()) {
+    line("");
+    if (options.every_step || steps.size() <= kStepRowsShown)
+      render_step_table(steps, line);
+    else
+      line("step time per iteration: " + std::to_string(steps.size()) + " rows, shown with --steps A-B (or all " +
+           "in --json)");
   }
   return out;
 }

@@ -156,7 +156,13 @@ class Report : public RunVisitor {
 };
 
 // Text for a person.
-std::string render_text(const nlohmann::json& figures);
+// How the text form is laid out: the per-iteration table of a run of more than kStepRowsShown steps only when
+// asked for (`--steps`).
+inline constexpr std::size_t kStepRowsShown = 20;
+struct TextOptions {
+  bool every_step = false;
+};
+std::string render_text(const nlohmann::json& figures, const TextOptions& options = {});
 
 // A figure of the JSON as a number: NaN where it is null (a non-finite value read from the files, or none).
 inline double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::nan(""); }
