@@ -187,8 +187,12 @@ void PretrainRun::build_trainer() {
   {
     LENS_SPAN(mg::model_init, names().model_init, lens::megatron::kGoodput);
     watch_.enter("process group setup");
-    while (args_.testing_stall_startup && topology_.rank == args_.testing_slow_rank)
-      std::this_thread::sleep_for(std::chrono::hours(1));
+    if (args_.testing_stall_startup && topology_.rank == args_.testing_slow_rank) {
+      std::fprintf(stderr, "pretrain_gpt: rank %d stalls in startup until killed (--testing-stall-startup)\n",
+                   topology_.rank);
+      std::fflush(stderr);
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
     parallel_ = watch_.naming_the_dead([&] { return std::make_unique<trainer::Parallel>(topology_, store_); });
     watch_.enter("model setup");
     // The worker's resource comes from the same function as this rank's (built only where it is exported).

@@ -178,7 +178,8 @@ constexpr Catalogue base_catalogue() {
 }
 
 namespace internal {
-// The enabled set. Written by setup and set_enabled_span_groups, read by every span site.
+// The groups whose span sites run: the enabled set, and with hang snapshots on the loop's groups kept as positions
+// (CONTRACT §10). Written by setup and set_enabled_span_groups, read by every span site.
 LENS_API extern std::atomic<std::uint64_t> g_enabled_group_bits;
 template <typename>
 inline constexpr bool kNotASpanGroup = false;
@@ -197,12 +198,14 @@ LENS_ABI_NAMESPACE_BEGIN
 
 #if !defined(LENS_DISABLED)
 
-// True when spans of `g` are recorded now. One relaxed load and a bit test; never a call.
+// True when spans of `g` are recorded now: exported, or (with hang snapshots on, for the loop's groups: step,
+// forward_backward, microbatch, communication) kept only while open as positions for a hang snapshot. One relaxed
+// load and a bit test; never a call.
 LENS_ALWAYS_INLINE bool is_enabled(SpanGroup g) noexcept {
   return (internal::g_enabled_group_bits.load(std::memory_order_relaxed) & g.bit()) != 0;
 }
 
-// The enabled set now.
+// The enabled set now (the groups whose spans are exported; positions are not in it).
 LENS_API GroupSet enabled_span_groups() noexcept;
 
 // Replaces the enabled set at run time, from any thread; every thread sees it at its next check. Only an

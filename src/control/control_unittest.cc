@@ -125,7 +125,7 @@ TEST_F(Control, ABadSpecIsRefusedWithTheSetupMessage) {
   EXPECT_EQ(post("spec=all&for=99999999999999999999", token_)->status, 400);
   EXPECT_EQ(post("spec=all&for=1000000001", token_)->status, 400);
   EXPECT_FALSE(boundary(1));
-  EXPECT_FALSE(is_enabled(mg::layer));
+  EXPECT_FALSE(enabled_span_groups().contains(mg::layer));
 }
 
 TEST_F(Control, ASecondChangeWhileOneIsPendingIsRefused) {
@@ -135,31 +135,31 @@ TEST_F(Control, ASecondChangeWhileOneIsPendingIsRefused) {
   EXPECT_NE(second->body.find("pending"), std::string::npos);
   EXPECT_EQ(status()["pending"], "per_step");
   ASSERT_TRUE(boundary(5));
-  EXPECT_TRUE(is_enabled(mg::step));
-  EXPECT_FALSE(is_enabled(mg::layer));               // per_step, not the refused `all`
+  EXPECT_TRUE(enabled_span_groups().contains(mg::step));
+  EXPECT_FALSE(enabled_span_groups().contains(mg::layer));               // per_step, not the refused `all`
   EXPECT_EQ(post("spec=all", token_)->status, 202);  // after the boundary, a new one is taken
 }
 
 TEST_F(Control, AChangeAppliesAtTheBoundaryAndForNComesBack) {
-  EXPECT_FALSE(is_enabled(mg::step));
+  EXPECT_FALSE(enabled_span_groups().contains(mg::step));
   EXPECT_FALSE(boundary(10));  // nothing asked
   ASSERT_EQ(post("spec=all,-layer&for=3", token_)->status, 202);
-  EXPECT_FALSE(is_enabled(mg::step));  // not before the boundary
+  EXPECT_FALSE(enabled_span_groups().contains(mg::step));  // not before the boundary
   auto change = boundary(11);
   ASSERT_TRUE(change);
   EXPECT_EQ(change->iteration, 11);
   EXPECT_EQ(change->iterations, 3);
   EXPECT_FALSE(change->restored);
-  EXPECT_TRUE(is_enabled(mg::step));
-  EXPECT_TRUE(is_enabled(mg::microbatch));
-  EXPECT_FALSE(is_enabled(mg::layer));
+  EXPECT_TRUE(enabled_span_groups().contains(mg::step));
+  EXPECT_TRUE(enabled_span_groups().contains(mg::microbatch));
+  EXPECT_FALSE(enabled_span_groups().contains(mg::layer));
   EXPECT_EQ(status()["iteration"], 11);
   EXPECT_FALSE(boundary(12));
   EXPECT_FALSE(boundary(13));
   auto back = boundary(14);  // iterations 11, 12, 13 ran with it
   ASSERT_TRUE(back);
   EXPECT_TRUE(back->restored);
-  EXPECT_FALSE(is_enabled(mg::step));
+  EXPECT_FALSE(enabled_span_groups().contains(mg::step));
   EXPECT_EQ(back->to, change->from);
 }
 
@@ -167,7 +167,7 @@ TEST_F(Control, AnAgreedRequestAppliesOnceAndOnlyWithinTheCeiling) {
   // A rank that is not rank 0 gets rank 0's request through the consumer's collective.
   const SpanGroupRequest agreed{7, GroupSet{mg::step, mg::layer}.bits(), 0};
   ASSERT_TRUE(at_iteration_boundary(3, agreed));
-  EXPECT_TRUE(is_enabled(mg::layer));
+  EXPECT_TRUE(enabled_span_groups().contains(mg::layer));
   EXPECT_FALSE(at_iteration_boundary(4, agreed));  // the same id again: nothing new
   EXPECT_EQ(SpanGroupRequest::decode(agreed.encode()).groups, agreed.groups);
   const SpanGroupRequest high{8, std::uint64_t{1} << 63 | 1, 2};

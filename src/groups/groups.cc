@@ -13,26 +13,39 @@ namespace lens {
 namespace internal {
 
 std::atomic<std::uint64_t> g_enabled_group_bits{0};
+std::atomic<std::uint64_t> g_exported_group_bits{0};
 
 namespace {
 // Read and written only off the hot path, so a plain atomic is enough.
 std::atomic<std::uint64_t> g_ceiling_bits{0};
+std::atomic<std::uint64_t> g_position_bits{0};
+
+void store_enabled(std::uint64_t exported) noexcept {
+  g_exported_group_bits.store(exported, std::memory_order_relaxed);
+  g_enabled_group_bits.store(exported | g_position_bits.load(std::memory_order_relaxed), std::memory_order_release);
+}
 }  // namespace
 
-void install_span_groups(GroupSet ceiling, GroupSet enabled) noexcept {
+void install_span_groups(GroupSet ceiling, GroupSet enabled, GroupSet positions) noexcept {
   g_ceiling_bits.store(ceiling.bits(), std::memory_order_relaxed);
-  g_enabled_group_bits.store(enabled.bits() & ceiling.bits(), std::memory_order_release);
+  g_position_bits.store(positions.bits(), std::memory_order_relaxed);
+  store_enabled(enabled.bits() & ceiling.bits());
+}
+
+void clear_span_groups() noexcept {
+  g_position_bits.store(0, std::memory_order_relaxed);
+  store_enabled(0);
 }
 
 }  // namespace internal
 
 GroupSet enabled_span_groups() noexcept {
-  return GroupSet(internal::g_enabled_group_bits.load(std::memory_order_acquire));
+  return GroupSet(internal::g_exported_group_bits.load(std::memory_order_acquire));
 }
 
 GroupSet set_enabled_span_groups(GroupSet groups) noexcept {
   std::uint64_t bits = groups.bits() & internal::g_ceiling_bits.load(std::memory_order_relaxed);
-  internal::g_enabled_group_bits.store(bits, std::memory_order_release);
+  internal::store_enabled(bits);
   return GroupSet(bits);
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/process_identity.h"
 #include "common/text.h"
 #include "trace/record.h"
 
@@ -81,8 +83,12 @@ std::string span_json(const HangSettings& settings, const SpanView& span, const 
   out += ", \"group\": " + json_string(h.group < settings.group_names.size() ? settings.group_names[h.group] : "");
   out += ", \"start_unix_nano\": " + std::to_string(start);
   out += ", \"open_seconds\": " + seconds(now_unix > start ? now_unix - start : 0);
-  out += ", \"trace_id\": \"" + hex(h.trace_id.bytes.data(), h.trace_id.bytes.size()) + "\"";
-  out += ", \"span_id\": \"" + hex(h.span_id.bytes.data(), h.span_id.bytes.size()) + "\"";
+  if (h.bits & RecordHeader::kPositionOnly) {  // its group is not exported: no ids
+    out += ", \"position_only\": true, \"trace_id\": null, \"span_id\": null";
+  } else {
+    out += ", \"position_only\": false, \"trace_id\": \"" + hex(h.trace_id.bytes.data(), h.trace_id.bytes.size()) + "\"";
+    out += ", \"span_id\": \"" + hex(h.span_id.bytes.data(), h.span_id.bytes.size()) + "\"";
+  }
   out += ", \"parent_span_id\": ";
   out += (h.bits & RecordHeader::kHasParent) ? "\"" + hex(h.parent_span_id.bytes.data(), 8) + "\"" : "null";
   out += ", \"attributes\": {";
@@ -159,6 +165,39 @@ bool write_hang_snapshot(const HangSettings& settings, const SpanDrain& spans, s
     log_warning("no memory for a hang snapshot");
   }
   return false;
+}
+
+std::string rank_process_json(const HangSettings& settings) {
+  const ProcessIdentity me = process_identity(::getpid()).value_or(ProcessIdentity{});
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const char* signal = settings.signal == SIGUSR1   ? "SIGUSR1"
+                       : settings.signal == SIGUSR2 ? "SIGUSR2"
+                                                    : "none";
+  return "{\"lens_rank_process\": 1, \"rank\": " + std::to_string(settings.rank) +
+         ", \"pid\": " + std::to_string(::getpid()) + ", \"host\": " + json_string(host) +
+         ", \"run_id\": " + json_string(settings.run_id) + ", \"boot_id\": " + json_string(me.boot_id) +
+         ", \"start_ticks\": " + std::to_string(me.start_ticks) + ", \"comm\": " + json_string(me.comm) +
+         ", \"hang_signal\": \"" + signal + "\"}\n";
+}
+
+bool write_rank_process_record(const HangSettings& settings) {
+  if (settings.process_path.empty()) return false;
+  try {
+    const std::error_code error = make_private_directories(std::filesystem::path(settings.process_path).parent_path());
+    if (!error && write_file_atomically(settings.process_path, rank_process_json(settings), 0600)) return true;
+    log_warning("cannot write %s: `lens hang --signal` will not find this rank", settings.process_path.c_str());
+  } catch (...) {
+  }
+  return false;
+}
+
+void remove_rank_process_record(const HangSettings& settings) noexcept {
+  if (settings.process_path.empty()) return;
+  std::error_code error;
+  const std::filesystem::path record(settings.process_path);
+  std::filesystem::remove(record, error);
+  std::filesystem::remove(record.parent_path(), error);  // only when empty: a run's files stay
 }
 
 }  // namespace lens::internal

@@ -32,6 +32,8 @@ struct HangSettings {
   bool exporting = false;
   std::int64_t timeout_ms = 0;           // the watchdog (0: off)
   std::vector<std::string> group_names;  // by span group id
+  std::string process_path;              // <FILE_DIR>/<run id>/rank<R>.process.json: where the rank says who it is
+  int signal = 0;                        // the hang signal (0: none; the watchdog only)
 };
 
 // The iteration boundaries the training thread reports (any thread reads them).
@@ -47,5 +49,16 @@ void reset_iteration_progress() noexcept;  // a new setup
 std::string hang_snapshot_json(const HangSettings& settings, const SpanDrain& spans, std::string_view reason);
 // Writes it (under a temporary name, renamed). False, with a warning logged, when it could not.
 bool write_hang_snapshot(const HangSettings& settings, const SpanDrain& spans, std::string_view reason);
+
+// The rank's process record, written once when its hang thread starts: what `lens hang RUN_DIR --signal` needs to
+// signal exactly this run's rank processes on a host, and nothing else (CONTRACT §10):
+//   {"lens_rank_process": 1, "rank": 3, "pid": 812, "host": "node7", "run_id": "...", "boot_id": "...",
+//    "start_ticks": 123456, "comm": "pretrain_gpt", "hang_signal": "SIGUSR1" | "SIGUSR2" | "none"}
+// Written when the rank's hang thread starts, removed when it ends (with the run directory, when that is left
+// empty): a rank that ended cleanly leaves none; one that was killed leaves one that `lens hang --signal` finds
+// names a process that is gone.
+std::string rank_process_json(const HangSettings& settings);
+bool write_rank_process_record(const HangSettings& settings);
+void remove_rank_process_record(const HangSettings& settings) noexcept;
 
 }  // namespace lens::internal

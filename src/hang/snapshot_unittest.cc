@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/process_identity.h"
 #include "lens/control.h"
 #include "lens/megatron.h"
 #include "lens/span.h"
@@ -230,8 +231,7 @@ TEST_F(HangSnapshot, ANonExportingRankKeepsOnlyPositionsAndExportsNothing) {
   Telemetry t = setup_telemetry(c, {.rank = 1, .world_size = 4});
   ASSERT_FALSE(t.is_exporting());
   EXPECT_EQ(t.sampler(), nullptr);
-  EXPECT_FALSE(fs::exists(run_dir(c)));  // nothing written before a snapshot is asked for
-  EXPECT_TRUE(is_enabled(mg::layer));    // spans start, for their position
+  EXPECT_TRUE(is_enabled(mg::layer));  // spans start, for their position
   { Span ended(mg::step, "ended"); }
   at_iteration_boundary(3, {});
   StuckThread stuck;
@@ -245,8 +245,59 @@ TEST_F(HangSnapshot, ANonExportingRankKeepsOnlyPositionsAndExportsNothing) {
   expect_stuck_thread(s, stuck);
   EXPECT_EQ(t.span_stats().produced, 0u);
   EXPECT_TRUE(t.shutdown());
-  for (const auto& entry : fs::directory_iterator(run_dir(c)))  // the snapshot and nothing else
+  for (const auto& entry : fs::directory_iterator(run_dir(c)))  // the snapshot; the process record went at shutdown
     EXPECT_EQ(entry.path().filename(), "rank1.snapshot.json");
+}
+
+// Issue 28: `lens hang RUN_DIR --signal` signals the processes the run recorded: each rank says who it is while it
+// runs (its pid, and what tells that pid's process apart from a later one), and takes it back at shutdown.
+TEST_F(HangSnapshot, EachRankRecordsItsProcessWhileItRuns) {
+  Config c = hang_config("EachRankRecordsItsProcessWhileItRuns");
+  c.hang_signal = SIGUSR2;
+  Telemetry t = setup_telemetry(c, {.rank = 2, .world_size = 4});
+  const nlohmann::json r = wait_for_snapshot(run_dir(c) / "rank2.process.json");  // written by the hang thread
+  ASSERT_FALSE(r.is_null());
+  const internal::ProcessIdentity me = internal::process_identity(::getpid()).value();
+  EXPECT_EQ(r.at("lens_rank_process"), 1);
+  EXPECT_EQ(r.at("rank"), 2);
+  EXPECT_EQ(r.at("pid"), ::getpid());
+  EXPECT_EQ(r.at("run_id"), kRunId);
+  EXPECT_EQ(r.at("boot_id"), me.boot_id);
+  EXPECT_EQ(r.at("start_ticks"), me.start_ticks);
+  EXPECT_EQ(r.at("comm"), me.comm);
+  EXPECT_EQ(r.at("hang_signal"), "SIGUSR2");
+  EXPECT_EQ(fs::status(run_dir(c) / "rank2.process.json").permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_TRUE(t.shutdown());
+  EXPECT_FALSE(fs::exists(run_dir(c)));  // the record gone, and the directory it alone was in
+}
+
+// Issue 28: under production's `default` groups nothing below megatron.train is exported, yet a snapshot must say
+// where in the loop each rank is: step, forward-backward, micro-batch and communication are kept as positions.
+TEST_F(HangSnapshot, UnderDefaultGroupsTheLoopIsKeptAsPositionsAndNotExported) {
+  Config c = hang_config("UnderDefaultGroupsTheLoopIsKeptAsPositionsAndNotExported");
+  c.span_groups = "default";
+  Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1});
+  ASSERT_TRUE(t.is_exporting());
+  EXPECT_FALSE(enabled_span_groups().contains(mg::step));
+  EXPECT_FALSE(is_enabled(mg::layer));  // not a position group: off is off
+  StuckThread stuck;
+  ASSERT_EQ(::raise(SIGUSR1), 0);
+  const nlohmann::json s = wait_for_snapshot(run_dir(c) / "rank0.snapshot.json");
+  ASSERT_FALSE(s.is_null());
+  const nlohmann::json* thread = thread_of(s, stuck.tid);
+  ASSERT_NE(thread, nullptr) << s.dump();
+  const auto& spans = thread->at("open_spans");
+  ASSERT_EQ(spans.size(), 2u) << thread->dump();
+  EXPECT_EQ((std::pair{spans[0].at("name"), spans[0].at("group")}),
+            (std::pair{nlohmann::json("megatron.train_step"), nlohmann::json("step")}));
+  EXPECT_EQ(spans[1].at("group"), "microbatch");
+  EXPECT_EQ(spans[1].at("attributes").at("microbatch"), 2);
+  for (const auto& span : spans) {
+    EXPECT_EQ(span.at("position_only"), true);
+    EXPECT_TRUE(span.at("span_id").is_null());
+  }
+  EXPECT_TRUE(t.shutdown());
+  EXPECT_EQ(t.span_stats().produced, 0u);  // nothing of the loop was exported
 }
 
 TEST_F(HangSnapshot, AnUnwritableDirectoryIsAWarningNotACrash) {

@@ -182,6 +182,8 @@ void Pipeline::request_hang_snapshot() noexcept {
 }
 
 void Pipeline::watch_for_hangs() {
+  // The record lives as long as this thread (here, not on the training thread: a file on a shared file system).
+  write_rank_process_record(settings_.hang);
   // With a watchdog, a look at least every second (or every timeout, if shorter): the iteration boundaries that
   // arm it do not wake this thread.
   const std::int64_t timeout_ms = settings_.hang.timeout_ms;
@@ -192,6 +194,7 @@ void Pipeline::watch_for_hangs() {
     if (hang_watch_stopped_.load(std::memory_order_acquire)) break;
     watchdog_ms = hang_watch();
   }
+  remove_rank_process_record(settings_.hang);
 }
 
 void Pipeline::stop_watching_for_hangs() {

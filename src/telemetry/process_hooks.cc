@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "groups/switch.h"
 #include "telemetry/setup_internal.h"
 #include "telemetry/state.h"
 
@@ -41,7 +42,7 @@ void on_sigterm(int signal, siginfo_t* info, void* context) {
   // handler runs, so that happens as soon as the handler returns).
   if (Pipeline* p = g_pipeline.exchange(nullptr)) {
     g_span_drain.store(nullptr, std::memory_order_relaxed);
-    g_enabled_group_bits.store(0, std::memory_order_relaxed);
+    clear_span_groups();
     p->shutdown_from_signal(current_thread_state_if_any(), static_cast<int>(kDefaultShutdownTimeout.count()));
   }
   ::signal(signal, SIG_DFL);

@@ -72,12 +72,24 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
 }
 
+// The loop's structure, kept as positions with hang snapshots on whatever the enabled set (CONTRACT §10): where a
+// rank is in its step, micro-batch and communication is what `lens hang` names, and production's `default` groups
+// export none of them. The groups of these names that the catalogue has.
+GroupSet hang_position_groups(const Catalogue& catalogue) {
+  GroupSet positions;
+  for (std::string_view name : {"step", "forward_backward", "microbatch", "communication"})
+    if (SpanGroup g(0); catalogue.find_group(name, &g)) positions = positions | GroupSet{g};
+  return positions;
+}
+
 // Where this rank's hang snapshot goes and what it says of the rank (none when snapshots are off).
 HangSettings hang_settings(const TelemetryState& s) {
   const Config& c = s.config;
   HangSettings hang;
   if (!c.hang_snapshots()) return hang;
   hang.path = telemetry_file_prefix(c, s.run_id, s.ranks.rank) + ".snapshot.json";
+  hang.process_path = telemetry_file_prefix(c, s.run_id, s.ranks.rank) + ".process.json";
+  hang.signal = c.hang_signal;
   hang.rank = s.ranks.rank;
   hang.world_size = s.ranks.world_size;
   hang.run_id = s.run_id;
@@ -197,10 +209,11 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
   if (state->pipeline) {
     retired_pipelines().push_back(state->pipeline);  // reachable for good, whatever happens to the handles
     route_signals(state->pipeline, config, state->exporting);
+    const GroupSet positions = state->pipeline->hang_path().empty() ? GroupSet{} : hang_position_groups(config.catalogue);
     if (config.traces_enabled)
-      install_span_groups(config.catalogue.all(), state->resolved_span_groups);
+      install_span_groups(config.catalogue.all(), state->resolved_span_groups, positions);
     else
-      install_span_groups({}, {});
+      install_span_groups({}, {}, positions);
   } else {
     install_span_groups({}, {});
   }

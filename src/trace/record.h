@@ -34,7 +34,7 @@ struct RecordHeader {
   std::uint8_t kind;
   std::uint8_t status_code;
   std::uint8_t trace_flags;
-  std::uint8_t bits;  // kHasParent | kParentRemote | kTruncated
+  std::uint8_t bits;  // kHasParent | kParentRemote | kTruncated | kHasException | kPositionOnly
   std::uint16_t attribute_count;
   std::uint16_t event_count;
   std::uint16_t link_count;
@@ -48,6 +48,8 @@ struct RecordHeader {
   static constexpr std::uint8_t kParentRemote = 2;
   static constexpr std::uint8_t kTruncated = 4;
   static constexpr std::uint8_t kHasException = 8;
+  // Kept only while open, for a hang snapshot (its group is a position group, not enabled): never exported.
+  static constexpr std::uint8_t kPositionOnly = 16;
 };
 static_assert(std::is_trivially_copyable_v<RecordHeader>);
 

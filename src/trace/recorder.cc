@@ -12,6 +12,7 @@
 #include <typeinfo>
 
 #include "common/clock.h"
+#include "groups/switch.h"
 #include "lens/span.h"
 #include "trace/record.h"
 #include "trace/span_drain.h"
@@ -366,6 +367,43 @@ void append_collective_sequence(OpenSpan& s, SpanDrain& p) noexcept {
   append_attributes(s, p.limits, attribute);
 }
 
+// What both kinds of start share once the header's ids are set: the name, the attributes (and a communication
+// span's sequence number), the start time, and the slot published as open.
+void set_name_attributes_and_open(SpanHandle& h, OpenSpan& s, SpanDrain& p, SpanGroup group, SpanName name,
+                                  std::span<const Attribute> attributes) noexcept {
+  RecordHeader& r = s.header;
+  if (name.is_static()) {
+    r.name = TextRef{name.text().data(), 0, static_cast<std::uint32_t>(name.text().size())};
+  } else {
+    std::uint32_t entry = 0;
+    std::string_view text = name.text().substr(0, kArenaBytes / 4);  // a runaway name must not fill the arena
+    append_text_entry(s, EntryTag::kName, text, &entry);
+    r.name =
+        TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
+  }
+  if (attributes.size() != 0) append_attributes(s, p.limits, attributes);
+  if (group.id() == p.collective_group) append_collective_sequence(s, p);
+  h.slot = &s;
+  r.start_tick = now_ticks();
+  // Published last (odd: open), so a hang snapshot never reads a header half written.
+  h.generation = s.generation.load(std::memory_order_relaxed) + 1;
+  s.generation.store(h.generation, std::memory_order_release);
+}
+
+// A span of a group kept only as a position (hang snapshots on, its group not enabled; CONTRACT §10): in its
+// thread's slot while open, for a snapshot to see where the thread is. No ids, no sampling, no context (children
+// keep the parent they would have had), never queued or counted: cheaper than an exported span.
+void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group, SpanName name,
+                    std::span<const Attribute> attributes) noexcept {
+  OpenSpan* s = take_slot(t);
+  if (s == nullptr) return;  // a thread 64 spans deep: its position is its outer spans
+  s->header = RecordHeader{};
+  s->header.bits = RecordHeader::kPositionOnly;
+  s->header.group = group.id();
+  h.context = {};
+  set_name_attributes_and_open(h, *s, p, group, name, attributes);
+}
+
 }  // namespace
 
 // ---- the public entry points -------------------------------------------------------------------------------
@@ -376,6 +414,10 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   if (p == nullptr) return;
   ThreadState* t = state_for(p);
   if (t == nullptr) return;
+  if (!is_exported(group)) {
+    start_position(h, *t, *p, group, name, attributes);
+    return;
+  }
 
   const SpanContext* parent = nullptr;
   const bool given_trace = options.trace_id != nullptr && options.trace_id->is_valid();
@@ -421,22 +463,7 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   r.group = group.id();
   r.dropped_attributes = r.dropped_events = r.dropped_links = 0;
   r.status_message_entry = 0;
-  if (name.is_static()) {
-    r.name = TextRef{name.text().data(), 0, static_cast<std::uint32_t>(name.text().size())};
-  } else {
-    std::uint32_t entry = 0;
-    std::string_view text = name.text().substr(0, kArenaBytes / 4);  // a runaway name must not fill the arena
-    append_text_entry(*s, EntryTag::kName, text, &entry);
-    r.name =
-        TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
-  }
-  if (attributes.size() != 0) append_attributes(*s, p->limits, attributes);
-  if (group.id() == p->collective_group) append_collective_sequence(*s, *p);
-  h.slot = s;
-  r.start_tick = now_ticks();
-  // Published last (odd: open), so a hang snapshot never reads a header half written.
-  h.generation = s->generation.load(std::memory_order_relaxed) + 1;
-  s->generation.store(h.generation, std::memory_order_release);
+  set_name_attributes_and_open(h, *s, *p, group, name, attributes);
 }
 
 void end_span(SpanHandle& h, bool by_exception) noexcept {
@@ -457,8 +484,8 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
   s.header.end_tick = end;
   // The record goes to the ending thread's queue (a Span may end on another thread than it started).
   ThreadState* t = p->stopped() ? nullptr : state_for(p);
-  if (p->positions_only) {
-    // Kept only while open, for a hang snapshot: nothing is exported from this rank.
+  if (p->positions_only || (s.header.bits & RecordHeader::kPositionOnly)) {
+    // Kept only while open, for a hang snapshot: nothing is exported from this rank, or of this group.
   } else if (t == nullptr) {
     p->count_late_drop();
   } else {

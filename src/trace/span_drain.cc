@@ -160,6 +160,11 @@ void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
   std::uint64_t now = now_ticks();
   for (int i = 0; i < n; ++i) {
     OpenSpan& s = *spans[i];
+    if (s.header.bits & RecordHeader::kPositionOnly) {  // a position only: forgotten, as at its end
+      s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      t.free_slots |= std::uint64_t{1} << s.owner_slot_index;
+      continue;
+    }
     s.header.end_tick = now;
     s.header.bits |= RecordHeader::kTruncated;  // the exporters add the attribute and the event
     ThreadCounters::bump(t.counters.produced);

@@ -140,13 +140,45 @@ TEST(Spans, DisabledGroupEvaluatesNothingAndLeavesNoGapInTheTree) {
   {
     LENS_SPAN(mg::job, "root");
     {
-      LENS_SPAN(mg::step, "off", {"x", expensive()});  // step is off: no span, arguments not evaluated
+      LENS_SPAN(mg::data_loading, "off", {"x", expensive()});  // off: no span, arguments not evaluated
       LENS_SPAN(mg::layer, "layer");
     }
   }
   EXPECT_EQ(evaluated, 0);
   EXPECT_TRUE(c.span("off").is_null());
   EXPECT_EQ(c.span("layer")["parentSpanId"], c.span("root")["spanId"]);  // attaches to the nearest existing span
+}
+
+// Issue 28: with hang snapshots on, the loop's groups (step, forward_backward, microbatch, communication) are kept as
+// positions when not enabled: the site runs, nothing is exported, and the tree is as if the span were not there.
+TEST(Spans, APositionOnlySpanIsNeverExportedNorAParent) {
+  Capture c(testing::capture_config("job,layer"));
+  {
+    LENS_SPAN(mg::job, "root");
+    {
+      LENS_SPAN_NAMED(position, mg::step, "position", {"megatron.iteration", 3});
+      EXPECT_TRUE(LENS_GROUP_ENABLED(mg::step));
+      EXPECT_FALSE(position.context().is_valid());  // no ids: not a parent, not a link target
+      LENS_SPAN(mg::layer, "layer");
+    }
+  }
+  EXPECT_TRUE(c.span("position").is_null());
+  EXPECT_EQ(c.span("layer")["parentSpanId"], c.span("root")["spanId"]);
+  EXPECT_FALSE(enabled_span_groups().contains(mg::step));  // what is enabled is what is exported
+  EXPECT_EQ(c.telemetry().span_stats().produced, 2u);        // root and layer: positions are not counted
+}
+
+// Without hang snapshots there are no positions: a group that is off costs its check only.
+TEST(Spans, WithoutHangSnapshotsAGroupThatIsOffEvaluatesNothing) {
+  Config config = testing::capture_config("job");
+  config.hang_signal = 0;
+  Capture c(config);
+  int evaluated = 0;
+  {
+    LENS_SPAN(mg::microbatch, "off", {"x", ++evaluated});
+  }
+  EXPECT_EQ(evaluated, 0);
+  EXPECT_FALSE(LENS_GROUP_ENABLED(mg::step));
 }
 
 // Issue 14: a writable buffer bound as a string literal, kept as a pointer to the stack with its whole length.

@@ -2,6 +2,9 @@
 // check what a collector would receive.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,6 +25,8 @@ inline Config capture_config(std::string spec = "all") {
   c.enabled = true;
   c.span_groups = std::move(spec);
   c.span_batch.schedule_delay_ms = 60000;  // exports happen on flush, when the test says
+  // Hang snapshots are on by default: the rank's process record goes to a directory of the test's, not ./telemetry.
+  c.file_dir = ::testing::TempDir() + "lens-capture-" + std::to_string(::getpid());
   return c;
 }
 

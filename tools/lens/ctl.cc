@@ -44,7 +44,7 @@ bool find_endpoint(const std::string& run_dir, ControlFile& out) {
   if (!text) {
     std::fprintf(stderr,
                  "lens ctl: no control.json under %s (or not a regular file of at most %zu bytes): the job runs "
-                 "without P_CONTROL=1, has ended, or this is not rank 0's run directory\n",
+                 "without MEGATRON_OTEL_CONTROL=1, has ended, or this is not rank 0's run directory\n",
                  run_dir.c_str(), lens::internal::kMaxControlFileBytes);
     return false;
   }

@@ -1,7 +1,13 @@
 #include "hang.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cerrno>
 #include <cstdarg>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,8 +15,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <vector>
 
+#include "common/files.h"
+#include "common/process_identity.h"
 #include "common/text.h"
 #include "run_reader.h"  // kMaxRanks
 
@@ -42,13 +51,15 @@ struct Position {
   bool waits() const { return group == "communication"; }
 };
 
-bool is_snapshot(const fs::path& p) {
-  const std::string name = p.filename().string();
-  return name.starts_with("rank") && name.ends_with(".snapshot.json");
-}
+constexpr const char* kSnapshotSuffix = ".snapshot.json";
+constexpr const char* kProcessSuffix = ".process.json";
 
-// The snapshots in RUN_DIR, or in the directory below it that has the newest one.
-std::vector<fs::path> find_snapshots(const fs::path& run_dir) {
+// The files rank<R><suffix> in RUN_DIR, or in the directory below it that has the newest one.
+std::vector<fs::path> find_rank_files(const fs::path& run_dir, const std::string& suffix) {
+  auto is_rank_file = [&](const fs::path& p) {
+    const std::string name = p.filename().string();
+    return name.starts_with("rank") && name.ends_with(suffix);
+  };
   std::error_code error;
   std::map<fs::path, std::vector<fs::path>> by_dir;
   std::map<fs::path, fs::file_time_type> newest;
@@ -57,10 +68,10 @@ std::vector<fs::path> find_snapshots(const fs::path& run_dir) {
     newest[file.parent_path()] = std::max(newest[file.parent_path()], fs::last_write_time(file, error));
   };
   for (const auto& entry : fs::directory_iterator(run_dir, error)) {
-    if (entry.is_regular_file(error) && is_snapshot(entry.path())) add(entry.path());
+    if (entry.is_regular_file(error) && is_rank_file(entry.path())) add(entry.path());
     if (entry.is_directory(error))
       for (const auto& inner : fs::directory_iterator(entry.path(), error))
-        if (inner.is_regular_file(error) && is_snapshot(inner.path())) add(inner.path());
+        if (inner.is_regular_file(error) && is_rank_file(inner.path())) add(inner.path());
   }
   if (by_dir.empty()) return {};
   auto latest =
@@ -207,12 +218,13 @@ std::string describe(const Group& g) {
 }  // namespace
 
 int hang(const std::string& run_dir, bool as_json) {
-  const std::vector<fs::path> files = find_snapshots(run_dir);
+  const std::vector<fs::path> files = find_rank_files(run_dir, kSnapshotSuffix);
   if (files.empty()) {
     std::fprintf(stderr,
-                 "lens hang: no rank<R>.snapshot.json under %s: send the job's ranks P_HANG_SIGNAL (SIGUSR1 by "
-                 "default) or set P_HANG_TIMEOUT, then look in <FILE_DIR>/<run id>\n",
-                 run_dir.c_str());
+                 "lens hang: no rank<R>.snapshot.json under %s: run `lens hang %s --signal` on each host of the job "
+                 "(it sends the ranks MEGATRON_OTEL_HANG_SIGNAL, SIGUSR1 by default), or set "
+                 "MEGATRON_OTEL_HANG_TIMEOUT, then look in <FILE_DIR>/<run id>\n",
+                 run_dir.c_str(), run_dir.c_str());
     return kBadInput;
   }
   std::vector<Position> positions;
@@ -335,6 +347,112 @@ int hang(const std::string& run_dir, bool as_json) {
   }
   std::fputs(lens::internal::terminal_text(page).c_str(), stdout);
   return 0;
+}
+
+namespace {
+
+// A rank process as its record says, and what became of the signal.
+struct RankProcess {
+  int rank = 0;
+  pid_t pid = 0;
+  std::string host;
+  lens::internal::ProcessIdentity identity;
+  int signal = 0;  // 0: the run has none
+  std::string outcome;  // "sent", or why not
+};
+
+std::optional<RankProcess> read_process_record(const fs::path& file) {
+  const std::optional<std::string> text = lens::internal::read_regular_file(file.string(), 4096);
+  if (!text) return std::nullopt;
+  try {
+    const json r = json::parse(*text);
+    if (r.at("lens_rank_process").get<int>() != 1) return std::nullopt;
+    RankProcess p;
+    p.rank = rank_in_range(r.at("rank").get<std::int64_t>(), 0, "rank");
+    p.pid = static_cast<pid_t>(r.at("pid").get<std::int64_t>());
+    p.host = r.at("host").get<std::string>();
+    p.identity = {r.at("boot_id").get<std::string>(), r.at("start_ticks").get<std::uint64_t>(),
+                  r.at("comm").get<std::string>()};
+    const std::string signal = r.at("hang_signal").get<std::string>();
+    p.signal = signal == "SIGUSR1" ? SIGUSR1 : signal == "SIGUSR2" ? SIGUSR2 : 0;
+    return p;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Signals `p` only when it is the process the record names: on this host's boot, with the same start time and
+// name (a pid is reused), never pid 0, 1 or -1 (a process group, init, everything), never this process.
+void signal_if_same_process(RankProcess& p, const std::string& boot_id) {
+  if (p.identity.boot_id != boot_id) {
+    p.outcome = "on another host (" + p.host + ")";
+  } else if (p.signal == 0) {
+    p.outcome = "runs with no hang signal (MEGATRON_OTEL_HANG_SIGNAL=none)";
+  } else if (p.pid <= 1 || p.pid == ::getpid()) {
+    p.outcome = "has a record naming pid " + std::to_string(p.pid) + ": not signalled";
+  } else if (lens::internal::process_identity(p.pid) != p.identity) {
+    p.outcome = "has ended (pid " + std::to_string(p.pid) + " is gone or is another process now)";
+  } else if (::kill(p.pid, p.signal) != 0) {
+    p.outcome = std::string("could not be signalled: ") + std::strerror(errno);
+  } else {
+    p.outcome = "sent";
+  }
+}
+
+// When the snapshot of every signalled rank is newer than `since` (or `limit` passed).
+void wait_for_snapshots(const fs::path& dir, const std::vector<RankProcess>& sent, std::uint64_t since_unix_nano,
+                        std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  auto fresh = [&](const RankProcess& p) {
+    const std::optional<std::string> text =
+        lens::internal::read_regular_file((dir / ("rank" + std::to_string(p.rank) + kSnapshotSuffix)).string(),
+                                          std::size_t{64} << 20);
+    if (!text) return false;
+    const json s = json::parse(*text, nullptr, false);
+    return s.is_object() && s.value("written_unix_nano", std::uint64_t{0}) >= since_unix_nano;
+  };
+  while (std::chrono::steady_clock::now() < until &&
+         !std::all_of(sent.begin(), sent.end(), [&](const RankProcess& p) { return fresh(p); }))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+}  // namespace
+
+int hang_signal(const std::string& run_dir, bool as_json) {
+  const std::vector<fs::path> files = find_rank_files(run_dir, kProcessSuffix);
+  if (files.empty()) {
+    std::fprintf(stderr,
+                 "lens hang --signal: no rank<R>.process.json under %s: the job's ranks write one at setup when "
+                 "hang snapshots are on (MEGATRON_OTEL_HANG_SIGNAL not none, or MEGATRON_OTEL_HANG_TIMEOUT set); "
+                 "is this <FILE_DIR>/<run id> of a running job?\n",
+                 run_dir.c_str());
+    return kBadInput;
+  }
+  const std::string boot_id = lens::internal::process_identity(::getpid()).value_or(lens::internal::ProcessIdentity{}).boot_id;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto since = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  std::vector<RankProcess> processes, sent;
+  for (const fs::path& file : files) {
+    std::optional<RankProcess> p = read_process_record(file);
+    if (!p) {
+      std::fprintf(stderr, "lens hang --signal: %s is not a rank process record: not used\n", file.c_str());
+      continue;
+    }
+    signal_if_same_process(*p, boot_id);
+    (p->outcome == "sent" ? sent : processes).push_back(*p);
+  }
+  std::string page;
+  for (const RankProcess& p : sent)
+    append(page, "lens hang --signal: rank %d (pid %d): %s sent\n", p.rank, static_cast<int>(p.pid),
+           p.signal == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+  for (const RankProcess& p : processes) append(page, "lens hang --signal: rank %d %s\n", p.rank, p.outcome.c_str());
+  std::fputs(lens::internal::terminal_text(page).c_str(), stderr);
+  if (sent.empty()) {
+    std::fprintf(stderr, "lens hang --signal: no rank process of this run on this host was signalled\n");
+    return kBadInput;
+  }
+  wait_for_snapshots(files.front().parent_path(), sent, since, std::chrono::seconds(10));
+  return hang(files.front().parent_path().string(), as_json);
 }
 
 }  // namespace lens_tools

@@ -330,7 +330,8 @@ int main(int argc, char** argv) {
       ->option_text("A-B");
   CLI::App* ctl = app.add_subcommand(
       "ctl",
-      "Talk to a running job started with P_CONTROL=1 (its rank 0 serves a control endpoint on loopback, with a "
+      "Talk to a running job started with MEGATRON_OTEL_CONTROL=1 (its rank 0 serves a control endpoint on loopback, "
+      "with a "
       "token in the run directory's control.json). Exit 0; 1 refused by the job (a bad spec, a change pending, a "
       "wrong token); 2 no control.json or no answer.");
   ctl->add_option("RUN_DIR", o.run_dir, "The run's directory (<FILE_DIR>/<run id>) on rank 0's host, or the one above")
@@ -353,17 +354,22 @@ int main(int argc, char** argv) {
   CLI::App* hang = app.add_subcommand(
       "hang",
       "Read the hang snapshots of a job that stopped making progress (rank<R>.snapshot.json, written by every rank "
-      "on P_HANG_SIGNAL, SIGUSR1 by default, or by the P_HANG_TIMEOUT watchdog) and say which rank is behind and "
+      "on MEGATRON_OTEL_HANG_SIGNAL, SIGUSR1 by default, or by the MEGATRON_OTEL_HANG_TIMEOUT watchdog) and say which "
+      "rank is behind and "
       "where the others wait; a rank with no snapshot is named. Exit 0, or 2 when there is no snapshot to read.");
   hang->add_option("RUN_DIR", o.run_dir, "The run's directory (<FILE_DIR>/<run id>), or the one above")->required();
-  bool hang_json = false;
+  bool hang_json = false, hang_send = false;
   hang->add_flag("--json", hang_json, "The verdict as JSON: behind, missing, and the ranks grouped by where they are");
+  hang->add_flag("--signal", hang_send,
+                 "First send the hang signal to this run's rank processes on this host (as their rank<R>.process.json "
+                 "records say; nothing else, never the launcher), wait for their snapshots, then give the verdict");
   hang->footer(
-      "Example:\n  pkill -USR1 -f pretrain_gpt; sleep 1; lens hang telemetry/<run id>\n"
+      "Example:\n  lens hang telemetry/<run id> --signal   (on each host of the job; then once more, without --signal)\n"
       "More: docs/TOOLS.md");
   try {
     app.parse(argc, argv);
-    if (hang->parsed()) return lens_tools::hang(o.run_dir, hang_json);
+    if (hang->parsed())
+      return hang_send ? lens_tools::hang_signal(o.run_dir, hang_json) : lens_tools::hang(o.run_dir, hang_json);
     if (ctl->parsed())
       return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
