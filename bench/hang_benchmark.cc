@@ -1,8 +1,9 @@
 // What hang snapshots cost. On the training thread: a span on a non-exporting rank that keeps positions (the
 // default since hang snapshots: start and end in the thread's slot, nothing queued), beside the same rank with
 // snapshots off (P_HANG_SIGNAL=none, no P_HANG_TIMEOUT: the group check alone) and two steady_clock reads, all in
-// the same run. On the export thread, never the training thread: one snapshot (open spans of 8 threads, 6 deep,
-// read as a seqlock, and the file written).
+// the same run; and on an exporting rank under `default` groups, a span of a group that is off kept as a position
+// (the loop's groups: step, forward_backward, microbatch, communication). On the export thread, never the training
+// thread: one snapshot (open spans of 8 threads, 6 deep, read as a seqlock, and the file written).
 //
 // Command:  build/bench/lens_hang_benchmark --benchmark_repetitions=15 --benchmark_min_time=0.2
 //           --benchmark_report_aggregates_only=true   (medians)
@@ -54,6 +55,27 @@ void BM_Span_NonExportingRank(benchmark::State& state) {
   t.shutdown();
 }
 BENCHMARK(BM_Span_NonExportingRank)->ArgName("snapshots")->Arg(1)->Arg(0);
+
+// The exporting rank (rank 1 of 2) under production's `default` groups: a micro-batch span, its group off, is kept
+// as a position so that a snapshot knows the loop (issue 28); with snapshots off the site is the group check alone.
+void BM_Span_OffGroupKeptAsPosition(benchmark::State& state) {
+  lens::Config c;
+  c.catalogue = lens::megatron::catalogue();
+  c.enabled = true;
+  c.span_groups = "default";
+  c.exporter = lens::Exporter::kFile;
+  c.metrics_enabled = false;
+  c.hang_signal = state.range(0) != 0 ? SIGUSR1 : 0;
+  c.file_dir = (std::filesystem::temp_directory_path() / "lens-hang-benchmark").string();
+  c.run_id = "bench-positions";
+  lens::Telemetry t = lens::setup_telemetry(c, {.rank = 1, .world_size = 2, .reinit = true});
+  for (auto _ : state) {
+    LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", 1});
+  }
+  state.counters["exported"] = static_cast<double>(t.span_stats().produced);  // 0: positions are never exported
+  t.shutdown();
+}
+BENCHMARK(BM_Span_OffGroupKeptAsPosition)->ArgName("snapshots")->Arg(1)->Arg(0);
 
 // 8 threads, each 6 spans deep with two attributes, parked while the snapshot is taken and written.
 void BM_HangSnapshot_EightThreadsSixDeep(benchmark::State& state) {

@@ -63,6 +63,13 @@ void log_warning(const char* format, ...) {
   va_end(args);
 }
 
+void log_setup_warning(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  write_line("warning: ", format, args, 0);
+  va_end(args);
+}
+
 void log_warning_from(const void* source, const char* format, ...) {
   va_list args;
   va_start(args, format);

@@ -1,5 +1,8 @@
 #include "export/prometheus.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +10,7 @@
 
 #include "common/http_server.h"
 #include "common/log.h"
+#include "common/text.h"
 
 namespace lens::internal {
 
@@ -139,15 +143,15 @@ class MicrohttpdEndpoint final : public PrometheusEndpoint {
  public:
   static constexpr unsigned long long kMaxBody = 4096;
 
-  MicrohttpdEndpoint(const Config& config, const Resource& resource, MetricSchedule& metrics) try
+  MicrohttpdEndpoint(const Config& config, int port, const Resource& resource, MetricSchedule& metrics) try
       : resource_(resource),
         metrics_(metrics),
-        server_(config.prometheus_host, config.prometheus_port, [this](const HttpRequest& r) { return respond(r); }) {
+        server_(config.prometheus_host, port, [this](const HttpRequest& r) { return respond(r); }) {
   } catch (const std::runtime_error&) {
     throw ConfigError("lens: cannot serve Prometheus metrics on " + config.prometheus_host + ":" +
-                      std::to_string(config.prometheus_port) +
-                      " (the port is taken or the host is not local); set OTEL_EXPORTER_PROMETHEUS_HOST / "
-                      "OTEL_EXPORTER_PROMETHEUS_PORT");
+                      std::to_string(port) +
+                      " (the port is taken or the host is not local; a rank serves OTEL_EXPORTER_PROMETHEUS_PORT + "
+                      "its local rank); set OTEL_EXPORTER_PROMETHEUS_HOST / OTEL_EXPORTER_PROMETHEUS_PORT");
   }
   void stop() override { server_.stop(); }
   int port() const override { return server_.port(); }
@@ -177,9 +181,28 @@ class MicrohttpdEndpoint final : public PrometheusEndpoint {
 
 }  // namespace
 
-std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, const Resource& resource,
+std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, int port, const Resource& resource,
                                                               MetricSchedule& metrics) {
-  return std::make_unique<MicrohttpdEndpoint>(config, resource, metrics);
+  return std::make_unique<MicrohttpdEndpoint>(config, port, resource, metrics);
+}
+
+int prometheus_port_of(const Config& config, int local_rank) {
+  const long port = static_cast<long>(config.prometheus_port) + std::max(0, local_rank);
+  return port <= 65535 ? static_cast<int>(port) : 0;
+}
+
+std::string prometheus_target_json(const Config& config, int port, const std::string& run_id, int rank,
+                                   int local_rank) {
+  std::string host = config.prometheus_host;
+  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    host = name;
+  }
+  if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";  // an IPv6 address
+  return "[{\"targets\": [" + json_string(host + ":" + std::to_string(port)) + "], \"labels\": {\"nemo_run_id\": " +
+         json_string(run_id) + ", \"dl_rank\": \"" + std::to_string(rank) + "\", \"dl_local_rank\": \"" +
+         std::to_string(local_rank) + "\"}}]\n";
 }
 
 }  // namespace lens::internal

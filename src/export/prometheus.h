@@ -27,10 +27,22 @@ class PrometheusEndpoint {
   virtual int port() const = 0;
 };
 
-// Binds OTEL_EXPORTER_PROMETHEUS_HOST:PORT now (a port in use is a ConfigError here, not a crash later) and
+// Binds OTEL_EXPORTER_PROMETHEUS_HOST:`port` now (a port in use is a ConfigError here, not a crash later) and
 // serves from a thread of its own: each scrape collects `metrics` and renders them with `resource` (both outlive
 // the endpoint).
-std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, const Resource& resource,
+std::unique_ptr<PrometheusEndpoint> start_prometheus_endpoint(const Config& config, int port, const Resource& resource,
                                                               MetricSchedule& metrics);
+
+// A rank's port: OTEL_EXPORTER_PROMETHEUS_PORT + its local rank, so that the ranks of one host do not all ask for
+// one port (as multi-process exporters do). 0 when that is past 65535.
+int prometheus_port_of(const Config& config, int local_rank);
+
+// Where Prometheus finds a rank's endpoint: a file_sd_configs target group, as a JSON list of one,
+//   [{"targets": ["node7:9467"], "labels": {"nemo_run_id": "...", "dl_rank": "3", "dl_local_rank": "3"}}]
+// written to <FILE_DIR>/prometheus/<run id>.rank<R>.json while the endpoint serves (a Prometheus file_sd_configs
+// entry `files: [<FILE_DIR>/prometheus/*.json]` finds every rank of every run there). The host is the bound one, or this host's name
+// when it is bound to every address.
+std::string prometheus_target_json(const Config& config, int port, const std::string& run_id, int rank,
+                                   int local_rank);
 
 }  // namespace lens::internal

@@ -4,6 +4,8 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/files.h"
+#include "common/log.h"
 #include "config/env.h"
 #include "export/exporter_factory.h"
 #include "export/json_lines_exporter.h"
@@ -70,6 +72,48 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   }
   RankStrategyInput input{s.ranks, c.export_rank, c.export_sample_rate};
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
+}
+
+// The rank's Prometheus endpoint on OTEL_EXPORTER_PROMETHEUS_PORT + its local rank, and the file that tells
+// Prometheus's file service discovery where it is. A port that cannot be bound is a warning, never the end of the
+// job: the rank trains on, its metrics not served (issue 28: every rank exporting on one host asked for one port and
+// the second one's setup failed, ending the job).
+void serve_prometheus(TelemetryState& s) {
+  const Config& c = s.config;
+  const int port = prometheus_port_of(c, s.ranks.local_rank);
+  try {
+    if (port == 0)
+      throw ConfigError("lens: OTEL_EXPORTER_PROMETHEUS_PORT=" + std::to_string(c.prometheus_port) + " + local rank " +
+                        std::to_string(s.ranks.local_rank) + " is past 65535");
+    s.prometheus = start_prometheus_endpoint(c, port, s.pipeline->resource(), s.pipeline->metrics());
+  } catch (const ConfigError& e) {
+    log_setup_warning("%s: rank %d's metrics are not served; the job goes on", e.what(), s.ranks.rank);
+    return;
+  }
+  // One directory for every run, as Prometheus's file_sd globs only a file name: <FILE_DIR>/prometheus/*.json.
+  s.prometheus_target_path = (std::filesystem::path(c.file_dir) / "prometheus" /
+                              (run_directory_name(s.run_id) + ".rank" + std::to_string(s.ranks.rank) + ".json"))
+                                 .string();
+  const std::error_code error =
+      make_private_directories(std::filesystem::path(s.prometheus_target_path).parent_path());
+  if (error || !write_file_atomically(s.prometheus_target_path,
+                                      prometheus_target_json(c, s.prometheus->port(), s.run_id, s.ranks.rank,
+                                                             s.ranks.local_rank),
+                                      0644)) {
+    log_setup_warning("cannot write %s: Prometheus's file service discovery will not find rank %d",
+                s.prometheus_target_path.c_str(), s.ranks.rank);
+    s.prometheus_target_path.clear();
+  }
+}
+
+void stop_prometheus(TelemetryState& s) {
+  if (!s.prometheus) return;
+  s.prometheus->stop();
+  if (!s.prometheus_target_path.empty()) {
+    std::error_code error;
+    std::filesystem::remove(s.prometheus_target_path, error);
+    std::filesystem::remove(std::filesystem::path(s.prometheus_target_path).parent_path(), error);  // when empty
+  }
 }
 
 // The loop's structure, kept as positions with hang snapshots on whatever the enabled set (CONTRACT §10): where a
@@ -184,8 +228,7 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
       if (config.traces_enabled || config.metrics_enabled || config.logs_enabled)
         state->pipeline = build_pipeline(*state, std::move(exporter));
       if (state->pipeline && config.metrics_enabled && config.metrics_exporter == SignalExporter::kPrometheus)
-        state->prometheus = start_prometheus_endpoint(config, state->pipeline->resource(),
-                                                      state->pipeline->metrics());  // throws when it cannot bind
+        serve_prometheus(*state);
       if (config.control && state->ranks.rank == 0)  // throws when it cannot bind or write its file
         state->control = std::make_unique<ControlEndpoint>(
             config, (std::filesystem::path(config.file_dir) / run_directory_name(state->run_id)).string(),
@@ -200,7 +243,7 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     std::shared_ptr<TelemetryState> previous = l.state;
     detach_locked(l, previous);
     previous->shut_down.store(true);
-    if (previous->prometheus) previous->prometheus->stop();
+    stop_prometheus(*previous);
     previous->control.reset();
     if (previous->pipeline && !previous->pipeline->shutdown(std::chrono::steady_clock::now() + kDefaultShutdownTimeout))
       retired_pipelines().push_back(previous->pipeline);
@@ -233,7 +276,7 @@ bool shutdown_state(const std::shared_ptr<TelemetryState>& state, std::chrono::m
     std::lock_guard lock(l.mutex);
     detach_locked(l, state);
   }
-  if (state->prometheus) state->prometheus->stop();
+  stop_prometheus(*state);
   state->control.reset();
   return state->pipeline ? state->pipeline->shutdown(std::chrono::steady_clock::now() + timeout) : true;
 }

@@ -24,6 +24,7 @@ struct TelemetryState {
   ResourceAttributes resource_attributes;
   Pipeline* pipeline = nullptr;  // exporting ranks with any signal on, or positions for hang snapshots; never freed
   std::unique_ptr<PrometheusEndpoint> prometheus;  // OTEL_METRICS_EXPORTER=prometheus
+  std::string prometheus_target_path;              // its file_sd target file, removed when it stops
   std::unique_ptr<ControlEndpoint> control;        // P_CONTROL on an exporting rank 0
   pid_t pid = 0;                                   // the process that set up: in a forked child the state is inert
   std::atomic<bool> shut_down{false};

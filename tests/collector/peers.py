@@ -27,6 +27,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def port_is_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def port_open(port):
     with socket.socket() as s:
         s.settimeout(0.2)
@@ -175,15 +184,19 @@ class Jaeger(Peer):
 
 
 class Prometheus(Peer):
-    """Debian's Prometheus server scraping `targets` ({job: port on 127.0.0.1}) every second; query() asks its
+    """Debian's Prometheus server scraping `targets` ({job: port on 127.0.0.1}) and the targets its file service
+    discovery finds every second; query() asks its
     HTTP API. The first scraped sample is queryable about 6 s after the start."""
 
-    def __init__(self, program, directory, targets):
+    def __init__(self, program, directory, targets, file_sd=None):
+        """`file_sd`: {job: a glob of file service discovery files}, read every second."""
         self.port = free_port()
         home = os.path.join(directory, "prometheus")
         os.makedirs(home, exist_ok=True)
         jobs = "".join(f"  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
                        for job, port in targets.items())
+        jobs += "".join(f"  - job_name: {job}\n    file_sd_configs:\n      - files: ['{glob}']\n        refresh_interval: 1s\n"
+                        for job, glob in (file_sd or {}).items())
         config = os.path.join(home, "prometheus.yml")
         with open(config, "w", encoding="utf-8") as f:
             f.write(f"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{jobs}")

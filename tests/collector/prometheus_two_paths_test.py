@@ -6,6 +6,7 @@ figures): rank 0 serves its metrics on its Prometheus endpoint, rank 1 sends the
 iteration 21 (a testing aid), so both ranks hold iteration 20's figures while Prometheus scrapes them; then the
 values Prometheus holds for each path must be equal."""
 
+import glob
 import os
 import signal
 import socket
@@ -82,3 +83,51 @@ class PrometheusTwoPathsTest(peers.PeerTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(TRAINER and PROMETHEUS, "set by ctest: LENS_PRETRAIN_GPT, LENS_PROMETHEUS_PROGRAM")
+class EveryRankOnOneHostTest(peers.PeerTest):
+    """Issue 28: every rank exporting to Prometheus on one host asked for one port; the second rank's setup failed
+    and took the job down. Each rank serves the port + its local rank and writes where (<FILE_DIR>/prometheus/
+    <run id>.rank<R>.json), and a real Prometheus finds both through its file service discovery."""
+
+    def test_two_local_ranks_serve_two_ports_that_prometheus_discovers(self):
+        base_port = peers.free_port()
+        while not peers.port_is_free(base_port + 1):
+            base_port = peers.free_port()
+        telemetry = os.path.join(self.dir, "telemetry")
+        prometheus = self.start(peers.Prometheus(PROMETHEUS, self.dir, {},
+                                                 file_sd={"lens": os.path.join(telemetry, "prometheus", "*.json")}))
+        env = {"MEGATRON_OTEL_RUN_ID": "every-rank", "OTEL_METRICS_EXPORTER": "prometheus",
+               "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1", "OTEL_EXPORTER_PROMETHEUS_PORT": str(base_port),
+               "MEGATRON_OTEL_FILE_DIR": telemetry, "MEGATRON_OTEL_EXPORTER": "file"}
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            master_port = str(s.getsockname()[1])
+        base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port, "WORLD_SIZE": "2",
+                "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks",
+                "MEGATRON_OTEL_HANG_SIGNAL": "none", **env}
+        ranks = [subprocess.Popen([TRAINER, *FLAGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
+        try:
+            found, deadline = [], time.monotonic() + 90
+            while time.monotonic() < deadline and len(found) < 2:
+                for r in ranks:
+                    if r.poll() is not None:
+                        raise AssertionError(f"a rank ended ({r.returncode}): {r.communicate()[0][-3000:]}")
+                found = prometheus.query('up{job="lens"} == 1')
+                time.sleep(1)
+            series = prometheus.query('megatron_training_loss{job="lens"}')
+            targets = sorted(os.path.basename(p) for p in
+                             glob.glob(os.path.join(telemetry, "prometheus", "*.json")))
+        finally:
+            for r in ranks:
+                r.send_signal(signal.SIGKILL)
+            outputs = [r.communicate(timeout=60)[0] for r in ranks]
+        self.assertEqual(targets, ["every-rank.rank0.json", "every-rank.rank1.json"])
+        self.assertEqual(sorted(t["metric"]["instance"] for t in found),
+                         [f"127.0.0.1:{base_port}", f"127.0.0.1:{base_port + 1}"], outputs[1][-2000:])
+        self.assertEqual(sorted(t["metric"]["dl_rank"] for t in found), ["0", "1"])
+        for output in outputs:
+            self.assertNotIn("metrics are not served", output)
+        self.assertTrue(series, "no training metric scraped")
