@@ -178,9 +178,11 @@ constexpr Catalogue base_catalogue() {
 }
 
 namespace internal {
-// The groups whose span sites run: the enabled set, and with hang snapshots on the loop's groups kept as positions
-// (CONTRACT §10). Written by setup and set_enabled_span_groups, read by every span site.
+// The enabled set (the groups whose spans are exported), and the groups whose span sites run: the enabled set and,
+// with hang snapshots on, the loop's groups kept only as positions (CONTRACT §10). Written by setup and
+// set_enabled_span_groups; every span site reads g_recorded_group_bits.
 LENS_API extern std::atomic<std::uint64_t> g_enabled_group_bits;
+LENS_API extern std::atomic<std::uint64_t> g_recorded_group_bits;
 template <typename>
 inline constexpr bool kNotASpanGroup = false;
 }  // namespace internal
@@ -198,14 +200,20 @@ LENS_ABI_NAMESPACE_BEGIN
 
 #if !defined(LENS_DISABLED)
 
-// True when spans of `g` are recorded now: exported, or (with hang snapshots on, for the loop's groups: step,
-// forward_backward, microbatch, communication) kept only while open as positions for a hang snapshot. One relaxed
-// load and a bit test; never a call.
+// True when `g` is enabled now: its spans are recorded and exported. One relaxed load and a bit test; never a call.
 LENS_ALWAYS_INLINE bool is_enabled(SpanGroup g) noexcept {
   return (internal::g_enabled_group_bits.load(std::memory_order_relaxed) & g.bit()) != 0;
 }
 
-// The enabled set now (the groups whose spans are exported; positions are not in it).
+namespace internal {
+// True when a span site of `g` runs: `g` is enabled, or (with hang snapshots on) it is one of the loop's groups
+// (step, forward_backward, microbatch, communication) kept as a position. What LENS_SPAN checks.
+LENS_ALWAYS_INLINE bool is_recorded(SpanGroup g) noexcept {
+  return (g_recorded_group_bits.load(std::memory_order_relaxed) & g.bit()) != 0;
+}
+}  // namespace internal
+
+// The enabled set now.
 LENS_API GroupSet enabled_span_groups() noexcept;
 
 // Replaces the enabled set at run time, from any thread; every thread sees it at its next check. Only an
@@ -239,7 +247,7 @@ LENS_ABI_NAMESPACE_END
 }  // namespace lens
 
 #if !defined(LENS_DISABLED)
-#define LENS_GROUP_ENABLED(group) (::lens::is_enabled(group))
+#define LENS_GROUP_ENABLED(group) (::lens::internal::is_recorded(group))
 #else
 // Always false, its argument type-checked but not evaluated.
 #define LENS_GROUP_ENABLED(group) (sizeof(::lens::is_enabled(group)) == 0)

@@ -92,7 +92,7 @@ class Span {
   Span() noexcept = default;
   Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
        const StartOptions& options = {}) noexcept {
-    if (is_enabled(group)) start(group, name, attributes, options);
+    if (internal::is_recorded(group)) start(group, name, attributes, options);  // enabled, or a position
   }
   Span(Span&& other) noexcept : h_(std::exchange(other.h_, {})), uncaught_(other.uncaught_) {}
   Span& operator=(Span&& other) noexcept {
@@ -109,8 +109,9 @@ class Span {
     if (h_.slot) internal::end_span(h_, std::uncaught_exceptions() > uncaught_);
   }
 
-  // True while the span records (its group was on and the sampler kept it).
-  bool is_recording() const noexcept { return h_.slot != nullptr; }
+  // True while the span records (its group was on and the sampler kept it); false for a position kept only for a
+  // hang snapshot (a slot and no ids).
+  bool is_recording() const noexcept { return h_.slot != nullptr && h_.context.is_valid(); }
   // The span's identity, also for a sampled-out span (children follow its decision); invalid when no span.
   const SpanContext& context() const noexcept { return h_.context; }
 
@@ -199,7 +200,7 @@ LENS_API SpanContext current_context() noexcept;
 template <typename F>
 auto traced(SpanGroup group, SpanName name, F fn) {
   return [group, name, fn = std::move(fn)](auto&&... args) mutable -> decltype(auto) {
-    if (!is_enabled(group)) return fn(std::forward<decltype(args)>(args)...);
+    if (!internal::is_recorded(group)) return fn(std::forward<decltype(args)>(args)...);
     ScopedSpan span;
     span.start(group, name);
     try {

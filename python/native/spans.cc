@@ -53,13 +53,23 @@ long group_id(PyObject* group) {
   return value;
 }
 
-// One relaxed load while every group is off (a disabled or non-exporting rank): no lookup at all.
-bool group_enabled(PyObject* group, int* id_out) {
-  const std::uint64_t bits = lens::internal::g_enabled_group_bits.load(std::memory_order_relaxed);
+// Whether `group` is in `bits`. One relaxed load while every group is off (a disabled rank): no lookup at all.
+bool group_in(const std::atomic<std::uint64_t>& bits_now, PyObject* group, int* id_out) {
+  const std::uint64_t bits = bits_now.load(std::memory_order_relaxed);
   if (bits == 0) return false;
   const long v = group_id(group);
   if (id_out != nullptr) *id_out = static_cast<int>(v);
   return v >= 0 && v < 64 && ((bits >> v) & 1U) != 0;
+}
+
+// NeMo Lens's question: is the group enabled (its spans exported)?
+bool group_enabled(PyObject* group, int* id_out) {
+  return group_in(lens::internal::g_enabled_group_bits, group, id_out);
+}
+
+// Whether a span site of `group` runs: enabled, or kept as a position for hang snapshots (the loop's groups).
+bool group_recorded(PyObject* group, int* id_out) {
+  return group_in(lens::internal::g_recorded_group_bits, group, id_out);
 }
 
 std::string_view utf8_or_empty(PyObject* text) {
@@ -198,8 +208,12 @@ void span_dealloc(PyObject* self) {
   PyObject_Free(self);
 }
 
+// A span of a group kept only as a position yields None, as NeMo Lens's managed_span does for a group that is off:
+// the loop's code sees what it would without hang snapshots.
 PyObject* span_enter(PyObject* self, PyObject*) {
-  start(reinterpret_cast<SpanObject*>(self));
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  start(s);
+  if (s->h.slot != nullptr && !s->h.context.is_valid()) Py_RETURN_NONE;  // a position: a slot and no ids
   Py_INCREF(self);
   return self;
 }
@@ -390,7 +404,7 @@ PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyOb
     return nullptr;
   }
   int id = 0;
-  if (!group_enabled(args[0], &id)) {
+  if (!group_recorded(args[0], &id)) {
     Py_INCREF(g_null_span);
     return g_null_span;
   }
@@ -441,7 +455,7 @@ PyTypeObject TracedFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 PyObject* traced_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* t = reinterpret_cast<TracedFunction*>(self);
   int id = 0;
-  if (!group_enabled(t->group, &id)) return PyObject_Vectorcall(t->function, args, nargsf, kwnames);
+  if (!group_recorded(t->group, &id)) return PyObject_Vectorcall(t->function, args, nargsf, kwnames);
   SpanObject* s = alloc_span(t->name);
   if (s == nullptr) return nullptr;
   s->group_id = static_cast<unsigned char>(id);
@@ -528,7 +542,7 @@ PyGetSetDef traced_getset[] = {
 
 PyMethodDef functions[] = {
     {"is_span_group_enabled", is_span_group_enabled, METH_O,
-     "is_span_group_enabled(group) -> bool: True when spans of `group` are recorded now."},
+     "is_span_group_enabled(group) -> bool: True when `group` is enabled now (its spans are exported)."},
     {"managed_span", fastcall(managed_span), METH_FASTCALL | METH_KEYWORDS,
      "managed_span(group, name, tracer=None, **attributes): a context manager that yields the span, or None "
      "when the group is off."},

@@ -70,6 +70,25 @@ class HangSnapshotTest(unittest.TestCase):
         self.assertEqual(main["open_spans"][0]["attributes"], {"iteration": 12})
         self.assertEqual(main["open_spans"][1]["parent_span_id"], main["open_spans"][0]["span_id"])
 
+    def test_under_default_groups_the_loop_is_a_position_and_managed_span_yields_none(self):
+        # Issue 28: production's groups export nothing of the loop, yet a snapshot says where it is.
+        with Run("default", NEMO_LENS_RUN_ID="py-positions"):
+            run_dir = os.path.join(os.environ["NEMO_LENS_FILE_DIR"], "py-positions")
+            self.assertFalse(lens.is_span_group_enabled("step"))  # NeMo Lens's answer: the group is off
+            with lens.managed_span("step", "py.step", iteration=3) as span:
+                self.assertIsNone(span)  # as for a group that is off
+                os.kill(os.getpid(), signal.SIGUSR1)
+                path = os.path.join(run_dir, "rank0.snapshot.json")
+                deadline = time.time() + 10
+                while not os.path.exists(path) and time.time() < deadline:
+                    time.sleep(0.01)
+                with open(path, encoding="utf-8") as f:
+                    snapshot = json.load(f)
+        main = next(t for t in snapshot["threads"] if t["tid"] == threading.get_native_id())
+        self.assertEqual([(s["name"], s["group"], s["position_only"]) for s in main["open_spans"]],
+                         [("py.step", "step", True)])
+        self.assertEqual(main["open_spans"][0]["attributes"], {"iteration": 3})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -13,16 +13,16 @@ namespace lens {
 namespace internal {
 
 std::atomic<std::uint64_t> g_enabled_group_bits{0};
-std::atomic<std::uint64_t> g_exported_group_bits{0};
+std::atomic<std::uint64_t> g_recorded_group_bits{0};
 
 namespace {
 // Read and written only off the hot path, so a plain atomic is enough.
 std::atomic<std::uint64_t> g_ceiling_bits{0};
 std::atomic<std::uint64_t> g_position_bits{0};
 
-void store_enabled(std::uint64_t exported) noexcept {
-  g_exported_group_bits.store(exported, std::memory_order_relaxed);
-  g_enabled_group_bits.store(exported | g_position_bits.load(std::memory_order_relaxed), std::memory_order_release);
+void store_enabled(std::uint64_t enabled) noexcept {
+  g_enabled_group_bits.store(enabled, std::memory_order_release);
+  g_recorded_group_bits.store(enabled | g_position_bits.load(std::memory_order_relaxed), std::memory_order_release);
 }
 }  // namespace
 
@@ -40,7 +40,7 @@ void clear_span_groups() noexcept {
 }  // namespace internal
 
 GroupSet enabled_span_groups() noexcept {
-  return GroupSet(internal::g_exported_group_bits.load(std::memory_order_acquire));
+  return GroupSet(internal::g_enabled_group_bits.load(std::memory_order_acquire));
 }
 
 GroupSet set_enabled_span_groups(GroupSet groups) noexcept {

@@ -9,16 +9,11 @@ namespace lens::internal {
 
 // Sets what set_enabled_span_groups() may enable, the enabled set itself, and the groups whose spans are kept as
 // positions for hang snapshots whatever the enabled set (their sites run, as LENS_GROUP_ENABLED checks
-// g_enabled_group_bits: enabled | positions; a span of a group that is not enabled lives only in its thread's slot
+// g_recorded_group_bits: enabled | positions; a span of a group that is not enabled lives only in its thread's slot
 // while open, with no ids, no context and no export).
 void install_span_groups(GroupSet ceiling, GroupSet enabled, GroupSet positions = {}) noexcept;
 // Nothing recorded (a signal ends the process, a fork's child).
 void clear_span_groups() noexcept;
 
-// The enabled set alone (exported spans), without the positions: what start_span tells them apart by.
-extern std::atomic<std::uint64_t> g_exported_group_bits;
-inline bool is_exported(SpanGroup g) noexcept {
-  return (g_exported_group_bits.load(std::memory_order_relaxed) & g.bit()) != 0;
-}
 
 }  // namespace lens::internal

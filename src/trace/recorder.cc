@@ -414,7 +414,7 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   if (p == nullptr) return;
   ThreadState* t = state_for(p);
   if (t == nullptr) return;
-  if (!is_exported(group)) {
+  if (!is_enabled(group)) {
     start_position(h, *t, *p, group, name, attributes);
     return;
   }

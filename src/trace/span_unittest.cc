@@ -157,7 +157,8 @@ TEST(Spans, APositionOnlySpanIsNeverExportedNorAParent) {
     LENS_SPAN(mg::job, "root");
     {
       LENS_SPAN_NAMED(position, mg::step, "position", {"megatron.iteration", 3});
-      EXPECT_TRUE(LENS_GROUP_ENABLED(mg::step));
+      EXPECT_TRUE(LENS_GROUP_ENABLED(mg::step));  // the site runs
+      EXPECT_FALSE(is_enabled(mg::step));         // but the group is not enabled
       EXPECT_FALSE(position.context().is_valid());  // no ids: not a parent, not a link target
       LENS_SPAN(mg::layer, "layer");
     }
