@@ -22,7 +22,7 @@ if ! { cmake -S . -B build -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=RelWithDebInfo &
   echo "demo: the build failed; the whole log is in $build_log"
   exit 1
 fi
-echo "demo: running 100 iterations on 4 ranks (about 90 seconds on 2 cores)"
+echo "demo: running 100 iterations on 4 ranks (about 30 seconds on 2 cores)"
 
 out_dir=$(pwd)/build/demo
 rm -rf "$out_dir" && mkdir -p "$out_dir"

@@ -167,7 +167,7 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
         const std::string to_ts = micros(arrow.to_ns, origin);
         if (arrow.arrival)
           event("{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid + ",\"tid\":" + tid +
-                ",\"ts\":" + to_ts + ",\"dur\":" + micros(arrow.arrival_end_ns, arrow.to_ns) +
+                ",\"ts\":" + to_ts + ",\"dur\":0" +
                 ",\"name\":\"arrival\",\"args\":{\"from_span_id\":\"" + hex_id(linked) + "\"}}");
         // Both ends at the start of the span they bind to, as viewers expect.
         event(flow_event("s", id, from->second.pid, from->second.tid, micros(arrow.from_ns, origin)));

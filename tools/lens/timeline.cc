@@ -22,13 +22,10 @@ LinkArrow link_arrow(const TimelineSpan& sender, const TimelineSpan& receiver) {
   if (receiver.start_ns >= sender.start_ns) return a;
   const std::uint64_t arrived = std::min(sender.end_ns, receiver.end_ns);
   // Clocks that disagree (the receiver ended before the send began), or a send of no duration that ended it: no
-  // point of the receiver is after the send.
+  // point of the receiver is after the send (an arrow of no length is no arrow to a viewer).
   if (arrived <= sender.start_ns) return a;
-  // The marker ends where the data arrived; it starts up to kArrivalMarkerNs before, after the send began (an arrow
-  // of no length is no arrow to a viewer).
-  a.to_ns = std::max(sender.start_ns + 1, arrived >= kArrivalMarkerNs ? arrived - kArrivalMarkerNs : 0);
+  a.to_ns = arrived;
   a.arrival = true;
-  a.arrival_end_ns = arrived;
   return a;
 }
 

@@ -56,15 +56,14 @@ std::uint64_t parse_span_id(std::string_view hex);
 // Where the arrow of a link is drawn: from the linked span (the sender) to the span that links to it (the
 // receiver), always forward in time when the clocks agree. It leaves the sender where the sender starts and ends
 // where the receiver starts, unless the receiver started first (a receive waits for its send): then it ends where
-// the data arrived, at the earlier of the two ends, a point inside the receiver marked by a short "arrival" span
-// (viewers bind an arrow to where a span starts). With clocks that disagree (the receiver ended before the sender
-// began) the arrow ends where the receiver starts: bound, though backwards.
+// the data arrived, at the earlier of the two ends, marked by an "arrival" span of no duration inside the receiver
+// (viewers bind an arrow to where a span starts; of no duration, it nests wherever it falls). With clocks that
+// disagree (the receiver ended before the sender began) the arrow ends where the receiver starts: bound, though
+// backwards.
 struct LinkArrow {
   std::uint64_t from_ns = 0, to_ns = 0;
-  bool arrival = false;             // to_ns starts an arrival marker inside the receiver
-  std::uint64_t arrival_end_ns = 0;  // where that marker ends
+  bool arrival = false;  // to_ns is an arrival marker's, inside the receiver
 };
 LinkArrow link_arrow(const TimelineSpan& sender, const TimelineSpan& receiver);
-inline constexpr std::uint64_t kArrivalMarkerNs = 1000;  // long enough for a viewer to bind to, short enough to fit
 
 }  // namespace lens_tools
