@@ -236,6 +236,22 @@ class ReportFiguresTest(unittest.TestCase):
         self.assertIn("lost: 4 spans dropped, 22 exported", result.stdout)
 
 
+class HelpTextTest(TempDirTest):
+    def test_help_and_errors_name_real_variables_not_placeholders(self):
+        # Issue 28: CONTRACT's P_ (the environment prefix) reached users as P_HANG_SIGNAL and P_CONTROL.
+        texts = [lens("--help").stdout]
+        for command in (["report"], ["convert"], ["ctl"], ["hang"], ["ctl", "status"], ["ctl", "span-groups"]):
+            texts.append(lens(*command, "--help").stdout)
+        texts.append(lens("hang", self.tmp.name).stderr)  # no snapshot
+        texts.append(lens("hang", self.tmp.name, "--signal").stderr)  # no process record
+        texts.append(lens("ctl", self.tmp.name, "status").stderr)  # no control.json
+        for text in texts:
+            self.assertNotRegex(text, r"\bP_[A-Z]", text)
+        joined = "\n".join(texts)
+        for variable in ("MEGATRON_OTEL_HANG_SIGNAL", "MEGATRON_OTEL_HANG_TIMEOUT", "MEGATRON_OTEL_CONTROL"):
+            self.assertIn(variable, joined)
+
+
 class LongRunTextTest(TempDirTest):
     def test_a_long_run_puts_its_summary_first_and_the_step_table_on_request(self):
         # 1,000 iterations: before, 1,000 table rows came before the summary.
