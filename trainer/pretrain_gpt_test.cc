@@ -767,19 +767,20 @@ TEST(PretrainGpt, AsyncSaveWorkersWriteTheCheckpointAndReportAsTheirRank) {
 // machine, or not have beaten yet: c10d's TCPStore client opens two connections by itself.
 TEST(PretrainGpt, ARankThatDiesDuringStartupIsNamedByTheOthersAtOnce) {
   std::chrono::steady_clock::time_point killed;
-  Launch run = launch("dies_at_startup", 4, small({"--testing-slow-rank", "2", "--testing-stall-startup"}), {},
-                      [&](const std::vector<pid_t>& pids, const fs::path& dir) {
-                        bool stalled = false;
-                        for (int i = 0; i < 7500 && !stalled; ++i) {  // 150 s: startup on a loaded machine
-                          std::ifstream in(dir / "rank2.out");
-                          const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-                          stalled = text.find("stalls in startup") != std::string::npos;
-                          if (!stalled) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                        }
-                        killed = std::chrono::steady_clock::now();
-                        kill(pids[2], SIGKILL);
-                        ASSERT_TRUE(stalled) << "rank 2 never reached its stall in startup";
-                      });
+  Launch run =
+      launch("dies_at_startup", 4, small({"--testing-slow-rank", "2", "--testing-stall-startup"}), {},
+             [&](const std::vector<pid_t>& pids, const fs::path& dir) {
+               bool stalled = false;
+               for (int i = 0; i < 7500 && !stalled; ++i) {  // 150 s: startup on a loaded machine
+                 std::ifstream in(dir / "rank2.out");
+                 const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+                 stalled = text.find("stalls in startup") != std::string::npos;
+                 if (!stalled) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+               }
+               killed = std::chrono::steady_clock::now();
+               kill(pids[2], SIGKILL);
+               ASSERT_TRUE(stalled) << "rank 2 never reached its stall in startup";
+             });
   const auto took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - killed);
   EXPECT_LT(took.count(), 60) << "the others waited for a timeout";
   EXPECT_EQ(run.exit_codes[2], 128 + SIGKILL);

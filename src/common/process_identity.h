@@ -16,7 +16,7 @@
 namespace lens::internal {
 
 struct ProcessIdentity {
-  std::string boot_id;           // /proc/sys/kernel/random/boot_id: the host and its boot
+  std::string boot_id;            // /proc/sys/kernel/random/boot_id: the host and its boot
   std::uint64_t start_ticks = 0;  // field 22 of /proc/<pid>/stat: clock ticks after boot
   std::string comm;               // /proc/<pid>/comm: the command name (15 bytes at most)
   bool operator==(const ProcessIdentity&) const = default;

@@ -136,8 +136,8 @@ TEST_F(Control, ASecondChangeWhileOneIsPendingIsRefused) {
   EXPECT_EQ(status()["pending"], "per_step");
   ASSERT_TRUE(boundary(5));
   EXPECT_TRUE(enabled_span_groups().contains(mg::step));
-  EXPECT_FALSE(enabled_span_groups().contains(mg::layer));               // per_step, not the refused `all`
-  EXPECT_EQ(post("spec=all", token_)->status, 202);  // after the boundary, a new one is taken
+  EXPECT_FALSE(enabled_span_groups().contains(mg::layer));  // per_step, not the refused `all`
+  EXPECT_EQ(post("spec=all", token_)->status, 202);         // after the boundary, a new one is taken
 }
 
 TEST_F(Control, AChangeAppliesAtTheBoundaryAndForNComesBack) {

@@ -200,9 +200,9 @@ std::string prometheus_target_json(const Config& config, int port, const std::st
     host = name;
   }
   if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";  // an IPv6 address
-  return "[{\"targets\": [" + json_string(host + ":" + std::to_string(port)) + "], \"labels\": {\"nemo_run_id\": " +
-         json_string(run_id) + ", \"dl_rank\": \"" + std::to_string(rank) + "\", \"dl_local_rank\": \"" +
-         std::to_string(local_rank) + "\"}}]\n";
+  return "[{\"targets\": [" + json_string(host + ":" + std::to_string(port)) +
+         "], \"labels\": {\"nemo_run_id\": " + json_string(run_id) + ", \"dl_rank\": \"" + std::to_string(rank) +
+         "\", \"dl_local_rank\": \"" + std::to_string(local_rank) + "\"}}]\n";
 }
 
 }  // namespace lens::internal

@@ -40,9 +40,8 @@ int prometheus_port_of(const Config& config, int local_rank);
 // Where Prometheus finds a rank's endpoint: a file_sd_configs target group, as a JSON list of one,
 //   [{"targets": ["node7:9467"], "labels": {"nemo_run_id": "...", "dl_rank": "3", "dl_local_rank": "3"}}]
 // written to <FILE_DIR>/prometheus/<run id>.rank<R>.json while the endpoint serves (a Prometheus file_sd_configs
-// entry `files: [<FILE_DIR>/prometheus/*.json]` finds every rank of every run there). The host is the bound one, or this host's name
-// when it is bound to every address.
-std::string prometheus_target_json(const Config& config, int port, const std::string& run_id, int rank,
-                                   int local_rank);
+// entry `files: [<FILE_DIR>/prometheus/*.json]` finds every rank of every run there). The host is the bound one, or
+// this host's name when it is bound to every address.
+std::string prometheus_target_json(const Config& config, int port, const std::string& run_id, int rank, int local_rank);
 
 }  // namespace lens::internal

@@ -15,5 +15,4 @@ void install_span_groups(GroupSet ceiling, GroupSet enabled, GroupSet positions 
 // Nothing recorded (a signal ends the process, a fork's child).
 void clear_span_groups() noexcept;
 
-
 }  // namespace lens::internal

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -86,7 +86,8 @@ std::string span_json(const HangSettings& settings, const SpanView& span, const 
   if (h.bits & RecordHeader::kPositionOnly) {  // its group is not exported: no ids
     out += ", \"position_only\": true, \"trace_id\": null, \"span_id\": null";
   } else {
-    out += ", \"position_only\": false, \"trace_id\": \"" + hex(h.trace_id.bytes.data(), h.trace_id.bytes.size()) + "\"";
+    out +=
+        ", \"position_only\": false, \"trace_id\": \"" + hex(h.trace_id.bytes.data(), h.trace_id.bytes.size()) + "\"";
     out += ", \"span_id\": \"" + hex(h.span_id.bytes.data(), h.span_id.bytes.size()) + "\"";
   }
   out += ", \"parent_span_id\": ";
@@ -171,9 +172,7 @@ std::string rank_process_json(const HangSettings& settings) {
   const ProcessIdentity me = process_identity(::getpid()).value_or(ProcessIdentity{});
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  const char* signal = settings.signal == SIGUSR1   ? "SIGUSR1"
-                       : settings.signal == SIGUSR2 ? "SIGUSR2"
-                                                    : "none";
+  const char* signal = settings.signal == SIGUSR1 ? "SIGUSR1" : settings.signal == SIGUSR2 ? "SIGUSR2" : "none";
   return "{\"lens_rank_process\": 1, \"rank\": " + std::to_string(settings.rank) +
          ", \"pid\": " + std::to_string(::getpid()) + ", \"host\": " + json_string(host) +
          ", \"run_id\": " + json_string(settings.run_id) + ", \"boot_id\": " + json_string(me.boot_id) +

@@ -266,7 +266,8 @@ TEST_F(HangSnapshot, EachRankRecordsItsProcessWhileItRuns) {
   EXPECT_EQ(r.at("start_ticks"), me.start_ticks);
   EXPECT_EQ(r.at("comm"), me.comm);
   EXPECT_EQ(r.at("hang_signal"), "SIGUSR2");
-  EXPECT_EQ(fs::status(run_dir(c) / "rank2.process.json").permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(run_dir(c) / "rank2.process.json").permissions(),
+            fs::perms::owner_read | fs::perms::owner_write);
   EXPECT_TRUE(t.shutdown());
   EXPECT_FALSE(fs::exists(run_dir(c)));  // the record gone, and the directory it alone was in
 }

@@ -94,14 +94,12 @@ void serve_prometheus(TelemetryState& s) {
   s.prometheus_target_path = (std::filesystem::path(c.file_dir) / "prometheus" /
                               (run_directory_name(s.run_id) + ".rank" + std::to_string(s.ranks.rank) + ".json"))
                                  .string();
-  const std::error_code error =
-      make_private_directories(std::filesystem::path(s.prometheus_target_path).parent_path());
-  if (error || !write_file_atomically(s.prometheus_target_path,
-                                      prometheus_target_json(c, s.prometheus->port(), s.run_id, s.ranks.rank,
-                                                             s.ranks.local_rank),
-                                      0644)) {
+  const std::error_code error = make_private_directories(std::filesystem::path(s.prometheus_target_path).parent_path());
+  if (error || !write_file_atomically(
+                   s.prometheus_target_path,
+                   prometheus_target_json(c, s.prometheus->port(), s.run_id, s.ranks.rank, s.ranks.local_rank), 0644)) {
     log_setup_warning("cannot write %s: Prometheus's file service discovery will not find rank %d",
-                s.prometheus_target_path.c_str(), s.ranks.rank);
+                      s.prometheus_target_path.c_str(), s.ranks.rank);
     s.prometheus_target_path.clear();
   }
 }
@@ -252,7 +250,8 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
   if (state->pipeline) {
     retired_pipelines().push_back(state->pipeline);  // reachable for good, whatever happens to the handles
     route_signals(state->pipeline, config, state->exporting);
-    const GroupSet positions = state->pipeline->hang_path().empty() ? GroupSet{} : hang_position_groups(config.catalogue);
+    const GroupSet positions =
+        state->pipeline->hang_path().empty() ? GroupSet{} : hang_position_groups(config.catalogue);
     if (config.traces_enabled)
       install_span_groups(config.catalogue.all(), state->resolved_span_groups, positions);
     else

@@ -157,8 +157,8 @@ TEST(Spans, APositionOnlySpanIsNeverExportedNorAParent) {
     LENS_SPAN(mg::job, "root");
     {
       LENS_SPAN_NAMED(position, mg::step, "position", {"megatron.iteration", 3});
-      EXPECT_TRUE(LENS_GROUP_ENABLED(mg::step));  // the site runs
-      EXPECT_FALSE(is_enabled(mg::step));         // but the group is not enabled
+      EXPECT_TRUE(LENS_GROUP_ENABLED(mg::step));    // the site runs
+      EXPECT_FALSE(is_enabled(mg::step));           // but the group is not enabled
       EXPECT_FALSE(position.context().is_valid());  // no ids: not a parent, not a link target
       LENS_SPAN(mg::layer, "layer");
     }
@@ -166,7 +166,7 @@ TEST(Spans, APositionOnlySpanIsNeverExportedNorAParent) {
   EXPECT_TRUE(c.span("position").is_null());
   EXPECT_EQ(c.span("layer")["parentSpanId"], c.span("root")["spanId"]);
   EXPECT_FALSE(enabled_span_groups().contains(mg::step));  // what is enabled is what is exported
-  EXPECT_EQ(c.telemetry().span_stats().produced, 2u);        // root and layer: positions are not counted
+  EXPECT_EQ(c.telemetry().span_stats().produced, 2u);      // root and layer: positions are not counted
 }
 
 // Without hang snapshots there are no positions: a group that is off costs its check only.
@@ -175,9 +175,7 @@ TEST(Spans, WithoutHangSnapshotsAGroupThatIsOffEvaluatesNothing) {
   config.hang_signal = 0;
   Capture c(config);
   int evaluated = 0;
-  {
-    LENS_SPAN(mg::microbatch, "off", {"x", ++evaluated});
-  }
+  { LENS_SPAN(mg::microbatch, "off", {"x", ++evaluated}); }
   EXPECT_EQ(evaluated, 0);
   EXPECT_FALSE(LENS_GROUP_ENABLED(mg::step));
 }

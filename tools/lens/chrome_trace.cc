@@ -80,8 +80,7 @@ std::string iso8601_utc(std::uint64_t unix_ns) {
   gmtime_r(&seconds, &utc);
   char text[40];
   const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(text + n, sizeof text - n, ".%03lluZ",
-                static_cast<unsigned long long>(unix_ns / 1'000'000 % 1000));
+  std::snprintf(text + n, sizeof text - n, ".%03lluZ", static_cast<unsigned long long>(unix_ns / 1'000'000 % 1000));
   return text;
 }
 
@@ -150,9 +149,9 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
             (lane == 0 ? std::string("spans") : "overlapping spans " + std::to_string(lane)) + "\"}}");
     for (const TimelineSpan& s : p.spans) {
       const std::string tid = std::to_string(s.lane + 1);
-      std::string e = "{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid +
-                      ",\"tid\":" + tid + ",\"ts\":" + micros(s.start_ns, origin) +
-                      ",\"dur\":" + micros(s.end_ns, s.start_ns) + ",\"name\":";
+      std::string e = "{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid + ",\"tid\":" + tid +
+                      ",\"ts\":" + micros(s.start_ns, origin) + ",\"dur\":" + micros(s.end_ns, s.start_ns) +
+                      ",\"name\":";
       append_json_string(e, timeline.names[s.name]);
       e += ",\"args\":{";
       if (!s.args_json.empty()) e += s.args_json + ",";
@@ -167,8 +166,8 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
         const std::string to_ts = micros(arrow.to_ns, origin);
         if (arrow.arrival)
           event("{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid + ",\"tid\":" + tid +
-                ",\"ts\":" + to_ts + ",\"dur\":0" +
-                ",\"name\":\"arrival\",\"args\":{\"from_span_id\":\"" + hex_id(linked) + "\"}}");
+                ",\"ts\":" + to_ts + ",\"dur\":0" + ",\"name\":\"arrival\",\"args\":{\"from_span_id\":\"" +
+                hex_id(linked) + "\"}}");
         // Both ends at the start of the span they bind to, as viewers expect.
         event(flow_event("s", id, from->second.pid, from->second.tid, micros(arrow.from_ns, origin)));
         event(flow_event("f", id, static_cast<int>(i + 1), s.lane + 1, to_ts));

@@ -4,8 +4,8 @@
 // lanes of their own); complete ("X") events of category `lens` with the span's attributes and ids as args, the
 // resource as the process's args; each link a flow arrow, forward in time (link_arrow: "s" where the linked span
 // starts, "f" where the linking span starts or, for a receive that began before its send, at an "arrival" span of
-// no duration where the data arrived), when both spans are in the output. `displayTimeUnit` and `metadata.startTime` (the
-// wall-clock time of ts 0) let viewers align it with other traces. Gzip when the name ends in `.gz`.
+// no duration where the data arrived), when both spans are in the output. `displayTimeUnit` and `metadata.startTime`
+// (the wall-clock time of ts 0) let viewers align it with other traces. Gzip when the name ends in `.gz`.
 #pragma once
 
 #include <string>

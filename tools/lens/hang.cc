@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -357,7 +357,7 @@ struct RankProcess {
   pid_t pid = 0;
   std::string host;
   lens::internal::ProcessIdentity identity;
-  int signal = 0;  // 0: the run has none
+  int signal = 0;       // 0: the run has none
   std::string outcome;  // "sent", or why not
 };
 
@@ -404,9 +404,8 @@ void wait_for_snapshots(const fs::path& dir, const std::vector<RankProcess>& sen
                         std::chrono::seconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   auto fresh = [&](const RankProcess& p) {
-    const std::optional<std::string> text =
-        lens::internal::read_regular_file((dir / ("rank" + std::to_string(p.rank) + kSnapshotSuffix)).string(),
-                                          std::size_t{64} << 20);
+    const std::optional<std::string> text = lens::internal::read_regular_file(
+        (dir / ("rank" + std::to_string(p.rank) + kSnapshotSuffix)).string(), std::size_t{64} << 20);
     if (!text) return false;
     const json s = json::parse(*text, nullptr, false);
     return s.is_object() && s.value("written_unix_nano", std::uint64_t{0}) >= since_unix_nano;
@@ -428,7 +427,8 @@ int hang_signal(const std::string& run_dir, bool as_json) {
                  run_dir.c_str());
     return kBadInput;
   }
-  const std::string boot_id = lens::internal::process_identity(::getpid()).value_or(lens::internal::ProcessIdentity{}).boot_id;
+  const std::string boot_id =
+      lens::internal::process_identity(::getpid()).value_or(lens::internal::ProcessIdentity{}).boot_id;
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const auto since = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
   std::vector<RankProcess> processes, sent;

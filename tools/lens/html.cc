@@ -116,9 +116,8 @@ std::string timeline_svg(const Timeline& t) {
         auto to = drawn.find(s.span_id);
         if (from == drawn.end() || to == drawn.end()) continue;
         const LinkArrow arrow = link_arrow(*from->second.span, s);
-        links += "<line class=\"link\" x1=\"" + fixed(x_of(arrow.from_ns), 2) + "\" y1=\"" +
-                 fixed(from->second.y, 1) + "\" x2=\"" + fixed(x_of(arrow.to_ns), 2) + "\" y2=\"" +
-                 fixed(to->second.y, 1) + "\"/>";
+        links += "<line class=\"link\" x1=\"" + fixed(x_of(arrow.from_ns), 2) + "\" y1=\"" + fixed(from->second.y, 1) +
+                 "\" x2=\"" + fixed(x_of(arrow.to_ns), 2) + "\" y2=\"" + fixed(to->second.y, 1) + "\"/>";
       }
   // A scale: ticks at round milliseconds below the rank lanes.
   std::string axis;
@@ -204,8 +203,8 @@ std::string phases_section(const json& f) {
   row_of("all", f["phases"]["mean_per_step"]);
   std::string notes;
   for (const auto& [name, why] : f["phases"]["not_measured"].items())
-    notes += "<p class=\"not-measured\">" + escape(name) + " not measured (-): " + escape(why.get<std::string>()) +
-             "</p>";
+    notes +=
+        "<p class=\"not-measured\">" + escape(name) + " not measured (-): " + escape(why.get<std::string>()) + "</p>";
   return table("phases", head, rows) + notes;
 }
 

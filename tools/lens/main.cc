@@ -100,8 +100,8 @@ FailIf parse_fail_if(const std::string& text) {
 // figure nobody measured would be a wrong answer): exit 2.
 std::string failed(const FailIf& f, const nlohmann::json& figures) {
   if (f.what == "straggler" && figures["stragglers"]["not_scored"].is_string())
-    throw std::runtime_error("--fail-if " + f.text + ": cannot decide, stragglers were " + "not scored: " +
-                             figures["stragglers"]["not_scored"].get<std::string>());
+    throw std::runtime_error("--fail-if " + f.text + ": cannot decide, stragglers were " +
+                             "not scored: " + figures["stragglers"]["not_scored"].get<std::string>());
   if (f.what == "straggler" && !figures["stragglers"]["named"].empty())
     return "a straggler: rank " + figures["stragglers"]["named"][0]["rank"].dump();
   if (f.what == "problems" && !figures["read"]["problems"].empty())
@@ -110,8 +110,8 @@ std::string failed(const FailIf& f, const nlohmann::json& figures) {
     return figures["lost"]["spans_dropped"].dump() + " spans dropped";
   for (const auto& b : figures["bubble"]) {
     if ((f.what == "bubble" || f.what == "bubble-excess") && !b["measured"].is_number())
-      throw std::runtime_error("--fail-if " + f.text + ": cannot decide, the bubble was not measured: " +
-                               b["not_measured"].get<std::string>());
+      throw std::runtime_error("--fail-if " + f.text +
+                               ": cannot decide, the bubble was not measured: " + b["not_measured"].get<std::string>());
     if (!b["measured"].is_number()) continue;
     const double measured = 100 * b["measured"].get<double>();
     const double theory = b["theoretical"].is_number() ? 100 * b["theoretical"].get<double>() : measured;
@@ -190,8 +190,7 @@ int report(const ReportOptions& o) {
   }
   lens_tools::Report r(range);
   Progress progress;
-  const lens_tools::ReadStats read =
-      lens_tools::read_run(files, r, {.progress = std::ref(progress), .run_id = o.run});
+  const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.progress = std::ref(progress), .run_id = o.run});
   if (const int status = one_run_only("report", read, o.run, o.run_dir)) return status;
   const nlohmann::json figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
@@ -202,7 +201,8 @@ int report(const ReportOptions& o) {
     printed.erase("step_ms_by_rank");
     std::cout << printed.dump(2) << "\n";
   } else {
-    std::cout << lens::internal::terminal_text(lens_tools::render_text(figures, {.every_step = !o.steps.empty()}));  // names from files, escaped
+    std::cout << lens::internal::terminal_text(
+        lens_tools::render_text(figures, {.every_step = !o.steps.empty()}));  // names from files, escaped
   }
   if (read.spans == 0) {
     std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), o.run_dir.c_str());
@@ -315,7 +315,8 @@ int main(int argc, char** argv) {
       "convert",
       "Write a run's spans in another format. chrome-json: the Trace Event format of Perfetto UI and the Chrome "
       "DevTools Performance panel; one process per rank named 'rank R (pp S, dp D)', spans that nest on one track and "
-      "those that overlap on lanes of their own, links as flow arrows forward in time, attributes as args. Exit 0, or 2 for bad "
+      "those that overlap on lanes of their own, links as flow arrows forward in time, attributes as args. Exit 0, or "
+      "2 for bad "
       "input.");
   conv->footer(
       "Example:\n  lens convert RUN_DIR --to chrome-json -o trace.json.gz --steps 50-52\n"
@@ -364,7 +365,8 @@ int main(int argc, char** argv) {
                  "First send the hang signal to this run's rank processes on this host (as their rank<R>.process.json "
                  "records say; nothing else, never the launcher), wait for their snapshots, then give the verdict");
   hang->footer(
-      "Example:\n  lens hang telemetry/<run id> --signal   (on each host of the job; then once more, without --signal)\n"
+      "Example:\n  lens hang telemetry/<run id> --signal   (on each host of the job; then once more, without "
+      "--signal)\n"
       "More: docs/TOOLS.md");
   try {
     app.parse(argc, argv);

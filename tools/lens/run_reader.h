@@ -81,7 +81,7 @@ struct ReadProblem {
 struct ReadStats {
   std::uint64_t files = 0, lines = 0, bytes = 0, spans = 0, points = 0;
   std::vector<ReadProblem> problems;
-  std::set<std::string> run_ids;        // every nemo.run.id seen (at most kMaxRunIds), read or left out
+  std::set<std::string> run_ids;          // every nemo.run.id seen (at most kMaxRunIds), read or left out
   std::uint64_t spans_of_other_runs = 0;  // left out by ReadOptions::run_id
 };
 inline constexpr std::size_t kMaxRunIds = 1000;
