@@ -50,6 +50,18 @@ class ControlTest(unittest.TestCase):
                 lens.at_iteration_boundary(5, [1, 2])
 
 
+def ask_for_snapshot(run_dir):
+    """SIGUSR1 to this process (lens's handler wakes its own thread; Python's handlers are untouched), and the
+    snapshot it writes."""
+    os.kill(os.getpid(), signal.SIGUSR1)
+    path = os.path.join(run_dir, "rank0.snapshot.json")
+    deadline = time.time() + 10
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.01)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 class HangSnapshotTest(unittest.TestCase):
     def test_sigusr1_writes_the_python_threads_open_spans_and_the_process_goes_on(self):
         with Run("all", NEMO_LENS_RUN_ID="py-hang"):
@@ -57,13 +69,7 @@ class HangSnapshotTest(unittest.TestCase):
             self.assertIsNone(lens.at_iteration_boundary(12, [0, 0, 0, 0]))  # the heartbeat: iteration 12 starts
             with lens.span_cm("py.step", iteration=12):
                 with lens.span_cm("py.inner"):
-                    os.kill(os.getpid(), signal.SIGUSR1)  # asks the export thread; Python's own handlers untouched
-                    path = os.path.join(run_dir, "rank0.snapshot.json")
-                    deadline = time.time() + 10
-                    while not os.path.exists(path) and time.time() < deadline:
-                        time.sleep(0.01)
-                    with open(path, encoding="utf-8") as f:
-                        snapshot = json.load(f)
+                    snapshot = ask_for_snapshot(run_dir)
         self.assertEqual((snapshot["reason"], snapshot["rank"], snapshot["last_iteration_completed"]), ("signal", 0, 11))
         main = next(t for t in snapshot["threads"] if t["tid"] == threading.get_native_id())
         self.assertEqual([s["name"] for s in main["open_spans"]], ["py.step", "py.inner"])
@@ -77,13 +83,7 @@ class HangSnapshotTest(unittest.TestCase):
             self.assertFalse(lens.is_span_group_enabled("step"))  # NeMo Lens's answer: the group is off
             with lens.managed_span("step", "py.step", iteration=3) as span:
                 self.assertIsNone(span)  # as for a group that is off
-                os.kill(os.getpid(), signal.SIGUSR1)
-                path = os.path.join(run_dir, "rank0.snapshot.json")
-                deadline = time.time() + 10
-                while not os.path.exists(path) and time.time() < deadline:
-                    time.sleep(0.01)
-                with open(path, encoding="utf-8") as f:
-                    snapshot = json.load(f)
+                snapshot = ask_for_snapshot(run_dir)
         main = next(t for t in snapshot["threads"] if t["tid"] == threading.get_native_id())
         self.assertEqual([(s["name"], s["group"], s["position_only"]) for s in main["open_spans"]],
                          [("py.step", "step", True)])
