@@ -19,6 +19,7 @@ MEGATRON_IDIOM = textwrap.dedent("""
         from nemo.lens import NemoLensConfig, setup_telemetry
         from nemo.lens.logging_bridge import setup_logging_bridge
         from nemo.lens.fallbacks import is_span_group_enabled as _fallback_enabled
+        from nemo.lens.state import is_span_group_enabled as _otel_sg_enabled
         source = "nemo.lens"
     except ImportError:
         from lens.fallbacks import managed_span as _otel_managed_span
@@ -50,7 +51,29 @@ class CompatTest(unittest.TestCase):
                      "print(sorted(m for m in __import__('sys').modules if m.startswith('nemo.lens')))", self.path)
         self.assertEqual(out.splitlines(), [
             "nemo.lens lens._native", "True True lens",
-            "['nemo.lens', 'nemo.lens.fallbacks', 'nemo.lens.groups', 'nemo.lens.helpers', 'nemo.lens.logging_bridge']"])
+            "['nemo.lens', 'nemo.lens.fallbacks', 'nemo.lens.groups', 'nemo.lens.helpers', 'nemo.lens.logging_bridge', "
+            "'nemo.lens.state']"])
+
+    def test_megatrons_state_import_answers_from_lenss_own_set(self):
+        # Issue 29: training.py imports is_span_group_enabled from nemo.lens.state; without the module the whole
+        # loop fell back to no-ops without a word.
+        out = python(textwrap.dedent("""
+            import lens.compat.nemo_lens
+            from nemo.lens.state import is_span_group_enabled, enabled_span_groups, set_pp_trace_carrier
+            from nemo.lens.state import get_pp_trace_carrier
+            import os, lens
+            before = is_span_group_enabled("step")
+            os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step", NEMO_LENS_EXPORTER="console",
+                              NEMO_LENS_METRICS_ENABLED="0", NEMO_LENS_HANG_SIGNAL="none")
+            handle = lens.setup_telemetry(lens.NemoLensConfig.from_env())
+            print(before, is_span_group_enabled("step"), is_span_group_enabled("layer"), "step" in enabled_span_groups())
+            lens.set_enabled_span_groups(["job"])
+            print(is_span_group_enabled("step"), sorted(enabled_span_groups()))
+            set_pp_trace_carrier({"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"})
+            print(sorted(get_pp_trace_carrier()))
+            handle.shutdown()
+        """), self.path)
+        self.assertEqual(out.splitlines()[-3:], ["False True False True", "False ['job']", "['traceparent']"])
 
     def test_a_real_nemo_lens_is_never_shadowed(self):
         stand_in = os.path.join(self.root, "nemo", "lens")

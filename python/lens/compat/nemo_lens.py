@@ -25,6 +25,7 @@ ALIASES = {
     "nemo.lens.fallbacks": "lens.fallbacks",
     "nemo.lens.logging_bridge": "lens.logging_bridge",
     "nemo.lens.megatron": "lens.megatron",
+    "nemo.lens.state": "lens.state",
 }
 
 

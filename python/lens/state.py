@@ -1,0 +1,47 @@
+"""Span-group state as NeMo Lens's `nemo.lens.state` serves it: the check every instrumentation site of today's
+Megatron-LM imports (`from nemo.lens.state import is_span_group_enabled`), and the pipeline's trace carrier.
+
+    from lens.state import is_span_group_enabled
+    if is_span_group_enabled("microbatch"): ...
+
+Without this module Megatron's import of it failed and its whole training loop fell back to its no-op stubs,
+silently (issue 29). Here the state is lens's own (the native enabled set that every span site reads), not a copy:
+`set_enabled_span_groups` and `lens ctl` change what these functions answer at once.
+"""
+
+from lens import _native
+from lens._native import is_span_group_enabled
+from lens.telemetry import live_handle, set_enabled_span_groups
+
+__all__ = ["is_span_group_enabled", "enabled_span_groups", "set_enabled_span_groups", "set_pp_trace_carrier",
+           "get_pp_trace_carrier"]
+
+_pp_trace_carrier = None
+
+
+def _group_order():
+    handle = live_handle()
+    group_cls = handle.config.span_group_cls if handle is not None else None
+    if group_cls is None:
+        from lens.groups import SpanGroup as group_cls
+    return group_cls.group_order()
+
+
+def enabled_span_groups():
+    """The names of the span groups enabled now, as a frozenset (empty before setup and on a disabled rank)."""
+    bits = _native.enabled_span_groups()
+    return frozenset(name for i, name in enumerate(_group_order()) if bits >> i & 1)
+
+
+def set_pp_trace_carrier(carrier):
+    """Keeps the pipeline-parallel trace carrier (a dict of W3C headers, or None) for cross-stage linking, as
+    Megatron's training loop does after broadcasting the trace context."""
+    global _pp_trace_carrier
+    if carrier is not None and not isinstance(carrier, dict):
+        raise TypeError(f"set_pp_trace_carrier: a dict or None, not {type(carrier).__name__}")
+    _pp_trace_carrier = carrier
+
+
+def get_pp_trace_carrier():
+    """The carrier set_pp_trace_carrier kept, or None."""
+    return _pp_trace_carrier
