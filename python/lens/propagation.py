@@ -5,9 +5,10 @@
     context = extract(carrier)                   # a lens.SpanContext (remote), or None
 
     payload = to_bytes(span.get_span_context())  # 26 bytes: send them with the activation
-    with create_linked_span(tracer, "megatron.pp.recv_forward.linked", remote_context=from_bytes(payload),
-                            **{"dl.pipeline_parallel.rank": stage}):
-        ...
+    span = create_linked_span(tracer, "megatron.pp.recv_forward.linked", remote_context=from_bytes(payload),
+                              **{"dl.pipeline_parallel.rank": stage})
+    ...
+    span.end()                                   # or `with create_linked_span(...):`
 
 With OTEL_PROPAGATORS=none (or without tracecontext) inject writes nothing: no span context leaves the process.
 """
@@ -15,7 +16,8 @@ With OTEL_PROPAGATORS=none (or without tracecontext) inject writes nothing: no s
 from lens import _native
 from lens._native import SpanContext, current_context, from_bytes, from_traceparent, to_bytes, to_traceparent
 
-__all__ = ["inject", "extract", "create_linked_span", "to_bytes", "from_bytes", "SpanContext", "current_context"]
+__all__ = ["inject", "extract", "inject_context", "extract_context", "create_linked_span", "to_bytes", "from_bytes",
+           "SpanContext", "current_context"]
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -49,9 +51,22 @@ def extract(carrier):
     return None
 
 
+def inject_context(carrier):
+    """NeMo Lens's name: inject() into `carrier` (returns None, as NeMo Lens's does)."""
+    inject(carrier)
+
+
+def extract_context(carrier):
+    """NeMo Lens's name for extract(). NeMo Lens returns an OpenTelemetry Context; this returns the lens.SpanContext
+    (or None), which create_linked_span(remote_context=...) takes alike."""
+    return extract(carrier)
+
+
 def create_linked_span(tracer, name, remote_context=None, remote_carrier=None, **attributes):
-    """A span for a `with` block, current inside it, linked to a span of another process or stage: the
-    `remote_context`, else the one `remote_carrier` holds (no link when neither gives one). Ungated: check the
-    group first."""
+    """A span linked to a span of another process or stage: the `remote_context`, else the one `remote_carrier`
+    holds (no link when neither gives one). As NeMo Lens's: started at once and not made current; end it with
+    `.end()` (Megatron's pipeline correlation does) or use it as `with create_linked_span(...):`, which ends it.
+    Ungated: check the group first."""
     link = remote_context if remote_context is not None else extract(remote_carrier)
-    return _native.start_span(name, attributes=attributes or None, links=[link] if link is not None else [])
+    return _native.start_span(name, attributes=attributes or None, links=[link] if link is not None else [],
+                              current=False, start_now=True)

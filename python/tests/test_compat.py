@@ -61,6 +61,8 @@ class CompatTest(unittest.TestCase):
             import lens.compat.nemo_lens
             from nemo.lens.state import is_span_group_enabled, enabled_span_groups, set_pp_trace_carrier
             from nemo.lens.state import get_pp_trace_carrier
+            from nemo.lens.distributed import broadcast_trace_context, create_linked_span
+            from nemo.lens.propagation import inject_context, extract_context
             import os, lens
             before = is_span_group_enabled("step")
             os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step", NEMO_LENS_EXPORTER="console",

@@ -36,8 +36,15 @@ class CarrierTest(unittest.TestCase):
                 pass
             with lens.create_linked_span(None, "binary.linked", remote_context=lens.from_bytes(payload)):
                 pass
+            # Megatron's shape (issue 29): created, then ended with .end(), no `with` (before: nothing recorded)
+            ended = lens.create_linked_span(run.handle.tracer, "ended.linked", remote_carrier=carrier)
+            with managed_span("step", "inside"):  # not the linked span's child: it is not made current
+                pass
+            ended.end()
+            ended.end()  # twice: harmless
         sender = run.span("sender")
-        for name in ("megatron.pp.recv_forward.linked", "binary.linked"):
+        self.assertNotEqual(run.span("inside").get("parentSpanId"), run.span("ended.linked")["spanId"])
+        for name in ("megatron.pp.recv_forward.linked", "binary.linked", "ended.linked"):
             linked = run.span(name)
             self.assertEqual(linked["links"][0]["spanId"], sender["spanId"])
             self.assertEqual(linked["links"][0]["traceId"], sender["traceId"])
@@ -52,6 +59,47 @@ class CarrierTest(unittest.TestCase):
         context = lens.SpanContext(trace_id=0x0af7651916cd43dd8448eb211c80319c, span_id=0xb7ad6b7169203331)
         self.assertEqual(lens._native.to_traceparent(context),
                          "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+
+
+BROADCAST = """
+import os, sys, torch.distributed as dist, lens
+from lens.helpers import managed_span
+from lens.distributed import broadcast_trace_context
+rank = int(os.environ["RANK"])
+print("before init:", broadcast_trace_context(rank))
+dist.init_process_group("gloo", rank=rank, world_size=2)
+os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_EXPORTER="console",
+                  NEMO_LENS_METRICS_ENABLED="0", NEMO_LENS_HANG_SIGNAL="none", NEMO_LENS_RANK_STRATEGY="all_ranks")
+handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(), rank=rank, world_size=2)
+with managed_span("job", "root") as span:
+    carrier = broadcast_trace_context(rank)
+    mine = lens._native.to_traceparent(span.get_span_context())
+print("carrier:", carrier["traceparent"], "mine:", mine)
+handle.shutdown()
+dist.destroy_process_group()
+"""
+
+
+class BroadcastTest(unittest.TestCase):
+    def test_rank_0s_context_reaches_every_rank(self):
+        # nemo.lens.distributed.broadcast_trace_context, which Megatron-LM imports (issue 29): a collective
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
+        ranks = [subprocess.Popen([sys.executable, "-c", BROADCAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env={**env, "RANK": str(r)}) for r in range(2)]
+        outputs = [r.communicate(timeout=120) for r in ranks]
+        self.assertEqual([r.returncode for r in ranks], [0, 0], [o[1][-2000:] for o in outputs])
+        lines = [next(line for line in out.splitlines() if line.startswith("carrier:")).split() for out, _ in outputs]
+        self.assertTrue(all("before init: None" in out for out, _ in outputs))
+        rank0_span = lines[0][3]
+        self.assertEqual([line[1] for line in lines], [rank0_span, rank0_span])  # rank 0's span on both ranks
+        self.assertNotEqual(lines[1][3], rank0_span)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class IdentityTest(unittest.TestCase):

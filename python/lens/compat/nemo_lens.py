@@ -26,6 +26,8 @@ ALIASES = {
     "nemo.lens.logging_bridge": "lens.logging_bridge",
     "nemo.lens.megatron": "lens.megatron",
     "nemo.lens.state": "lens.state",
+    "nemo.lens.distributed": "lens.distributed",
+    "nemo.lens.propagation": "lens.propagation",
 }
 
 
