@@ -11,6 +11,7 @@ import unittest
 import urllib.request
 
 import lens
+import lens.state
 from lens import _native
 from support import Run
 
@@ -88,6 +89,22 @@ class HangSnapshotTest(unittest.TestCase):
         self.assertEqual([(s["name"], s["group"], s["position_only"]) for s in main["open_spans"]],
                          [("py.step", "step", True)])
         self.assertEqual(main["open_spans"][0]["attributes"], {"iteration": 3})
+
+    def test_a_rank_that_exports_nothing_enables_nothing_and_still_knows_where_it_is(self):
+        # Issue 29, as the source documents say: on a non-exporting rank is_span_group_enabled is False and
+        # managed_span yields None (`if span:` attribute code does not run); a snapshot still has the position.
+        with Run("all", NEMO_LENS_RUN_ID="py-quiet", NEMO_LENS_RANK_STRATEGY="single_rank", rank=0,
+                 world_size=2) as run:
+            run_dir = os.path.join(os.environ["NEMO_LENS_FILE_DIR"], "py-quiet")
+            self.assertFalse(run.handle.is_exporting)
+            self.assertFalse(lens.is_span_group_enabled("step"))
+            self.assertEqual(lens.state.enabled_span_groups(), frozenset())
+            with lens.managed_span("job", "py.job", phase="train") as span:
+                self.assertIsNone(span)
+                snapshot = ask_for_snapshot(run_dir)
+        main = next(t for t in snapshot["threads"] if t["tid"] == threading.get_native_id())
+        self.assertEqual([(s["name"], s["position_only"]) for s in main["open_spans"]], [("py.job", True)])
+        self.assertEqual(run.spans, [])
 
 
 if __name__ == "__main__":

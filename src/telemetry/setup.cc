@@ -252,8 +252,10 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     route_signals(state->pipeline, config, state->exporting);
     const GroupSet positions =
         state->pipeline->hang_path().empty() ? GroupSet{} : hang_position_groups(config.catalogue);
-    if (config.traces_enabled)
+    if (config.traces_enabled && state->exporting)
       install_span_groups(config.catalogue.all(), state->resolved_span_groups, positions);
+    else if (config.traces_enabled)  // a rank that exports nothing enables nothing (CONTRACT §3): it keeps where it is
+      install_span_groups({}, {}, state->resolved_span_groups | positions);
     else
       install_span_groups({}, {}, positions);
   } else {
