@@ -11,7 +11,9 @@ never takes the GIL. At interpreter exit a live setup is shut down (its spans fl
 """
 
 import atexit
+import os
 import threading
+import uuid
 
 from lens import _native
 from lens.metrics import Meter
@@ -117,6 +119,8 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
             raise RuntimeError("setup_telemetry() was already called with telemetry enabled in this process; call "
                                "shutdown() on its handle first, or pass _allow_reinit=True to replace it")
         config = config.copy()
+        if config.active and not config.run_id:
+            config.run_id = _run_id_agreed_under_torchrun() or ""
         if export_strategy is not None:
             config.rank_strategy = _strategy_name(export_strategy)
             config.rank_strategy_source = "setup_telemetry(export_strategy=...)"
@@ -125,6 +129,30 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
         handle = TelemetryHandle(native, config)
         _live = handle
         return handle
+
+
+def _run_id_agreed_under_torchrun():
+    """One run id for every rank of a job under plain torchrun (no --rdzv_id), as pretrain_gpt shares rank 0's.
+
+    There TORCHELASTIC_RUN_ID is "none" and nothing else in the environment is both the same on every rank and new
+    with each job, so each rank drew its own id (CONTRACT §5). The ranks' agent hosts a store at
+    MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True): the first rank to ask sets an id there and the
+    others read it. None where that does not apply (an id from the environment or SLURM is the same on every rank
+    already) or the store cannot be reached within 30 s (each rank then draws its own, as before)."""
+    env = os.environ
+    if env.get("TORCHELASTIC_RUN_ID") != "none" or env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+        return None
+    if env.get("SLURM_JOB_ID") or env.get("MEGATRON_OTEL_RUN_ID") or env.get("NEMO_LENS_RUN_ID"):
+        return None
+    try:
+        import datetime
+        import torch.distributed as dist
+        store = dist.TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                              timeout=datetime.timedelta(seconds=30))
+        agreed = store.compare_set("lens/run_id", "", uuid.uuid4().hex[:12])
+    except Exception:  # noqa: BLE001 - no torch, no store, a refused connection: the rank draws its own id
+        return None
+    return agreed.decode("ascii", "replace") if isinstance(agreed, bytes) else str(agreed)
 
 
 def _strategy_name(strategy):

@@ -2,8 +2,10 @@
 environment (every field, every resolution, every error message), SpanGroup catalogues, and setup's rules."""
 
 import json
+import re
 import os
 import subprocess
+import tempfile
 import unittest
 
 import lens
@@ -205,6 +207,47 @@ class SetupTest(unittest.TestCase):
                              MegatronSpanGroup.resolve("per_step") - {"communication"})
             with self.assertRaisesRegex(ValueError, "unknown span group"):
                 lens.set_enabled_span_groups({"lyer"})
+
+
+RUN_ID_PROBE = """
+import os, tempfile, lens
+os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="console", NEMO_LENS_METRICS_ENABLED="0",
+                  NEMO_LENS_RANK_STRATEGY="all_ranks", NEMO_LENS_HANG_SIGNAL="none")
+handle = lens.setup_telemetry(lens.NemoLensConfig.from_env())
+print("run_id", os.environ["RANK"], handle.run_id)
+handle.shutdown()
+"""
+
+
+class TorchrunRunIdTest(unittest.TestCase):
+    """Issue 29: a Python job under plain torchrun (TORCHELASTIC_RUN_ID=none) had a run id of its own on every rank;
+    pretrain_gpt shares rank 0's. Now the ranks agree through torchrun's agent store."""
+
+    def run_ids(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            probe = os.path.join(tmp, "probe.py")
+            with open(probe, "w", encoding="utf-8") as f:
+                f.write(RUN_ID_PROBE)
+            env = {k: v for k, v in os.environ.items() if not k.endswith("_RUN_ID") and k != "SLURM_JOB_ID"}
+            result = subprocess.run(["torchrun", "--nproc_per_node", "3", "--redirects", "9:0", "--tee", "9:0",
+                                     "--monitor_interval", "0.2", "--master_port", str(free_port()), probe],
+                                    capture_output=True, text=True, timeout=180, env=env)
+        self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr[-2000:])
+        return dict(re.findall(r"run_id (\d+) (\S+)", result.stdout))
+
+    def test_every_rank_of_a_torchrun_job_has_one_run_id_and_the_next_job_another(self):
+        first, second = self.run_ids(), self.run_ids()
+        self.assertEqual(sorted(first), ["0", "1", "2"])
+        self.assertEqual(len(set(first.values())), 1, first)
+        self.assertEqual(len(set(second.values())), 1, second)
+        self.assertNotEqual(set(first.values()), set(second.values()))
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 if __name__ == "__main__":
