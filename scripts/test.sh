@@ -37,6 +37,17 @@ build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 mapfile -t promised <build/lens_promised_labels.txt
 run_tests build "full" "${promised[@]}" --
 
+# A test that writes into the source tree (a default ./telemetry under its working directory) would dirty every
+# checkout it runs in, and its files could be committed: what is left there, neither tracked nor ignored, fails.
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  left=$(git status --porcelain --untracked-files=all | grep '^??' || true)
+  if [ -n "$left" ]; then
+    echo "test: the tests left files in the source tree:"
+    echo "$left"
+    exit 1
+  fi
+fi
+
 echo "== style: clang-format on every file, clang-tidy on the library"
 ./scripts/style.sh build
 

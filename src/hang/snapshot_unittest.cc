@@ -240,7 +240,7 @@ TEST_F(HangSnapshot, ANonExportingRankKeepsOnlyPositionsAndExportsNothing) {
   Telemetry t = setup_telemetry(c, {.rank = 1, .world_size = 4});
   ASSERT_FALSE(t.is_exporting());
   EXPECT_EQ(t.sampler(), nullptr);
-  EXPECT_FALSE(is_enabled(mg::layer));        // it exports nothing: nothing is enabled (issue 29)
+  EXPECT_FALSE(is_enabled(mg::layer));         // it exports nothing: nothing is enabled (issue 29)
   EXPECT_TRUE(LENS_GROUP_ENABLED(mg::layer));  // yet its spans start, for their position
   { Span ended(mg::step, "ended"); }
   at_iteration_boundary(3, {});

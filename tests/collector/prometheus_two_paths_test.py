@@ -39,6 +39,7 @@ class PrometheusTwoPathsTest(peers.PeerTest):
         base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port, "WORLD_SIZE": "2",
                 "OMP_NUM_THREADS": "1", "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks", "MEGATRON_OTEL_RUN_ID": "two-paths",
                 "MEGATRON_OTEL_HANG_SIGNAL": "none", "OTEL_METRIC_EXPORT_INTERVAL": "500",
+                "MEGATRON_OTEL_FILE_DIR": os.path.join(self.dir, "telemetry"),  # its files in the test's directory
                 "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
                 "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.grpc_port}"}
         per_rank = [{"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
