@@ -117,16 +117,18 @@ TEST(RankStrategiesAcrossProcesses, ExportingRankEnablesGroupsOthersNone) {
   // With hang snapshots off: a rank that does not export records nothing (CONTRACT §3).
   std::vector<RankResult> results = launch({"MEGATRON_OTEL_SPAN_GROUPS=job,layer", "MEGATRON_OTEL_HANG_SIGNAL=none"});
   for (int rank = 0; rank < kWorldSize; ++rank) {
-    std::string expected = rank == 7 ? "exports 1 groups job,layer\n" : "exports 0 groups \n";
+    std::string expected = rank == 7 ? "exports 1 groups job,layer; sites job,layer\n" : "exports 0 groups ; sites \n";
     EXPECT_NE(results[rank].output.find(expected), std::string::npos) << rank << ": " << results[rank].output;
   }
 }
 
 TEST(RankStrategiesAcrossProcesses, WithHangSnapshotsEveryRankKeepsItsGroupsAndOnlyOneExports) {
-  // The default: the others keep positions of the same groups for a hang snapshot, exporting nothing.
+  // The default: the others enable nothing (issue 29, as the source documents say) but keep positions of the same
+  // groups for a hang snapshot, exporting nothing; every rank keeps the loop's groups as positions (issue 28).
   std::vector<RankResult> results = launch({"MEGATRON_OTEL_SPAN_GROUPS=job,layer"});
+  const std::string sites = "; sites job,step,forward_backward,microbatch,layer,communication\n";
   for (int rank = 0; rank < kWorldSize; ++rank) {
-    std::string expected = rank == 7 ? "exports 1 groups job,layer\n" : "exports 0 groups job,layer\n";
+    std::string expected = rank == 7 ? "exports 1 groups job,layer" + sites : "exports 0 groups " + sites;
     EXPECT_NE(results[rank].output.find(expected), std::string::npos) << rank << ": " << results[rank].output;
   }
 }
