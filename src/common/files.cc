@@ -60,4 +60,10 @@ std::optional<std::string> read_regular_file(const std::string& path, std::size_
   return text;
 }
 
+void remove_file_and_empty_directory(const std::string& path) noexcept {
+  std::error_code error;
+  std::filesystem::remove(path, error);
+  std::filesystem::remove(std::filesystem::path(path).parent_path(), error);  // only when empty
+}
+
 }  // namespace lens::internal

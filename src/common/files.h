@@ -19,6 +19,10 @@ std::error_code make_private_directories(const std::filesystem::path& path);
 // over `path`: a reader sees the whole file or none. False when it could not.
 bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode);
 
+// Removes `path`, then its directory when that is left empty (a file lens wrote while it ran, such as a rank's
+// process record); errors are ignored: nothing to remove is nothing to do.
+void remove_file_and_empty_directory(const std::string& path) noexcept;
+
 // The most a control.json holds (address, port, token, pid: about 150 bytes), as the rank and `lens ctl` read it.
 inline constexpr std::size_t kMaxControlFileBytes = 4096;
 

@@ -1,5 +1,7 @@
 #include "common/process_identity.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -32,6 +34,11 @@ std::optional<std::uint64_t> start_ticks_of(const std::string& stat) {
 }
 
 }  // namespace
+
+std::string this_host() {
+  char host[256] = {};
+  return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : std::string();
+}
 
 std::optional<ProcessIdentity> process_identity(pid_t pid) {
   const std::string dir = "/proc/" + std::to_string(pid);

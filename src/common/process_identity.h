@@ -25,4 +25,7 @@ struct ProcessIdentity {
 // nullopt when /proc cannot tell (the process has ended, or /proc is not mounted).
 std::optional<ProcessIdentity> process_identity(pid_t pid);
 
+// This host's name (gethostname), "" when it cannot be read.
+std::string this_host();
+
 }  // namespace lens::internal

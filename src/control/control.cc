@@ -18,6 +18,7 @@
 
 #include "common/files.h"
 #include "common/log.h"
+#include "common/process_identity.h"
 #include "common/text.h"
 #include "hang/snapshot.h"
 #include "lens/control.h"
@@ -90,11 +91,6 @@ HttpResponse status_response() {
                        ", \"world_size\": " + std::to_string(s.world_size) +
                        ", \"pending\": " + (s.pending.id != 0 ? json_string(s.pending_spec) : "null") +
                        ", \"restore_at\": " + std::to_string(s.restore ? s.restore_at : -1) + "}");
-}
-
-std::string this_host() {
-  char host[256] = {};
-  return ::gethostname(host, sizeof host - 1) == 0 ? std::string(host) : std::string();
 }
 
 // control.json of a job that still runs (the same FILE_DIR and run id): this one would take the file over and

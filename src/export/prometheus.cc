@@ -1,7 +1,5 @@
 #include "export/prometheus.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +8,7 @@
 
 #include "common/http_server.h"
 #include "common/log.h"
+#include "common/process_identity.h"
 #include "common/text.h"
 
 namespace lens::internal {
@@ -194,11 +193,7 @@ int prometheus_port_of(const Config& config, int local_rank) {
 std::string prometheus_target_json(const Config& config, int port, const std::string& run_id, int rank,
                                    int local_rank) {
   std::string host = config.prometheus_host;
-  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") {
-    char name[256] = {};
-    ::gethostname(name, sizeof name - 1);
-    host = name;
-  }
+  if (host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]") host = this_host();
   if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";  // an IPv6 address
   return "[{\"targets\": [" + json_string(host + ":" + std::to_string(port)) +
          "], \"labels\": {\"nemo_run_id\": " + json_string(run_id) + ", \"dl_rank\": \"" + std::to_string(rank) +

@@ -125,13 +125,10 @@ std::string hang_snapshot_json(const HangSettings& settings, const SpanDrain& sp
   const TimeMap time;
   const std::uint64_t now_unix = unix_nanos_now();
   const IterationProgress progress = iteration_progress();
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-
   std::string out =
       "{\"lens_hang_snapshot\": 1, \"rank\": " + std::to_string(settings.rank) +
       ", \"world_size\": " + std::to_string(settings.world_size) + ", \"pid\": " + std::to_string(::getpid()) +
-      ", \"host\": " + json_string(host) + ", \"run_id\": " + json_string(settings.run_id) +
+      ", \"host\": " + json_string(this_host()) + ", \"run_id\": " + json_string(settings.run_id) +
       ", \"reason\": " + json_string(reason) + ", \"exporting\": " + (settings.exporting ? "true" : "false") +
       ", \"hang_timeout_seconds\": " + seconds(static_cast<std::uint64_t>(settings.timeout_ms) * 1000000) +
       ", \"written_unix_nano\": " + std::to_string(now_unix);
@@ -170,11 +167,9 @@ bool write_hang_snapshot(const HangSettings& settings, const SpanDrain& spans, s
 
 std::string rank_process_json(const HangSettings& settings) {
   const ProcessIdentity me = process_identity(::getpid()).value_or(ProcessIdentity{});
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   const char* signal = settings.signal == SIGUSR1 ? "SIGUSR1" : settings.signal == SIGUSR2 ? "SIGUSR2" : "none";
   return "{\"lens_rank_process\": 1, \"rank\": " + std::to_string(settings.rank) +
-         ", \"pid\": " + std::to_string(::getpid()) + ", \"host\": " + json_string(host) +
+         ", \"pid\": " + std::to_string(::getpid()) + ", \"host\": " + json_string(this_host()) +
          ", \"run_id\": " + json_string(settings.run_id) + ", \"boot_id\": " + json_string(me.boot_id) +
          ", \"start_ticks\": " + std::to_string(me.start_ticks) + ", \"comm\": " + json_string(me.comm) +
          ", \"hang_signal\": \"" + signal + "\"}\n";
@@ -192,11 +187,7 @@ bool write_rank_process_record(const HangSettings& settings) {
 }
 
 void remove_rank_process_record(const HangSettings& settings) noexcept {
-  if (settings.process_path.empty()) return;
-  std::error_code error;
-  const std::filesystem::path record(settings.process_path);
-  std::filesystem::remove(record, error);
-  std::filesystem::remove(record.parent_path(), error);  // only when empty: a run's files stay
+  if (!settings.process_path.empty()) remove_file_and_empty_directory(settings.process_path);
 }
 
 }  // namespace lens::internal

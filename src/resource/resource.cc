@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/process_identity.h"
 #include "common/text.h"
 #include "lens/version.h"
 #include "resource/nvml.h"
@@ -70,8 +71,7 @@ std::optional<int> visible_device_count(const EnvReader& env) {
 
 void detect(ResourceAttributes& r, const EnvLookup& lookup) {
   EnvReader env(lookup, "", "");
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) == 0) set(r, "host.name", std::string(host));
+  if (const std::string host = this_host(); !host.empty()) set(r, "host.name", host);
   set(r, "process.pid", static_cast<std::int64_t>(::getpid()));
   std::optional<int> gpus = visible_device_count(env);
   if (!gpus) gpus = nvml_device_count();

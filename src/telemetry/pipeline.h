@@ -35,9 +35,8 @@ struct PipelineSettings {
   std::int64_t metric_interval_ms = 10000;
   std::int64_t metric_timeout_ms = 30000;  // OTEL_METRIC_EXPORT_TIMEOUT
   Temporality temporality = Temporality::kCumulative;
-  int collective_group = -1;    // the catalogue's `communication` group: its spans carry lens.collective.seq
-  bool positions_only = false;  // a non-exporting rank kept for hang snapshots: spans live only while open
-  HangSettings hang;            // hang.path empty: no snapshots
+  int collective_group = -1;  // the catalogue's `communication` group: its spans carry lens.collective.seq
+  HangSettings hang;          // hang.path empty: no snapshots
 };
 
 class Pipeline {

@@ -107,11 +107,7 @@ void serve_prometheus(TelemetryState& s) {
 void stop_prometheus(TelemetryState& s) {
   if (!s.prometheus) return;
   s.prometheus->stop();
-  if (!s.prometheus_target_path.empty()) {
-    std::error_code error;
-    std::filesystem::remove(s.prometheus_target_path, error);
-    std::filesystem::remove(std::filesystem::path(s.prometheus_target_path).parent_path(), error);  // when empty
-  }
+  if (!s.prometheus_target_path.empty()) remove_file_and_empty_directory(s.prometheus_target_path);
 }
 
 // The loop's structure, kept as positions with hang snapshots on whatever the enabled set (CONTRACT §10): where a
@@ -170,12 +166,12 @@ Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> e
   return new Pipeline(std::move(settings), std::move(exporter), std::move(sampler));
 }
 
-// A non-exporting rank's pipeline when hang snapshots are on: its spans live in their slots while open (every one:
-// where a thread is does not depend on sampling) and its background thread only watches and writes snapshots.
+// A non-exporting rank's pipeline when hang snapshots are on: it enables nothing, so every span of it is a position
+// (in its slot while open, never queued; where a thread is does not depend on sampling) and its background thread
+// only watches and writes snapshots.
 Pipeline* build_position_pipeline(const TelemetryState& s) {
   init_clock();
   PipelineSettings settings = pipeline_settings(s);
-  settings.positions_only = true;
   return new Pipeline(std::move(settings), std::make_unique<DiscardExporter>(),
                       make_sdk_sampler(TracesSampler::kAlwaysOn, 1.0));
 }

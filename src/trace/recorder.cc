@@ -484,8 +484,8 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
   s.header.end_tick = end;
   // The record goes to the ending thread's queue (a Span may end on another thread than it started).
   ThreadState* t = p->stopped() ? nullptr : state_for(p);
-  if (p->positions_only || (s.header.bits & RecordHeader::kPositionOnly)) {
-    // Kept only while open, for a hang snapshot: nothing is exported from this rank, or of this group.
+  if (s.header.bits & RecordHeader::kPositionOnly) {
+    // Kept only while open, for a hang snapshot (on a rank that exports nothing, every span is one).
   } else if (t == nullptr) {
     p->count_late_drop();
   } else {

@@ -38,9 +38,6 @@ class SpanDrain {
   void wake_exporter() noexcept { wake_.ring(); }
   // A span ended after shutdown on a thread with no state here: counted as produced and dropped.
   void count_late_drop() noexcept { late_drops_.fetch_add(1, std::memory_order_relaxed); }
-  // Positions only (a non-exporting rank that keeps hang snapshots): a span lives in its thread's slot while open
-  // and is forgotten when it ends; nothing is queued, exported or counted.
-  bool positions_only = false;
   // Ends `t`'s open spans, innermost first, as truncated (CONTRACT §6). Runs on t's thread, or on the export thread
   // while t is parked in the SIGTERM handler.
   void truncate_open_spans(ThreadState& t) noexcept;
