@@ -11,7 +11,7 @@ silently (issue 29). Here the state is lens's own (the native enabled set that e
 
 from lens import _native
 from lens._native import is_span_group_enabled
-from lens.telemetry import live_handle, set_enabled_span_groups
+from lens.telemetry import live_group_cls, set_enabled_span_groups
 
 __all__ = ["is_span_group_enabled", "enabled_span_groups", "set_enabled_span_groups", "set_pp_trace_carrier",
            "get_pp_trace_carrier"]
@@ -19,18 +19,10 @@ __all__ = ["is_span_group_enabled", "enabled_span_groups", "set_enabled_span_gro
 _pp_trace_carrier = None
 
 
-def _group_order():
-    handle = live_handle()
-    group_cls = handle.config.span_group_cls if handle is not None else None
-    if group_cls is None:
-        from lens.groups import SpanGroup as group_cls
-    return group_cls.group_order()
-
-
 def enabled_span_groups():
     """The names of the span groups enabled now, as a frozenset (empty before setup and on a disabled rank)."""
     bits = _native.enabled_span_groups()
-    return frozenset(name for i, name in enumerate(_group_order()) if bits >> i & 1)
+    return frozenset(name for i, name in enumerate(live_group_cls().group_order()) if bits >> i & 1)
 
 
 def set_pp_trace_carrier(carrier):

@@ -137,12 +137,13 @@ def _run_id_agreed_under_torchrun():
     There TORCHELASTIC_RUN_ID is "none" and nothing else in the environment is both the same on every rank and new
     with each job, so each rank drew its own id (CONTRACT §5). The ranks' agent hosts a store at
     MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True): the first rank to ask sets an id there and the
-    others read it. None where that does not apply (an id from the environment or SLURM is the same on every rank
-    already) or the store cannot be reached within 30 s (each rank then draws its own, as before)."""
+    others read it. None where that does not apply (SLURM's job id is the same on every rank already; an id from
+    <PREFIX>_RUN_ID is in the config, which the caller checks) or the store cannot be reached within 30 s (each rank
+    then draws its own, as before)."""
     env = os.environ
     if env.get("TORCHELASTIC_RUN_ID") != "none" or env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
         return None
-    if env.get("SLURM_JOB_ID") or env.get("MEGATRON_OTEL_RUN_ID") or env.get("NEMO_LENS_RUN_ID"):
+    if env.get("SLURM_JOB_ID"):
         return None
     try:
         import datetime
@@ -172,13 +173,18 @@ def live_handle():
     return _live
 
 
+def live_group_cls():
+    """The SpanGroup class the live setup resolves names with (lens.groups.SpanGroup before any setup)."""
+    group_cls = _live.config.span_group_cls if _live is not None else None
+    if group_cls is None:
+        from lens.groups import SpanGroup as group_cls
+    return group_cls
+
+
 def set_enabled_span_groups(groups):
     """Replaces the enabled set at run time: group names (an iterable) or a span-group spec (a str). Only an
     exporting rank with traces on can enable anything. Returns the set now in force, as a frozenset of names."""
-    handle = _live
-    group_cls = handle.config.span_group_cls if handle is not None else None
-    if group_cls is None:
-        from lens.groups import SpanGroup as group_cls
+    group_cls = live_group_cls()
     order = group_cls.group_order()
     names = group_cls.resolve(groups, "set_enabled_span_groups") if isinstance(groups, str) else frozenset(groups)
     unknown = sorted(names - set(order))
