@@ -415,10 +415,14 @@ TEST(PretrainGpt, OverlappedGradientBucketsStartDuringBackwardAndChangeNoLoss) {
              {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(plain);
   expect_all_ranks_succeeded(overlapped);
+  // The same loss to the last digit the log gives (%E: 7 significant digits, a unit of 1e-6 for losses in [1, 10)),
+  // within one unit: a CI run once logged 5.672599 against 5.672600 at iteration 3 (the two runs' arithmetic is not
+  // bit-for-bit the same on a loaded machine; a changed loss would differ in far more than the last digit).
   for (int iteration = 1; iteration <= 3; ++iteration) {
     const double expected = logged_loss(plain.outputs[3], iteration);
     EXPECT_FALSE(std::isnan(expected)) << plain.outputs[3];
-    EXPECT_EQ(logged_loss(overlapped.outputs[3], iteration), expected) << "iteration " << iteration;
+    ASSERT_TRUE(expected > 1 && expected < 10) << expected;
+    EXPECT_NEAR(logged_loss(overlapped.outputs[3], iteration), expected, 1.5e-6) << "iteration " << iteration;
   }
   Telemetry t = read_telemetry(overlapped);
   auto children = [&](const Span& parent, const std::string& name) {
