@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -136,13 +138,22 @@ std::string ranges_text(const std::vector<RankRange>& ranges) {
   return out;
 }
 
+// An integer field of a file: a float (1.8e21) or a number past int64 is refused with an exception (the caller
+// says the file is not one), never converted: that conversion is undefined behaviour.
+std::int64_t integer_field(const json& v) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX))
+    throw std::invalid_argument("an integer field holds " + v.dump());
+  return v.get<std::int64_t>();
+}
+
 Position position_of(const json& s) {
   Position p;
-  p.rank = rank_in_range(s.at("rank").get<std::int64_t>(), 0, "rank");
+  p.rank = rank_in_range(integer_field(s.at("rank")), 0, "rank");
   p.reason = s.at("reason").get<std::string>();
-  p.written_seconds = static_cast<double>(s.at("written_unix_nano").get<std::uint64_t>()) / 1e9;
+  // As a double: a value past 2^64 or written as a float (the readers fuzzer's 1.8e21) must not reach an integer.
+  p.written_seconds = s.at("written_unix_nano").get<double>() / 1e9;
   const json& last = s.at("last_iteration_completed");
-  p.iteration = last.is_null() ? -1 : last.get<std::int64_t>() + 1;
+  p.iteration = last.is_null() ? -1 : std::min(integer_field(last), INT64_MAX - 1) + 1;
   const json* training = nullptr;
   for (const json& t : s.at("threads")) {
     const std::size_t open = t.at("open_spans").size();
@@ -233,7 +244,7 @@ int hang(const std::string& run_dir, bool as_json) {
     try {
       std::ifstream in(file);
       const json s = json::parse(in);
-      world_size = std::max(world_size, rank_in_range(s.at("world_size").get<std::int64_t>(), 1, "world_size"));
+      world_size = std::max(world_size, rank_in_range(integer_field(s.at("world_size")), 1, "world_size"));
       positions.push_back(position_of(s));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "lens hang: %s is not a hang snapshot: %s\n", file.c_str(), e.what());
@@ -366,11 +377,14 @@ std::optional<RankProcess> read_process_record(const fs::path& file) {
   if (!text) return std::nullopt;
   try {
     const json r = json::parse(*text);
-    if (r.at("lens_rank_process").get<int>() != 1) return std::nullopt;
+    if (integer_field(r.at("lens_rank_process")) != 1) return std::nullopt;
     RankProcess p;
-    p.rank = rank_in_range(r.at("rank").get<std::int64_t>(), 0, "rank");
-    p.pid = static_cast<pid_t>(r.at("pid").get<std::int64_t>());
+    p.rank = rank_in_range(integer_field(r.at("rank")), 0, "rank");
+    const std::int64_t pid = integer_field(r.at("pid"));
+    if (pid < INT32_MIN || pid > INT32_MAX) return std::nullopt;
+    p.pid = static_cast<pid_t>(pid);
     p.host = r.at("host").get<std::string>();
+    if (!r.at("start_ticks").is_number_unsigned()) return std::nullopt;  // a float or a negative: not a record
     p.identity = {r.at("boot_id").get<std::string>(), r.at("start_ticks").get<std::uint64_t>(),
                   r.at("comm").get<std::string>()};
     const std::string signal = r.at("hang_signal").get<std::string>();
@@ -408,7 +422,7 @@ void wait_for_snapshots(const fs::path& dir, const std::vector<RankProcess>& sen
         (dir / ("rank" + std::to_string(p.rank) + kSnapshotSuffix)).string(), std::size_t{64} << 20);
     if (!text) return false;
     const json s = json::parse(*text, nullptr, false);
-    return s.is_object() && s.value("written_unix_nano", std::uint64_t{0}) >= since_unix_nano;
+    return s.is_object() && s.value("written_unix_nano", 0.0) >= static_cast<double>(since_unix_nano);
   };
   while (std::chrono::steady_clock::now() < until &&
          !std::all_of(sent.begin(), sent.end(), [&](const RankProcess& p) { return fresh(p); }))

@@ -178,6 +178,25 @@ class HostileSnapshotsTest(TempDirTest):
             json.dump(snapshot(rank, world_size, 3, [("megatron.train_step", "step", {})]), f)
         return os.path.dirname(path)
 
+    def test_numbers_out_of_an_integers_range_are_refused_not_converted(self):
+        # The readers fuzzer (CI, issue 28's review): written_unix_nano of 1.8e21 reached an integer conversion,
+        # undefined behaviour under UBSan; floats and values past int64 in integer fields likewise.
+        for key, value in (("written_unix_nano", 1.8e21), ("rank", 1.5e19), ("world_size", 2.5),
+                           ("last_iteration_completed", 9223372036854775807)):
+            with self.subTest(key=key):
+                path = os.path.join(self.tmp.name, key, "rank0.snapshot.json")
+                os.makedirs(os.path.dirname(path))
+                s = snapshot(0, 1, 3, [("megatron.train_step", "step", {})])
+                s[key] = value
+                with open(path, "w") as f:
+                    json.dump(s, f)
+                result = lens_capped("hang", "--json", os.path.dirname(path), memory=256 << 20)
+                if key == "written_unix_nano" or key == "last_iteration_completed":
+                    self.assertEqual(result.returncode, 0, result.stderr)  # read as a double / kept in range
+                else:
+                    self.assertEqual(result.returncode, 2, result.stderr)
+                    self.assertIn("is not a hang snapshot", result.stderr)
+
     def test_a_world_of_a_hundred_million_ranks_is_refused_not_allocated(self):
         run = self.snapshot(0, 100_000_000)
         self.assertLess(os.path.getsize(os.path.join(run, "rank0.snapshot.json")), 1000)
