@@ -50,6 +50,12 @@ struct StartOptions {
   // A root span in this trace rather than a new random one (a trace every rank derives alike: step_trace_id).
   // Implies `root`; an invalid id is ignored.
   const TraceId* trace_id = nullptr;
+  // When the span started, in Unix nanoseconds, for a phase that has already begun (a back-dated span, as
+  // OpenTelemetry's start_time); 0: now.
+  std::uint64_t start_unix_nanos = 0;
+  // Recorded wherever this rank records any group's spans, whatever `group` is (span_cm and the OpenTelemetry
+  // API's spans, which name no group); `group` is still the span's group in its record.
+  bool ungated = false;
 };
 
 // A span or event name: a literal is kept as a pointer, anything else is copied when the span starts.
@@ -73,16 +79,24 @@ LENS_ABI_NAMESPACE_BEGIN
 namespace internal {
 LENS_API void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
                          const StartOptions& options) noexcept;
-LENS_API void end_span(SpanHandle& h, bool by_exception) noexcept;
+// end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
+LENS_API void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos = 0) noexcept;
+// Renames an open span (OpenTelemetry's update_name). Handles copied from `h` before the call stop owning it.
+LENS_API void update_name(SpanHandle& h, SpanName name) noexcept;
 LENS_API void set_attributes(SpanHandle& h, std::span<const Attribute> attributes) noexcept;
 LENS_API void add_event(SpanHandle& h, SpanName name, std::span<const Attribute> attributes) noexcept;
 LENS_API void add_link(SpanHandle& h, const SpanContext& link, std::span<const Attribute> attributes) noexcept;
 LENS_API void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexcept;
 LENS_API void record_exception(SpanHandle& h, std::string_view type, std::string_view message, bool escaped) noexcept;
 LENS_API std::string_view exception_type_name(const std::exception& e) noexcept;
-// Returns where the context went (null: nowhere), for pop_context.
-LENS_API ThreadState* push_context(const SpanContext& context) noexcept;
+// Returns where the context went (null: nowhere), for pop_context. `span`: the live span whose context this is,
+// when there is one (its handle is copied by current_span, so another language's API can write to the span that
+// is current, as OpenTelemetry's get_current_span does); it must stay valid until the pop.
+LENS_API ThreadState* push_context(const SpanContext& context, const SpanHandle* span = nullptr) noexcept;
 LENS_API void pop_context(ThreadState* pushed_to) noexcept;
+// The current span of the calling thread: a copy of its handle (true), or false when the current context is not
+// a live span's (none, or one made current with ContextScope). The copy writes to the span while it is open.
+LENS_API bool current_span(SpanHandle* out) noexcept;
 }  // namespace internal
 
 // A span that starts and ends wherever the caller says: construct to start, end() (or destroy) to end. It does
@@ -147,6 +161,7 @@ class Span {
   }
 
  protected:
+  const internal::SpanHandle& handle() const noexcept { return h_; }
   void end_now(bool by_exception) noexcept {
     if (h_.slot) internal::end_span(h_, by_exception);
     h_.slot = nullptr;
@@ -185,7 +200,7 @@ class ScopedSpan : public Span {
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
              const StartOptions& options = {}) noexcept {
     Span::start(group, name, attributes, options);
-    if (context().is_valid()) pushed_to_ = internal::push_context(context());
+    if (context().is_valid()) pushed_to_ = internal::push_context(context(), &handle());
   }
 
  private:

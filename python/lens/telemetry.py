@@ -11,41 +11,18 @@ never takes the GIL. At interpreter exit a live setup is shut down (its spans fl
 """
 
 import atexit
+import logging
 import os
 import threading
 import uuid
 
 from lens import _native
 from lens.metrics import Meter
+from lens.tracer import Tracer
 
 _lock = threading.Lock()
 _live = None  # the handle of the last setup, while it is not shut down
 _strategy_count = 0
-
-
-class Tracer:
-    """lens's one tracer: spans go to the process's pipeline whatever tracer a call names.
-
-    Beyond OpenTelemetry's arguments: `root=True` starts a new trace whatever span is current, and `trace_id` (an
-    int, e.g. lens.step_trace_id(run_id, iteration)) starts a root span in that trace. A span takes at most 8
-    links at its start; add more with span.add_link()."""
-
-    def start_as_current_span(self, name, context=None, kind=None, attributes=None, links=None,
-                              record_exception=True, set_status_on_exception=True, end_on_exit=True, root=False,
-                              trace_id=None):
-        """A context manager: the span is current inside `with` (ungated: no span group is checked)."""
-        return _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
-                                  trace_id=trace_id, record_exception=record_exception and set_status_on_exception)
-
-    def start_span(self, name, context=None, kind=None, attributes=None, links=None, root=False, trace_id=None):
-        """A span started now, not made current; end it with span.end()."""
-        return _native.start_span(name, attributes=attributes, links=_contexts(links), parent=context, root=root,
-                                  trace_id=trace_id, current=False, start_now=True)
-
-
-def _contexts(links):
-    """SpanContexts of OpenTelemetry-style Links (their .context) or of SpanContexts, None dropped."""
-    return [getattr(link, "context", link) for link in links or () if link is not None]
 
 
 class TelemetryHandle:
@@ -128,7 +105,22 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
                                resource_attributes=resource_attributes, reinit=True)
         handle = TelemetryHandle(native, config)
         _live = handle
-        return handle
+    _serve_opentelemetry_api()
+    return handle
+
+
+def _serve_opentelemetry_api():
+    """Where opentelemetry-api is importable, lens becomes its implementation (lens.otel); else nothing."""
+    try:
+        import opentelemetry.trace  # noqa: F401
+    except ImportError:
+        return
+    try:
+        from lens import otel
+        otel.install()
+    except Exception:  # noqa: BLE001: an opentelemetry-api lens cannot serve must not stop the job
+        logging.getLogger("lens").warning("lens: not serving the OpenTelemetry API of this opentelemetry-api",
+                                          exc_info=True)
 
 
 def _run_id_agreed_under_torchrun():

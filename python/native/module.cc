@@ -344,9 +344,18 @@ PYBIND11_MODULE(_native, m) {
       .def_readonly("is_remote", &lens::SpanContext::is_remote)
       .def_property_readonly("is_valid", &lens::SpanContext::is_valid)
       .def_property_readonly("is_sampled", &lens::SpanContext::is_sampled)
-      .def("__eq__",
-           [](const lens::SpanContext& a, const lens::SpanContext& b) {
-             return a.trace_id == b.trace_id && a.span_id == b.span_id && a.trace_flags == b.trace_flags;
+      .def_property_readonly("trace_state", [](const lens::SpanContext&) { return py::none(); },
+                             "None: lens keeps no tracestate on a span (OpenTelemetry's attribute, for its propagators).")
+      .def(
+          "__eq__",
+          [](const lens::SpanContext& a, const lens::SpanContext& b) {
+            return a.trace_id == b.trace_id && a.span_id == b.span_id && a.trace_flags == b.trace_flags;
+          },
+          py::is_operator())
+      .def("__hash__",
+           [](const lens::SpanContext& c) {
+             return py::hash(py::make_tuple(id_to_int(c.trace_id.bytes.data(), 16),
+                                            id_to_int(c.span_id.bytes.data(), 8), c.trace_flags));
            })
       .def("__repr__", [](const lens::SpanContext& c) {
         return "SpanContext(trace_id=0x" + hex_of(c.trace_id.bytes.data(), 16) + ", span_id=0x" +
@@ -378,10 +387,16 @@ PYBIND11_MODULE(_native, m) {
       "start_span",
       [](const py::str& name, const py::object& group, const py::object& attributes,
          const std::vector<std::optional<lens::SpanContext>>& links, bool root, const std::optional<py::int_>& trace_id,
-         const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now) {
+         const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now,
+         int kind, std::uint64_t start_time) {
         SpanRequest r;
+        if (kind < static_cast<int>(lens::SpanKind::kInternal) || kind > static_cast<int>(lens::SpanKind::kConsumer))
+          throw py::value_error("start_span: kind is 1 (internal) to 5 (consumer), as OTLP numbers them");
+        r.kind = static_cast<lens::SpanKind>(kind);
+        r.start_unix_nanos = start_time;
         if (!group.is_none() && !group_is_enabled(group.ptr(), &r.group_id))
           return py::reinterpret_steal<py::object>(null_span());
+        r.ungated = group.is_none();
         r.name = name.ptr();
         r.attributes = attributes.ptr();
         r.make_current = current;
@@ -399,7 +414,22 @@ PYBIND11_MODULE(_native, m) {
       py::arg("name"), py::arg("group") = py::none(), py::arg("attributes") = py::none(),
       py::arg("links") = std::vector<std::optional<lens::SpanContext>>{}, py::arg("root") = false,
       py::arg("trace_id") = py::none(), py::arg("parent") = py::none(), py::arg("current") = true,
-      py::arg("record_exception") = true, py::arg("start_now") = false);
+      py::arg("record_exception") = true, py::arg("start_now") = false, py::arg("kind") = 1,
+      py::arg("start_time") = 0);
+  m.def(
+      "current_span", [] { return py::reinterpret_steal<py::object>(current_span_view()); },
+      "A Span that writes to the thread's current span (a live lens span, from Python or C++), or None.");
+  // OpenTelemetry's context.attach/detach on lens's context stack (lens.otel): a push returns where it went.
+  m.def(
+      "push_context",
+      [](const lens::SpanContext& context) {
+        return reinterpret_cast<std::uintptr_t>(lens::internal::push_context(context));
+      },
+      "Makes `context` the thread's current one (an invalid one: no parent); returns a token for pop_context.");
+  m.def(
+      "pop_context",
+      [](std::uintptr_t token) { lens::internal::pop_context(reinterpret_cast<lens::internal::ThreadState*>(token)); },
+      "Undoes the push_context that returned `token` (0: nothing was pushed).");
 
   // --- configuration ---
   py::class_<lens::Config>(m, "Config", py::dynamic_attr())

@@ -140,8 +140,12 @@ struct SpanObject {
   lens::SpanContext links[kMaxStartLinks];
   unsigned char link_count;
   lens::TraceId trace_id;
+  std::uint64_t start_unix_nanos;
   unsigned char group_id;
+  lens::SpanKind kind;
   bool has_parent, has_trace_id, root, make_current, record_exception, started, ended;
+  bool borrowed;  // a view of the current span (current_span_view): writes to it, never ends it
+  bool ungated;   // no group named (StartOptions::ungated)
 };
 
 PyTypeObject SpanType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -157,10 +161,12 @@ SpanObject* alloc_span(PyObject* name) {
   s->parent = lens::SpanContext{};
   s->link_count = 0;
   s->trace_id = lens::TraceId{};
+  s->start_unix_nanos = 0;
   s->group_id = 0;
+  s->kind = lens::SpanKind::kInternal;
   s->has_parent = s->has_trace_id = s->root = false;
   s->make_current = s->record_exception = true;
-  s->started = s->ended = false;
+  s->started = s->ended = s->borrowed = s->ungated = false;
   return s;
 }
 
@@ -177,6 +183,9 @@ void start(SpanObject* s) {
   if (s->started) return;
   s->started = true;
   lens::StartOptions options;
+  options.kind = s->kind;
+  options.start_unix_nanos = s->start_unix_nanos;
+  options.ungated = s->ungated;
   options.root = s->root;
   if (s->has_parent) options.parent = &s->parent;
   if (s->has_trace_id) options.trace_id = &s->trace_id;
@@ -185,14 +194,14 @@ void start(SpanObject* s) {
   lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)),
                              buffer.attributes(), options);
   for (int i = 0; i < s->link_count && s->h.slot != nullptr; ++i) lens::internal::add_link(s->h, s->links[i], {});
-  if (s->make_current && s->h.context.is_valid()) s->pushed_to = lens::internal::push_context(s->h.context);
+  if (s->make_current && s->h.context.is_valid()) s->pushed_to = lens::internal::push_context(s->h.context, &s->h);
 }
 
-void finish(SpanObject* s) {
-  if (!s->started || s->ended) return;
+void finish(SpanObject* s, std::uint64_t end_unix_nanos = 0) {
+  if (!s->started || s->ended || s->borrowed) return;
   s->ended = true;
   if (s->pushed_to != nullptr) lens::internal::pop_context(std::exchange(s->pushed_to, nullptr));
-  if (s->h.slot != nullptr) lens::internal::end_span(s->h, false);
+  if (s->h.slot != nullptr) lens::internal::end_span(s->h, false, end_unix_nanos);
 }
 
 void span_dealloc(PyObject* self) {
@@ -230,14 +239,52 @@ PyObject* span_exit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_FALSE;
 }
 
-PyObject* span_end(PyObject* self, PyObject*) {
-  finish(reinterpret_cast<SpanObject*>(self));
+// A time in Unix nanoseconds (an int, as OpenTelemetry's start_time/end_time/timestamp); 0 for None. False with
+// an error set for anything else.
+bool unix_nanos_from_python(PyObject* value, const char* what, std::uint64_t* out) {
+  *out = 0;
+  if (value == nullptr || value == Py_None) return true;
+  if (!PyLong_Check(value) || PyBool_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "%s: Unix nanoseconds as an int (time.time_ns()), not %s", what,
+                 Py_TYPE(value)->tp_name);
+    return false;
+  }
+  const unsigned long long nanos = PyLong_AsUnsignedLongLong(value);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s: Unix nanoseconds between 0 and 2**64-1", what);
+    return false;
+  }
+  *out = nanos;
+  return true;
+}
+
+// end(end_time=None): end_time in Unix nanoseconds, as OpenTelemetry's.
+PyObject* span_end(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"end_time", nullptr};
+  PyObject* end_time = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", const_cast<char**>(keywords), &end_time)) return nullptr;
+  std::uint64_t nanos = 0;
+  if (!unix_nanos_from_python(end_time, "end(end_time=...)", &nanos)) return nullptr;
+  finish(reinterpret_cast<SpanObject*>(self), nanos);
+  Py_RETURN_NONE;
+}
+
+PyObject* span_update_name(PyObject* self, PyObject* name) {
+  if (!PyUnicode_Check(name)) {
+    PyErr_SetString(PyExc_TypeError, "update_name: the name is a str");
+    return nullptr;
+  }
+  auto* s = reinterpret_cast<SpanObject*>(self);
+  if (s->h.slot != nullptr && !s->ended) lens::internal::update_name(s->h, lens::SpanName(utf8_or_empty(name)));
+  Py_INCREF(name);
+  Py_XSETREF(s->name, name);
   Py_RETURN_NONE;
 }
 
 PyObject* span_is_recording(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<SpanObject*>(self);
-  return PyBool_FromLong(s->h.slot != nullptr && !s->ended);
+  return PyBool_FromLong(s->h.slot != nullptr && s->h.context.is_valid() && !s->ended);
 }
 
 PyObject* span_get_span_context(PyObject* self, PyObject*) {
@@ -374,7 +421,9 @@ PyMethodDef span_methods[] = {
     {"__enter__", span_enter, METH_NOARGS, "Starts the span and makes it current; returns it."},
     {"__exit__", fastcall(span_exit), METH_FASTCALL,
      "Ends the span; an Exception is recorded with ERROR status and re-raised."},
-    {"end", span_end, METH_NOARGS, "Ends the span (again: nothing)."},
+    {"end", fastcall(span_end), METH_VARARGS | METH_KEYWORDS,
+     "end(end_time=None): ends the span, at end_time (Unix nanoseconds) if given; again: nothing."},
+    {"update_name", span_update_name, METH_O, "update_name(name): renames the span."},
     {"is_recording", span_is_recording, METH_NOARGS, "True while the span records."},
     {"get_span_context", span_get_span_context, METH_NOARGS, "The span's SpanContext."},
     {"set_attribute", fastcall(span_set_attribute), METH_FASTCALL, "set_attribute(key, value)"},
@@ -585,7 +634,21 @@ PyObject* new_span(const SpanRequest& r) {
   if (r.parent) s->parent = *r.parent, s->has_parent = true;
   for (const lens::SpanContext& link : r.links)
     if (link.is_valid() && s->link_count < kMaxStartLinks) s->links[s->link_count++] = link;
+  s->kind = r.kind;
+  s->start_unix_nanos = r.start_unix_nanos;
+  s->ungated = r.ungated;
   if (r.start_now) start(s);
+  return reinterpret_cast<PyObject*>(s);
+}
+
+PyObject* current_span_view() {
+  lens::internal::SpanHandle h;
+  if (!lens::internal::current_span(&h)) Py_RETURN_NONE;
+  static PyObject* const kName = PyUnicode_InternFromString("current span");
+  SpanObject* s = alloc_span(kName);
+  if (s == nullptr) return nullptr;
+  s->h = h;
+  s->started = s->borrowed = true;
   return reinterpret_cast<PyObject*>(s);
 }
 

@@ -7,10 +7,12 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "lens/context.h"
+#include "lens/span.h"
 
 namespace lens_python {
 
@@ -40,8 +42,14 @@ struct SpanRequest {
   std::optional<lens::SpanContext> parent{};
   std::vector<lens::SpanContext> links{};  // at most kMaxStartLinks are kept
   bool start_now = false;                  // start at creation (start_span) rather than at __enter__
+  lens::SpanKind kind = lens::SpanKind::kInternal;
+  std::uint64_t start_unix_nanos = 0;  // a back-dated start (OpenTelemetry's start_time); 0: now
+  bool ungated = false;                // no group named: recorded wherever any group is (StartOptions::ungated)
 };
 // A new reference to a Span object, or null with a Python error set.
 PyObject* new_span(const SpanRequest& request);
+// A new reference to a Span object that writes to the thread's current span (a live span made current by lens,
+// in Python or C++), or None when the current context is no live span's. The object never ends the span.
+PyObject* current_span_view();
 
 }  // namespace lens_python

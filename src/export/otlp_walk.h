@@ -148,7 +148,7 @@ template <typename W>
 void span(W& w, const SpanView& v, const TimeMap& time) {
   const RecordHeader& h = v.header();
   const bool truncated = (h.bits & RecordHeader::kTruncated) != 0;
-  const std::uint64_t end = time.to_unix_nanos(h.end_tick);
+  const std::uint64_t end = end_unix_nanos(h, time);
   w.item_begin();
   w.bytes(1, "traceId", h.trace_id.bytes.data(), 16);
   w.bytes(2, "spanId", h.span_id.bytes.data(), 8);
@@ -156,7 +156,7 @@ void span(W& w, const SpanView& v, const TimeMap& time) {
   w.fixed32(16, "flags", span_flags(h.trace_flags, (h.bits & RecordHeader::kParentRemote) != 0));
   w.string(5, "name", v.name());
   w.enumeration(6, "kind", h.kind);
-  w.fixed64(7, "startTimeUnixNano", time.to_unix_nanos(h.start_tick));
+  w.fixed64(7, "startTimeUnixNano", start_unix_nanos(h, time));
   w.fixed64(8, "endTimeUnixNano", end);
   if (h.attribute_count > 0 || truncated) {
     w.begin_list(9, "attributes");

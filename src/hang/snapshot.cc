@@ -78,7 +78,7 @@ std::string thread_name(pid_t tid) {
 
 std::string span_json(const HangSettings& settings, const SpanView& span, const TimeMap& time, std::uint64_t now_unix) {
   const RecordHeader& h = span.header();
-  const std::uint64_t start = time.to_unix_nanos(h.start_tick);
+  const std::uint64_t start = start_unix_nanos(h, time);
   std::string out = "{\"name\": " + json_string(span.name());
   out += ", \"group\": " + json_string(h.group < settings.group_names.size() ? settings.group_names[h.group] : "");
   out += ", \"start_unix_nano\": " + std::to_string(start);

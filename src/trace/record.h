@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/clock.h"
 #include "lens/attributes.h"
 #include "lens/context.h"
 #include "lens/span.h"
@@ -50,8 +51,19 @@ struct RecordHeader {
   static constexpr std::uint8_t kHasException = 8;
   // Kept only while open, for a hang snapshot (its group is a position group, not enabled): never exported.
   static constexpr std::uint8_t kPositionOnly = 16;
+  // start_tick / end_tick hold Unix nanoseconds given by the caller (a back-dated start, an explicit end), not ticks.
+  static constexpr std::uint8_t kStartIsUnixNanos = 32;
+  static constexpr std::uint8_t kEndIsUnixNanos = 64;
 };
 static_assert(std::is_trivially_copyable_v<RecordHeader>);
+
+// A span's start and end in Unix nanoseconds: ticks through the batch's time map, or as the caller gave them.
+inline std::uint64_t start_unix_nanos(const RecordHeader& h, const TimeMap& time) noexcept {
+  return (h.bits & RecordHeader::kStartIsUnixNanos) ? h.start_tick : time.to_unix_nanos(h.start_tick);
+}
+inline std::uint64_t end_unix_nanos(const RecordHeader& h, const TimeMap& time) noexcept {
+  return (h.bits & RecordHeader::kEndIsUnixNanos) ? h.end_tick : time.to_unix_nanos(h.end_tick);
+}
 
 inline constexpr std::uint32_t kArenaBytes = 2048;
 

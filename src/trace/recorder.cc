@@ -370,7 +370,7 @@ void append_collective_sequence(OpenSpan& s, SpanDrain& p) noexcept {
 // What both kinds of start share once the header's ids are set: the name, the attributes (and a communication
 // span's sequence number), the start time, and the slot published as open.
 void set_name_attributes_and_open(SpanHandle& h, OpenSpan& s, SpanDrain& p, SpanGroup group, SpanName name,
-                                  std::span<const Attribute> attributes) noexcept {
+                                  std::span<const Attribute> attributes, std::uint64_t start_unix_nanos = 0) noexcept {
   RecordHeader& r = s.header;
   if (name.is_static()) {
     r.name = TextRef{name.text().data(), 0, static_cast<std::uint32_t>(name.text().size())};
@@ -384,7 +384,7 @@ void set_name_attributes_and_open(SpanHandle& h, OpenSpan& s, SpanDrain& p, Span
   if (attributes.size() != 0) append_attributes(s, p.limits, attributes);
   if (group.id() == p.collective_group) append_collective_sequence(s, p);
   h.slot = &s;
-  r.start_tick = now_ticks();
+  r.start_tick = start_unix_nanos != 0 ? start_unix_nanos : now_ticks();  // kStartIsUnixNanos says which
   // Published last (odd: open), so a hang snapshot never reads a header half written.
   h.generation = s.generation.load(std::memory_order_relaxed) + 1;
   s.generation.store(h.generation, std::memory_order_release);
@@ -414,7 +414,8 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   if (p == nullptr) return;
   ThreadState* t = state_for(p);
   if (t == nullptr) return;
-  if (!is_enabled(group)) {
+  const bool enabled = options.ungated ? g_enabled_group_bits.load(std::memory_order_relaxed) != 0 : is_enabled(group);
+  if (!enabled) {
     start_position(h, *t, *p, group, name, attributes);
     return;
   }
@@ -463,11 +464,12 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   r.group = group.id();
   r.dropped_attributes = r.dropped_events = r.dropped_links = 0;
   r.status_message_entry = 0;
-  set_name_attributes_and_open(h, *s, *p, group, name, attributes);
+  if (options.start_unix_nanos != 0) r.bits |= RecordHeader::kStartIsUnixNanos;
+  set_name_attributes_and_open(h, *s, *p, group, name, attributes, options.start_unix_nanos);
 }
 
-void end_span(SpanHandle& h, bool by_exception) noexcept {
-  std::uint64_t end = now_ticks();
+void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
+  std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
   if (!owns(h)) return;  // truncated at shutdown: already exported
   OpenSpan& s = *h.slot;
   SpanDrain* p = s.owner->drain;
@@ -482,6 +484,7 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
       record_exception_entry(s, p->limits, "unknown", "the scope was left by a C++ exception", true);
   }
   s.header.end_tick = end;
+  if (end_unix_nanos != 0) s.header.bits |= RecordHeader::kEndIsUnixNanos;
   // The record goes to the ending thread's queue (a Span may end on another thread than it started).
   ThreadState* t = p->stopped() ? nullptr : state_for(p);
   if (s.header.bits & RecordHeader::kPositionOnly) {
@@ -493,6 +496,24 @@ void end_span(SpanHandle& h, bool by_exception) noexcept {
   }
   release_slot(s, t);
   h.slot = nullptr;
+}
+
+void update_name(SpanHandle& h, SpanName name) noexcept {
+  if (!owns(h) || (h.slot->header.bits & RecordHeader::kPositionOnly)) return;
+  OpenSpan& s = *h.slot;
+  // The name is read by hang snapshots as a seqlock: move the generation on before and after, so a snapshot
+  // that overlaps the change sees it move and leaves the span out rather than read half a name.
+  s.generation.store(h.generation + 2, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
+  constexpr std::uint32_t kNoRoom = ~std::uint32_t{0};
+  std::uint32_t entry = kNoRoom;
+  std::string_view text = name.text().substr(0, kArenaBytes / 4);
+  append_text_entry(s, EntryTag::kName, text, &entry);
+  if (entry != kNoRoom)  // else the arena is full: the old name stays
+    s.header.name =
+        TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
+  h.generation += 4;
+  s.generation.store(h.generation, std::memory_order_release);
 }
 
 void set_attributes(SpanHandle& h, std::span<const Attribute> attributes) noexcept {
@@ -555,11 +576,18 @@ std::string_view exception_type_name(const std::exception& e) noexcept {
   return last_demangled ? last_demangled : mangled;
 }
 
-ThreadState* push_context(const SpanContext& context) noexcept {
+ThreadState* push_context(const SpanContext& context, const SpanHandle* span) noexcept {
   ThreadState* t = current_state();
   if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
-  t->contexts[t->context_depth++].context = context;
+  t->contexts[t->context_depth++] = ContextEntry{context, span};
   return t;
+}
+
+bool current_span(SpanHandle* out) noexcept {
+  ThreadState* t = current_state();
+  if (t == nullptr || t->context_depth == 0 || t->contexts[t->context_depth - 1].span == nullptr) return false;
+  *out = *t->contexts[t->context_depth - 1].span;
+  return true;
 }
 
 void pop_context(ThreadState* pushed_to) noexcept {

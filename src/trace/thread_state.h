@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "lens/context.h"
+#include "lens/span.h"
 #include "trace/record.h"
 #include "trace/span_queue.h"
 
@@ -67,6 +68,7 @@ class IdGenerator {
 
 struct ContextEntry {
   SpanContext context;
+  const SpanHandle* span = nullptr;  // the live span it is the context of, if any (push_context)
 };
 
 struct ThreadState {

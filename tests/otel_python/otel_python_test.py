@@ -1,7 +1,8 @@
 """lens beside real OpenTelemetry Python (opentelemetry-sdk 1.45.2 and its OTLP exporters, from PyPI, pinned with
 hashes in tests/peers/python/requirements.txt and installed into .venv by scripts/setup-deps.sh) in one process,
 both exporting to the same real Collector: every span of each SDK arrives, under its own service, parented
-within its own SDK, and lens's counts are exact. Over gRPC on both sides (lens's C++ gRPC from Debian and the
+across the two SDKs (lens serves the OpenTelemetry API's context, so an SDK span inside a lens span is its child and
+the other way round), and lens's counts are exact. Over gRPC on both sides (lens's C++ gRPC from Debian and the
 grpcio wheel's in one process), over HTTP on both, and one of each. Run by .venv's interpreter."""
 
 import collections
@@ -55,12 +56,17 @@ class BothSdksTest(peers.PeerTest):
                                                ("otel-side", "otel.outer"): ITERATIONS})
         ids = {s["ids"][1]: s for _, s in collected}
         self.assertEqual(len(ids), 5 * ITERATIONS, "every span id once")
+        # lens serves the OpenTelemetry API's context (issue 29): one current span for both SDKs, so they nest in
+        # both directions, each span in its parent's trace.
+        parents = {"lens.outer": None, "otel.inner": "lens.outer", "lens.innermost": "otel.inner",
+                   "otel.outer": None, "lens.inside_otel": "otel.outer"}
         for _, span in collected:
-            if span["name"] == "lens.innermost":  # its parent is lens's own: each SDK keeps its own context
-                self.assertEqual(ids[span["parent"]]["name"], "lens.outer")
-                self.assertEqual(ids[span["parent"]]["ids"][0], span["ids"][0])
-            else:
+            expected = parents[span["name"]]
+            if expected is None:
                 self.assertEqual(span["parent"], "", span)
+            else:
+                self.assertEqual(ids[span["parent"]]["name"], expected, span)
+                self.assertEqual(ids[span["parent"]]["ids"][0], span["ids"][0])
             self.assertIn("iteration", span["attributes"])
         sdk_names = {r["telemetry.sdk.name"] for r, _ in collected}
         self.assertEqual(sdk_names, {"lens", "opentelemetry"})
