@@ -147,6 +147,14 @@ class UngatedAndSafeTest(unittest.TestCase):
         self.assertEqual(attributes(run.span("ungated")), {"answer": 42})
         self.assertEqual(run.span("unrecorded")["status"], {})
 
+    def test_span_cm_records_where_job_is_off(self):
+        # It names no group: recorded wherever the rank records any group's spans (before issue 29 it was recorded
+        # only where `job`, group 0, was on).
+        with Run("step") as run:
+            with span_cm("ungated.without.job"):
+                pass
+        self.assertEqual([s["name"] for s in run.spans], ["ungated.without.job"])
+
     def test_span_cm_records_nothing_where_telemetry_is_off(self):
         with span_cm("nowhere") as span:
             self.assertFalse(span.is_recording())

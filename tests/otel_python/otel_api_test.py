@@ -1,0 +1,303 @@
+"""lens serves the OpenTelemetry Python API (issue 29): code written against the real `opentelemetry-api` 1.45.2 (from
+PyPI, in .venv) records through lens's pipeline once lens is set up — spans, back-dated spans, links, kinds, status
+and exceptions, the current span across both APIs and both languages, metrics through `metrics.get_meter`, log
+records through the logs API — and the OpenTelemetry SDK's own tracer nests under lens's current span. What lands
+is read back from the file exporter's OTLP/JSON. Run by .venv's interpreter."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "tests"))
+
+import lens  # noqa: E402
+import lens_cpp_peer  # noqa: E402
+from lens.helpers import managed_span  # noqa: E402
+from lens.megatron import MegatronSpanGroup  # noqa: E402
+from opentelemetry import _logs, context, metrics, trace  # noqa: E402
+from opentelemetry.context import Context  # noqa: E402
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode  # noqa: E402
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator  # noqa: E402
+from support import Run, attributes  # noqa: E402
+
+SECOND = 1_000_000_000
+
+
+def by_name(run):
+    return {span["name"]: span for span in run.spans}
+
+
+class ProvidersTest(unittest.TestCase):
+    def test_setup_makes_lens_the_global_tracer_meter_and_logger_provider(self):
+        with Run("all"):
+            self.assertIsInstance(trace.get_tracer(__name__), lens.tracer.Tracer)
+            self.assertIsInstance(trace.get_tracer(__name__), trace.Tracer)
+            self.assertIsInstance(metrics.get_meter(__name__), metrics.Meter)
+            self.assertEqual(type(_logs.get_logger_provider()).__module__, "lens.otel")
+
+    def test_a_tracer_taken_before_setup_records_after_it(self):
+        early = trace.get_tracer("taken.early")  # OpenTelemetry's proxy until a provider is set
+        with Run("all") as run:
+            early.start_span("early.span").end()
+        self.assertEqual([s["name"] for s in run.spans], ["early.span"])
+
+
+class SpansTest(unittest.TestCase):
+    def test_back_dated_spans_keep_the_times_they_were_given(self):
+        launch = time.time_ns() - 3600 * SECOND  # an hour ago: no tick conversion may blur it
+        with Run("all") as run:
+            tracer = trace.get_tracer(__name__)
+            startup = tracer.start_span("megatron.startup", context=Context(), start_time=launch)
+            phase = tracer.start_span("launch_script", context=trace.set_span_in_context(startup),
+                                      start_time=launch + 1)
+            phase.end(end_time=launch + 2 * SECOND + 3)
+            startup.end()
+        spans = by_name(run)
+        self.assertEqual(int(spans["megatron.startup"]["startTimeUnixNano"]), launch)
+        self.assertEqual(int(spans["launch_script"]["startTimeUnixNano"]), launch + 1)
+        self.assertEqual(int(spans["launch_script"]["endTimeUnixNano"]), launch + 2 * SECOND + 3)
+        self.assertEqual(spans["launch_script"]["parentSpanId"], spans["megatron.startup"]["spanId"])
+        self.assertNotIn("parentSpanId", spans["megatron.startup"])
+
+    def test_an_empty_context_roots_a_new_trace_whatever_is_current(self):
+        with Run("all") as run:
+            tracer = trace.get_tracer(__name__)
+            with tracer.start_as_current_span("ambient"):
+                tracer.start_span("rooted", context=Context()).end()
+                tracer.start_span("child").end()
+        spans = by_name(run)
+        self.assertNotIn("parentSpanId", spans["rooted"])
+        self.assertNotEqual(spans["rooted"]["traceId"], spans["ambient"]["traceId"])
+        self.assertEqual(spans["child"]["parentSpanId"], spans["ambient"]["spanId"])
+
+    def test_links_kinds_attributes_status_and_names(self):
+        with Run("all") as run:
+            tracer = trace.get_tracer(__name__)
+            first = tracer.start_span("interval.1", context=Context())
+            first.end()
+            second = tracer.start_span("interval.2", context=Context(), kind=SpanKind.CLIENT,
+                                       attributes={"is_goodput_span": True},
+                                       links=[Link(first.get_span_context(), {"link.kind": "previous"})])
+            second.update_name("interval.2.renamed")
+            second.set_status(Status(StatusCode.ERROR, "it broke"))
+            second.end()
+        spans = by_name(run)
+        renamed = spans["interval.2.renamed"]
+        self.assertEqual(renamed["kind"], 3)  # OTLP's SPAN_KIND_CLIENT
+        self.assertEqual(attributes(renamed)["is_goodput_span"], True)
+        self.assertEqual(renamed["status"], {"code": 2, "message": "it broke"})
+        (link,) = renamed["links"]
+        self.assertEqual((link["traceId"], link["spanId"]), (spans["interval.1"]["traceId"],
+                                                             spans["interval.1"]["spanId"]))
+        self.assertEqual(attributes(link), {"link.kind": "previous"})
+
+    def test_an_exception_leaving_start_as_current_span_is_recorded(self):
+        with Run("all") as run:
+            with self.assertRaises(KeyError):
+                with trace.get_tracer(__name__).start_as_current_span("failing"):
+                    raise KeyError("missing")
+        failing = run.span("failing")
+        self.assertEqual(failing["status"]["code"], 2)
+        self.assertEqual([e["name"] for e in failing["events"]], ["exception"])
+        self.assertEqual(attributes(failing["events"][0])["exception.type"], "KeyError")
+
+    def test_use_span_and_end_on_exit_false(self):
+        with Run("all") as run:
+            tracer = trace.get_tracer(__name__)
+            span = tracer.start_span("used")
+            with trace.use_span(span):
+                tracer.start_span("under.used").end()
+            with tracer.start_as_current_span("kept.open", end_on_exit=False) as kept:
+                pass
+            tracer.start_span("after").end()
+            kept.end()
+            span.end()
+        spans = by_name(run)
+        self.assertEqual(spans["under.used"]["parentSpanId"], spans["used"]["spanId"])
+        self.assertNotIn("parentSpanId", spans["after"])
+        self.assertIn("kept.open", spans)
+
+
+class OneCurrentSpanTest(unittest.TestCase):
+    """The current span is one for both APIs and both languages, in both directions."""
+
+    def test_an_attached_otel_span_parents_managed_spans_and_cpp_spans(self):
+        with Run("all", group_cls=MegatronSpanGroup) as run:
+            tracer = trace.get_tracer(__name__)
+            root = tracer.start_span("megatron.train", context=Context())
+            token = context.attach(trace.set_span_in_context(root))
+            self.assertEqual(trace.get_current_span().get_span_context().span_id, root.get_span_context().span_id)
+            with managed_span(MegatronSpanGroup.STEP, "megatron.train_step"):
+                lens_cpp_peer.layer_span("cpp.layer", lambda: None)
+            context.detach(token)
+            root.end()
+            tracer.start_span("after.detach").end()
+        spans = by_name(run)
+        self.assertEqual(spans["megatron.train_step"]["parentSpanId"], spans["megatron.train"]["spanId"])
+        self.assertEqual(spans["cpp.layer"]["parentSpanId"], spans["megatron.train_step"]["spanId"])
+        self.assertNotIn("parentSpanId", spans["after.detach"])
+
+    def test_get_current_span_inside_a_managed_span_writes_to_it(self):
+        with Run("all", group_cls=MegatronSpanGroup) as run:
+            with managed_span(MegatronSpanGroup.STEP, "megatron.train_step") as step:
+                current = trace.get_current_span()
+                self.assertTrue(current.is_recording())
+                self.assertEqual(current.get_span_context().span_id, step.get_span_context().span_id)
+                current.set_attribute("nvrx.call_idx", 7)
+                trace.get_tracer(__name__).start_span("otel.child").end()
+
+                def inside_cpp():
+                    trace.get_current_span().set_attribute("set.inside.cpp", True)
+                    trace.get_tracer(__name__).start_span("otel.under.cpp").end()
+
+                lens_cpp_peer.layer_span("cpp.layer", inside_cpp)
+        spans = by_name(run)
+        self.assertEqual(attributes(spans["megatron.train_step"])["nvrx.call_idx"], 7)
+        self.assertEqual(spans["otel.child"]["parentSpanId"], spans["megatron.train_step"]["spanId"])
+        self.assertEqual(attributes(spans["cpp.layer"])["set.inside.cpp"], True)
+        self.assertEqual(spans["otel.under.cpp"]["parentSpanId"], spans["cpp.layer"]["spanId"])
+
+    def test_outside_any_span_the_current_one_is_otels_invalid_span(self):
+        with Run("all"):
+            current = trace.get_current_span()
+            self.assertIs(current, trace.INVALID_SPAN)
+            current.set_attribute("ignored", 1)  # harmless, as in OpenTelemetry
+
+    def test_the_sdks_own_tracer_and_propagator_see_lens_spans(self):
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        memory = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        with Run("all") as run:
+            with managed_span(lens.SpanGroup.STEP, "lens.step") as step:
+                with provider.get_tracer("sdk").start_as_current_span("sdk.child"):
+                    carrier = {}
+                    TraceContextTextMapPropagator().inject(carrier)
+                    with managed_span(lens.SpanGroup.STEP, "lens.grandchild"):
+                        pass
+        (sdk_child,) = memory.get_finished_spans()
+        self.assertEqual(sdk_child.parent.span_id, step.get_span_context().span_id)
+        self.assertEqual(sdk_child.context.trace_id, step.get_span_context().trace_id)
+        self.assertEqual(carrier["traceparent"].split("-")[2], f"{sdk_child.context.span_id:016x}")
+        self.assertEqual(run.span("lens.grandchild")["parentSpanId"], f"{sdk_child.context.span_id:016x}")
+
+
+class MetricsAndLogsTest(unittest.TestCase):
+    def test_instruments_of_metrics_get_meter(self):
+        with Run("all") as run:
+            meter = metrics.get_meter("megatron.core.telemetry")
+            meter.create_counter("t.counter").add(5, {"phase": "train"})
+            meter.create_up_down_counter("t.updown").add(-2)
+            meter.create_histogram("t.histogram", unit="ms").record(412.5)
+            meter.create_gauge("t.gauge").set(3.25)
+            meter.create_observable_gauge("t.observed", callbacks=[
+                lambda options: [metrics.Observation(42.0, {"gpu": 0})]])
+            lens.metrics.observe_now()
+        self.assertEqual(run.metric("t.counter")["sum"]["dataPoints"][0]["asDouble"], 5)
+        self.assertEqual(run.metric("t.histogram")["histogram"]["dataPoints"][0]["sum"], 412.5)
+        self.assertEqual(run.metric("t.gauge")["gauge"]["dataPoints"][0]["asDouble"], 3.25)
+        observed = run.metric("t.observed")["gauge"]["dataPoints"][0]
+        self.assertEqual((observed["asDouble"], attributes(observed)), (42.0, {"gpu": 0}))
+
+    def test_a_callback_that_raises_is_counted_and_the_others_still_run(self):
+        def broken(options):
+            raise RuntimeError("sensor gone")
+
+        with Run("all") as run:
+            before = lens.metrics.observable_callback_errors()
+            metrics.get_meter("m").create_observable_gauge("t.broken", callbacks=[broken])
+            metrics.get_meter("m").create_observable_counter("t.total", callbacks=[
+                lambda options: [metrics.Observation(10)]])
+            lens.metrics.observe_now()
+            self.assertEqual(lens.metrics.observable_callback_errors(), before + 1)
+        self.assertEqual(run.metric("t.total")["sum"]["dataPoints"][0]["asDouble"], 10)
+
+    def test_log_records_of_the_logs_api_carry_the_current_span(self):
+        with Run("all", NEMO_LENS_LOGS_ENABLED="1") as run:
+            logger = _logs.get_logger("megatron")
+            with managed_span(lens.SpanGroup.STEP, "logged.in") as span:
+                logger.emit(severity_number=_logs.SeverityNumber.WARN, severity_text="WARN", body="slow step",
+                            attributes={"step": 3})
+        (record,) = [r for r in run.logs if r.get("body", {}).get("stringValue") == "slow step"]
+        self.assertEqual(record["severityNumber"], 13)
+        self.assertEqual(record["spanId"], span.get_span_context().span_id_hex)
+        self.assertEqual(attributes(record)["step"], 3)
+
+
+class BadInputTest(unittest.TestCase):
+    def test_wrong_types_are_clear_errors(self):
+        with Run("all") as run:
+            tracer = trace.get_tracer(__name__)
+            with self.assertRaisesRegex(TypeError, "start_time"):
+                tracer.start_span("s", start_time=1.5)
+            with self.assertRaisesRegex(ValueError, "kind"):
+                tracer.start_span("s", kind=9)
+            with self.assertRaisesRegex(TypeError, "context"):
+                tracer.start_span("s", context=42)
+            with self.assertRaisesRegex(TypeError, "name"):
+                tracer.start_span(None)
+            span = tracer.start_span("ended.twice")
+            span.end()
+            span.end()
+            with self.assertRaisesRegex(TypeError, "end_time"):
+                tracer.start_span("bad.end").end(end_time="now")
+        self.assertEqual([s["name"] for s in run.spans].count("ended.twice"), 1)
+
+    def test_a_context_from_another_process_is_a_remote_parent(self):
+        remote = trace.SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=trace.TraceFlags(1))
+        with Run("all") as run:
+            trace.get_tracer(__name__).start_span(
+                "from.remote", context=trace.set_span_in_context(trace.NonRecordingSpan(remote))).end()
+        span = run.span("from.remote")
+        self.assertEqual(span["parentSpanId"], "0000000000005678")
+        self.assertEqual(span["traceId"], f"{0x1234:032x}")
+
+    def test_a_tracer_used_after_shutdown_records_nothing_and_does_not_fail(self):
+        with Run("all") as run:
+            tracer = trace.get_tracer(__name__)
+        span = tracer.start_span("after.shutdown")
+        span.set_attribute("k", 1)
+        span.end()
+        with tracer.start_as_current_span("after.shutdown.current"):
+            pass
+        self.assertEqual(run.spans, [])
+
+    def test_a_rank_that_exports_nothing_gets_non_recording_spans(self):
+        with Run("all", rank=1, world_size=2, NEMO_LENS_RANK_STRATEGY="single_rank",
+                 NEMO_LENS_EXPORT_RANK="0") as run:
+            tracer = trace.get_tracer(__name__)
+            with tracer.start_as_current_span("nothing") as span:
+                self.assertFalse(span.is_recording())
+                span.set_attribute("k", 1)
+            self.assertFalse(tracer.start_span("nothing.either").is_recording())
+        self.assertEqual(run.spans, [])
+
+
+class WithoutOpenTelemetryTest(unittest.TestCase):
+    def test_without_opentelemetry_api_lens_works_and_installs_nothing(self):
+        script = textwrap.dedent("""
+            import sys
+            sys.modules["opentelemetry"] = None  # as if opentelemetry-api were not installed
+            import os, tempfile
+            os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="file", NEMO_LENS_SPAN_GROUPS="all",
+                              NEMO_LENS_FILE_DIR=tempfile.mkdtemp(), NEMO_LENS_HANG_SIGNAL="none")
+            import lens
+            handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(), rank=0, world_size=1)
+            with handle.tracer.start_as_current_span("plain"):
+                pass
+            handle.shutdown()
+            print("lens.otel" in sys.modules, handle.span_stats()["exported"])
+        """)
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.split(), ["False", "1"])
+
+
+if __name__ == "__main__":
+    unittest.main()
