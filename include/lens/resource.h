@@ -15,6 +15,7 @@
 
 #include "lens/config.h"
 #include "lens/internal/visibility.h"
+#include "lens/telemetry.h"
 
 namespace lens {
 
@@ -47,5 +48,9 @@ struct GpuIdentity {
 // LENS_NVML_LIBRARY names). The device is CUDA_VISIBLE_DEVICES[local_rank] when that entry is numeric, else
 // local_rank; a UUID or MIG entry, a missing library or symbol, or any NVML error gives nullopt, never an error.
 LENS_API std::optional<GpuIdentity> detect_gpu_identity(int local_rank);
+
+// What setup detects about where the process runs, the detected part of every resource: host.name, process.pid,
+// host.gpu.count (CUDA_VISIBLE_DEVICES, else NVML), slurm.* under SLURM, k8s.* under Kubernetes.
+LENS_API ResourceAttributes detect_resource();
 
 }  // namespace lens

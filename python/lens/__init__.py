@@ -22,6 +22,8 @@ import importlib.util
 
 if importlib.util.find_spec("lens._native") is not None:
     from lens._api import *  # noqa: F401,F403: the public API
-    from lens._api import __all__, __version__  # noqa: F401
+    from lens._api import __all__, __version__, __package_name__  # noqa: F401
+    from lens._api import __contact_names__, __contact_emails__, __homepage__  # noqa: F401
+    from lens._api import __repository_url__, __download_url__  # noqa: F401
 # else no native code (an interpreter lens was not built for): lens.fallbacks still imports, and every other module
 # raises ImportError, so a call site's `except ImportError:` falls back to the no-ops.

@@ -5,15 +5,34 @@ import enum
 from lens import _native
 from lens._native import ConfigError, RankStrategyInput, SamplingStrategyInput, Span
 from lens.config import Config, NemoLensConfig
-from lens.groups import SpanGroup
-from lens.helpers import is_span_group_enabled, managed_span, safe_set_span_attributes, span_cm, trace_fn
-from lens.propagation import (SpanContext, create_linked_span, current_context, extract, from_bytes, inject,
-                              to_bytes)
-from lens.telemetry import (TelemetryHandle, register_export_strategy, register_rank_strategy,
-                            register_sampling_strategy, set_enabled_span_groups, setup_telemetry)
-from lens import groups, helpers, fallbacks, logging_bridge, megatron, sampling  # noqa: F401: submodules
+from lens.distributed import broadcast_trace_context
+from lens.groups import SpanGroup, SpanRegistry
+from lens.helpers import (DEFAULT_REDACT_KEYS, is_span_group_enabled, managed_span, redact_value,
+                          safe_set_span_attributes, span_cm, trace_fn)
+from lens.metrics import Meter
+from lens.package_info import (__contact_emails__, __contact_names__, __download_url__, __homepage__,
+                               __package_name__, __repository_url__, __version__)
+from lens.propagation import (SpanContext, create_linked_span, current_context, extract, extract_context, from_bytes,
+                              inject, inject_context, to_bytes)
+from lens.resources import encode_resource_attributes
+from lens.state import enabled_span_groups, pending_span_groups
+from lens.strategies import (ExportStrategy, register_export_strategy, registered_strategies,
+                             unregister_export_strategy)
+from lens.telemetry import (TelemetryHandle, register_rank_strategy, register_sampling_strategy,
+                            set_enabled_span_groups, setup_telemetry)
+from lens.tracer import Tracer
+from lens import (groups, handle, helpers, fallbacks, logging_bridge, megatron, resources, sampling,  # noqa: F401
+                  semconv, state, strategies, tracer)
 
-__version__ = _native.LENS_VERSION
+
+def get_tracer(name="nemo.lens"):
+    """lens's tracer (what opentelemetry.trace.get_tracer gives once lens is set up; NeMo Lens's get_tracer)."""
+    return Tracer(name)
+
+
+def get_meter(name="nemo.lens"):
+    """lens's meter (what opentelemetry.metrics.get_meter gives once lens is set up; NeMo Lens's get_meter)."""
+    return Meter(name)
 
 
 class StatusCode(enum.IntEnum):
@@ -46,10 +65,17 @@ def setup_worker_telemetry(bootstrap, config):
 
 
 __all__ = [
-    "Config", "ConfigError", "NemoLensConfig", "RankStrategyInput", "SamplingStrategyInput", "Span", "SpanContext",
-    "SpanGroup", "StatusCode", "TelemetryHandle", "at_iteration_boundary", "build_worker_bootstrap", "create_linked_span", "current_context",
-    "extract", "from_bytes", "inject", "is_span_group_enabled", "managed_span", "register_export_strategy",
-    "register_rank_strategy", "register_sampling_strategy", "resolve_run_id", "run_uuids",
-    "safe_set_span_attributes", "set_enabled_span_groups", "setup_telemetry", "setup_worker_telemetry", "span_cm",
-    "step_trace_id", "take_span_group_request", "to_bytes", "trace_fn", "uuid5_url",
+    # NeMo Lens's names (its __init__), in its order
+    "__version__", "__package_name__", "__contact_names__", "__contact_emails__", "__homepage__",
+    "__repository_url__", "__download_url__", "NemoLensConfig", "SpanGroup", "SpanRegistry", "TelemetryHandle",
+    "setup_telemetry", "span_cm", "managed_span", "trace_fn", "safe_set_span_attributes", "redact_value",
+    "DEFAULT_REDACT_KEYS", "inject_context", "extract_context", "encode_resource_attributes", "get_tracer",
+    "get_meter", "is_span_group_enabled", "set_enabled_span_groups", "enabled_span_groups", "pending_span_groups",
+    "broadcast_trace_context", "create_linked_span", "ExportStrategy", "register_export_strategy",
+    "registered_strategies", "unregister_export_strategy",
+    # lens's own
+    "Config", "ConfigError", "RankStrategyInput", "SamplingStrategyInput", "Span", "SpanContext", "StatusCode",
+    "Tracer", "at_iteration_boundary", "build_worker_bootstrap", "current_context", "extract", "from_bytes", "inject",
+    "register_rank_strategy", "register_sampling_strategy", "resolve_run_id", "run_uuids", "setup_worker_telemetry",
+    "step_trace_id", "take_span_group_request", "to_bytes", "uuid5_url",
 ]

@@ -11,10 +11,13 @@ with its --otel-* flags::
         config.enabled = True
 """
 
+import os
+
 from lens import _native
 from lens.groups import SpanGroup
 
-DEFAULT_SERVICE_NAME = "unknown_service"
+DEFAULT_SERVICE_NAME = "nemo"  # NeMo Lens's, where OTEL_SERVICE_NAME is unset (Megatron sets "megatron-lm")
+RANK_AWARE = "rank_aware"  # the sampling strategy NeMo Lens's sampler_enabled turns on
 
 
 class NemoLensConfig(_native.Config):
@@ -24,10 +27,45 @@ class NemoLensConfig(_native.Config):
         super().__init__()
         self.service_name = DEFAULT_SERVICE_NAME
         self.span_group_cls = SpanGroup
+        self.wandb_entity = ""   # NeMo Lens's W&B fields (WANDB_ENTITY, WANDB_PROJECT): kept for the consumer
+        self.wandb_project = ""
         for name, value in fields.items():
             if name.startswith("_") or not hasattr(self, name):
                 raise TypeError(f"NemoLensConfig has no field {name!r}")
             setattr(self, name, value)
+        if not 0.0 <= self.export_sample_rate <= 1.0:  # NeMo Lens checks at construction (from_env: at reading)
+            raise _native.ConfigError(f"export_sample_rate must be in [0.0, 1.0], got {self.export_sample_rate}")
+
+    # NeMo Lens's field names beside lens's own (CONTRACT §2 names both): the same settings, not copies.
+    @property
+    def export_strategy(self):
+        """NeMo Lens's name of rank_strategy: which ranks export."""
+        return self.rank_strategy
+
+    @export_strategy.setter
+    def export_strategy(self, name):
+        self.rank_strategy = name
+
+    @property
+    def sampler_enabled(self):
+        """NeMo Lens's switch of its RankAwareSampler: lens's sampling_strategy `rank_aware`."""
+        return self.sampling_strategy == RANK_AWARE
+
+    @sampler_enabled.setter
+    def sampler_enabled(self, on):
+        if on:
+            self.sampling_strategy = RANK_AWARE
+        elif self.sampling_strategy == RANK_AWARE:
+            self.sampling_strategy = ""
+
+    @property
+    def user(self):
+        """NeMo Lens's name of user_id (<PREFIX>_USER_ID)."""
+        return self.user_id
+
+    @user.setter
+    def user(self, value):
+        self.user_id = value
 
     @property
     def span_group_cls(self):
@@ -49,6 +87,8 @@ class NemoLensConfig(_native.Config):
         config = cls()
         config.span_group_cls = group_cls
         config._load_env(prefix, fallback_prefix or "", default_service_name, *group_cls._catalogue())
+        config.wandb_entity = os.environ.get("WANDB_ENTITY", "")
+        config.wandb_project = os.environ.get("WANDB_PROJECT", "")
         return config
 
     @property
@@ -60,6 +100,7 @@ class NemoLensConfig(_native.Config):
         twin = type(self)()
         self._copy(twin)
         twin.__dict__["_span_group_cls"] = self.span_group_cls
+        twin.wandb_entity, twin.wandb_project = self.wandb_entity, self.wandb_project
         return twin
 
     def __repr__(self):

@@ -47,5 +47,5 @@ def is_span_group_enabled(group):
     return False
 
 
-def safe_set_span_attributes(span, attributes):
+def safe_set_span_attributes(span, attributes, redact_keys=None):
     return None

@@ -12,7 +12,9 @@ managed_span, is_span_group_enabled and the calls of a trace_fn function are C (
 each costs about what `with contextlib.nullcontext():`, a call of `len`, and a call through functools.partial cost.
 An Exception leaving a span is recorded (the `exception` event, ERROR status) and re-raised; a BaseException that
 is not an Exception (KeyboardInterrupt, SystemExit) ends the span unrecorded. The `tracer` arguments are accepted
-for compatibility: lens has one tracer per process.
+for compatibility: lens has one tracer per process. As in NeMo Lens, a str attribute under one of
+DEFAULT_REDACT_KEYS ("prompt", "token", "key", ...) given to managed_span, span_cm or safe_set_span_attributes is
+recorded as "[REDACTED]" (span.set_attribute records what it is given).
 """
 
 import functools
@@ -20,9 +22,14 @@ import functools
 from lens import _native
 from lens._native import is_span_group_enabled, managed_span
 
-__all__ = ["managed_span", "trace_fn", "span_cm", "is_span_group_enabled", "safe_set_span_attributes"]
+__all__ = ["managed_span", "trace_fn", "span_cm", "is_span_group_enabled", "safe_set_span_attributes",
+           "redact_value", "DEFAULT_REDACT_KEYS"]
 
 _ATTRIBUTE_TYPES = (bool, int, float, str)
+# NeMo Lens's default redaction: a str attribute under one of these keys is replaced by REDACTED, in
+# safe_set_span_attributes and in the attributes managed_span and span_cm take (native/attributes.h has the same).
+DEFAULT_REDACT_KEYS = frozenset({"prompt", "input_text", "output_text", "text", "password", "token", "secret", "key"})
+REDACTED = "[REDACTED]"
 
 
 def trace_fn(group, name, tracer=None):
@@ -39,12 +46,17 @@ def trace_fn(group, name, tracer=None):
 
 def span_cm(name, tracer=None, record_exception=True, **attributes):
     """A span for a `with` block, whatever groups are on (ungated); nothing where telemetry is off."""
-    return _native.start_span(name, attributes=attributes or None, record_exception=record_exception)
+    return _native.start_span(name, attributes=attributes or None, record_exception=record_exception, redact=True)
 
 
-def safe_set_span_attributes(span, attributes):
+def redact_value(key, value, redact_keys=DEFAULT_REDACT_KEYS):
+    """'[REDACTED]' when `key` is one of `redact_keys`, else `value` (NeMo Lens's)."""
+    return REDACTED if key in redact_keys else value
+
+
+def safe_set_span_attributes(span, attributes, redact_keys=DEFAULT_REDACT_KEYS):
     """Sets the attributes that have an attribute form on `span` (None or a non-recording span: nothing). Drops
-    None values and unsupported types; never raises."""
+    None values and unsupported types; a str value under one of `redact_keys` becomes '[REDACTED]'; never raises."""
     if span is None or not attributes:
         return
     try:
@@ -53,7 +65,7 @@ def safe_set_span_attributes(span, attributes):
             if not isinstance(key, str) or value is None:
                 continue
             if isinstance(value, _ATTRIBUTE_TYPES):
-                kept[key] = value
+                kept[key] = redact_value(key, value, redact_keys) if isinstance(value, str) else value
             elif isinstance(value, (list, tuple)) and value and all(isinstance(v, _ATTRIBUTE_TYPES) for v in value):
                 kept[key] = list(value)
         if kept:

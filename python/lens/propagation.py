@@ -57,16 +57,36 @@ def inject_context(carrier):
 
 
 def extract_context(carrier):
-    """NeMo Lens's name for extract(). NeMo Lens returns an OpenTelemetry Context; this returns the lens.SpanContext
-    (or None), which create_linked_span(remote_context=...) takes alike."""
-    return extract(carrier)
+    """NeMo Lens's: the context a carrier holds, as an OpenTelemetry Context whose span is the remote one (an
+    empty Context when the carrier holds none) where opentelemetry-api is importable; without it, the
+    lens.SpanContext (or None). create_linked_span(remote_context=...) and a tracer's `context` take either."""
+    remote = extract(carrier)
+    try:
+        from opentelemetry import trace
+        from opentelemetry.context import Context
+    except ImportError:
+        return remote
+    if remote is None:
+        return Context()
+    return trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
+        remote.trace_id, remote.span_id, True, trace.TraceFlags(remote.trace_flags))), Context())
+
+
+def _link_of(remote_context):
+    """The lens.SpanContext to link to: a lens.SpanContext, an OpenTelemetry SpanContext or Context, or None."""
+    from lens.tracer import lens_context, span_in
+    if remote_context is None or isinstance(remote_context, SpanContext) or hasattr(remote_context, "span_id"):
+        return lens_context(remote_context)
+    span = span_in(remote_context)
+    return lens_context(span.get_span_context()) if span is not None else None
 
 
 def create_linked_span(tracer, name, remote_context=None, remote_carrier=None, **attributes):
-    """A span linked to a span of another process or stage: the `remote_context`, else the one `remote_carrier`
-    holds (no link when neither gives one). As NeMo Lens's: started at once and not made current; end it with
-    `.end()` (Megatron's pipeline correlation does) or use it as `with create_linked_span(...):`, which ends it.
-    Ungated: check the group first."""
-    link = remote_context if remote_context is not None else extract(remote_carrier)
+    """A span linked to a span of another process or stage: the `remote_context` (a lens or OpenTelemetry
+    SpanContext, or an OpenTelemetry Context as extract_context gives), else the one `remote_carrier` holds (no
+    link when neither gives one). As NeMo Lens's: started at once and not made current; end it with `.end()`
+    (Megatron's pipeline correlation does) or use it as `with create_linked_span(...):`, which ends it. Ungated:
+    check the group first."""
+    link = _link_of(remote_context) if remote_context is not None else extract(remote_carrier)
     return _native.start_span(name, attributes=attributes or None, links=[link] if link is not None else [],
-                              current=False, start_now=True)
+                              current=False, start_now=True, redact=True)

@@ -13,8 +13,8 @@ from lens import _native
 from lens._native import is_span_group_enabled
 from lens.telemetry import live_group_cls, set_enabled_span_groups
 
-__all__ = ["is_span_group_enabled", "enabled_span_groups", "set_enabled_span_groups", "set_pp_trace_carrier",
-           "get_pp_trace_carrier"]
+__all__ = ["is_span_group_enabled", "enabled_span_groups", "pending_span_groups", "set_enabled_span_groups",
+           "set_pp_trace_carrier", "get_pp_trace_carrier"]
 
 _pp_trace_carrier = None
 
@@ -23,6 +23,12 @@ def enabled_span_groups():
     """The names of the span groups enabled now, as a frozenset (empty before setup and on a disabled rank)."""
     bits = _native.enabled_span_groups()
     return frozenset(name for i, name in enumerate(live_group_cls().group_order()) if bits >> i & 1)
+
+
+def pending_span_groups():
+    """NeMo Lens's (with its SpanRegistry): the names of the spec no registration has declared yet, waiting for
+    one. Always empty on lens: setup resolves the spec once and refuses a name no catalogue knows (CONTRACT §1)."""
+    return frozenset()
 
 
 def set_pp_trace_carrier(carrier):

@@ -17,6 +17,8 @@ import threading
 import uuid
 
 from lens import _native
+from lens import strategies
+from lens.groups import SpanGroup, SpanRegistry
 from lens.metrics import Meter
 from lens.tracer import Tracer
 
@@ -96,13 +98,19 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
             raise RuntimeError("setup_telemetry() was already called with telemetry enabled in this process; call "
                                "shutdown() on its handle first, or pass _allow_reinit=True to replace it")
         config = config.copy()
+        if config.span_group_cls is SpanGroup and SpanRegistry.namespaces():
+            config.span_group_cls = SpanRegistry.span_group_cls()  # the groups the process's libraries declared
         if config.active and not config.run_id:
             config.run_id = _run_id_agreed_under_torchrun() or ""
         if export_strategy is not None:
             config.rank_strategy = _strategy_name(export_strategy)
             config.rank_strategy_source = "setup_telemetry(export_strategy=...)"
-        native = _native.setup(config, rank=rank, world_size=world_size, local_rank=local_rank,
-                               resource_attributes=resource_attributes, reinit=True)
+        strategies._config_at_setup.config = config  # a (config, rank, world_size) strategy is given it
+        try:
+            native = _native.setup(config, rank=rank, world_size=world_size, local_rank=local_rank,
+                                   resource_attributes=resource_attributes, reinit=True)
+        finally:
+            strategies._config_at_setup.config = None
         handle = TelemetryHandle(native, config)
         _live = handle
     _serve_opentelemetry_api()
@@ -153,10 +161,10 @@ def _strategy_name(strategy):
     if isinstance(strategy, str):
         return strategy
     if not callable(strategy):
-        raise TypeError("export_strategy is a rank strategy's name or a callable taking a lens.RankStrategyInput")
+        raise TypeError("export_strategy is a strategy's name or a callable (config, rank, world_size) -> bool")
     _strategy_count += 1
     name = f"setup_telemetry_export_strategy_{_strategy_count}"
-    _native.register_rank_strategy(name, strategy, True)
+    _native.register_rank_strategy(name, strategies.as_rank_strategy(strategy), True)
     return name
 
 
@@ -190,13 +198,11 @@ def set_enabled_span_groups(groups):
     return frozenset(name for i, name in enumerate(order) if now >> i & 1)
 
 
-def register_export_strategy(name, strategy, allow_override=False):
-    """Adds a rank strategy: `strategy(info)` returns whether the rank exports; info has rank, world_size,
-    local_rank, export_rank and export_sample_rate. Then <PREFIX>_RANK_STRATEGY=name selects it."""
+def register_rank_strategy(name, strategy, allow_override=False):
+    """lens's form of a rank strategy: `strategy(info)` returns whether the rank exports; info has rank,
+    world_size, local_rank, export_rank and export_sample_rate. Then <PREFIX>_RANK_STRATEGY=name selects it.
+    (lens.strategies.register_export_strategy takes NeMo Lens's form too.)"""
     _native.register_rank_strategy(name, strategy, allow_override)
-
-
-register_rank_strategy = register_export_strategy
 
 
 def register_sampling_strategy(name, factory, allow_override=False):

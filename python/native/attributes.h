@@ -19,6 +19,18 @@ namespace lens_python {
 // str objects (their cached UTF-8), which the caller keeps alive while the attributes are used.
 class AttributeBuffer {
  public:
+  // NeMo Lens's default redaction (DEFAULT_REDACT_KEYS): a str value under one of these keys is replaced, in the
+  // attributes managed_span and span_cm take (its safe_set_span_attributes does it); lens.helpers has the same set.
+  static constexpr std::string_view kRedacted = "[REDACTED]";
+  static bool is_redacted_key(std::string_view key) noexcept {
+    for (std::string_view k : {"prompt", "input_text", "output_text", "text", "password", "token", "secret", "key"})
+      if (key == k) return true;
+    return false;
+  }
+
+  AttributeBuffer() = default;
+  explicit AttributeBuffer(bool redact) : redact_(redact) {}
+
   // Adds one key and value; false when dropped.
   bool add(PyObject* key, PyObject* value) {
     std::string_view k;
@@ -31,6 +43,7 @@ class AttributeBuffer {
     if (PyFloat_Check(value)) return push(k, lens::AttributeValue(PyFloat_AS_DOUBLE(value)));
     if (PyUnicode_Check(value)) {
       std::string_view s;
+      if (redact_ && is_redacted_key(k)) return push(k, lens::AttributeValue(std::string_view(kRedacted)));
       return utf8(value, &s) && push(k, lens::AttributeValue(s));
     }
     if (PyList_Check(value) || PyTuple_Check(value)) return add_array(k, value);
@@ -134,6 +147,7 @@ class AttributeBuffer {
   std::deque<std::vector<std::int64_t>> ints_;
   std::deque<std::vector<double>> doubles_;
   std::deque<std::vector<std::string_view>> strings_;
+  bool redact_ = false;
 };
 
 }  // namespace lens_python

@@ -388,8 +388,9 @@ PYBIND11_MODULE(_native, m) {
       [](const py::str& name, const py::object& group, const py::object& attributes,
          const std::vector<std::optional<lens::SpanContext>>& links, bool root, const std::optional<py::int_>& trace_id,
          const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now,
-         int kind, std::uint64_t start_time) {
+         int kind, std::uint64_t start_time, bool redact) {
         SpanRequest r;
+        r.redact = redact;
         if (kind < static_cast<int>(lens::SpanKind::kInternal) || kind > static_cast<int>(lens::SpanKind::kConsumer))
           throw py::value_error("start_span: kind is 1 (internal) to 5 (consumer), as OTLP numbers them");
         r.kind = static_cast<lens::SpanKind>(kind);
@@ -415,7 +416,7 @@ PYBIND11_MODULE(_native, m) {
       py::arg("links") = std::vector<std::optional<lens::SpanContext>>{}, py::arg("root") = false,
       py::arg("trace_id") = py::none(), py::arg("parent") = py::none(), py::arg("current") = true,
       py::arg("record_exception") = true, py::arg("start_now") = false, py::arg("kind") = 1,
-      py::arg("start_time") = 0);
+      py::arg("start_time") = 0, py::arg("redact") = false);
   m.def(
       "current_span", [] { return py::reinterpret_steal<py::object>(current_span_view()); },
       "A Span that writes to the thread's current span (a live lens span, from Python or C++), or None.");
@@ -592,6 +593,16 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("rank") = py::none(), py::arg("world_size") = py::none(), py::arg("local_rank") = py::none());
   m.def("sampled_rank_score", &lens::sampled_rank_score);
+  m.def(
+      "rank_exports",
+      [](const std::string& name, int rank, int world_size, long long export_rank, double export_sample_rate) {
+        lens::RankStrategyInput in;
+        in.ranks = lens::detect_rank_info(rank, world_size, std::nullopt);  // the local rank from the launcher
+        in.export_rank = export_rank;
+        in.export_sample_rate = export_sample_rate;
+        return lens::rank_exports(name, in);
+      },
+      "Whether the named rank strategy exports `rank` of `world_size` (ConfigError: an unknown name).");
 
   py::class_<lens::Sampler, std::shared_ptr<lens::Sampler>>(m, "Sampler")
       .def("description", &lens::Sampler::description)
@@ -695,6 +706,15 @@ PYBIND11_MODULE(_native, m) {
 
   // --- run identity, resource, worker ---
   m.def("resolve_run_id", &lens::resolve_run_id);
+  m.def(
+      "detect_resource",
+      [] {
+        py::dict out;
+        for (const auto& [key, value] : lens::detect_resource())
+          std::visit([&](const auto& v) { out[py::str(key)] = v; }, value);
+        return out;
+      },
+      "What setup detects about where the process runs (host, process, GPUs, SLURM, Kubernetes), as a dict.");
   m.def("uuid5_url", &lens::uuid5_url);
   m.def("run_uuids", [] {
     lens::RunUuids u = lens::run_uuids();

@@ -146,6 +146,7 @@ struct SpanObject {
   bool has_parent, has_trace_id, root, make_current, record_exception, started, ended;
   bool borrowed;  // a view of the current span (current_span_view): writes to it, never ends it
   bool ungated;   // no group named (StartOptions::ungated)
+  bool redact;    // the start attributes get NeMo Lens's default redaction (managed_span, span_cm)
 };
 
 PyTypeObject SpanType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -166,7 +167,7 @@ SpanObject* alloc_span(PyObject* name) {
   s->kind = lens::SpanKind::kInternal;
   s->has_parent = s->has_trace_id = s->root = false;
   s->make_current = s->record_exception = true;
-  s->started = s->ended = s->borrowed = s->ungated = false;
+  s->started = s->ended = s->borrowed = s->ungated = s->redact = false;
   return s;
 }
 
@@ -189,7 +190,7 @@ void start(SpanObject* s) {
   options.root = s->root;
   if (s->has_parent) options.parent = &s->parent;
   if (s->has_trace_id) options.trace_id = &s->trace_id;
-  AttributeBuffer buffer;
+  AttributeBuffer buffer(s->redact);
   collect_attributes(s, buffer);
   lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)),
                              buffer.attributes(), options);
@@ -464,6 +465,7 @@ PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyOb
   SpanObject* s = alloc_span(args[1]);
   if (s == nullptr) return nullptr;
   s->group_id = static_cast<unsigned char>(id);
+  s->redact = true;
   const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
   if (nkw > 0) {
     // `tracer` as a keyword is the tracer, not an attribute: lens has one tracer per process.
@@ -637,6 +639,7 @@ PyObject* new_span(const SpanRequest& r) {
   s->kind = r.kind;
   s->start_unix_nanos = r.start_unix_nanos;
   s->ungated = r.ungated;
+  s->redact = r.redact;
   if (r.start_now) start(s);
   return reinterpret_cast<PyObject*>(s);
 }

@@ -45,6 +45,7 @@ struct SpanRequest {
   lens::SpanKind kind = lens::SpanKind::kInternal;
   std::uint64_t start_unix_nanos = 0;  // a back-dated start (OpenTelemetry's start_time); 0: now
   bool ungated = false;                // no group named: recorded wherever any group is (StartOptions::ungated)
+  bool redact = false;                 // NeMo Lens's default redaction of the attributes (span_cm)
 };
 // A new reference to a Span object, or null with a Python error set.
 PyObject* new_span(const SpanRequest& request);

@@ -227,4 +227,10 @@ std::optional<GpuIdentity> detect_gpu_identity(int local_rank) {
   return internal::detect_gpu_identity_from(internal::process_env(), local_rank);
 }
 
+ResourceAttributes detect_resource() {
+  ResourceAttributes r;
+  internal::detect(r, internal::process_env());
+  return r;
+}
+
 }  // namespace lens

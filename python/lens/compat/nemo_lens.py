@@ -28,6 +28,16 @@ ALIASES = {
     "nemo.lens.state": "lens.state",
     "nemo.lens.distributed": "lens.distributed",
     "nemo.lens.propagation": "lens.propagation",
+    "nemo.lens.config": "lens.config",
+    "nemo.lens.handle": "lens.handle",
+    "nemo.lens.strategies": "lens.strategies",
+    "nemo.lens.sampling": "lens.sampling",
+    "nemo.lens.semconv": "lens.semconv",
+    "nemo.lens.package_info": "lens.package_info",
+    "nemo.lens.resources": "lens.resources",
+    "nemo.lens.resources.local": "lens.resources.local",
+    "nemo.lens.resources.slurm": "lens.resources.slurm",
+    "nemo.lens.resources.kubernetes": "lens.resources.kubernetes",
 }
 
 
