@@ -1,12 +1,26 @@
 // Building the sampler of a setup from its configuration.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+
+#include "lens/context.h"
 
 #include "lens/config.h"
 #include "lens/sampling.h"
 
 namespace lens::internal {
+
+// OpenTelemetry's trace-id ratio rule: keep when the id's low 64 bits are below ratio * 2^64 (every id at 1).
+class TraceIdRatioRule {
+ public:
+  explicit TraceIdRatioRule(double ratio = 1.0);  // throws std::invalid_argument outside [0, 1]
+  bool keeps(const TraceId& id) const noexcept { return keep_all_ || id.low64() < bound_; }
+
+ private:
+  bool keep_all_ = true;
+  std::uint64_t bound_ = 0;
+};
 
 // The sampler OTEL_TRACES_SAMPLER names.
 std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio);

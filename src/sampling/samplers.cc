@@ -30,15 +30,9 @@ class AlwaysOff final : public Sampler {
 
 class TraceIdRatio final : public Sampler {
  public:
-  explicit TraceIdRatio(double ratio) : ratio_(ratio) {
-    if (!(ratio >= 0.0 && ratio <= 1.0)) throw std::invalid_argument("lens: a trace-id ratio must be in [0, 1]");
-    // round(ratio * 2^64) does not fit 64 bits when ratio is 1: then every trace is kept.
-    keep_all_ = ratio >= 1.0;
-    bound_ = keep_all_ ? 0 : static_cast<std::uint64_t>(std::round(std::ldexp(ratio, 64)));
-  }
+  explicit TraceIdRatio(double ratio) : ratio_(ratio), rule_(ratio) {}
   SamplingDecision should_sample(const SamplingParameters& p) const noexcept override {
-    bool keep = keep_all_ || p.trace_id.low64() < bound_;
-    return keep ? SamplingDecision::kRecordAndSample : SamplingDecision::kDrop;
+    return rule_.keeps(p.trace_id) ? SamplingDecision::kRecordAndSample : SamplingDecision::kDrop;
   }
   std::string description() const override {
     char text[64];
@@ -48,8 +42,7 @@ class TraceIdRatio final : public Sampler {
 
  private:
   double ratio_;
-  bool keep_all_;
-  std::uint64_t bound_;
+  internal::TraceIdRatioRule rule_;
 };
 
 // The specification's defaults for the four parent cases: follow the parent's sampled flag.
@@ -125,6 +118,13 @@ std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio) {
     case TracesSampler::kParentBasedTraceIdRatio: return make_parent_based_sampler(make_trace_id_ratio_sampler(ratio));
   }
   throw std::logic_error("lens: unhandled sampler kind");
+}
+
+TraceIdRatioRule::TraceIdRatioRule(double ratio) {
+  if (!(ratio >= 0.0 && ratio <= 1.0)) throw std::invalid_argument("lens: a trace-id ratio must be in [0, 1]");
+  // round(ratio * 2^64) does not fit 64 bits when ratio is 1: then every trace is kept.
+  keep_all_ = ratio >= 1.0;
+  bound_ = keep_all_ ? 0 : static_cast<std::uint64_t>(std::round(std::ldexp(ratio, 64)));
 }
 
 std::unique_ptr<Sampler> build_sampler(const Config& config, const RankInfo& ranks) {

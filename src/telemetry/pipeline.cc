@@ -48,6 +48,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
       metrics_(settings_.metrics, settings_.metric_interval_ms, settings_.temporality, settings_.resource, *exporter_,
                [this] { return stats(); }) {
   spans_.collective_group = settings_.collective_group;
+  spans_.step_sampling = settings_.step_sampling;
   // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
   // inherited from this thread's at creation.
   sigset_t all, previous;

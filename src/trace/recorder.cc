@@ -404,6 +404,18 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
   set_name_attributes_and_open(h, *s, p, group, name, attributes);
 }
 
+// Trace-ratio sampling by step (SpanDrain::StepSampling): a step by its key (the trace id it was given, as a step
+// trace of its own, else its run's and ordinal's), what is under a step as its parent, a root outside a step kept.
+bool step_sampled(SpanDrain& p, SpanGroup group, const SpanContext* parent, const TraceId* given) noexcept {
+  const SpanDrain::StepSampling& steps = p.step_sampling;
+  if (group.id() == steps.step_group) {
+    if (given != nullptr) return steps.ratio.keeps(*given);
+    const std::int64_t step = p.steps_started.fetch_add(1, std::memory_order_relaxed);
+    return steps.ratio.keeps(step_trace_id(steps.run_id, step));
+  }
+  return parent == nullptr || parent->is_sampled();
+}
+
 }  // namespace
 
 // ---- the public entry points -------------------------------------------------------------------------------
@@ -430,7 +442,9 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   }
   const TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
   SamplingParameters params{parent, trace_id, name.text()};
-  bool sampled = p->sampler->should_sample(params) == SamplingDecision::kRecordAndSample;
+  const bool sampled = p->step_sampling.step_group >= 0
+                           ? step_sampled(*p, group, parent, given_trace ? options.trace_id : nullptr)
+                           : p->sampler->should_sample(params) == SamplingDecision::kRecordAndSample;
   // A derived trace id is not random (W3C's random flag): the same run and iteration give the same id.
   std::uint8_t random = parent        ? (parent->trace_flags & SpanContext::kRandomFlag)
                         : given_trace ? std::uint8_t{0}

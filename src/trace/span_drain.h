@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "common/clock.h"
@@ -17,6 +18,7 @@
 #include "lens/config.h"
 #include "lens/sampling.h"
 #include "lens/telemetry.h"
+#include "sampling/build.h"
 #include "signals/exporter.h"
 #include "trace/thread_state.h"
 
@@ -53,6 +55,18 @@ class SpanDrain {
   // such spans started so far (1, 2, ...): their order, to join a trace with a flight-recorder dump of the same rank.
   int collective_group = -1;
   std::atomic<std::int64_t> collective_sequence{0};
+
+  // Trace-ratio sampling by step (CONTRACT §4), set where OTEL_TRACES_SAMPLER is a trace-id ratio, the layout is
+  // `segment` and no sampling strategy is set: a span of `step_group` is kept when its step's key passes the ratio
+  // (the key: step_trace_id(run id, the rank's count of steps), alike on every rank), and everything under it
+  // follows it; a root outside a step is kept, so a kept step has its segment. Without it, the segment's root was
+  // the only decision: at 0.1 a run with one segment exported nothing 9 times in 10.
+  struct StepSampling {
+    int step_group = -1;  // -1: off
+    TraceIdRatioRule ratio;
+    std::string run_id;
+  } step_sampling;
+  std::atomic<std::int64_t> steps_started{0};
 
   // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
   // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within
