@@ -85,6 +85,12 @@ struct SetupOptions {
   // A second setup while an enabled one is live throws ConfigError unless this is set, in which case the live
   // one is shut down first.
   bool reinit = false;
+  // A consumer's own exporters in place of the configured one of their signal (lens's Python package feeds an
+  // OpenTelemetry SDK SpanExporter / MetricReader through these): each batch as one OTLP/JSON request
+  // (ExportTraceServiceRequest / ExportMetricsServiceRequest), on the pipeline's background thread, never the
+  // caller's. Returning false or throwing counts one failed export; the next batch is handed over again.
+  std::function<bool(const std::string& otlp_json)> span_sink{};
+  std::function<bool(const std::string& otlp_json)> metric_sink{};
 };
 
 LENS_ABI_NAMESPACE_BEGIN

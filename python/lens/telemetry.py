@@ -30,11 +30,12 @@ _strategy_count = 0
 class TelemetryHandle:
     """What setup_telemetry returns: the tracer, the meter, and the setup's state."""
 
-    def __init__(self, native, config):
+    def __init__(self, native, config, sdk_exporters=()):
         self._native = native
         self.config = config
         self.tracer = Tracer()
         self.meter = Meter()
+        self._sdk_exporters = sdk_exporters  # a span_exporter / metric_reader of the OpenTelemetry SDK: shut down after
 
     @property
     def is_exporting(self):
@@ -61,13 +62,21 @@ class TelemetryHandle:
         """Exports everything ended so far; False when it could not finish in time. Releases the GIL."""
         return self._native.force_flush(int(timeout_millis))
 
-    def shutdown(self, timeout_millis=5000):
-        """Flushes and stops, within the timeout; idempotent. Releases the GIL."""
+    def shutdown(self, timeout_millis=5000, timeout_ms=None):
+        """Flushes and stops, within the timeout (timeout_ms: NeMo Lens's name of it); idempotent. Releases the GIL.
+        An OpenTelemetry SDK span_exporter / metric_reader given to setup is shut down after lens's last batch."""
         global _live
         with _lock:
             if _live is self:
                 _live = None
-        return self._native.shutdown(int(timeout_millis))
+        done = self._native.shutdown(int(timeout_millis if timeout_ms is None else timeout_ms))
+        exporters, self._sdk_exporters = self._sdk_exporters, ()
+        for exporter in exporters:
+            try:
+                exporter.shutdown()
+            except Exception:  # noqa: BLE001: the consumer's exporter must not fail lens's shutdown
+                logging.getLogger("lens").warning("lens: the exporter %r raised at shutdown", exporter, exc_info=True)
+        return done
 
     def span_stats(self):
         return self._native.span_stats()
@@ -90,9 +99,7 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
     A second setup while an enabled one is live raises RuntimeError unless _allow_reinit, which shuts the live one
     down first."""
     global _live
-    if span_exporter is not None or metric_reader is not None:
-        raise TypeError("lens exports natively: set OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_* (or the EXPORTER key) "
-                        "instead of passing span_exporter or metric_reader")
+    span_sink, metric_sink, sdk_objects = _sdk_sinks(span_exporter, metric_reader)
     with _lock:
         if _live is not None and _live.config.active and config.active and not _allow_reinit:
             raise RuntimeError("setup_telemetry() was already called with telemetry enabled in this process; call "
@@ -108,13 +115,32 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
         strategies._config_at_setup.config = config  # a (config, rank, world_size) strategy is given it
         try:
             native = _native.setup(config, rank=rank, world_size=world_size, local_rank=local_rank,
-                                   resource_attributes=resource_attributes, reinit=True)
+                                   resource_attributes=resource_attributes, reinit=True, span_sink=span_sink,
+                                   metric_sink=metric_sink)
         finally:
             strategies._config_at_setup.config = None
-        handle = TelemetryHandle(native, config)
+        handle = TelemetryHandle(native, config, sdk_objects)
         _live = handle
     _serve_opentelemetry_api()
     return handle
+
+
+def _sdk_sinks(span_exporter, metric_reader):
+    """(span sink, metric sink, the objects) for setup's OpenTelemetry SDK exporter and reader (None: none)."""
+    if span_exporter is None and metric_reader is None:
+        return None, None, ()
+    if span_exporter is not None and not callable(getattr(span_exporter, "export", None)):
+        raise TypeError(f"span_exporter: an OpenTelemetry SDK SpanExporter (with export(spans)), not "
+                        f"{type(span_exporter).__name__}")
+    if metric_reader is not None and not callable(getattr(metric_reader, "_set_collect_callback", None)):
+        raise TypeError(f"metric_reader: an OpenTelemetry SDK MetricReader, not {type(metric_reader).__name__}")
+    try:
+        from lens import sdk_exporters
+    except ImportError as error:
+        raise TypeError(f"span_exporter / metric_reader need opentelemetry-sdk: {error}") from error
+    span_sink = sdk_exporters.span_sink(span_exporter) if span_exporter is not None else None
+    metric_sink = sdk_exporters.MetricFeed(metric_reader).sink if metric_reader is not None else None
+    return span_sink, metric_sink, tuple(x for x in (span_exporter, metric_reader) if x is not None)
 
 
 def _serve_opentelemetry_api():

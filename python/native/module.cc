@@ -139,6 +139,25 @@ void publish_group_ids(const lens::Catalogue& c) {
 
 // --- values ----------------------------------------------------------------------------------------------
 
+// A Python callable as a SetupOptions sink: called on lens's background thread with the GIL taken; what it raises
+// is reported once on stderr (the sink's own failures are counted as failed exports either way).
+std::function<bool(const std::string&)> json_sink(const py::object& callable) {
+  if (callable.is_none()) return {};
+  if (!PyCallable_Check(callable.ptr())) throw py::type_error("lens: an exporter sink is a callable");
+  auto* kept = new py::object(callable);  // kept for the process's life: the pipeline may outlive the handle
+  return [kept](const std::string& json) {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return false;  // a late batch after the interpreter ended
+    py::gil_scoped_acquire gil;
+    try {
+      return py::bool_((*kept)(py::str(json))).cast<bool>();
+    } catch (py::error_already_set& e) {
+      static std::atomic<bool> told{false};
+      if (!told.exchange(true)) PySys_WriteStderr("lens: an exporter raised (counted as a failed export): %s\n", e.what());
+      return false;
+    }
+  };
+}
+
 lens::ResourceAttributes resource_from(const py::object& mapping) {
   lens::ResourceAttributes out;
   if (mapping.is_none()) return out;
@@ -535,6 +554,10 @@ PYBIND11_MODULE(_native, m) {
              d["queued"] = s.queued;
              d["dropped"] = s.dropped();
              d["dropped_queue_full"] = s.dropped_queue_full;
+             d["dropped_no_slot"] = s.dropped_no_slot;
+             d["dropped_after_shutdown"] = s.dropped_after_shutdown;
+             d["dropped_export_failed"] = s.dropped_export_failed;
+             d["rejected_by_collector"] = s.rejected_by_collector;
              d["sampled_out"] = s.sampled_out;
              return d;
            })
@@ -549,8 +572,11 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "setup",
       [](const lens::Config& config, std::optional<int> rank, std::optional<int> world_size,
-         std::optional<int> local_rank, const py::object& resource, bool reinit) {
+         std::optional<int> local_rank, const py::object& resource, bool reinit, const py::object& span_sink,
+         const py::object& metric_sink) {
         lens::SetupOptions o;
+        o.span_sink = json_sink(span_sink);
+        o.metric_sink = json_sink(metric_sink);
         o.rank = rank;
         o.world_size = world_size;
         o.local_rank = local_rank;
@@ -561,7 +587,8 @@ PYBIND11_MODULE(_native, m) {
         return t;
       },
       py::arg("config"), py::arg("rank") = py::none(), py::arg("world_size") = py::none(),
-      py::arg("local_rank") = py::none(), py::arg("resource_attributes") = py::none(), py::arg("reinit") = false);
+      py::arg("local_rank") = py::none(), py::arg("resource_attributes") = py::none(), py::arg("reinit") = false,
+      py::arg("span_sink") = py::none(), py::arg("metric_sink") = py::none());
 
   // --- ranks and sampling strategies ---
   py::class_<lens::RankStrategyInput>(m, "RankStrategyInput")

@@ -162,9 +162,11 @@ class SetupTest(unittest.TestCase):
             disabled = lens.NemoLensConfig()
             self.assertFalse(lens.setup_telemetry(disabled).is_exporting)  # a disabled one is no conflict
 
-    def test_otel_sdk_exporter_objects_are_refused(self):
-        with self.assertRaisesRegex(TypeError, "exports natively"):
+    def test_what_is_not_an_sdk_exporter_or_reader_is_refused(self):
+        with self.assertRaisesRegex(TypeError, "span_exporter: an OpenTelemetry SDK SpanExporter"):
             lens.setup_telemetry(lens.NemoLensConfig(), span_exporter=object())
+        with self.assertRaisesRegex(TypeError, "metric_reader: an OpenTelemetry SDK MetricReader"):
+            lens.setup_telemetry(lens.NemoLensConfig(), metric_reader=42)
 
     def test_export_strategy_callable_and_registered(self):
         seen = []

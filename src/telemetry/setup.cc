@@ -10,6 +10,7 @@
 #include "export/exporter_factory.h"
 #include "export/json_lines_exporter.h"
 #include "export/prometheus.h"
+#include "export/sink_exporter.h"
 #include "groups/switch.h"
 #include "lens/log.h"
 #include "lens/telemetry.h"
@@ -161,7 +162,14 @@ Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> e
   const Config& c = s.config;
   std::unique_ptr<Sampler> sampler = build_sampler(c, s.ranks);
   const bool push_metrics = c.metrics_enabled && c.metrics_exporter != SignalExporter::kPrometheus;
-  if (!exporter) exporter = make_exporter(c, s.run_id, s.ranks.rank, {c.traces_enabled, push_metrics, c.logs_enabled});
+  if (!exporter) {
+    // A signal with a consumer's own exporter (a sink) needs no configured one: OTEL_*_EXPORTER is not opened.
+    exporter = make_exporter(c, s.run_id, s.ranks.rank,
+                             {c.traces_enabled && !s.span_sink, push_metrics && !s.metric_sink, c.logs_enabled});
+  }
+  if (s.span_sink || s.metric_sink)
+    exporter = make_sink_exporter(std::move(exporter), c.traces_enabled ? s.span_sink : nullptr,
+                                  push_metrics ? s.metric_sink : nullptr);
   init_clock();
   PipelineSettings settings = pipeline_settings(s);
   settings.resource = s.resource;
@@ -206,6 +214,8 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
   state->config = with_signal_exporters_applied(requested);
   const Config& config = state->config;
   state->resource_attributes = std::move(options.resource_attributes);
+  state->span_sink = std::move(options.span_sink);
+  state->metric_sink = std::move(options.metric_sink);
   state->pid = ::getpid();
 
   Live& l = *g_live.load();

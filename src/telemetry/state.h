@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "control/control.h"
@@ -22,6 +23,7 @@ struct TelemetryState {
   std::string run_id;
   Resource resource;
   ResourceAttributes resource_attributes;
+  std::function<bool(const std::string&)> span_sink, metric_sink;  // SetupOptions' own exporters, if any
   Pipeline* pipeline = nullptr;  // exporting ranks with any signal on, or positions for hang snapshots; never freed
   std::unique_ptr<PrometheusEndpoint> prometheus;  // OTEL_METRICS_EXPORTER=prometheus
   std::string prometheus_target_path;              // its file_sd target file, removed when it stops

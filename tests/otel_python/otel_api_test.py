@@ -4,8 +4,11 @@ and exceptions, the current span across both APIs and both languages, metrics th
 records through the logs API — and the OpenTelemetry SDK's own tracer nests under lens's current span. What lands
 is read back from the file exporter's OTLP/JSON. Run by .venv's interpreter."""
 
+import contextlib
 import os
 import subprocess
+import tempfile
+import threading
 import sys
 import textwrap
 import time
@@ -22,7 +25,7 @@ from opentelemetry import _logs, context, metrics, trace  # noqa: E402
 from opentelemetry.context import Context  # noqa: E402
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode  # noqa: E402
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator  # noqa: E402
-from support import Run, attributes  # noqa: E402
+from support import Run, attributes, environment  # noqa: E402
 
 SECOND = 1_000_000_000
 
@@ -228,6 +231,122 @@ class MetricsAndLogsTest(unittest.TestCase):
         self.assertEqual(record["severityNumber"], 13)
         self.assertEqual(record["spanId"], span.get_span_context().span_id_hex)
         self.assertEqual(attributes(record)["step"], 3)
+
+
+class SdkExportersTest(unittest.TestCase):
+    """setup_telemetry(span_exporter=..., metric_reader=...) with the OpenTelemetry SDK's own objects, as NeMo Lens
+    accepts them: fed from lens's pipeline on its background thread."""
+
+    def exporter_class(self):
+        from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+        class Recording(SpanExporter):
+            def __init__(self, fail_first=0, block_seconds=0.0):
+                self.spans, self.threads, self.calls = [], set(), 0
+                self.fail_first, self.block_seconds, self.shut = fail_first, block_seconds, False
+
+            def export(self, spans):
+                self.calls += 1
+                self.threads.add(threading.get_ident())
+                time.sleep(self.block_seconds)
+                if self.calls <= self.fail_first:
+                    raise ConnectionError("collector gone")
+                self.spans.extend(spans)
+                return SpanExportResult.SUCCESS
+
+            def shutdown(self):
+                self.shut = True
+
+        return Recording
+
+    def setup(self, stack, **kwargs):
+        out = stack.enter_context(tempfile.TemporaryDirectory())
+        stack.enter_context(environment(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_FILE_DIR=out,
+                                        NEMO_LENS_EXPORTER="file",  # the signals without an SDK exporter
+                                        NEMO_LENS_HANG_SIGNAL="none", OTEL_BSP_SCHEDULE_DELAY="20"))
+        return lens.setup_telemetry(lens.NemoLensConfig.from_env(), rank=0, world_size=1, _allow_reinit=True,
+                                    **kwargs)
+
+    def test_a_span_exporter_gets_readable_spans_off_the_training_thread(self):
+        exporter = self.exporter_class()()
+        with contextlib.ExitStack() as stack:
+            handle = self.setup(stack, span_exporter=exporter)
+            tracer = trace.get_tracer(__name__)
+            with managed_span(lens.SpanGroup.STEP, "step", iteration=3) as step:
+                span = tracer.start_span("child", links=[Link(step.get_span_context())])
+                span.add_event("loaded", {"bytes": 7})
+                span.set_status(Status(StatusCode.ERROR, "bad"))
+                span.end()
+            handle.shutdown()
+        self.assertTrue(exporter.shut)
+        self.assertNotIn(threading.get_ident(), exporter.threads)
+        spans = {s.name: s for s in exporter.spans}
+        self.assertEqual(set(spans), {"step", "child"})
+        child, step = spans["child"], spans["step"]
+        self.assertEqual(child.parent.span_id, step.context.span_id)
+        self.assertEqual(child.links[0].context.span_id, step.context.span_id)
+        self.assertEqual((child.events[0].name, dict(child.events[0].attributes)), ("loaded", {"bytes": 7}))
+        self.assertEqual((child.status.status_code, child.status.description), (StatusCode.ERROR, "bad"))
+        self.assertEqual(dict(step.attributes), {"iteration": 3})
+        self.assertEqual(step.resource.attributes["service.name"], "nemo")
+
+    def test_an_exporter_that_raises_is_counted_and_the_next_batch_still_goes(self):
+        exporter = self.exporter_class()(fail_first=1)
+        with contextlib.ExitStack() as stack:
+            handle = self.setup(stack, span_exporter=exporter)
+            with managed_span(lens.SpanGroup.STEP, "lost"):
+                pass
+            handle.force_flush()
+            with managed_span(lens.SpanGroup.STEP, "delivered"):
+                pass
+            handle.force_flush()
+            stats = handle.span_stats()
+            handle.shutdown()
+        self.assertEqual(stats["dropped_export_failed"], 1)
+        self.assertEqual([s.name for s in exporter.spans], ["delivered"])
+
+    def test_an_exporter_that_blocks_never_blocks_the_training_thread(self):
+        exporter = self.exporter_class()(block_seconds=2.0)
+        with contextlib.ExitStack() as stack:
+            handle = self.setup(stack, span_exporter=exporter)
+            started = time.monotonic()
+            for i in range(2000):
+                with managed_span(lens.SpanGroup.STEP, "step", i=i):
+                    pass
+            spent = time.monotonic() - started
+            stopped = time.monotonic()
+            handle.shutdown(timeout_millis=500)
+            self.assertLess(time.monotonic() - stopped, 1.9)  # shutdown gives up at its deadline
+        self.assertLess(spent, 1.0)
+
+    def test_a_metric_reader_collects_lens_s_metrics(self):
+        from opentelemetry.sdk.metrics.export import (MetricExporter, MetricExportResult,
+                                                      PeriodicExportingMetricReader)
+
+        class Recording(MetricExporter):
+            def __init__(self):
+                super().__init__()
+                self.names = set()
+
+            def export(self, metrics_data, timeout_millis=10_000, **kwargs):
+                for rm in metrics_data.resource_metrics:
+                    for sm in rm.scope_metrics:
+                        self.names.update(m.name for m in sm.metrics)
+                return MetricExportResult.SUCCESS
+
+            def force_flush(self, timeout_millis=10_000):
+                return True
+
+            def shutdown(self, timeout_millis=30_000, **kwargs):
+                pass
+
+        exporter = Recording()
+        reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
+        with contextlib.ExitStack() as stack:
+            handle = self.setup(stack, metric_reader=reader)
+            metrics.get_meter("m").create_counter("sdk.fed.counter").add(2)
+            handle.shutdown()  # lens's last metrics, then the reader's final collection and export
+        self.assertIn("sdk.fed.counter", exporter.names)
 
 
 class BadInputTest(unittest.TestCase):

@@ -1,0 +1,149 @@
+"""OpenTelemetry SDK exporters fed from lens's pipeline (setup_telemetry's span_exporter and metric_reader, as NeMo
+Lens accepts them).
+
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    handle = setup_telemetry(config, span_exporter=InMemorySpanExporter(),
+                             metric_reader=PeriodicExportingMetricReader(ConsoleMetricExporter()))
+
+lens records as always (its span path, its instruments); its background thread hands each batch, as OTLP/JSON, to
+the functions below, which make the SDK's objects (ReadableSpan, MetricsData) and call the exporter: never on the
+training thread. A span_exporter replaces the configured traces exporter, a metric_reader the configured metrics
+exporter, as in NeMo Lens. What the exporter returns or raises is lens's export result: a failure is counted
+(span_stats()["dropped_export_failed"]) and the next batch goes to it again. A metric_reader collects lens's
+newest metrics (its own thread, or its caller's, decides when): lens takes the place of the SDK's MeterProvider
+for it.
+
+Needs opentelemetry-sdk, which a caller passing its objects has.
+"""
+
+import json
+import threading
+
+from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.metrics.export import (AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric,
+                                              MetricsData, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+_KINDS = {1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT, 4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}
+
+
+def _value(any_value):
+    """A Python value of an OTLP/JSON AnyValue."""
+    kind, raw = next(iter(any_value.items())) if any_value else ("stringValue", "")
+    if kind == "intValue":
+        return int(raw)
+    if kind == "doubleValue":
+        return float(raw)
+    if kind == "arrayValue":
+        return tuple(_value(v) for v in raw.get("values", []))
+    return raw
+
+
+def _attributes(item):
+    return {kv["key"]: _value(kv.get("value", {})) for kv in item.get("attributes", [])}
+
+
+def _context(trace_hex, span_hex, flags, remote=False):
+    return otel_trace.SpanContext(int(trace_hex, 16), int(span_hex, 16), remote,
+                                  otel_trace.TraceFlags(int(flags) & 0xFF))
+
+
+def _scope(scope):
+    return InstrumentationScope(scope.get("name", ""), scope.get("version") or None)
+
+
+def readable_spans(otlp_json):
+    """The SDK's ReadableSpans of one OTLP/JSON ExportTraceServiceRequest."""
+    spans = []
+    for resource_spans in json.loads(otlp_json).get("resourceSpans", []):
+        resource = Resource(_attributes(resource_spans.get("resource", {})))
+        for scope_spans in resource_spans.get("scopeSpans", []):
+            scope = _scope(scope_spans.get("scope", {}))
+            for s in scope_spans.get("spans", []):
+                flags = int(s.get("flags", 1))
+                parent = _context(s["traceId"], s["parentSpanId"], flags, bool(flags & 0x200)) \
+                    if s.get("parentSpanId") else None
+                status = s.get("status", {})
+                spans.append(ReadableSpan(
+                    name=s["name"], context=_context(s["traceId"], s["spanId"], flags), parent=parent,
+                    resource=resource, attributes=_attributes(s),
+                    events=[Event(e["name"], _attributes(e), int(e["timeUnixNano"])) for e in s.get("events", [])],
+                    links=[Link(_context(link["traceId"], link["spanId"], link.get("flags", 1)), _attributes(link))
+                           for link in s.get("links", [])],
+                    kind=_KINDS.get(int(s.get("kind", 1)), SpanKind.INTERNAL),
+                    status=Status(StatusCode(int(status.get("code", 0))), status.get("message") or None),
+                    start_time=int(s["startTimeUnixNano"]), end_time=int(s["endTimeUnixNano"]),
+                    instrumentation_scope=scope))
+    return spans
+
+
+def span_sink(exporter):
+    """The function lens's pipeline calls with each batch of spans: exporter.export(ReadableSpans)."""
+
+    def export(otlp_json):
+        return exporter.export(readable_spans(otlp_json)) == SpanExportResult.SUCCESS
+
+    return export
+
+
+def _number_points(metric_data):
+    return [NumberDataPoint(_attributes(p), int(p.get("startTimeUnixNano", 0)), int(p["timeUnixNano"]),
+                            int(p["asInt"]) if "asInt" in p else float(p.get("asDouble", 0.0)))
+            for p in metric_data.get("dataPoints", [])]
+
+
+def _histogram_points(metric_data):
+    return [HistogramDataPoint(_attributes(p), int(p.get("startTimeUnixNano", 0)), int(p["timeUnixNano"]),
+                               int(p.get("count", 0)), float(p.get("sum", 0.0)),
+                               [int(c) for c in p.get("bucketCounts", [])], [float(b) for b in p.get("explicitBounds", [])],
+                               float(p.get("min", 0.0)), float(p.get("max", 0.0)))
+            for p in metric_data.get("dataPoints", [])]
+
+
+def _metric(m):
+    temporality = lambda data: AggregationTemporality(int(data.get("aggregationTemporality", 2)))  # noqa: E731
+    if "sum" in m:
+        data = Sum(_number_points(m["sum"]), temporality(m["sum"]), bool(m["sum"].get("isMonotonic", False)))
+    elif "gauge" in m:
+        data = Gauge(_number_points(m["gauge"]))
+    elif "histogram" in m:
+        data = Histogram(_histogram_points(m["histogram"]), temporality(m["histogram"]))
+    else:
+        return None
+    return Metric(m["name"], m.get("description", ""), m.get("unit", ""), data)
+
+
+def metrics_data(otlp_json):
+    """The SDK's MetricsData of one OTLP/JSON ExportMetricsServiceRequest."""
+    resource_metrics = []
+    for rm in json.loads(otlp_json).get("resourceMetrics", []):
+        scopes = []
+        for sm in rm.get("scopeMetrics", []):
+            metrics = [metric for metric in (_metric(m) for m in sm.get("metrics", [])) if metric is not None]
+            scopes.append(ScopeMetrics(_scope(sm.get("scope", {})), metrics, sm.get("schemaUrl", "")))
+        resource_metrics.append(ResourceMetrics(Resource(_attributes(rm.get("resource", {}))), scopes,
+                                                rm.get("schemaUrl", "")))
+    return MetricsData(resource_metrics)
+
+
+class MetricFeed:
+    """Keeps lens's newest metrics for a metric_reader, which collects them as from its MeterProvider."""
+
+    def __init__(self, reader):
+        self._lock = threading.Lock()
+        self._newest = MetricsData([])
+        reader._set_collect_callback(self._collect)  # the SDK's MeterProvider does the same with its readers
+
+    def sink(self, otlp_json):
+        data = metrics_data(otlp_json)
+        with self._lock:
+            self._newest = data
+        return True
+
+    def _collect(self, reader, timeout_millis=10_000):
+        with self._lock:
+            return self._newest
