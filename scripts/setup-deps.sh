@@ -100,6 +100,16 @@ if [ ! -f "$venv/.lens-installed" ] || [ "$requirements" -nt "$venv/.lens-instal
   touch "$venv/.lens-installed"
 fi
 
+# The build backend of pyproject.toml (`pip install .`), exact versions and hashes, as wheels in .wheelhouse.
+wheelhouse="$root/.wheelhouse"
+build_requirements="$root/python/build-requirements.txt"
+if [ ! -f "$wheelhouse/.lens-downloaded" ] || [ "$build_requirements" -nt "$wheelhouse/.lens-downloaded" ]; then
+  echo "setup-deps: downloading the Python build backend into .wheelhouse (python/build-requirements.txt, hashed)"
+  "$venv/bin/pip" download --quiet --disable-pip-version-check --require-hashes --no-deps --only-binary=:all: \
+    -d "$wheelhouse" -r "$build_requirements"
+  touch "$wheelhouse/.lens-downloaded"
+fi
+
 # The npm test peers (exact versions, with their dependencies, in tests/peers/package-lock.json), installed once.
 peers="$(dirname "$0")/../tests/peers"
 if [ ! -f "$peers/node_modules/.lens-installed" ] || [ "$peers/package-lock.json" -nt "$peers/node_modules/.lens-installed" ]; then

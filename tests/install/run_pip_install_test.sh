@@ -1,0 +1,47 @@
+#!/bin/bash
+# `pip install .` and `pip wheel .` from a checkout, as a Python user installs (issue 29): a copy of the tracked
+# files (so the test writes nothing into the source tree), a fresh venv that does not see Debian's site-packages,
+# the build backend from .wheelhouse only (scripts/setup-deps.sh downloaded it, pinned with hashes: no network
+# here), then the installed `lens` and its NeMo Lens shim record a span; the wheel installs the same way into a
+# second fresh venv.
+#   run_pip_install_test.sh SOURCE_DIR PYTHON
+set -euo pipefail
+source_dir=$1
+python=$2
+wheelhouse="$source_dir/.wheelhouse"
+[ -d "$wheelhouse" ] || { echo "no $wheelhouse: run ./scripts/setup-deps.sh (it downloads the build backend)"; exit 1; }
+work=$(mktemp -d /tmp/lens-pip-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+mkdir "$work/checkout"
+(cd "$source_dir" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/checkout")
+
+check() {  # an installed lens from a venv's interpreter: import, the shim, one span exported to a file
+  "$1" - "$work/out-$2" <<'PY'
+import os, sys
+os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=sys.argv[1],
+                  NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_HANG_SIGNAL="none")
+import lens
+import lens.compat.nemo_lens  # noqa: F401
+from nemo.lens import NemoLensConfig, managed_span, setup_telemetry
+assert "site-packages" in lens.__file__, lens.__file__
+handle = setup_telemetry(NemoLensConfig.from_env(), rank=0, world_size=1)
+with managed_span("step", "from.pip"):
+    pass
+handle.shutdown()
+assert handle.span_stats()["exported"] == 1, handle.span_stats()
+print("lens", lens.__version__, "from", os.path.dirname(lens.__file__))
+PY
+}
+
+"$python" -m venv "$work/venv"
+(cd "$work/checkout" && "$work/venv/bin/pip" install --quiet --disable-pip-version-check --no-index \
+  --find-links "$wheelhouse" .)
+check "$work/venv/bin/python" install
+
+(cd "$work/checkout" && "$work/venv/bin/pip" wheel --quiet --disable-pip-version-check --no-index \
+  --find-links "$wheelhouse" --no-deps -w "$work/dist" .)
+"$python" -m venv "$work/venv2"
+"$work/venv2/bin/pip" install --quiet --disable-pip-version-check --no-index "$work"/dist/lens-*.whl
+check "$work/venv2/bin/python" wheel
+echo "pip install . and the wheel: both work"
