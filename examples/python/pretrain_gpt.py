@@ -6,7 +6,9 @@ data parallel over torch.distributed with Gloo (1F1B schedule, CPU), launched by
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT). It takes the same Megatron flags (the subset it needs) and the same
 MEGATRON_OTEL_* / OTEL_* environment, and is instrumented the way Megatron-LM's code is: NeMo Lens's helpers
 imported through Megatron's idiom (so it runs on lens through lens.compat.nemo_lens, and with no telemetry at all
-where neither is installed), decorators on step functions, span groups from MegatronSpanGroup. It emits the span
+where neither is installed), decorators on step functions, span groups from MegatronSpanGroup, and the
+OpenTelemetry API where Megatron calls it (the job spans started and attached by hand, the current span's
+attributes), which lens serves. It emits the span
 tree of CONTRACT §6 at the same places as the C++ trainer, links each pipeline receive to the sending stage's span
 through the 26-byte context sent with the activation, builds the Megatron resource with the same function, and
 records the training metrics and the logs (Python logging, bridged). What NeMo Lens does not have (the resource
@@ -38,14 +40,16 @@ try:
     import lens.compat.nemo_lens  # noqa: F401: opt-in, makes nemo.lens resolve to lens where no NeMo Lens is
 except ImportError:
     pass
-try:
-    from nemo.lens.helpers import is_span_group_enabled as _otel_is_enabled
+try:  # megatron/training/training.py's imports, in its form
+    from nemo.lens.state import is_span_group_enabled as _otel_sg_enabled
     from nemo.lens.helpers import managed_span as _otel_managed_span
+    from nemo.lens.helpers import safe_set_span_attributes as _otel_safe_set_attrs
     from nemo.lens.helpers import trace_fn as _otel_trace_fn
     from nemo.lens.groups import SpanGroup
 except ImportError:
-    from lens.fallbacks import is_span_group_enabled as _otel_is_enabled
+    from lens.fallbacks import is_span_group_enabled as _otel_sg_enabled
     from lens.fallbacks import managed_span as _otel_managed_span
+    from lens.fallbacks import safe_set_span_attributes as _otel_safe_set_attrs
     from lens.fallbacks import trace_fn as _otel_trace_fn
 
     class SpanGroup:  # the stand-in Megatron keeps for when NeMo Lens is missing: constants only
@@ -167,6 +171,7 @@ class Telemetry:
         self.active = False
         try:
             from nemo.lens import NemoLensConfig, setup_telemetry
+            import opentelemetry.trace  # noqa: F401: NeMo Lens's dependency, whose API the run's job spans use
         except ImportError:
             return
         try:
@@ -213,13 +218,32 @@ class Telemetry:
 
     def span(self, group, name, attributes=None, **options):
         """A span of `group` for a `with` block, with lens's options (root, trace_id, links); None when off."""
-        if self.handle is None or not _otel_is_enabled(group):
+        if self.handle is None or not _otel_sg_enabled(group):
             return contextlib.nullcontext()
         return self.tracer.start_as_current_span(name, attributes=attributes, **options)
 
+    @contextlib.contextmanager
+    def attached_span(self, group, name, attributes=None, root=False, links=None):
+        """Megatron's explicit-span shape (training.py's startup and interval blocks), through the OpenTelemetry
+        API that lens serves: start_span (in an empty Context for a new trace, with Links), then
+        context.attach(set_span_in_context(span)); at the end detach, then end. Yields the span, or None when off."""
+        if self.handle is None or not _otel_sg_enabled(group):
+            yield None
+            return
+        from opentelemetry import context as _octx, trace as _otr
+        from opentelemetry.context import Context
+        span = self.tracer.start_span(name, context=Context() if root else None, attributes=attributes,
+                                      links=[_otr.Link(link) for link in links or () if link is not None])
+        token = _octx.attach(_otr.set_span_in_context(span))
+        try:
+            yield span
+        finally:
+            _octx.detach(token)
+            span.end()
+
     def started_span(self, group, name, attributes=None):
         """A span started now and not made current (a sibling of what follows), or None."""
-        if self.handle is None or not _otel_is_enabled(group):
+        if self.handle is None or not _otel_sg_enabled(group):
             return None
         return self.tracer.start_span(name, attributes=attributes)
 
@@ -231,6 +255,15 @@ class Telemetry:
     def shutdown(self):
         if self.handle is not None:
             self.handle.shutdown()
+
+
+def tag_current_span_call_idx(call_idx):
+    """megatron/training/async_utils.py's: the save request's call_idx on whatever span is current."""
+    try:
+        from opentelemetry import trace as _ot
+        _otel_safe_set_attrs(_ot.get_current_span(), {"nvrx.call_idx": call_idx})
+    except Exception:  # noqa: BLE001: telemetry must never break checkpointing
+        pass
 
 
 def shared_run_id(telemetry):
@@ -552,16 +585,23 @@ class Trainer:
                 dist.send(output, self.next_rank, tag=FORWARD)
         return loss_sum
 
+    @_otel_trace_fn(G.EVALUATE, "megatron.evaluate")
     def evaluate(self):
-        with _otel_managed_span(G.EVALUATE, "megatron.evaluate", **{"megatron.eval_iters": self.args.eval_iters}):
-            with torch.no_grad():
-                loss = sum(self.evaluate_step(e) for e in range(self.args.eval_iters)) / (
-                    self.args.eval_iters * self.args.microbatches)
-                loss = torch.as_tensor(loss, dtype=torch.float32)
-                last = (self.args.pipeline_model_parallel_size - 1) * self.args.data_parallel_size + self.args.data_rank
-                dist.broadcast(loss, last, group=self.pipeline)
-                dist.all_reduce(loss, group=self.data)
-                return loss.item() / self.args.data_parallel_size
+        with torch.no_grad():
+            loss = sum(self.evaluate_step(e) for e in range(self.args.eval_iters)) / (
+                self.args.eval_iters * self.args.microbatches)
+            loss = torch.as_tensor(loss, dtype=torch.float32)
+            last = (self.args.pipeline_model_parallel_size - 1) * self.args.data_parallel_size + self.args.data_rank
+            dist.broadcast(loss, last, group=self.pipeline)
+            dist.all_reduce(loss, group=self.data)
+        # Megatron's: the attribute on the span the decorator started, through the OpenTelemetry API (a
+        # non-recording span when the group is off or nothing is installed).
+        try:
+            from opentelemetry import trace as _ot
+            _ot.get_current_span().set_attribute("megatron.eval_iters", self.args.eval_iters)
+        except Exception:  # noqa: BLE001: telemetry must never break evaluation
+            pass
+        return loss.item() / self.args.data_parallel_size
 
     # checkpoints (megatron/training/checkpointing.py): each stage's first replica writes its file, rank 0 the tracker
     def stage_file(self, root, iteration):
@@ -570,6 +610,7 @@ class Trainer:
     def save_checkpoint(self, root):
         with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint"],
                                 **{"megatron.iteration": self.iteration, **GOODPUT}):
+            tag_current_span_call_idx(self.iteration)
             if self.args.data_rank == 0:
                 with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint_state_dict"]):
                     state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -628,7 +669,7 @@ def main(argv=None):
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
     telemetry.set_up(args, shared_run_id(telemetry))
     prints = args.rank == args.world_size - 1
-    with telemetry.span(G.JOB, "megatron.pretrain", {"megatron.model_type": "gpt", "megatron.train_iters":
+    with telemetry.attached_span(G.JOB, "megatron.pretrain", {"megatron.model_type": "gpt", "megatron.train_iters":
                         args.train_iters, "megatron.global_batch_size": args.global_batch_size, **GOODPUT}) as pretrain:
         with _otel_managed_span(G.DATA_LOADING, telemetry.names["data_loading"], **GOODPUT):
             with _otel_managed_span(G.TRACE_REGION, "dataset.read_text"):
@@ -645,8 +686,9 @@ def main(argv=None):
             # A trace segment per --save-interval: the first is pretrain's child, each later one a new trace linked
             # to pretrain and to the one before (CONTRACT §6).
             links = [pretrain_context, previous_segment] if previous_segment is not None else None
-            with telemetry.span(G.JOB, "megatron.train", {"megatron.train_iters": args.train_iters, **GOODPUT},
-                                root=previous_segment is not None, links=links) as segment:
+            with telemetry.attached_span(G.JOB, "megatron.train", {"megatron.train_iters": args.train_iters,
+                                                                   **GOODPUT},
+                                         root=previous_segment is not None, links=links) as segment:
                 segment_context = segment.get_span_context() if segment is not None else None
                 end = args.train_iters
                 if args.save_interval > 0:

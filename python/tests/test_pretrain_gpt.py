@@ -1,6 +1,7 @@
 """The Python reference trainer (examples/python/pretrain_gpt.py) on real processes: 4 ranks under torchrun give
 the same span names, parentage, links and resource keys as the C++ pretrain_gpt with the same flags, one run id on
-every rank; by hand and without lens's native code (Megatron's fallback idiom) it still trains, and its loss falls."""
+every rank, though its job spans go through the OpenTelemetry API (as Megatron's do) and the C++ ones through lens's
+C++ API; by hand and without lens's native code (Megatron's fallback idiom) it still trains, and its loss falls."""
 
 import collections
 import glob
@@ -16,6 +17,7 @@ import unittest
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINER = os.path.join(SOURCE, "examples", "python", "pretrain_gpt.py")
 CPP_TRAINER = os.environ.get("LENS_PRETRAIN_GPT", "")
+PYTHON_WITH_OTEL = os.environ.get("LENS_VENV_PYTHON", "")
 FLAGS = ["--pipeline-model-parallel-size", "2", "--num-layers", "4", "--hidden-size", "32",
          "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "8",
          "--train-iters", "6", "--log-interval", "1", "--eval-interval", "3", "--eval-iters", "1",
@@ -35,10 +37,11 @@ def clean_env(**extra):
 
 
 def torchrun(program, flags, directory, python=True):
-    launcher = ["torchrun", "--nproc_per_node", "4", "--redirects", "9:0", "--tee", "9:0", "--monitor_interval",
-                "0.2", "--master_port", str(free_port())]
-    if not python:
-        launcher.append("--no_python")
+    # The Python trainer under the interpreter of .venv (Debian's torch, and opentelemetry-api from PyPI, which
+    # NeMo Lens depends on and whose API the trainer calls as Megatron does): torchrun as `python -m`.
+    launcher = [PYTHON_WITH_OTEL, "-m", "torch.distributed.run"] if python else ["torchrun", "--no_python"]
+    launcher += ["--nproc_per_node", "4", "--redirects", "9:0", "--tee", "9:0", "--monitor_interval", "0.2",
+                 "--master_port", str(free_port())]
     env = clean_env(MEGATRON_OTEL_EXPORTER="file", MEGATRON_OTEL_FILE_DIR=os.path.join(directory, "telemetry"),
                     MEGATRON_OTEL_RANK_STRATEGY="all_ranks")
     save = ["--save", os.path.join(directory, "checkpoints")]
@@ -72,7 +75,8 @@ def shape(spans):
     return names, parents, links
 
 
-@unittest.skipUnless(CPP_TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
+@unittest.skipUnless(CPP_TRAINER and PYTHON_WITH_OTEL, "set by ctest: LENS_PRETRAIN_GPT (the C++ trainer), "
+                     "LENS_VENV_PYTHON (an interpreter with opentelemetry-api)")
 class SameTelemetryAsTheCppTrainer(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

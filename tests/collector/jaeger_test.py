@@ -121,5 +121,76 @@ class JaegerTest(peers.PeerTest):
             self.assertEqual(len(trace["processes"]), 4, "4 ranks in the trace")
 
 
+PYTHON_TRAINER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python",
+                              "pretrain_gpt.py")
+PYTHON_WITH_OTEL = os.environ.get("LENS_VENV_PYTHON", "")
+
+
+@unittest.skipUnless(PYTHON_WITH_OTEL and os.access(peers.JAEGER, os.X_OK) and os.access(peers.OTELCOL, os.X_OK),
+                     "set by ctest: LENS_VENV_PYTHON, LENS_PEERS_BIN")
+class PythonTrainerThroughTheCollectorToJaegerTest(peers.PeerTest):
+    """The Python reference trainer (Megatron's imports and OpenTelemetry API calls, on lens) on 4 ranks, exporting
+    OTLP/gRPC to the real Collector, which writes what it got and forwards the traces to real Jaeger: every span
+    each rank exported arrives in both, and Jaeger shows the tree, the segment links and the pipeline links."""
+
+    def test_four_ranks_through_the_collector_to_jaeger(self):
+        jaeger = self.start(peers.Jaeger(self.dir))
+        collector = self.start(peers.Collector(self.dir, forward_traces_to=jaeger.grpc_port))
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.grpc_port}",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_SERVICE_NAME": "lens-python-trainer",
+               "MEGATRON_OTEL_RUN_ID": "python-trainer-e2e", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        flags = FLAGS + ["--save-interval", "2", "--eval-interval", "4", "--eval-iters", "1"]
+        outputs = peers.run_ranks(PYTHON_WITH_OTEL, [PYTHON_TRAINER, *flags], 4, env, self.dir)
+        stats = [tuple(map(int, STATS.findall(output)[-1])) for output in outputs]
+        for produced, exported, dropped in stats:
+            self.assertEqual((exported, dropped), (produced, 0), stats)
+        exported = sum(s[1] for s in stats)
+
+        traces = JaegerTest.traces_in_jaeger(self, jaeger, "lens-python-trainer", exported)
+        spans = {span["spanID"]: (trace["traceID"], span, tag(trace["processes"][span["processID"]]["tags"],
+                                                               "dl.rank"))
+                 for trace in traces for span in trace["spans"]}
+        self.assertEqual(len(spans), exported, "Jaeger holds every span the ranks exported, once")
+        self.assertEqual({rank for _, _, rank in spans.values()}, {0, 1, 2, 3})
+        self.assertEqual(collector.stop(), 0, collector.log())  # its file exporter writes all by its exit
+        in_collector = sum(len(s["spans"]) for request in collector.read("traces") for r in request["resourceSpans"]
+                           for s in r["scopeSpans"])
+        self.assertEqual(in_collector, exported, "the Collector wrote every span too")
+
+        def parent_name(span):
+            refs = [r for r in span.get("references", []) if r["refType"] == "CHILD_OF"]
+            return spans[refs[0]["spanID"]][1]["operationName"] if refs else None
+
+        def linked_names(span):
+            return {spans[r["spanID"]][1]["operationName"] for r in span.get("references", [])
+                    if r["refType"] == "FOLLOWS_FROM" and r["spanID"] in spans}
+
+        by_name = collections.defaultdict(list)
+        for _, span, _ in spans.values():
+            by_name[span["operationName"]].append(span)
+        for span in by_name["megatron.pretrain"]:
+            self.assertIsNone(parent_name(span))
+        segments = by_name["megatron.train"]
+        self.assertEqual(len(segments), 4 * 2, "two segments (--save-interval 2) on each rank")
+        for span in segments:  # the first a child of pretrain; the second a new trace linked to it and the first
+            if parent_name(span) is None:
+                self.assertEqual(linked_names(span), {"megatron.pretrain", "megatron.train"})
+            else:
+                self.assertEqual(parent_name(span), "megatron.pretrain")
+        for span in by_name["megatron.train_step"]:
+            self.assertEqual(parent_name(span), "megatron.train")
+        for name, parents in PARENTS.items():
+            for span in by_name[name]:
+                self.assertIn(parent_name(span), parents, name)
+        for span in by_name["megatron.evaluate"]:
+            self.assertEqual(tag(span["tags"], "megatron.eval_iters"), 1)  # set through get_current_span()
+        for span in by_name["megatron.save_checkpoint"]:
+            self.assertEqual(tag(span["tags"], "nvrx.call_idx"), tag(span["tags"], "megatron.iteration"))
+        linked = by_name["megatron.pp.recv_forward.linked"]
+        self.assertTrue(linked)
+        for span in linked:
+            self.assertEqual(linked_names(span), {"megatron.p2p.send_forward"})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -110,10 +110,11 @@ class Collector(Peer):
     """otelcol-lens with the OTLP receiver (gRPC and HTTP, TLS when `tls` = (cert, key)), the memory limiter when
     `memory_limit_mib` is given, the batch processor, and per signal a file exporter (output/<signal>.jsonl, OTLP
     JSON a line) beside the debug exporter; with `prometheus`, the Prometheus exporter on its own port too.
-    `same_ports_as`: another Collector whose OTLP ports this one takes (a restart)."""
+    `same_ports_as`: another Collector whose OTLP ports this one takes (a restart). `forward_traces_to`: the OTLP/gRPC
+    port of a peer (Jaeger) the traces are also sent to, by the Collector's OTLP exporter."""
 
     def __init__(self, directory, tls=None, memory_limit_mib=None, prometheus=False, output="output",
-                 same_ports_as=None):
+                 same_ports_as=None, forward_traces_to=None):
         self.grpc_port, self.http_port = ((same_ports_as.grpc_port, same_ports_as.http_port) if same_ports_as
                                           else (free_port(), free_port()))
         self.prometheus_port = free_port() if prometheus else None
@@ -139,6 +140,9 @@ class Collector(Peer):
         if prometheus:
             exporters["prometheus"] = {"endpoint": f"127.0.0.1:{self.prometheus_port}"}
             pipelines["metrics"]["exporters"].append("prometheus")
+        if forward_traces_to is not None:
+            exporters["otlp/forward"] = {"endpoint": f"127.0.0.1:{forward_traces_to}", "tls": {"insecure": True}}
+            pipelines["traces"]["exporters"].append("otlp/forward")
         config = {"receivers": {"otlp": {"protocols": protocols}}, "processors": processors, "exporters": exporters,
                   "service": {"pipelines": pipelines, "telemetry": {"metrics": {"level": "none"}}}}
         ports = [self.grpc_port, self.http_port] + ([self.prometheus_port] if prometheus else [])

@@ -1,7 +1,7 @@
 // otelcol-lens: the OpenTelemetry Collector that lens's tests run as a real peer. It is the Collector's own
 // service (go.opentelemetry.io/collector/otelcol) with just the components the tests configure: the OTLP
-// receiver (gRPC and HTTP), the batch and memory-limiter processors, and the debug, file and Prometheus
-// exporters. Every module is pinned in go.mod/go.sum at one Collector release; scripts/setup-deps.sh builds it.
+// receiver (gRPC and HTTP), the batch and memory-limiter processors, and the debug, file, Prometheus and OTLP
+// exporters (the last forwards to Jaeger). Every module is pinned in go.mod/go.sum at one Collector release; scripts/setup-deps.sh builds it.
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	"go.opentelemetry.io/collector/exporter/debugexporter"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor/batchprocessor"
 	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
@@ -31,7 +32,7 @@ func components() (otelcol.Factories, error) {
 		return factories, err
 	}
 	if factories.Exporters, err = otelcol.MakeFactoryMap(debugexporter.NewFactory(), fileexporter.NewFactory(),
-		prometheusexporter.NewFactory()); err != nil {
+		prometheusexporter.NewFactory(), otlpexporter.NewFactory()); err != nil {
 		return factories, err
 	}
 	factories.Telemetry = otelconftelemetry.NewFactory() // the Collector's own logs (and metrics, off in the tests)
