@@ -7,6 +7,8 @@ Every case is `with <span>("bench.span", a=1, b=2): pass`, with the baseline `wi
 timed in the same round:
   - lens: managed_span on an exporting rank, every group on; the file exporter (its background thread encodes
     OTLP/JSON and writes it: more work than the SDK's discarding exporter, none of it on the calling thread).
+  - the OpenTelemetry API served by lens: trace.get_tracer(...).start_as_current_span (Megatron's own calls), the
+    same pipeline.
   - the SDK: tracer.start_as_current_span in a TracerProvider with a BatchSpanProcessor whose exporter discards
     (and counts) what it gets; once with the processor's defaults (queue 2048: it drops when the loop outruns it)
     and once with a queue that holds a whole round (drops nothing).
@@ -27,6 +29,7 @@ import timeit
 
 import lens
 from lens.helpers import managed_span
+from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -74,13 +77,19 @@ def print_row(title, samples, dropped, made):
           f"   dropped {dropped} of {made} ({100 * dropped / made if made else 0:.2f} %)")
 
 
-def bench_lens(rounds, number, directory):
+def bench_lens(rounds, number, directory, through_otel_api=False):
+    """lens's managed_span, or (through_otel_api) OpenTelemetry's API served by lens:
+    opentelemetry.trace.get_tracer(...).start_as_current_span, the call Megatron's own code makes."""
     os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=directory,
                       NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_METRICS_ENABLED="0", NEMO_LENS_HANG_SIGNAL="none")
-    handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(), rank=0, world_size=1)
-    group = lens.SpanGroup.STEP
-    samples = timed_rounds(lambda: managed_span(group, "bench.span", a=1, b=2), lambda: handle.force_flush(60000),
-                           rounds, number)
+    handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(), rank=0, world_size=1, _allow_reinit=True)
+    if through_otel_api:
+        tracer = trace.get_tracer("bench")  # lens's, once set up
+        make = lambda: tracer.start_as_current_span("bench.span", attributes={"a": 1, "b": 2})  # noqa: E731
+    else:
+        group = lens.SpanGroup.STEP
+        make = lambda: managed_span(group, "bench.span", a=1, b=2)  # noqa: E731
+    samples = timed_rounds(make, lambda: handle.force_flush(60000), rounds, number)
     handle.shutdown()
     stats = handle.span_stats()
     return samples, stats["dropped"], stats["produced"]
@@ -113,6 +122,9 @@ def main():
     print(f"  {'case (2 attributes)':<52}{'ns/span':>9}{'+flush':>10}{'CPU':>9}{'vs null':>9}")
     with tempfile.TemporaryDirectory(prefix="lens-bench-") as directory:
         print_row("lens managed_span (file exporter)", *bench_lens(args.rounds, args.number, directory))
+    with tempfile.TemporaryDirectory(prefix="lens-bench-") as directory:
+        print_row("OTel API start_as_current_span on lens (file exp.)",
+                  *bench_lens(args.rounds, args.number, directory, through_otel_api=True))
     print_row("OTel SDK, BatchSpanProcessor defaults", *bench_otel(args.rounds, args.number, None))
     print_row("OTel SDK, BatchSpanProcessor, queue holds a round",
               *bench_otel(args.rounds, args.number, args.number))

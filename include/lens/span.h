@@ -92,11 +92,15 @@ LENS_API std::string_view exception_type_name(const std::exception& e) noexcept;
 // Returns where the context went (null: nowhere), for pop_context. `span`: the live span whose context this is,
 // when there is one (its handle is copied by current_span, so another language's API can write to the span that
 // is current, as OpenTelemetry's get_current_span does); it must stay valid until the pop.
-LENS_API ThreadState* push_context(const SpanContext& context, const SpanHandle* span = nullptr) noexcept;
+// `attached`: pushed by another API's context (OpenTelemetry Python's context.attach), which keeps the span itself.
+LENS_API ThreadState* push_context(const SpanContext& context, const SpanHandle* span = nullptr,
+                                   bool attached = false) noexcept;
 LENS_API void pop_context(ThreadState* pushed_to) noexcept;
-// The current span of the calling thread: a copy of its handle (true), or false when the current context is not
-// a live span's (none, or one made current with ContextScope). The copy writes to the span while it is open.
-LENS_API bool current_span(SpanHandle* out) noexcept;
+// What is current on the calling thread: nothing, a context another API attached (it knows the span), a live
+// span (its handle copied into *span: the copy writes to the span while it is open), or a context alone
+// (ContextScope, a remote parent).
+enum class CurrentKind : int { kNone = 0, kAttached = 1, kSpan = 2, kContext = 3 };
+LENS_API CurrentKind current_kind(SpanHandle* span) noexcept;
 }  // namespace internal
 
 // A span that starts and ends wherever the caller says: construct to start, end() (or destroy) to end. It does

@@ -112,6 +112,19 @@ class _Token:
         self.pushed = pushed
 
 
+def _push(span):
+    """Pushes `span`'s context on lens's stack (attach); an invalid one (no span, or one without usable ids) makes
+    what follows a root, as OpenTelemetry's empty Context does."""
+    if isinstance(span, OtelFacingSpan):
+        return _native.push_context(span.lens_span.get_span_context())
+    try:
+        ids = span.get_span_context()
+        return _native.push_context_ids(ids.trace_id.to_bytes(16, "big"), ids.span_id.to_bytes(8, "big"),
+                                        int(ids.trace_flags), bool(ids.is_remote))
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        return _native.push_context(_INVALID)
+
+
 class LensRuntimeContext(_RuntimeContext):
     """OpenTelemetry's runtime context kept in step with lens's context stack (the module's docstring says how)."""
 
@@ -121,12 +134,7 @@ class LensRuntimeContext(_RuntimeContext):
     def attach(self, context):
         context = _facing(context)
         token = self.inner.attach(context)
-        span = context.get(_SPAN_KEY)
-        try:
-            parent = lens.tracer.lens_context(span.get_span_context()) if span is not None else None
-        except TypeError:
-            parent = None  # a span of another implementation without a usable context: no parent
-        return _Token(token, _native.push_context(parent or _INVALID))
+        return _Token(token, _push(context.get(_SPAN_KEY)))
 
     def detach(self, token):
         if isinstance(token, _Token):
@@ -137,15 +145,13 @@ class LensRuntimeContext(_RuntimeContext):
 
     def get_current(self):
         context = self.inner.get_current()
-        current = _native.current_span()
-        if current is not None:  # a lens span made current after the last attach (managed_span, C++)
+        current = _native.current_span()  # None: nothing, or the last attach is on top (the common case)
+        if current is None:
+            return context
+        if isinstance(current, _native.Span):  # a lens span made current after the last attach (Python, C++)
             return Context({**context, _SPAN_KEY: OtelFacingSpan(current)})
-        native = _native.current_context()
-        if native.is_valid:
-            span = context.get(_SPAN_KEY)
-            if span is None or lens.tracer.lens_context(span.get_span_context()) != native:
-                return Context({**context, _SPAN_KEY: otel_trace.NonRecordingSpan(_otel_span_context(native))})
-        return context
+        # a context made current alone (C++'s ContextScope)
+        return Context({**context, _SPAN_KEY: otel_trace.NonRecordingSpan(_otel_span_context(current))})
 
 
 class TracerProvider(otel_trace.TracerProvider):

@@ -438,14 +438,30 @@ PYBIND11_MODULE(_native, m) {
       py::arg("start_time") = 0, py::arg("redact") = false);
   m.def(
       "current_span", [] { return py::reinterpret_steal<py::object>(current_span_view()); },
-      "A Span that writes to the thread's current span (a live lens span, from Python or C++), or None.");
+      "The thread's current span for OpenTelemetry's context: a Span writing to it, a SpanContext, or None "
+      "(nothing, or what OpenTelemetry attached itself).");
   // OpenTelemetry's context.attach/detach on lens's context stack (lens.otel): a push returns where it went.
   m.def(
       "push_context",
       [](const lens::SpanContext& context) {
-        return reinterpret_cast<std::uintptr_t>(lens::internal::push_context(context));
+        return reinterpret_cast<std::uintptr_t>(lens::internal::push_context(context, nullptr, true));
       },
       "Makes `context` the thread's current one (an invalid one: no parent); returns a token for pop_context.");
+  m.def(
+      "push_context_ids",
+      [](const py::bytes& trace_id, const py::bytes& span_id, int trace_flags, bool is_remote) {
+        // OpenTelemetry's SpanContext as its ids' big-endian bytes: no lens.SpanContext made (attach's fast path).
+        const std::string_view trace = trace_id, span = span_id;
+        lens::SpanContext c;
+        if (trace.size() == 16 && span.size() == 8) {
+          std::memcpy(c.trace_id.bytes.data(), trace.data(), 16);
+          std::memcpy(c.span_id.bytes.data(), span.data(), 8);
+          c.trace_flags = static_cast<std::uint8_t>(trace_flags);
+          c.is_remote = is_remote;
+        }
+        return reinterpret_cast<std::uintptr_t>(lens::internal::push_context(c, nullptr, true));
+      },
+      "push_context of ids given as 16 and 8 big-endian bytes (anything else: an invalid context, no parent).");
   m.def(
       "pop_context",
       [](std::uintptr_t token) { lens::internal::pop_context(reinterpret_cast<lens::internal::ThreadState*>(token)); },

@@ -646,7 +646,15 @@ PyObject* new_span(const SpanRequest& r) {
 
 PyObject* current_span_view() {
   lens::internal::SpanHandle h;
-  if (!lens::internal::current_span(&h)) Py_RETURN_NONE;
+  switch (lens::internal::current_kind(&h)) {
+    case lens::internal::CurrentKind::kNone:
+    case lens::internal::CurrentKind::kAttached:
+      Py_RETURN_NONE;
+    case lens::internal::CurrentKind::kContext:
+      return context_to_python(lens::current_context());
+    case lens::internal::CurrentKind::kSpan:
+      break;
+  }
   static PyObject* const kName = PyUnicode_InternFromString("current span");
   SpanObject* s = alloc_span(kName);
   if (s == nullptr) return nullptr;

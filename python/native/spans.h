@@ -49,8 +49,9 @@ struct SpanRequest {
 };
 // A new reference to a Span object, or null with a Python error set.
 PyObject* new_span(const SpanRequest& request);
-// A new reference to a Span object that writes to the thread's current span (a live span made current by lens,
-// in Python or C++), or None when the current context is no live span's. The object never ends the span.
+// What OpenTelemetry's context needs to know of the thread's current span, a new reference: a Span object that
+// writes to it (a live span made current by lens, in Python or C++; it never ends the span), its SpanContext
+// (a context made current alone: ContextScope), or None (nothing, or a context OpenTelemetry attached itself).
 PyObject* current_span_view();
 
 }  // namespace lens_python

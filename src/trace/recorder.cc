@@ -590,18 +590,21 @@ std::string_view exception_type_name(const std::exception& e) noexcept {
   return last_demangled ? last_demangled : mangled;
 }
 
-ThreadState* push_context(const SpanContext& context, const SpanHandle* span) noexcept {
+ThreadState* push_context(const SpanContext& context, const SpanHandle* span, bool attached) noexcept {
   ThreadState* t = current_state();
   if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
-  t->contexts[t->context_depth++] = ContextEntry{context, span};
+  t->contexts[t->context_depth++] = ContextEntry{context, span, attached};
   return t;
 }
 
-bool current_span(SpanHandle* out) noexcept {
+CurrentKind current_kind(SpanHandle* span) noexcept {
   ThreadState* t = current_state();
-  if (t == nullptr || t->context_depth == 0 || t->contexts[t->context_depth - 1].span == nullptr) return false;
-  *out = *t->contexts[t->context_depth - 1].span;
-  return true;
+  if (t == nullptr || t->context_depth == 0) return CurrentKind::kNone;
+  const ContextEntry& top = t->contexts[t->context_depth - 1];
+  if (top.attached) return CurrentKind::kAttached;
+  if (top.span == nullptr) return top.context.is_valid() ? CurrentKind::kContext : CurrentKind::kNone;
+  *span = *top.span;
+  return CurrentKind::kSpan;
 }
 
 void pop_context(ThreadState* pushed_to) noexcept {

@@ -69,6 +69,7 @@ class IdGenerator {
 struct ContextEntry {
   SpanContext context;
   const SpanHandle* span = nullptr;  // the live span it is the context of, if any (push_context)
+  bool attached = false;             // pushed by another API's context.attach (push_context)
 };
 
 struct ThreadState {
