@@ -521,5 +521,48 @@ TEST(Allocation, TheSpanPathAllocatesNothingEnabledOrDisabled) {
   EXPECT_EQ(c.telemetry().span_stats().produced, 2001u);
 }
 
+// Issue 29: OpenTelemetry's start_time / end_time are kept exactly as given (Unix nanoseconds, not through the
+// span clock), an hour back as well as now; update_name renames; a span of no group (ungated) is recorded where
+// `job` is off but another group is on.
+TEST(Spans, GivenTimesAreKeptExactlyAndANameCanChange) {
+  Capture c(testing::capture_config("step"));
+  const std::uint64_t hour_ago = internal::unix_nanos_now() - 3'600'000'000'000ULL;
+  {
+    StartOptions options;
+    options.start_unix_nanos = hour_ago;
+    options.ungated = true;  // `job` (its group here) is off: recorded all the same
+    internal::SpanHandle h;
+    internal::start_span(h, mg::job, "backdated", {}, options);
+    internal::update_name(h, "backdated.renamed");
+    internal::end_span(h, false, hour_ago + 1'500'000'000ULL);
+  }
+  { LENS_SPAN(mg::job, "gated.off"); }
+  json renamed = c.span("backdated.renamed");
+  ASSERT_FALSE(renamed.is_null());
+  EXPECT_EQ(std::stoull(renamed["startTimeUnixNano"].get<std::string>()), hour_ago);
+  EXPECT_EQ(std::stoull(renamed["endTimeUnixNano"].get<std::string>()), hour_ago + 1'500'000'000ULL);
+  EXPECT_TRUE(c.span("gated.off").is_null());
+}
+
+// Issue 29: what is current, for another API's context: a live span (its handle, writable), a context attached by
+// that API, a context alone, nothing.
+TEST(Spans, TheCurrentKindTellsASpanFromAnAttachedContext) {
+  Capture c;
+  internal::SpanHandle h;
+  EXPECT_EQ(internal::current_kind(&h), internal::CurrentKind::kNone);
+  {
+    LENS_SPAN_NAMED(step, mg::step, "step");
+    ASSERT_EQ(internal::current_kind(&h), internal::CurrentKind::kSpan);
+    const Attribute a{"set.through.current", std::int64_t{7}};
+    internal::set_attributes(h, {&a, 1});
+    internal::ThreadState* pushed = internal::push_context(step.context(), nullptr, true);
+    EXPECT_EQ(internal::current_kind(&h), internal::CurrentKind::kAttached);
+    internal::pop_context(pushed);
+    ContextScope remote(SpanContext{step.context().trace_id, SpanId{{9}}, 1, true});
+    EXPECT_EQ(internal::current_kind(&h), internal::CurrentKind::kContext);
+  }
+  EXPECT_EQ(attribute(c.span("step"), "set.through.current")["intValue"], "7");
+}
+
 }  // namespace
 }  // namespace lens

@@ -54,6 +54,11 @@ def encode_resource_attributes(attributes, inherited=None):
     percent-encoded (lens and the OpenTelemetry SDKs decode them), None values left out; a key holding ',' or '='
     cannot be carried and is left out with a warning. A later key wins over an inherited one of the same name.
     The environment is not changed: the caller puts the value where the child will read it."""
+    if not hasattr(attributes, "items"):
+        raise TypeError(f"encode_resource_attributes: a mapping of attribute names to values, not "
+                        f"{type(attributes).__name__}")
+    if inherited is not None and not isinstance(inherited, str):
+        raise TypeError(f"encode_resource_attributes: inherited is a str, not {type(inherited).__name__}")
     base = (_INHERITED if inherited is None else inherited).strip().strip(",")
     parts = [base] if base else []
     for key, value in attributes.items():
