@@ -18,7 +18,7 @@ program=(./build/trainer/pretrain_gpt)
 python_trainer=false
 if [ "${1:-}" = "--python" ]; then
   python_trainer=true
-  program=(/usr/bin/python3 examples/python/pretrain_gpt.py)
+  program=(.venv/bin/python examples/python/pretrain_gpt.py)  # opentelemetry-api: the trainer's job spans use it
   export PYTHONPATH="$PWD/build/python"
   shift
 fi
