@@ -152,7 +152,8 @@ std::function<bool(const std::string&)> json_sink(const py::object& callable) {
       return py::bool_((*kept)(py::str(json))).cast<bool>();
     } catch (py::error_already_set& e) {
       static std::atomic<bool> told{false};
-      if (!told.exchange(true)) PySys_WriteStderr("lens: an exporter raised (counted as a failed export): %s\n", e.what());
+      if (!told.exchange(true))
+        PySys_WriteStderr("lens: an exporter raised (counted as a failed export): %s\n", e.what());
       return false;
     }
   };
@@ -363,8 +364,9 @@ PYBIND11_MODULE(_native, m) {
       .def_readonly("is_remote", &lens::SpanContext::is_remote)
       .def_property_readonly("is_valid", &lens::SpanContext::is_valid)
       .def_property_readonly("is_sampled", &lens::SpanContext::is_sampled)
-      .def_property_readonly("trace_state", [](const lens::SpanContext&) { return py::none(); },
-                             "None: lens keeps no tracestate on a span (OpenTelemetry's attribute, for its propagators).")
+      .def_property_readonly(
+          "trace_state", [](const lens::SpanContext&) { return py::none(); },
+          "None: lens keeps no tracestate on a span (OpenTelemetry's attribute, for its propagators).")
       .def(
           "__eq__",
           [](const lens::SpanContext& a, const lens::SpanContext& b) {
@@ -406,8 +408,8 @@ PYBIND11_MODULE(_native, m) {
       "start_span",
       [](const py::str& name, const py::object& group, const py::object& attributes,
          const std::vector<std::optional<lens::SpanContext>>& links, bool root, const std::optional<py::int_>& trace_id,
-         const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now,
-         int kind, std::uint64_t start_time, bool redact) {
+         const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now, int kind,
+         std::uint64_t start_time, bool redact) {
         SpanRequest r;
         r.redact = redact;
         if (kind < static_cast<int>(lens::SpanKind::kInternal) || kind > static_cast<int>(lens::SpanKind::kConsumer))
@@ -434,8 +436,8 @@ PYBIND11_MODULE(_native, m) {
       py::arg("name"), py::arg("group") = py::none(), py::arg("attributes") = py::none(),
       py::arg("links") = std::vector<std::optional<lens::SpanContext>>{}, py::arg("root") = false,
       py::arg("trace_id") = py::none(), py::arg("parent") = py::none(), py::arg("current") = true,
-      py::arg("record_exception") = true, py::arg("start_now") = false, py::arg("kind") = 1,
-      py::arg("start_time") = 0, py::arg("redact") = false);
+      py::arg("record_exception") = true, py::arg("start_now") = false, py::arg("kind") = 1, py::arg("start_time") = 0,
+      py::arg("redact") = false);
   m.def(
       "current_span", [] { return py::reinterpret_steal<py::object>(current_span_view()); },
       "The thread's current span for OpenTelemetry's context: a Span writing to it, a SpanContext, or None "

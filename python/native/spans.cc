@@ -648,12 +648,9 @@ PyObject* current_span_view() {
   lens::internal::SpanHandle h;
   switch (lens::internal::current_kind(&h)) {
     case lens::internal::CurrentKind::kNone:
-    case lens::internal::CurrentKind::kAttached:
-      Py_RETURN_NONE;
-    case lens::internal::CurrentKind::kContext:
-      return context_to_python(lens::current_context());
-    case lens::internal::CurrentKind::kSpan:
-      break;
+    case lens::internal::CurrentKind::kAttached: Py_RETURN_NONE;
+    case lens::internal::CurrentKind::kContext: return context_to_python(lens::current_context());
+    case lens::internal::CurrentKind::kSpan: break;
   }
   static PyObject* const kName = PyUnicode_InternFromString("current span");
   SpanObject* s = alloc_span(kName);

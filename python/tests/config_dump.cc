@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   try {
     // NemoLensConfig.from_env's default service name is NeMo Lens's, "nemo" (C++'s own default is OpenTelemetry's).
-    lens::Config c = mode == "megatron" ? lens::megatron::config_from_env()
-                                        : lens::Config::from_env(argv[2], argv[3], "nemo");
+    lens::Config c =
+        mode == "megatron" ? lens::megatron::config_from_env() : lens::Config::from_env(argv[2], argv[3], "nemo");
     out["fields"] = fields(c);
     try {
       out["resolved"] = lens::describe(c.catalogue, lens::resolve(c.catalogue, c.span_groups, c.span_groups_source));

@@ -4,9 +4,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "lens/context.h"
-
 #include "lens/config.h"
+#include "lens/context.h"
 #include "lens/sampling.h"
 
 namespace lens::internal {

@@ -35,9 +35,9 @@ struct PipelineSettings {
   std::int64_t metric_interval_ms = 10000;
   std::int64_t metric_timeout_ms = 30000;  // OTEL_METRIC_EXPORT_TIMEOUT
   Temporality temporality = Temporality::kCumulative;
-  int collective_group = -1;  // the catalogue's `communication` group: its spans carry lens.collective.seq
+  int collective_group = -1;              // the catalogue's `communication` group: its spans carry lens.collective.seq
   SpanDrain::StepSampling step_sampling;  // trace-ratio sampling by step (SpanDrain says when)
-  HangSettings hang;          // hang.path empty: no snapshots
+  HangSettings hang;                      // hang.path empty: no snapshots
 };
 
 class Pipeline {
