@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -207,6 +208,21 @@ class Prometheus(Peer):
         super().__init__("prometheus", program, home, None, [self.port])
         self.args = [program, f"--config.file={config}", f"--storage.tsdb.path={home}/data",
                      f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+
+    def start(self):
+        """Started, and ready: its port opens before its storage is, and until then a query is a 503."""
+        super().start()
+        deadline = time.monotonic() + self.start_seconds
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=5) as response:
+                    if response.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"prometheus: not ready after {self.start_seconds} s; see {self.log_path}")
+            time.sleep(0.1)
 
     def query(self, promql):
         url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
