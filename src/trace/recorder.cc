@@ -517,8 +517,7 @@ void update_name(SpanHandle& h, SpanName name) noexcept {
   OpenSpan& s = *h.slot;
   // The name is read by hang snapshots as a seqlock: move the generation on before and after, so a snapshot
   // that overlaps the change sees it move and leaves the span out rather than read half a name.
-  s.generation.store(h.generation + 2, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_release);
+  s.generation.exchange(h.generation + 2, std::memory_order_acq_rel);  // later writes stay after it (no fence: TSan)
   constexpr std::uint32_t kNoRoom = ~std::uint32_t{0};
   std::uint32_t entry = kNoRoom;
   std::string_view text = name.text().substr(0, kArenaBytes / 4);
