@@ -1,7 +1,10 @@
 // lens._native: the C++ library as the Python package sees it. The span path is hand-written (spans.cc); the
 // rest (configuration, setup, context, metrics, logs, the worker bootstrap, the Megatron helpers) is bound with
-// pybind11. The package's Python modules (python/lens/*.py) give it NeMo Lens's surface; nothing here is meant
-// to be imported directly.
+// pybind11, one bind_<area>(m) per area (groups, context, spans, configuration, setup, strategies, metrics, logs,
+// identity), which the module body lists. Everything here runs with the GIL held, except force_flush and shutdown
+// (they release it while they wait) and what lens's background thread calls (strategies, sinks), which takes it.
+// The package's Python modules (python/lens/*.py) give it NeMo Lens's surface; nothing here is meant to be
+// imported directly.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -284,17 +287,10 @@ bool context_from_python(PyObject* object, lens::SpanContext* out) {
   return false;
 }
 
-}  // namespace lens_python
+namespace {
 
-using namespace lens_python;
-
-PYBIND11_MODULE(_native, m) {
-  m.doc() = "lens's C++ library for the lens Python package";
-  py::register_exception<lens::ConfigError>(m, "ConfigError", PyExc_ValueError);
-  if (!add_span_path(m.ptr())) throw py::error_already_set();
-  m.attr("LENS_VERSION") = LENS_VERSION_STRING;
-
-  // --- groups ---
+// Groups.
+void bind_groups(py::module_& m) {
   m.def("base_catalogue", [] { return catalogue_description(lens::base_catalogue()); });
   m.def("megatron_catalogue", [] { return catalogue_description(lens::megatron::catalogue()); });
   m.def(
@@ -341,8 +337,10 @@ PYBIND11_MODULE(_native, m) {
       "changed (iteration, span_groups, for_iterations, restored), or None.");
   m.def("set_enabled_span_groups",
         [](std::uint64_t bits) { return lens::set_enabled_span_groups(lens::GroupSet(bits)).bits(); });
+}
 
-  // --- context ---
+// Context.
+void bind_context(py::module_& m) {
   py::class_<lens::SpanContext>(m, "SpanContext", "A span's identity: trace id, span id, flags.")
       .def(py::init([](const py::int_& trace_id, const py::int_& span_id, int trace_flags, bool is_remote) {
              lens::SpanContext c;
@@ -402,8 +400,10 @@ PYBIND11_MODULE(_native, m) {
     lens::TraceId id = lens::step_trace_id(run_id, iteration);
     return id_to_int(id.bytes.data(), 16);
   });
+}
 
-  // --- spans (the general form; managed_span and trace_fn are the fast ones) ---
+// Spans (the general form; managed_span and trace_fn are the fast ones).
+void bind_spans(py::module_& m) {
   m.def(
       "start_span",
       [](const py::str& name, const py::object& group, const py::object& attributes,
@@ -468,8 +468,10 @@ PYBIND11_MODULE(_native, m) {
       "pop_context",
       [](std::uintptr_t token) { lens::internal::pop_context(reinterpret_cast<lens::internal::ThreadState*>(token)); },
       "Undoes the push_context that returned `token` (0: nothing was pushed).");
+}
 
-  // --- configuration ---
+// Configuration.
+void bind_configuration(py::module_& m) {
   py::class_<lens::Config>(m, "Config", py::dynamic_attr())
       .def(py::init<>())
       .def("_load_env",
@@ -544,8 +546,10 @@ PYBIND11_MODULE(_native, m) {
                              [](const lens::Config& c) { return name_of(c.metrics_exporter, kSignalExporters); })
       .def_property_readonly("logs_exporter",
                              [](const lens::Config& c) { return name_of(c.logs_exporter, kSignalExporters); });
+}
 
-  // --- setup ---
+// Setup.
+void bind_setup(py::module_& m) {
   py::class_<lens::Telemetry>(m, "Telemetry")
       .def(py::init<>())
       .def_property_readonly("is_exporting", &lens::Telemetry::is_exporting)
@@ -607,8 +611,10 @@ PYBIND11_MODULE(_native, m) {
       py::arg("config"), py::arg("rank") = py::none(), py::arg("world_size") = py::none(),
       py::arg("local_rank") = py::none(), py::arg("resource_attributes") = py::none(), py::arg("reinit") = false,
       py::arg("span_sink") = py::none(), py::arg("metric_sink") = py::none());
+}
 
-  // --- ranks and sampling strategies ---
+// Ranks and sampling strategies.
+void bind_strategies(py::module_& m) {
   py::class_<lens::RankStrategyInput>(m, "RankStrategyInput")
       .def_property_readonly("rank", [](const lens::RankStrategyInput& i) { return i.ranks.rank; })
       .def_property_readonly("world_size", [](const lens::RankStrategyInput& i) { return i.ranks.world_size; })
@@ -689,8 +695,10 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("name"), py::arg("factory"), py::arg("allow_override") = false);
   m.def("sampling_strategy_names", &lens::sampling_strategy_names);
+}
 
-  // --- metrics ---
+// Metrics.
+void bind_metrics(py::module_& m) {
   py::enum_<lens::InstrumentKind>(m, "InstrumentKind")
       .value("COUNTER", lens::InstrumentKind::kCounter)
       .value("UP_DOWN_COUNTER", lens::InstrumentKind::kUpDownCounter)
@@ -733,8 +741,10 @@ PYBIND11_MODULE(_native, m) {
     take("memory_allocated_gb", t.memory_allocated_gb);
     lens::megatron::record_training_metrics(t);
   });
+}
 
-  // --- logs ---
+// Logs.
+void bind_logs(py::module_& m) {
   m.def("should_log",
         [](int severity) { return severity >= lens::internal::g_min_log_severity.load(std::memory_order_relaxed); });
   m.def(
@@ -748,8 +758,10 @@ PYBIND11_MODULE(_native, m) {
         lens::internal::emit_log(severity, severity_text, body, buffer.attributes(), time);
       },
       py::arg("severity"), py::arg("severity_text"), py::arg("body"), py::arg("attributes"), py::arg("time_ns"));
+}
 
-  // --- run identity, resource, worker ---
+// Run identity, resource, worker.
+void bind_identity(py::module_& m) {
   m.def("resolve_run_id", &lens::resolve_run_id);
   m.def(
       "detect_resource",
@@ -819,4 +831,27 @@ PYBIND11_MODULE(_native, m) {
     publish_group_ids(config.catalogue);
     return t;
   });
+}
+
+}  // namespace
+
+}  // namespace lens_python
+
+using namespace lens_python;
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "lens's C++ library for the lens Python package";
+  py::register_exception<lens::ConfigError>(m, "ConfigError", PyExc_ValueError);
+  if (!add_span_path(m.ptr())) throw py::error_already_set();
+  m.attr("LENS_VERSION") = LENS_VERSION_STRING;
+
+  bind_groups(m);
+  bind_context(m);
+  bind_spans(m);
+  bind_configuration(m);
+  bind_setup(m);
+  bind_strategies(m);
+  bind_metrics(m);
+  bind_logs(m);
+  bind_identity(m);
 }

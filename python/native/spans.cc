@@ -16,6 +16,8 @@ namespace {
 using lens::internal::SpanHandle;
 using lens::internal::ThreadState;
 
+// This file's process globals (the group ids, their cache, the shared null span) are read and written only by
+// Python calls into the module, which hold the GIL: the GIL is their lock.
 PyObject* g_group_ids = nullptr;  // {group name: catalogue id}
 
 // The ids of the group objects seen last, by identity: call sites pass the same constant objects
@@ -130,7 +132,8 @@ PyObject* g_null_span = nullptr;
 // --- Span ----------------------------------------------------------------------------------------------
 
 struct SpanObject {
-  PyObject_HEAD SpanHandle h;
+  PyObject_HEAD
+  SpanHandle h;
   ThreadState* pushed_to;
   PyObject* name;
   PyObject* attributes;  // dict or null: applied at start
@@ -494,7 +497,8 @@ PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyOb
 // --- trace_fn's callable -----------------------------------------------------------------------------------
 
 struct TracedFunction {
-  PyObject_HEAD PyObject* function;
+  PyObject_HEAD
+  PyObject* function;
   PyObject* group;
   PyObject* name;
   PyObject* dict;  // functools.update_wrapper writes __name__, __doc__, __wrapped__ here
