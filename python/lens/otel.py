@@ -78,7 +78,9 @@ class OtelFacingSpan(otel_trace.Span):
         self.lens_span.add_event(name, attributes, timestamp)
 
     def add_link(self, context, attributes=None):
-        self.lens_span.add_link(lens.tracer.lens_context(context), attributes)
+        link = lens.tracer.lens_context(context)
+        if link is not None:  # OpenTelemetry drops a link to an invalid context
+            self.lens_span.add_link(link, attributes)
 
     def update_name(self, name):
         self.lens_span.update_name(name)

@@ -151,6 +151,7 @@ class OneCurrentSpanTest(unittest.TestCase):
                 self.assertTrue(current.is_recording())
                 self.assertEqual(current.get_span_context().span_id, step.get_span_context().span_id)
                 current.set_attribute("nvrx.call_idx", 7)
+                current.add_link(trace.INVALID_SPAN_CONTEXT)  # dropped, as in OpenTelemetry
                 trace.get_tracer(__name__).start_span("otel.child").end()
 
                 def inside_cpp():
