@@ -93,8 +93,8 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
     """Sets this process's telemetry up and returns its TelemetryHandle.
 
     rank and world_size: from the launcher's environment when not given (torchrun, srun, mpirun).
-    export_strategy: the name of a rank strategy, or a callable taking a lens.RankStrategyInput, for this setup
-    (else config.rank_strategy). span_exporter and metric_reader: lens exports natively (OTLP, console, file,
+    export_strategy: the name of a rank strategy, or a callable, NeMo Lens's (config, rank, world_size) -> bool or
+    lens's (a lens.RankStrategyInput) -> bool, for this setup (else config.rank_strategy). span_exporter and metric_reader: lens exports natively (OTLP, console, file,
     Prometheus, chosen by OTEL_* variables); an OpenTelemetry SDK exporter object is refused with TypeError.
     A second setup while an enabled one is live raises RuntimeError unless _allow_reinit, which shuts the live one
     down first."""
