@@ -2,7 +2,6 @@
 environment (every field, every resolution, every error message), SpanGroup catalogues, and setup's rules."""
 
 import json
-import re
 import os
 import subprocess
 import tempfile
@@ -212,11 +211,13 @@ class SetupTest(unittest.TestCase):
 
 
 RUN_ID_PROBE = """
-import os, tempfile, lens
+import os, lens
 os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="console", NEMO_LENS_METRICS_ENABLED="0",
                   NEMO_LENS_RANK_STRATEGY="all_ranks", NEMO_LENS_HANG_SIGNAL="none")
 handle = lens.setup_telemetry(lens.NemoLensConfig.from_env())
-print("run_id", os.environ["RANK"], handle.run_id)
+# One file a rank: the console exporter's writes from three processes to one pipe interleave with a print.
+with open(os.path.join(os.environ["RUN_ID_DIR"], os.environ["RANK"]), "w", encoding="utf-8") as f:
+    f.write(handle.run_id)
 handle.shutdown()
 """
 
@@ -231,11 +232,13 @@ class TorchrunRunIdTest(unittest.TestCase):
             with open(probe, "w", encoding="utf-8") as f:
                 f.write(RUN_ID_PROBE)
             env = {k: v for k, v in os.environ.items() if not k.endswith("_RUN_ID") and k != "SLURM_JOB_ID"}
+            env["RUN_ID_DIR"] = tmp
+            # torch 1.13's torchrun fails without --redirects/--tee; "9:0" (no local rank 9) redirects nothing.
             result = subprocess.run(["torchrun", "--nproc_per_node", "3", "--redirects", "9:0", "--tee", "9:0",
                                      "--monitor_interval", "0.2", "--master_port", str(free_port()), probe],
                                     capture_output=True, text=True, timeout=180, env=env)
-        self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr[-2000:])
-        return dict(re.findall(r"run_id (\d+) (\S+)", result.stdout))
+            self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr[-2000:])
+            return {rank: read_text(os.path.join(tmp, rank)) for rank in os.listdir(tmp) if rank.isdigit()}
 
     def test_every_rank_of_a_torchrun_job_has_one_run_id_and_the_next_job_another(self):
         first, second = self.run_ids(), self.run_ids()
@@ -243,6 +246,11 @@ class TorchrunRunIdTest(unittest.TestCase):
         self.assertEqual(len(set(first.values())), 1, first)
         self.assertEqual(len(set(second.values())), 1, second)
         self.assertNotEqual(set(first.values()), set(second.values()))
+
+
+def read_text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def free_port():
