@@ -590,5 +590,55 @@ class BadInputTest(TempDirTest):
                 self.assertIn("--steps", result.stderr)
 
 
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "report")
+
+
+def write_group_change_run(directory):
+    """write_run's run with two lens ctl changes (one for 2 iterations, then its restore) on spans of their own."""
+    run = write_run(directory)
+    changes = []
+    for rank in (0, 1):
+        for iteration, groups, extra in ((2, "job,per_step", {"lens.span_groups.for": 2}),
+                                         (4, "job", {"lens.span_groups.restored": True})):
+            marked = span("megatron.layer.forward", iteration * 1000 + 1, 1, megatron_iteration=iteration)
+            marked["events"] = [{"name": "lens.span_groups.changed", "timeUnixNano": marked["startTimeUnixNano"],
+                                 "attributes": [attr(k, v) for k, v in {"lens.span_groups": groups, **extra}.items()]}]
+            changes.append(spans_line(rank, [marked]))
+    with open(os.path.join(run, "rank0.traces.jsonl"), "a") as f:
+        f.write("\n".join(changes) + "\n")
+    return run
+
+
+class GoldenOutputTest(TempDirTest):
+    """`lens report`'s JSON and text for fixed runs, byte for byte as testdata/report/ holds them (the output of the
+    tool before its figures became typed, issue 30). LENS_UPDATE_GOLDEN=1 rewrites them: only for a change meant to
+    change the output, said in its commit."""
+
+    CASES = {
+        "simple": (write_run, ()),
+        "simple_steps": (write_run, ("--steps", "2-3")),
+        "pipeline": (write_pipeline_run, ()),
+        "pipeline_steps": (write_pipeline_run, ("--steps", "2-3")),
+        "group_changes": (write_group_change_run, ()),
+    }
+
+    def check(self, name, form, output):
+        path = os.path.join(GOLDEN, f"{name}.{form}")
+        if os.environ.get("LENS_UPDATE_GOLDEN") == "1":
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(output)
+        with open(path, encoding="utf-8") as f:
+            self.assertEqual(output, f.read(), f"{name} {form}: differs from {path}")
+
+    def test_json_and_text_are_as_before(self):
+        for name, (write, extra) in self.CASES.items():
+            with self.subTest(case=name), tempfile.TemporaryDirectory() as tmp:
+                run = write(tmp)
+                for form, flags in (("json", ("--json",)), ("txt", ())):
+                    result = lens("report", run, *flags, *extra)
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    self.check(name, form, result.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
