@@ -93,16 +93,6 @@ std::string flow_event(const char* phase, const std::string& id, int pid, int ti
 
 }  // namespace
 
-std::string rank_process_name(const Origin& o) {
-  // Sizes are within [1, kMaxRanks] (run_reader): products of two fit in int64.
-  const std::int64_t tensor = std::max(1, o.tensor_size), pipeline = std::max(1, o.pipeline_size);
-  const std::int64_t data =
-      o.data_parallel_size > 0 ? o.data_parallel_size : std::max<std::int64_t>(1, o.world_size / (tensor * pipeline));
-  const std::int64_t rank = std::max(0, o.rank);
-  return "rank " + std::to_string(rank) + " (pp " + std::to_string(rank / (tensor * data)) + ", dp " +
-         std::to_string(rank / tensor % data) + ")";
-}
-
 std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path) {
   // Processes in rank order; a second process of a rank (its checkpoint worker, or a resumed run) says its pid.
   std::vector<const TimelineProcess*> order;

@@ -14,9 +14,6 @@
 
 namespace lens_tools {
 
-// The process name of a rank: its pipeline stage and data-parallel replica in Megatron's rank order.
-std::string rank_process_name(const Origin& origin);
-
 // Writes `timeline` (laid out) to `path`; returns the number of events written, throws std::runtime_error when
 // the file cannot be written.
 std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path);

@@ -23,6 +23,7 @@
 #include "common/files.h"
 #include "common/process_identity.h"
 #include "common/text.h"
+#include "hang_verdict.h"
 #include "run_reader.h"  // kMaxRanks
 
 namespace lens_tools {
@@ -32,27 +33,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr int kBadInput = 2;
-// A snapshot written this long before the newest is likely from an earlier signal or stall: said, not hidden.
-constexpr double kStaleSeconds = 60;
-
-// Where one rank is: the innermost open span of its training thread (the thread with the most open spans).
-struct Position {
-  int rank = 0;
-  std::int64_t iteration = -1;     // the iteration it is in (last completed + 1; -1: before the first)
-  std::vector<std::string> chain;  // open span names, outermost first
-  std::string group;               // the innermost span's span group
-  std::string detail;              // its attributes, "microbatch 2, stage first"
-  double since_seconds = 0;        // how long the innermost span has been open
-  std::string reason;
-  double written_seconds = 0;
-
-  const std::string& where() const {
-    static const std::string kNowhere = "no open span";
-    return chain.empty() ? kNowhere : chain.back();
-  }
-  bool waits() const { return group == "communication"; }
-};
-
 constexpr const char* kSnapshotSuffix = ".snapshot.json";
 constexpr const char* kProcessSuffix = ".process.json";
 
@@ -115,9 +95,6 @@ int rank_in_range(std::int64_t value, std::int64_t lowest, const char* what) {
                             ", " + std::to_string(lens_tools::kMaxRanks) + "]");
   return static_cast<int>(value);
 }
-
-// Ranks [first, last] in order: the ranges between the ranks that wrote a snapshot.
-using RankRange = std::pair<int, int>;
 
 // The missing ranks one by one for --json, the first kListedMissing of them (missing_count says how many).
 constexpr std::int64_t kListedMissing = 10000;
@@ -197,33 +174,87 @@ std::string seconds_text(double s) {
   return text;
 }
 
-// Ranks at the same place: the same iteration and innermost span name.
-struct Group {
-  std::vector<const Position*> members;
-  const Position& first() const { return *members.front(); }
-  std::vector<int> ranks() const {
-    std::vector<int> r;
-    for (const Position* p : members) r.push_back(p->rank);
-    return r;
-  }
-  double since() const {
-    double s = 0;
-    for (const Position* p : members) s = std::max(s, p->since_seconds);
-    return s;
-  }
-};
-
 std::string describe(const Group& g) {
-  const Position& p = g.first();
-  const bool one = g.members.size() == 1;
-  std::string out = ranks_word(g.ranks()) + (p.chain.empty() ? (one ? " has " : " have ")
-                                             : p.waits()     ? (one ? " waits in " : " wait in ")
-                                                             : (one ? " is in " : " are in "));
+  const Position& p = g.first;
+  const bool one = g.ranks.size() == 1;
+  std::string out = ranks_word(g.ranks) + (p.chain.empty() ? (one ? " has " : " have ")
+                                           : p.waits()     ? (one ? " waits in " : " wait in ")
+                                                           : (one ? " is in " : " are in "));
   out += p.where();
   if (one && !p.detail.empty()) out += " (" + p.detail + ")";
   out += p.iteration >= 0 ? " at iteration " + std::to_string(p.iteration) : " before the first iteration";
-  if (!p.chain.empty()) out += " since " + seconds_text(g.since());
+  if (!p.chain.empty()) out += " since " + seconds_text(g.since_seconds);
   return out;
+}
+
+// The positions of the snapshots in `files`; throws std::runtime_error naming a file that is not a snapshot.
+std::vector<Position> read_positions(const std::vector<fs::path>& files, int& world_size) {
+  std::vector<Position> positions;
+  world_size = 0;
+  for (const fs::path& file : files) {
+    try {
+      std::ifstream in(file);
+      const json s = json::parse(in);
+      world_size = std::max(world_size, rank_in_range(integer_field(s.at("world_size")), 1, "world_size"));
+      positions.push_back(position_of(s));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(file.string() + " is not a hang snapshot: " + e.what());
+    }
+  }
+  return positions;
+}
+
+json verdict_json(const Verdict& v, const fs::path& dir) {
+  json behind = json::array(), groups = json::array();
+  for (std::size_t i : v.behind)
+    for (int r : v.groups[i].ranks) behind.push_back(r);
+  for (const Group& g : v.groups)
+    groups.push_back({{"ranks", g.ranks},
+                      {"iteration", g.first.iteration},
+                      {"span", g.first.chain.empty() ? json(nullptr) : json(g.first.where())},
+                      {"waits", g.first.waits()},
+                      {"since_seconds", g.since_seconds},
+                      {"detail", g.first.detail},
+                      {"open_spans", g.first.chain}});
+  json stale = json::array();
+  for (const StaleSnapshot& s : v.stale) stale.push_back(s.rank);
+  return {{"run_dir", dir.string()},
+          {"world_size", v.world_size},
+          {"missing", missing_listed(v.missing)},
+          {"missing_count", v.missing_count},
+          {"stale", stale},
+          {"behind", behind},
+          {"groups", groups}};
+}
+
+// Span names, details and reasons come from the snapshots: the page is escaped as a whole before it is printed.
+std::string verdict_text(const Verdict& v, const fs::path& dir) {
+  std::string page;
+  std::string why;
+  for (const auto& [reason, n] : v.reasons) why += (why.empty() ? "" : ", ") + reason;
+  append(page, "lens hang: %zu of %d ranks wrote a snapshot (%s), within %s, in %s\n", v.positions.size(), v.world_size,
+         why.c_str(), seconds_text(v.last_written_seconds - v.first_written_seconds).c_str(), dir.c_str());
+  for (std::size_t i : v.behind) {
+    std::string line = "behind: " + describe(v.groups[i]);
+    if (const std::string span = v.never_entered(v.groups[i]); !span.empty()) line += ", and never entered " + span;
+    append(page, "%s\n", line.c_str());
+  }
+  if (!v.missing.empty())
+    append(page, "%s %s: no snapshot (stopped, dead, or never got the signal)%s\n",
+           v.missing_count == 1 ? "rank" : "ranks", ranges_text(v.missing).c_str(),
+           v.behind.empty() ? ": the likeliest to be behind" : "");
+  for (const StaleSnapshot& s : v.stale)
+    append(page, "rank %d's snapshot is %s older than the newest: from an earlier signal or stall?\n", s.rank,
+           seconds_text(s.older_seconds).c_str());
+  if (v.behind.empty() && v.missing.empty())
+    append(page, "no rank is behind the others: every rank is where most are\n");
+  for (const Group& g : v.groups) append(page, "  %s\n", describe(g).c_str());
+  for (std::size_t i : v.behind) {
+    std::string chain;
+    for (const std::string& name : v.groups[i].first.chain) chain += (chain.empty() ? "" : " > ") + name;
+    append(page, "  open spans of rank %d, outermost first: %s\n", v.groups[i].first.rank, chain.c_str());
+  }
+  return page;
 }
 
 }  // namespace
@@ -238,125 +269,20 @@ int hang(const std::string& run_dir, bool as_json) {
                  run_dir.c_str(), run_dir.c_str());
     return kBadInput;
   }
-  std::vector<Position> positions;
   int world_size = 0;
-  for (const fs::path& file : files) {
-    try {
-      std::ifstream in(file);
-      const json s = json::parse(in);
-      world_size = std::max(world_size, rank_in_range(integer_field(s.at("world_size")), 1, "world_size"));
-      positions.push_back(position_of(s));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "lens hang: %s is not a hang snapshot: %s\n", file.c_str(), e.what());
-      return kBadInput;
-    }
+  std::vector<Position> positions;
+  try {
+    positions = read_positions(files, world_size);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lens hang: %s\n", e.what());
+    return kBadInput;
   }
-  std::sort(positions.begin(), positions.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
-  // The ranks below the world size without a snapshot, as ranges: as many as there are gaps between snapshots.
-  std::vector<RankRange> missing;
-  std::int64_t missing_count = 0;
-  int next = 0;
-  for (const Position& p : positions) {
-    if (p.rank > next) missing.emplace_back(next, std::min(p.rank, world_size) - 1);
-    next = std::max(next, p.rank + 1);
-  }
-  if (next < world_size) missing.emplace_back(next, world_size - 1);
-  std::erase_if(missing, [](const RankRange& r) { return r.second < r.first; });
-  for (const auto& [first, last] : missing) missing_count += last - first + 1;
-
-  // Groups of ranks at the same place, the largest first.
-  std::vector<Group> groups;
-  for (const Position& p : positions) {
-    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.first().iteration == p.iteration && g.first().where() == p.where();
-    });
-    if (same == groups.end())
-      groups.push_back({{&p}});
-    else
-      same->members.push_back(&p);
-  }
-  std::stable_sort(groups.begin(), groups.end(),
-                   [](const Group& a, const Group& b) { return a.members.size() > b.members.size(); });
-
-  // Behind: the ranks at the lowest iteration when they differ; else those not waiting where most ranks wait.
-  std::int64_t lowest = INT64_MAX, highest = INT64_MIN;
-  for (const Position& p : positions) {
-    lowest = std::min(lowest, p.iteration);
-    highest = std::max(highest, p.iteration);
-  }
-  std::vector<const Group*> behind;
-  const Group& most = groups.front();
-  for (const Group& g : groups) {
-    if (lowest != highest ? g.first().iteration == lowest : (&g != &most && most.first().waits() && !g.first().waits()))
-      behind.push_back(&g);
-  }
-
-  double first_written = 1e300, last_written = 0;
-  std::map<std::string, int> reasons;
-  for (const Position& p : positions) {
-    first_written = std::min(first_written, p.written_seconds);
-    last_written = std::max(last_written, p.written_seconds);
-    ++reasons[p.reason];
-  }
-
-  std::vector<int> stale;
-  for (const Position& p : positions)
-    if (p.written_seconds < last_written - kStaleSeconds) stale.push_back(p.rank);
-
-  if (as_json) {
-    json out = {{"run_dir", files.front().parent_path().string()},
-                {"world_size", world_size},
-                {"missing", missing_listed(missing)},
-                {"missing_count", missing_count},
-                {"stale", stale}};
-    out["behind"] = json::array();
-    for (const Group* g : behind)
-      for (int r : g->ranks()) out["behind"].push_back(r);
-    out["groups"] = json::array();
-    for (const Group& g : groups) {
-      out["groups"].push_back({{"ranks", g.ranks()},
-                               {"iteration", g.first().iteration},
-                               {"span", g.first().chain.empty() ? json(nullptr) : json(g.first().where())},
-                               {"waits", g.first().waits()},
-                               {"since_seconds", g.since()},
-                               {"detail", g.first().detail},
-                               {"open_spans", g.first().chain}});
-    }
-    std::cout << out.dump(2) << "\n";
-    return 0;
-  }
-
-  // Span names, details and reasons come from the snapshots: the page is escaped as a whole before it is printed.
-  std::string page;
-  std::string why;
-  for (const auto& [reason, n] : reasons) why += (why.empty() ? "" : ", ") + reason;
-  append(page, "lens hang: %zu of %d ranks wrote a snapshot (%s), within %s, in %s\n", positions.size(), world_size,
-         why.c_str(), seconds_text(last_written - first_written).c_str(), files.front().parent_path().c_str());
-  for (const Group* g : behind) {
-    std::string line = "behind: " + describe(*g);
-    const Position& p = g->first();
-    if (most.first().waits() && std::find(p.chain.begin(), p.chain.end(), most.first().where()) == p.chain.end())
-      line += ", and never entered " + most.first().where();
-    append(page, "%s\n", line.c_str());
-  }
-  if (!missing.empty()) {
-    append(page, "%s %s: no snapshot (stopped, dead, or never got the signal)%s\n",
-           missing_count == 1 ? "rank" : "ranks", ranges_text(missing).c_str(),
-           behind.empty() ? ": the likeliest to be behind" : "");
-  }
-  for (const Position& p : positions) {
-    if (p.written_seconds < last_written - kStaleSeconds)
-      append(page, "rank %d's snapshot is %s older than the newest: from an earlier signal or stall?\n", p.rank,
-             seconds_text(last_written - p.written_seconds).c_str());
-  }
-  if (behind.empty() && missing.empty()) append(page, "no rank is behind the others: every rank is where most are\n");
-  for (const Group& g : groups) append(page, "  %s\n", describe(g).c_str());
-  for (const Group* g : behind) {
-    std::string chain;
-    for (const std::string& name : g->first().chain) chain += (chain.empty() ? "" : " > ") + name;
-    append(page, "  open spans of rank %d, outermost first: %s\n", g->first().rank, chain.c_str());
-  }
-  std::fputs(lens::internal::terminal_text(page).c_str(), stdout);
+  const Verdict verdict = judge(std::move(positions), world_size);
+  const fs::path dir = files.front().parent_path();
+  if (as_json)
+    std::cout << verdict_json(verdict, dir).dump(2) << "\n";
+  else
+    std::fputs(lens::internal::terminal_text(verdict_text(verdict, dir)).c_str(), stdout);
   return 0;
 }
 

@@ -5,12 +5,11 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "chrome_trace.h"
+#include "span_kinds.h"
+#include "text.h"
 
 namespace lens_tools {
 namespace {
-
-using nlohmann::json;
 
 constexpr double kWidth = 1100;  // the drawing width of every picture (SVG user units)
 constexpr double kRow = 14;      // one nesting level of the timeline
@@ -37,24 +36,12 @@ std::string fixed(double v, int digits = 2) {
   return text;
 }
 
-std::string cell(const json& v) {
-  if (v.is_number_integer() ||
-      (v.is_number() && v.get<double>() == std::floor(v.get<double>()) && std::abs(v.get<double>()) < 1e15))
-    return std::to_string(v.get<long long>());
-  return v.is_number() ? fixed(v.get<double>()) : v.is_null() ? "-" : v.dump();
+// A table cell: a whole number without decimals, others with two, "-" for none.
+std::string cell(double v) {
+  if (v == std::floor(v) && std::abs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+  return fixed(v);
 }
-
-// The colour of a span in the timeline: by what it is in a step (CONTRACT §10's phases), grey for the rest.
-const char* colour_of(std::string_view name) {
-  if (name == "megatron.microbatch.forward" || name == "megatron.layer.forward") return "#4e79a7";
-  if (name == "megatron.microbatch.backward") return "#f28e2b";
-  if (name.starts_with("megatron.p2p.recv_") || name.starts_with("megatron.pp.recv")) return "#e15759";
-  if (name.starts_with("megatron.p2p.send")) return "#ff9da7";
-  if (name.starts_with("megatron.grad_sync")) return "#b07aa1";
-  if (name.find("optimizer") != std::string_view::npos) return "#59a14f";
-  if (name.starts_with("megatron.layer.")) return "#76b7b2";
-  return "#bab0ac";
-}
+std::string cell(const Figure& v) { return v ? cell(*v) : "-"; }
 
 struct Drawn {
   const TimelineSpan* span;
@@ -188,40 +175,38 @@ std::string table(const std::string& id, const std::vector<std::string>& head,
   return out + "</tbody></table>";
 }
 
-std::string phases_section(const json& f) {
+std::string phases_section(const PhaseFigures& phases) {
   std::vector<std::string> head = {"rank", "steps", "step ms"};
   for (const char* name : kPhaseNames) head.push_back(std::string(name) + " ms");
   head.push_back("other ms");
   std::vector<std::vector<std::string>> rows;
-  auto row_of = [&](const std::string& who, const json& r) {
-    std::vector<std::string> row = {who, cell(r["steps"]), cell(r["step_ms"])};
-    for (const char* name : kPhaseNames) row.push_back(cell(r[std::string(name) + "_ms"]));
-    row.push_back(cell(r["other_ms"]));
+  auto row_of = [&](const std::string& who, const PhaseRow& r) {
+    std::vector<std::string> row = {who, cell(r.steps), cell(r.step_ms)};
+    for (const Figure& phase : r.phase_ms) row.push_back(cell(phase));
+    row.push_back(cell(r.other_ms));
     rows.push_back(row);
   };
-  for (const auto& r : f["phases"]["per_rank"]) row_of(std::to_string(r["rank"].get<int>()), r);
-  row_of("all", f["phases"]["mean_per_step"]);
+  for (const auto& [rank, r] : phases.per_rank) row_of(std::to_string(rank), r);
+  row_of("all", phases.mean_per_step);
   std::string notes;
-  for (const auto& [name, why] : f["phases"]["not_measured"].items())
-    notes +=
-        "<p class=\"not-measured\">" + escape(name) + " not measured (-): " + escape(why.get<std::string>()) + "</p>";
+  for (int k = 0; k < kPhaseCount; ++k)
+    if (!phases.not_measured[k].empty())
+      notes += "<p class=\"not-measured\">" + escape(kPhaseNames[k]) +
+               " not measured (-): " + escape(phases.not_measured[k]) + "</p>";
   return table("phases", head, rows) + notes;
 }
 
-std::string stragglers_section(const json& f) {
+std::string stragglers_section(const StragglerFigures& stragglers) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& r : f["stragglers"]["ranks"])
-    rows.push_back({std::to_string(r["rank"].get<int>()), std::to_string(r["stage"].get<int>()),
-                    std::to_string(r["steps_scored"].get<int>()), std::to_string(r["steps_flagged"].get<int>()),
-                    fixed(r["share"].get<double>()), cell(r["compute_ms_median"]), cell(r["stage_compute_ms_median"]),
-                    cell(r["wait_ms_median"]), cell(r["stage_wait_ms_median"])});
+  for (const StragglerRow& r : stragglers.ranks)
+    rows.push_back({std::to_string(r.rank), std::to_string(r.stage), std::to_string(r.steps_scored),
+                    std::to_string(r.steps_flagged), fixed(r.share), cell(r.compute_ms_median),
+                    cell(r.stage_compute_ms_median), cell(r.wait_ms_median), cell(r.stage_wait_ms_median)});
   std::string named;
-  for (const auto& r : f["stragglers"]["named"])
-    named += (named.empty() ? "" : ", ") + std::to_string(r["rank"].get<int>());
-  const std::string verdict = f["stragglers"]["not_scored"].is_string()
-                                  ? "not scored: " + escape(f["stragglers"]["not_scored"].get<std::string>())
-                              : named.empty() ? std::string("none")
-                                              : "rank " + named;
+  for (const StragglerRow& r : stragglers.named) named += (named.empty() ? "" : ", ") + std::to_string(r.rank);
+  const std::string verdict = !stragglers.not_scored.empty() ? "not scored: " + escape(stragglers.not_scored)
+                              : named.empty()                ? std::string("none")
+                                                             : "rank " + named;
   return "<p class=\"verdict\">Stragglers named: " + verdict + "</p>" +
          table("stragglers",
                {"rank", "stage", "steps scored", "steps flagged", "share", "compute ms", "stage compute ms", "wait ms",
@@ -229,23 +214,21 @@ std::string stragglers_section(const json& f) {
                rows);
 }
 
-std::string bubble_section(const json& f) {
+std::string bubble_section(const std::vector<BubbleRow>& bubble) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& b : f["bubble"])
-    rows.push_back({std::to_string(b["stage"].get<int>()), cell(b["microbatches"]),
-                    b["measured"].is_number() ? fixed(100 * b["measured"].get<double>()) : "-",
-                    b["theoretical"].is_number() ? fixed(100 * b["theoretical"].get<double>()) : "-"});
+  for (const BubbleRow& b : bubble)
+    rows.push_back({std::to_string(b.stage), cell(b.microbatches), b.measured ? fixed(100 * *b.measured) : "-",
+                    b.theoretical ? fixed(100 * *b.theoretical) : "-"});
   std::string note;
-  if (!f["bubble"].empty() && f["bubble"][0].contains("not_measured"))
-    note = "<p class=\"not-measured\">measured: " + escape(f["bubble"][0]["not_measured"].get<std::string>()) + "</p>";
+  if (!bubble.empty() && !bubble.front().not_measured.empty())
+    note = "<p class=\"not-measured\">measured: " + escape(bubble.front().not_measured) + "</p>";
   return table("bubble", {"stage", "micro-batches", "measured %", "theoretical %"}, rows) + note;
 }
 
-std::string spans_section(const json& f) {
+std::string spans_section(const std::vector<SpanFigures>& spans) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& s : f["spans"])
-    rows.push_back({s["name"].get<std::string>(), std::to_string(s["count"].get<long long>()), cell(s["p50_ms"]),
-                    cell(s["p90_ms"]), cell(s["p99_ms"]), cell(s["max_ms"])});
+  for (const SpanFigures& s : spans)
+    rows.push_back({s.name, std::to_string(s.count), cell(s.p50_ms), cell(s.p90_ms), cell(s.p99_ms), cell(s.max_ms)});
   return table("spans", {"name", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"}, rows);
 }
 
@@ -258,40 +241,35 @@ constexpr const char* kStyle =
 
 }  // namespace
 
-std::string render_html(const json& f, const Timeline& timeline, const std::string& steps_shown) {
+std::string render_html(const Figures& f, const Timeline& timeline, const std::string& steps_shown) {
   std::string ids;
-  for (const auto& id : f["run"]["run_ids"]) ids += (ids.empty() ? "" : ", ") + id.get<std::string>();
+  for (const std::string& id : f.run.run_ids) ids += (ids.empty() ? "" : ", ") + id;
   std::string page =
       "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>lens report: " + escape(ids) +
       "</title><style>" + kStyle + "</style></head><body>";
-  page += "<h1>lens report: run " + escape(ids) + "</h1><p id=\"identity\">" +
-          std::to_string(f["run"]["ranks"].size()) + " ranks seen of " +
-          std::to_string(f["run"]["world_size"].get<int>()) + " (pipeline " +
-          std::to_string(f["run"]["pipeline_parallel_size"].get<int>()) + " x data " +
-          std::to_string(f["run"]["data_parallel_size"].get<int>()) + "), " +
-          std::to_string(f["read"]["spans"].get<long long>()) + " spans read</p>";
+  page += "<h1>lens report: run " + escape(ids) + "</h1><p id=\"identity\">" + std::to_string(f.run.ranks.size()) +
+          " ranks seen of " + std::to_string(f.run.world_size) + " (pipeline " +
+          std::to_string(f.run.pipeline_parallel_size) + " x data " + std::to_string(f.run.data_parallel_size) + "), " +
+          std::to_string(f.read.spans) + " spans read</p>";
   page += "<h2>Timeline of iterations " + escape(steps_shown) +
           "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, green "
           "optimizer; dashed lines: links from a sending stage to the receiving one. Hover a span for its name and "
           "duration.</p>" +
           timeline_svg(timeline);
-  std::vector<std::pair<std::string, std::vector<double>>> step_series;
-  for (const auto& [rank, values] : f["step_ms_by_rank"].items()) {
+  std::vector<std::pair<std::string, std::vector<double>>> step_series;  // in rank order
+  for (const auto& [rank, values] : f.step_ms_by_rank) {
     std::vector<double> v;
-    for (const auto& x : values) v.push_back(x.is_number() ? x.get<double>() : std::nan(""));
-    step_series.emplace_back("rank " + rank, v);
+    for (const Figure& x : values) v.push_back(x.value_or(std::nan("")));
+    step_series.emplace_back("rank " + std::to_string(rank), v);
   }
-  std::stable_sort(step_series.begin(), step_series.end(), [](const auto& a, const auto& b) {
-    return std::stoi(a.first.substr(5)) < std::stoi(b.first.substr(5));
-  });
   page += "<h2>Step time per rank over the run</h2>" + line_chart(step_series, "ms", "step-time");
   std::vector<double> loss;
-  for (const auto& l : f["loss"]) loss.push_back(number_or_nan(l["loss"]));
+  for (const LossPoint& l : f.loss) loss.push_back(l.loss);
   page += "<h2>Loss over the run</h2>" + line_chart({{"loss", loss}}, "", "loss");
-  page += "<h2>Where a step's time goes (mean per step, ms)</h2>" + phases_section(f);
-  page += "<h2>Stragglers</h2>" + stragglers_section(f);
-  page += "<h2>Pipeline bubble</h2>" + bubble_section(f);
-  page += "<h2>Spans, all ranks</h2>" + spans_section(f);
+  page += "<h2>Where a step's time goes (mean per step, ms)</h2>" + phases_section(f.phases);
+  page += "<h2>Stragglers</h2>" + stragglers_section(f.stragglers);
+  page += "<h2>Pipeline bubble</h2>" + bubble_section(f.bubble);
+  page += "<h2>Spans, all ranks</h2>" + spans_section(f.spans);
   page +=
       "<details><summary>The text report</summary><pre>" + escape(render_text(f)) + "</pre></details></body></html>\n";
   return page;

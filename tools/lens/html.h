@@ -4,14 +4,14 @@
 // run, loss over the run, the phase breakdown, the straggler and bubble tables, and the rest of the text report.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 
+#include "figures.h"
 #include "timeline.h"
 
 namespace lens_tools {
 
 // `figures` from Report::figures(read, /*series=*/true); `timeline` laid out; `steps_shown` says which iterations.
-std::string render_html(const nlohmann::json& figures, const Timeline& timeline, const std::string& steps_shown);
+std::string render_html(const Figures& figures, const Timeline& timeline, const std::string& steps_shown);
 
 }  // namespace lens_tools

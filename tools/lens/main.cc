@@ -22,6 +22,7 @@
 #include "html.h"
 #include "report.h"
 #include "run_reader.h"
+#include "text.h"
 
 namespace {
 
@@ -98,25 +99,26 @@ FailIf parse_fail_if(const std::string& text) {
 
 // Why `f` holds for `figures`, or empty. Throws std::runtime_error when the run cannot say (a gate that passes on a
 // figure nobody measured would be a wrong answer): exit 2.
-std::string failed(const FailIf& f, const nlohmann::json& figures) {
-  if (f.what == "straggler" && figures["stragglers"]["not_scored"].is_string())
-    throw std::runtime_error("--fail-if " + f.text + ": cannot decide, stragglers were " +
-                             "not scored: " + figures["stragglers"]["not_scored"].get<std::string>());
-  if (f.what == "straggler" && !figures["stragglers"]["named"].empty())
-    return "a straggler: rank " + figures["stragglers"]["named"][0]["rank"].dump();
-  if (f.what == "problems" && !figures["read"]["problems"].empty())
-    return std::to_string(figures["read"]["problems"].size()) + " problems reading the files";
-  if (f.what == "dropped" && figures["lost"]["spans_dropped"].get<double>() > f.bound)
-    return figures["lost"]["spans_dropped"].dump() + " spans dropped";
-  for (const auto& b : figures["bubble"]) {
-    if ((f.what == "bubble" || f.what == "bubble-excess") && !b["measured"].is_number())
+std::string failed(const FailIf& f, const lens_tools::Figures& figures) {
+  const auto& stragglers = figures.stragglers;
+  if (f.what == "straggler" && !stragglers.not_scored.empty())
+    throw std::runtime_error("--fail-if " + f.text +
+                             ": cannot decide, stragglers were not scored: " + stragglers.not_scored);
+  if (f.what == "straggler" && !stragglers.named.empty())
+    return "a straggler: rank " + std::to_string(stragglers.named.front().rank);
+  if (f.what == "problems" && !figures.read.problems.empty())
+    return std::to_string(figures.read.problems.size()) + " problems reading the files";
+  if (f.what == "dropped" && figures.lost.spans_dropped > f.bound)
+    return nlohmann::json(figures.lost.spans_dropped).dump() + " spans dropped";
+  for (const lens_tools::BubbleRow& b : figures.bubble) {
+    if ((f.what == "bubble" || f.what == "bubble-excess") && !b.measured)
       throw std::runtime_error("--fail-if " + f.text +
-                               ": cannot decide, the bubble was not measured: " + b["not_measured"].get<std::string>());
-    if (!b["measured"].is_number()) continue;
-    const double measured = 100 * b["measured"].get<double>();
-    const double theory = b["theoretical"].is_number() ? 100 * b["theoretical"].get<double>() : measured;
+                               ": cannot decide, the bubble was not measured: " + b.not_measured);
+    if (!b.measured) continue;
+    const double measured = 100 * *b.measured;
+    const double theory = b.theoretical ? 100 * *b.theoretical : measured;
     if ((f.what == "bubble" && measured > f.bound) || (f.what == "bubble-excess" && measured - theory > f.bound))
-      return "stage " + b["stage"].dump() + "'s bubble is " + std::to_string(measured) + " % (theoretical " +
+      return "stage " + std::to_string(b.stage) + "'s bubble is " + std::to_string(measured) + " % (theoretical " +
              std::to_string(theory) + " %)";
   }
   return {};
@@ -125,15 +127,15 @@ std::string failed(const FailIf& f, const nlohmann::json& figures) {
 // The iterations an HTML timeline shows: those asked for (at most kMaxTimelineSteps, the first of them), else the
 // last two of the run.
 constexpr std::int64_t kMaxTimelineSteps = 8;
-lens_tools::StepRange timeline_steps(const lens_tools::StepRange& asked, const nlohmann::json& figures) {
-  const auto& steps = figures["steps"];
+lens_tools::StepRange timeline_steps(const lens_tools::StepRange& asked,
+                                     const std::vector<lens_tools::StepFigures>& steps) {
   if (steps.empty()) return {1, 0};  // nothing
   if (asked.first != 0 || asked.last != INT64_MAX) {
-    const std::int64_t first = std::max(asked.first, steps.front()["iteration"].get<std::int64_t>());
+    const std::int64_t first = std::max(asked.first, steps.front().iteration);
     return {first, std::min(asked.last, first + kMaxTimelineSteps - 1)};
   }
-  const std::int64_t last = steps.back()["iteration"].get<std::int64_t>();
-  return {steps.size() >= 2 ? steps[steps.size() - 2]["iteration"].get<std::int64_t>() : last, last};
+  const std::int64_t last = steps.back().iteration;
+  return {steps.size() >= 2 ? steps[steps.size() - 2].iteration : last, last};
 }
 
 lens_tools::Timeline read_timeline(const std::vector<std::string>& files,
@@ -192,14 +194,12 @@ int report(const ReportOptions& o) {
   Progress progress;
   const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.progress = std::ref(progress), .run_id = o.run});
   if (const int status = one_run_only("report", read, o.run, o.run_dir)) return status;
-  const nlohmann::json figures = r.figures(read, !o.html.empty());
+  const lens_tools::Figures figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
                  p.what.c_str());
   if (o.json) {
-    nlohmann::json printed = figures;
-    printed.erase("step_ms_by_rank");
-    std::cout << printed.dump(2) << "\n";
+    std::cout << lens_tools::figures_json(figures).dump(2) << "\n";
   } else {
     std::cout << lens::internal::terminal_text(
         lens_tools::render_text(figures, {.every_step = !o.steps.empty()}));  // names from files, escaped
@@ -209,7 +209,7 @@ int report(const ReportOptions& o) {
     return kBadInput;
   }
   if (!o.html.empty()) {
-    const lens_tools::StepRange shown = timeline_steps(range, figures);
+    const lens_tools::StepRange shown = timeline_steps(range, figures.steps);
     const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown), o.run);
     const std::string label = shown.first > shown.last ? "(none)"
                               : shown.first == shown.last

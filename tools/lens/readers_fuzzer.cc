@@ -17,6 +17,7 @@
 #include "hang.h"
 #include "report.h"
 #include "run_reader.h"
+#include "text.h"
 #include "timeline.h"
 
 namespace {
@@ -44,7 +45,9 @@ void read_as_run(std::string_view text) {
   const std::vector<std::string> files{write("rank0.traces.jsonl", text).string()};
   lens_tools::Report report;
   const lens_tools::ReadStats read = lens_tools::read_run(files, report, {});
-  (void)report.figures(read, true).dump();
+  const lens_tools::Figures figures = report.figures(read, true);
+  (void)lens_tools::figures_json(figures).dump();
+  (void)lens_tools::render_text(figures);
   lens_tools::Timeline timeline;
   lens_tools::read_run(files, timeline, {.detail = true});
   timeline.lay_out();

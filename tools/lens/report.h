@@ -9,14 +9,15 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "figures.h"
 #include "run_reader.h"
+#include "span_kinds.h"
 
 namespace lens_tools {
 
@@ -48,11 +49,6 @@ struct StepRange {
   bool contains(std::int64_t it) const noexcept { return it >= first && it <= last; }
 };
 
-// Where a step's time goes: the spans of these kinds inside a rank's step span, summed; `other` is the rest.
-enum Phase { kForward, kBackward, kPipelineReceiveWait, kGradSyncWait, kOptimizer, kPhaseCount };
-inline constexpr std::array<const char*, kPhaseCount> kPhaseNames = {"forward", "backward", "pipeline_receive_wait",
-                                                                     "grad_sync_wait", "optimizer"};
-
 // What one rank did in one iteration.
 struct StepRecord {
   std::uint64_t step_ns = 0;  // 0: no step span
@@ -68,23 +64,15 @@ struct StepWindow {
   std::int64_t iteration = 0;
 };
 
-// Thresholds of the straggler search (CONTRACT §10): a rank is flagged in a step when the robust z-score of its
-// compute time within its pipeline stage is above kZ, and named when flagged in at least kShare of the steps scored.
-struct StragglerRule {
-  static constexpr double kZ = 3.5;
-  static constexpr double kShare = 0.5;
-  static constexpr int kMinRanksPerStage = 3;  // with fewer, a median/MAD score says nothing
-};
-
 class Report : public RunVisitor {
  public:
   explicit Report(StepRange steps = {}) : steps_(steps) {}
   void span(const SpanRow& span) override;
   void metric(const MetricPoint& point) override;
 
-  // The figures, as `--json` prints them (the text form and the HTML page are made from this too).
-  // `series`: also every rank's step time by iteration (the HTML page's chart).
-  nlohmann::json figures(const ReadStats& read, bool series = false);
+  // The figures (what --json prints, the text form and the HTML page show). `series`: also every rank's step
+  // time by iteration (the HTML page's chart).
+  Figures figures(const ReadStats& read, bool series = false);
 
   // The step windows of the iterations in `range`, by process_key(): what a timeline keeps.
   std::map<std::string, std::vector<StepWindow>> windows(StepRange range) const;
@@ -122,10 +110,17 @@ class Report : public RunVisitor {
   void step(Process& p, const SpanRow& s);
   bool place(Process& p, const Pending& item);
   void settle();
-  nlohmann::json phases_json() const;
-  nlohmann::json stragglers_json() const;
-  nlohmann::json bubble_json() const;
-  nlohmann::json events_json() const;
+  // The parts of figures(), each from the records.
+  std::vector<SpanFigures> span_figures();
+  std::vector<StepFigures> step_figures(std::map<int, std::vector<Figure>>* by_rank) const;
+  PhaseFigures phase_figures() const;
+  StragglerFigures straggler_figures() const;
+  std::vector<BubbleRow> bubble_figures() const;
+  std::vector<CheckpointFigures> checkpoint_figures() const;
+  std::vector<EvaluationFigures> evaluation_figures() const;
+  std::map<std::string, TrainingSeries> training_figures();
+  std::vector<GroupChangeFigures> group_change_figures() const;
+  LostFigures lost_figures() const;
   int stage_of(int rank) const;
   int replica_of(int rank) const;
   // Why a phase (or kForwardBackward) has no figure: its spans never appeared in the read (their span group was
@@ -148,23 +143,17 @@ class Report : public RunVisitor {
   std::uint64_t spans_of_other_names_ = 0;  // spans of names past kMaxSpanNames
   // Span-group changes (lens ctl) by the iteration they began at: the set, for how long, a restore; the ranks.
   std::map<std::int64_t, std::pair<SpanRow::GroupChange, std::set<int>>>
-      group_changes_;                          // the run's, whatever --steps says
-  std::map<std::string, LastValue> counters_;  // run, rank, pid, name, reason -> the last value
-  std::map<std::int64_t, double> loss_;        // by iteration: the step span's megatron.loss (the same on every rank)
+      group_changes_;  // the run's, whatever --steps says
+  // lens's own counters: the last value of each (process, name, reason).
+  struct CounterKey {
+    std::string process;  // process_key(): a rank and its checkpoint worker count apart
+    std::string name, reason;
+    auto operator<=>(const CounterKey&) const = default;
+  };
+  std::map<CounterKey, LastValue> counters_;
+  std::map<std::int64_t, double> loss_;  // by iteration: the step span's megatron.loss (the same on every rank)
   // Training metrics (megatron.training.*), by name and rank: (time, value) as recorded every log interval.
   std::map<std::string, std::map<int, std::vector<std::pair<std::uint64_t, double>>>> training_;
 };
-
-// Text for a person.
-// How the text form is laid out: the per-iteration table of a run of more than kStepRowsShown steps only when
-// asked for (`--steps`).
-inline constexpr std::size_t kStepRowsShown = 20;
-struct TextOptions {
-  bool every_step = false;
-};
-std::string render_text(const nlohmann::json& figures, const TextOptions& options = {});
-
-// A figure of the JSON as a number: NaN where it is null (a non-finite value read from the files, or none).
-inline double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::nan(""); }
 
 }  // namespace lens_tools

@@ -86,4 +86,14 @@ void Timeline::lay_out() {
   }
 }
 
+std::string rank_process_name(const Origin& o) {
+  // Sizes are within [1, kMaxRanks] (run_reader): products of two fit in int64.
+  const std::int64_t tensor = std::max(1, o.tensor_size), pipeline = std::max(1, o.pipeline_size);
+  const std::int64_t data =
+      o.data_parallel_size > 0 ? o.data_parallel_size : std::max<std::int64_t>(1, o.world_size / (tensor * pipeline));
+  const std::int64_t rank = std::max(0, o.rank);
+  return "rank " + std::to_string(rank) + " (pp " + std::to_string(rank / (tensor * data)) + ", dp " +
+         std::to_string(rank / tensor % data) + ")";
+}
+
 }  // namespace lens_tools

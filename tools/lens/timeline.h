@@ -53,6 +53,10 @@ class Timeline : public RunVisitor {
 
 std::uint64_t parse_span_id(std::string_view hex);
 
+// The name of a rank's process in a picture (the HTML page's lanes, the Chrome JSON's processes): `rank R (pp S,
+// dp D)`, its pipeline stage and data-parallel replica in Megatron's rank order.
+std::string rank_process_name(const Origin& origin);
+
 // Where the arrow of a link is drawn: from the linked span (the sender) to the span that links to it (the
 // receiver), always forward in time when the clocks agree. It leaves the sender where the sender starts and ends
 // where the receiver starts, unless the receiver started first (a receive waits for its send): then it ends where

@@ -1,0 +1,167 @@
+// The figures of `lens report` (CONTRACT §10), typed: what Report::figures computes and what the text form
+// (text.cc), the HTML page (html.cc) and `--fail-if` (main.cc) read. They become JSON in one place only,
+// figures_json() for `--json`.
+//
+//   const Figures f = report.figures(read);
+//   if (!f.stragglers.named.empty()) std::printf("rank %d\n", f.stragglers.named.front().rank);
+//   std::cout << figures_json(f).dump(2);
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "run_reader.h"
+#include "span_kinds.h"
+
+namespace lens_tools {
+
+// A figure that may be missing: not measured, or not a number in the files. null in JSON, "-" in text.
+using Figure = std::optional<double>;
+inline Figure figure_of(double v) { return std::isnan(v) ? Figure{} : Figure{v}; }
+
+// Who wrote the run.
+struct RunFigures {
+  std::set<std::string> run_ids, services;
+  std::set<int> ranks;
+  int world_size = 0, pipeline_parallel_size = 0, data_parallel_size = 0;
+};
+
+// One span name over all ranks.
+struct SpanFigures {
+  std::string name;
+  std::uint64_t count = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+// One iteration over the ranks that have its step span.
+struct StepFigures {
+  std::int64_t iteration = 0;
+  std::size_t ranks = 0;
+  double median_ms = 0, max_ms = 0;
+  int slowest_rank = -1;
+};
+
+// The mean step of one rank, or of all: its phases (none where not measured) and the rest.
+struct PhaseRow {
+  double steps = 0, step_ms = 0;
+  std::array<Figure, kPhaseCount> phase_ms{};
+  double other_ms = 0;
+};
+
+struct PhaseFigures {
+  PhaseRow mean_per_step;
+  std::map<int, PhaseRow> per_rank;
+  std::array<std::string, kPhaseCount> not_measured;  // why a phase has no figure; empty where it has one
+};
+
+// Thresholds of the straggler search (CONTRACT §10): a rank is flagged in a step when the robust z-score of its
+// compute time within its pipeline stage is above kZ, and named when flagged in at least kShare of the steps scored.
+struct StragglerRule {
+  static constexpr double kZ = 3.5;
+  static constexpr double kShare = 0.5;
+  static constexpr int kMinRanksPerStage = 3;  // with fewer, a median/MAD score says nothing
+};
+
+// One rank's compute against its pipeline stage's (StragglerRule).
+struct StragglerRow {
+  int rank = 0, stage = 0, steps_scored = 0, steps_flagged = 0;
+  double share = 0;
+  Figure compute_ms_median, stage_compute_ms_median, wait_ms_median, stage_wait_ms_median;
+};
+
+struct StragglerFigures {
+  std::vector<StragglerRow> ranks, named;  // named: flagged in at least StragglerRule::kShare of its steps
+  std::vector<int> unscored_stages;        // fewer than StragglerRule::kMinRanksPerStage ranks
+  std::string not_scored;                  // why no rank was scored; empty when they were
+};
+
+// One pipeline stage's bubble beside 1F1B's (P - 1) / (M + P - 1).
+struct BubbleRow {
+  int stage = 0;
+  std::size_t steps = 0;
+  Figure microbatches, measured, theoretical;
+  std::string not_measured;  // why `measured` is none; empty when it is measured
+};
+
+// The run's first iteration against the median of the later ones.
+struct FirstIteration {
+  std::int64_t iteration = 0;
+  double step_ms = 0, later_median_ms = 0, overhead_ms = 0;
+};
+
+struct CheckpointFigures {
+  std::int64_t iteration = 0;
+  std::size_t ranks = 0;
+  double save_ms_max = 0, async_write_ms_max = 0;
+};
+
+struct EvaluationFigures {
+  std::int64_t after_iteration = 0;
+  int ranks = 0;
+  double max_ms = 0;
+};
+
+struct LossPoint {
+  std::int64_t iteration = 0;
+  double loss = 0;  // as read: NaN or infinite stays so (null in JSON)
+};
+
+// A training metric (megatron.training.*) of the lowest rank that records it, in time order.
+struct TrainingSeries {
+  int rank = 0;
+  std::vector<double> values;
+};
+
+// A span-group change (lens ctl) by the iteration it began at.
+struct GroupChangeFigures {
+  std::int64_t iteration = 0;
+  std::string span_groups;
+  std::int64_t for_iterations = 0;
+  bool restored = false;
+  std::size_t ranks = 0;
+};
+
+// lens's own counters: the last value of each process's, summed.
+struct LostFigures {
+  double spans_exported = 0, spans_dropped = 0;
+  std::map<std::string, double> dropped_by_reason;
+  std::uint64_t spans_truncated = 0;  // ended at shutdown (nemo.span.truncated)
+};
+
+struct ReadFigures {
+  std::uint64_t files = 0, lines = 0, bytes = 0, spans = 0, spans_of_other_names = 0;
+  std::vector<ReadProblem> problems;
+};
+
+struct Figures {
+  RunFigures run;
+  std::vector<SpanFigures> spans;  // by name
+  std::vector<StepFigures> steps;  // by iteration
+  // Every rank's step time by iteration (a step of `steps` each; none where the rank has no step span): the HTML
+  // page's chart, only when asked for (Report::figures' `series`); never in --json.
+  std::map<int, std::vector<Figure>> step_ms_by_rank;
+  PhaseFigures phases;
+  StragglerFigures stragglers;
+  std::vector<BubbleRow> bubble;  // by stage
+  std::optional<FirstIteration> first_iteration;
+  std::vector<CheckpointFigures> checkpoints;
+  std::vector<EvaluationFigures> evaluations;
+  std::vector<LossPoint> loss;
+  std::map<std::string, TrainingSeries> training_metrics;
+  std::vector<GroupChangeFigures> span_group_changes;
+  LostFigures lost;
+  ReadFigures read;
+};
+
+// The figures as `lens report --json` prints them (a stable format scripts read: CONTRACT §10).
+nlohmann::json figures_json(const Figures& figures);
+
+}  // namespace lens_tools

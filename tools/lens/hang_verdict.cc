@@ -1,0 +1,90 @@
+#include "hang_verdict.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace lens_tools {
+namespace {
+
+std::vector<Group> groups_of(const std::vector<Position>& positions) {
+  std::vector<Group> groups;
+  for (const Position& p : positions) {
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.first.iteration == p.iteration && g.first.where() == p.where();
+    });
+    if (same == groups.end()) {
+      same = groups.emplace(groups.end());
+      same->first = p;
+    }
+    same->ranks.push_back(p.rank);
+    same->since_seconds = std::max(same->since_seconds, p.since_seconds);
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const Group& a, const Group& b) { return a.ranks.size() > b.ranks.size(); });
+  return groups;
+}
+
+std::vector<std::size_t> behind_of(const std::vector<Position>& positions, const std::vector<Group>& groups) {
+  std::int64_t lowest = INT64_MAX, highest = INT64_MIN;
+  for (const Position& p : positions) {
+    lowest = std::min(lowest, p.iteration);
+    highest = std::max(highest, p.iteration);
+  }
+  const Group& most = groups.front();
+  std::vector<std::size_t> behind;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const Position& p = groups[i].first;
+    if (lowest != highest ? p.iteration == lowest : (i != 0 && most.first.waits() && !p.waits())) behind.push_back(i);
+  }
+  return behind;
+}
+
+std::vector<RankRange> missing_of(const std::vector<Position>& positions, int world_size) {
+  std::vector<RankRange> missing;
+  int next = 0;
+  for (const Position& p : positions) {
+    if (p.rank > next) missing.emplace_back(next, std::min(p.rank, world_size) - 1);
+    next = std::max(next, p.rank + 1);
+  }
+  if (next < world_size) missing.emplace_back(next, world_size - 1);
+  std::erase_if(missing, [](const RankRange& r) { return r.second < r.first; });
+  return missing;
+}
+
+}  // namespace
+
+const std::string& Position::where() const {
+  static const std::string kNowhere = "no open span";
+  return chain.empty() ? kNowhere : chain.back();
+}
+
+std::string Verdict::never_entered(const Group& group) const {
+  const Position& waited_in = most().first;
+  const std::vector<std::string>& chain = group.first.chain;
+  if (!waited_in.waits() || std::find(chain.begin(), chain.end(), waited_in.where()) != chain.end()) return {};
+  return waited_in.where();
+}
+
+Verdict judge(std::vector<Position> positions, int world_size) {
+  assert(!positions.empty());
+  std::sort(positions.begin(), positions.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  Verdict v;
+  v.world_size = world_size;
+  v.groups = groups_of(positions);
+  v.behind = behind_of(positions, v.groups);
+  v.missing = missing_of(positions, world_size);
+  for (const auto& [first, last] : v.missing) v.missing_count += last - first + 1;
+  v.first_written_seconds = 1e300;
+  for (const Position& p : positions) {
+    v.first_written_seconds = std::min(v.first_written_seconds, p.written_seconds);
+    v.last_written_seconds = std::max(v.last_written_seconds, p.written_seconds);
+    ++v.reasons[p.reason];
+  }
+  for (const Position& p : positions)
+    if (p.written_seconds < v.last_written_seconds - kStaleSeconds)
+      v.stale.push_back({p.rank, v.last_written_seconds - p.written_seconds});
+  v.positions = std::move(positions);
+  return v;
+}
+
+}  // namespace lens_tools
