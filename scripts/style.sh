@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The declared style, kept by a machine: every C++ file formatted as .clang-format says (clang-format --dry-run
-# -Werror), and the library's sources clean under .clang-tidy (bugprone, performance). Fails on the first
-# file that differs or the first finding. Needs a configured build directory for clang-tidy's compile commands.
+# The declared style, kept by a machine, on every folder: every C++ file formatted as .clang-format says
+# (clang-format --dry-run -Werror); the C++ sources of src/, tools/, python/native/ and trainer/ clean under
+# .clang-tidy (bugprone, performance); every Python file clean under flake8 (.flake8); every C++ file including
+# the standard headers it uses (scripts/check_includes.py); docs/ARCHITECTURE.md's folders and layers true of the
+# tree (scripts/check_architecture.py). Fails on the first check that finds something. Needs a configured build
+# directory for clang-tidy's compile commands.
 #
 #   ./scripts/style.sh build          # check (scripts/test.sh runs this)
 #   ./scripts/style.sh --fix          # reformat every file in place
@@ -22,11 +25,24 @@ cpp_files | xargs clang-format --dry-run -Werror || {
   exit 1
 }
 
-library=$(git ls-files 'src/*.cc' | grep -v -e '_unittest\.cc$' -e '_fuzzer\.cc$' -e '_benchmark\.cc$' -e 'fuzz\.cc$')
-echo "style: clang-tidy on $(echo "$library" | wc -l) library sources"
+echo "style: flake8 $(flake8 --version | grep -o '^[0-9.]*') on $(git ls-files '*.py' | wc -l) Python files"
+git ls-files '*.py' | xargs flake8 || {
+  echo "style: flake8 found the problems above (.flake8 says how it is configured)" >&2
+  exit 1
+}
+./scripts/check_includes.py || {
+  echo "style: ./scripts/check_includes.py --fix adds the missing includes" >&2
+  exit 1
+}
+./scripts/check_architecture.py
+
+# The sources built into programs and the library; the tests' own files are left to the compiler's warnings.
+sources=$(git ls-files 'src/*.cc' 'tools/*.cc' 'python/native/*.cc' 'trainer/*.cc' |
+  grep -v -e '_unittest\.cc$' -e '_fuzzer\.cc$' -e '_benchmark\.cc$' -e '_test\.cc$')
+echo "style: clang-tidy on $(echo "$sources" | wc -l) sources of src/, tools/, python/native/ and trainer/"
 # "N warnings generated" counts what the header filter and the system headers hid: left out of the output.
 status=0
-findings=$(echo "$library" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet 2>&1) || status=$?
+findings=$(echo "$sources" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet 2>&1) || status=$?
 grep -v 'warnings\? generated\.$' <<<"$findings" || true
 if [ "$status" != 0 ]; then
   echo "style: clang-tidy found the problems above (.clang-tidy says which checks)" >&2

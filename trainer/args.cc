@@ -31,7 +31,8 @@ Args parse_args(int argc, char** argv) {
                  "Elements per gradient bucket with --overlap-grad-reduce (default max(40M, 1M x DP))")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", a.seed, "Random seed");
-  app.add_option("--data-path", a.data_path, "Text file to train on (default: the project's docs)");
+  app.add_option("--data-path", a.data_path,
+                 "Text file to train on (default: README.md and docs/*.md as they were when the build was configured)");
   app.add_option("--save", a.save, "Checkpoint directory to save to");
   app.add_option("--load", a.load, "Checkpoint directory to resume from");
   app.add_option("--save-interval", a.save_interval, "Iterations between checkpoints")->check(CLI::NonNegativeNumber);

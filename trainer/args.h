@@ -34,7 +34,7 @@ struct Args {
   std::int64_t ddp_bucket_size = 0;
   std::int64_t seed = 1234;
   // Data, checkpoints, evaluation, logging.
-  std::string data_path;  // empty: the project's docs
+  std::string data_path;  // empty: the project's docs, frozen at configure time
   std::string save, load;
   std::int64_t save_interval = 0;
   bool async_save = false;

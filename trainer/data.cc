@@ -13,15 +13,9 @@ Corpus load_corpus(const std::string& data_path) {
     std::ifstream in(p, std::ios::binary);
     text.append(std::istreambuf_iterator<char>(in), {});
   };
-  if (!data_path.empty()) {
-    append(data_path);
-  } else {  // the project's own documentation: real English prose, always present
-    std::vector<std::filesystem::path> files{std::filesystem::path(LENS_TRAINER_SOURCE_DIR) / "README.md"};
-    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(LENS_TRAINER_SOURCE_DIR) / "docs"))
-      if (e.path().extension() == ".md") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) append(f);
-  }
+  // By default the project's own documentation, real English prose, as it was when the build was configured
+  // (trainer/CMakeLists.txt): what a run reads does not change while the docs are edited.
+  append(data_path.empty() ? std::filesystem::path(LENS_TRAINER_CORPUS) : std::filesystem::path(data_path));
   Corpus c;
   const std::size_t split = text.size() * 9 / 10;
   c.train.assign(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(split));

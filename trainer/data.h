@@ -18,7 +18,7 @@ struct Corpus {
   std::vector<std::uint8_t> train, valid;
 };
 
-// The bytes of `data_path` (empty: the project's docs), split.
+// The bytes of `data_path` (empty: the project's docs as the build was configured with them), split.
 Corpus load_corpus(const std::string& data_path);
 
 // Micro-batch `micro` of iteration `iteration` on data-parallel rank `data_rank`: [batch, seq + 1] token ids,

@@ -9,11 +9,16 @@
 #include <sys/resource.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "args.h"
 #include "checkpoint_worker.h"

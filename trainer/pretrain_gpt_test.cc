@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "support/net.h"
 
@@ -697,11 +698,15 @@ TEST(PretrainGpt, TheCheckpointWorkerIgnoresTheHangSignalAndNeverActsAsItsRank) 
              {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks", "MEGATRON_OTEL_CONTROL=1", "MEGATRON_OTEL_RUN_ID=worker-usr1"},
              [&](const std::vector<pid_t>& pids, const fs::path& dir) {
                const fs::path control = dir / "telemetry" / "worker-usr1" / "control.json";
+               // What `lens hang --signal` goes by: a rank writes it once its hang signal has a handler. (control.json
+               // is written earlier in setup: a signal sent when it appeared killed rank 0 once in CI.)
+               const fs::path record = dir / "telemetry" / "worker-usr1" / "rank0.process.json";
                rank0 = pids[0];
                for (int i = 0; i < 3000; ++i) {  // until rank 0 ends, at most 60 s
                  if (!still_running(pids[0])) break;
                  std::error_code error;
-                 if (!fs::exists(control, error)) {  // rank 0's telemetry is not set up yet: the signal would end it
+                 // Rank 0's telemetry not set up yet: the signal would end it.
+                 if (!fs::exists(record, error) || !fs::exists(control, error)) {
                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
                    continue;
                  }

@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 namespace trainer {

@@ -98,7 +98,8 @@ DOCUMENTED_NAMES = {
     "train_step": "megatron.train_step", "forward_backward": "megatron.forward_backward",
     "optimizer_step": "megatron.optimizer_step", "save_checkpoint": "megatron.save_checkpoint",
     "save_checkpoint_state_dict": "megatron.save_checkpoint.state_dict",
-    "save_checkpoint_io_write": "megatron.save_checkpoint.io_write", "num_microbatches_key": "megatron.num_microbatches",
+    "save_checkpoint_io_write": "megatron.save_checkpoint.io_write",
+    "num_microbatches_key": "megatron.num_microbatches",
 }
 
 
@@ -669,8 +670,9 @@ def main(argv=None):
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
     telemetry.set_up(args, shared_run_id(telemetry))
     prints = args.rank == args.world_size - 1
-    with telemetry.attached_span(G.JOB, "megatron.pretrain", {"megatron.model_type": "gpt", "megatron.train_iters":
-                        args.train_iters, "megatron.global_batch_size": args.global_batch_size, **GOODPUT}) as pretrain:
+    pretrain_attributes = {"megatron.model_type": "gpt", "megatron.train_iters": args.train_iters,
+                           "megatron.global_batch_size": args.global_batch_size, **GOODPUT}
+    with telemetry.attached_span(G.JOB, "megatron.pretrain", pretrain_attributes) as pretrain:
         with _otel_managed_span(G.DATA_LOADING, telemetry.names["data_loading"], **GOODPUT):
             with _otel_managed_span(G.TRACE_REGION, "dataset.read_text"):
                 corpus = load_corpus(args.data_path)

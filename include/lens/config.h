@@ -14,12 +14,12 @@
 #include <csignal>
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "lens/config_error.h"
 #include "lens/groups.h"
 #include "lens/internal/visibility.h"
 
@@ -29,13 +29,6 @@ namespace lens {
 enum class Severity : int { kTrace = 1, kDebug = 5, kInfo = 9, kWarn = 13, kError = 17, kFatal = 21 };
 
 inline constexpr std::string_view kFallbackEnvPrefix = "NEMO_LENS";
-
-// A bad configuration value, an unknown name or a misuse found at setup. The message says what was wrong,
-// where it came from and what is valid.
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 enum class Exporter { kOtlp, kConsole, kFile };
 // TRACE_LAYOUT (CONTRACT §6): kSegment, the reference's shape (a trace per --save-interval); kStep, one trace per

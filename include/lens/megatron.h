@@ -11,7 +11,9 @@
 //   if (LENS_GROUP_ENABLED(lens::megatron::group::layer)) { ... }
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string_view>
 
 #include "lens/config.h"
 #include "lens/groups.h"

@@ -35,6 +35,8 @@ struct RankStrategyInput {
 
 using RankStrategy = std::function<bool(const RankStrategyInput&)>;
 
+#if !defined(LENS_DISABLED)
+
 // Rank, world size and local rank from the launcher's environment: torchrun (RANK, WORLD_SIZE, LOCAL_RANK),
 // SLURM (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), OpenMPI (OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK}), PMI
 // (PMI_RANK, PMI_SIZE), first found wins per value; absent: rank 0 of 1, local rank 0. Explicit values win
@@ -56,5 +58,19 @@ LENS_API bool has_rank_strategy(std::string_view name);
 // Runs the named strategy; an unknown name throws ConfigError naming `source` and the valid names.
 LENS_API bool rank_exports(std::string_view strategy, const RankStrategyInput& input,
                            std::string_view source = "rank strategy");
+
+#else  // LENS_DISABLED: header-only no-ops; no rank exports, the launcher is not read.
+
+inline RankInfo detect_rank_info(std::optional<int> = {}, std::optional<int> = {}, std::optional<int> = {}) {
+  return {};
+}
+inline double sampled_rank_score(int) { return 0; }
+inline void register_rank_strategy(std::string, RankStrategy, bool = false) {}
+inline void unregister_rank_strategy(std::string_view) {}
+inline std::vector<std::string> rank_strategy_names() { return {}; }
+inline bool has_rank_strategy(std::string_view) { return false; }
+inline bool rank_exports(std::string_view, const RankStrategyInput&, std::string_view = {}) { return false; }
+
+#endif
 
 }  // namespace lens

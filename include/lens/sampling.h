@@ -34,12 +34,26 @@ struct SamplingParameters {
 
 class LENS_API Sampler {
  public:
+#if !defined(LENS_DISABLED)
   virtual ~Sampler();
+#else
+  virtual ~Sampler() = default;
+#endif
   // Must not allocate, lock or throw: it runs on the training thread for every span of an enabled group.
   virtual SamplingDecision should_sample(const SamplingParameters& params) const noexcept = 0;
   // As the OpenTelemetry specification spells it, e.g. "ParentBased{root:TraceIdRatioBased{0.1}}".
   virtual std::string description() const = 0;
 };
+
+// What a sampling strategy builds from.
+struct SamplingStrategyInput {
+  RankInfo ranks;
+  double export_sample_rate = 1.0;
+  std::unique_ptr<Sampler> sdk_sampler;  // the one OTEL_TRACES_SAMPLER asks for
+};
+using SamplingStrategyFactory = std::function<std::unique_ptr<Sampler>(SamplingStrategyInput)>;
+
+#if !defined(LENS_DISABLED)
 
 LENS_API std::unique_ptr<Sampler> make_always_on_sampler();
 LENS_API std::unique_ptr<Sampler> make_always_off_sampler();
@@ -50,14 +64,6 @@ LENS_API std::unique_ptr<Sampler> make_parent_based_sampler(std::unique_ptr<Samp
 // Drops every span when `rank_open` is false, else asks `inner`.
 LENS_API std::unique_ptr<Sampler> make_rank_gate_sampler(bool rank_open, std::unique_ptr<Sampler> inner);
 
-// What a sampling strategy builds from.
-struct SamplingStrategyInput {
-  RankInfo ranks;
-  double export_sample_rate = 1.0;
-  std::unique_ptr<Sampler> sdk_sampler;  // the one OTEL_TRACES_SAMPLER asks for
-};
-using SamplingStrategyFactory = std::function<std::unique_ptr<Sampler>(SamplingStrategyInput)>;
-
 // Adds a strategy for SAMPLING_STRATEGY. An existing name throws std::invalid_argument unless allow_override.
 LENS_API void register_sampling_strategy(std::string name, SamplingStrategyFactory factory,
                                          bool allow_override = false);
@@ -65,5 +71,19 @@ LENS_API void register_sampling_strategy(std::string name, SamplingStrategyFacto
 LENS_API void unregister_sampling_strategy(std::string_view name);
 LENS_API std::vector<std::string> sampling_strategy_names();
 LENS_API bool has_sampling_strategy(std::string_view name);
+
+#else  // LENS_DISABLED: header-only no-ops; no sampler is made (nothing is recorded to sample).
+
+inline std::unique_ptr<Sampler> make_always_on_sampler() { return nullptr; }
+inline std::unique_ptr<Sampler> make_always_off_sampler() { return nullptr; }
+inline std::unique_ptr<Sampler> make_trace_id_ratio_sampler(double) { return nullptr; }
+inline std::unique_ptr<Sampler> make_parent_based_sampler(std::unique_ptr<Sampler>) { return nullptr; }
+inline std::unique_ptr<Sampler> make_rank_gate_sampler(bool, std::unique_ptr<Sampler>) { return nullptr; }
+inline void register_sampling_strategy(std::string, SamplingStrategyFactory, bool = false) {}
+inline void unregister_sampling_strategy(std::string_view) {}
+inline std::vector<std::string> sampling_strategy_names() { return {}; }
+inline bool has_sampling_strategy(std::string_view) { return false; }
+
+#endif
 
 }  // namespace lens

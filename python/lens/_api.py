@@ -21,8 +21,9 @@ from lens.strategies import (ExportStrategy, register_export_strategy, registere
 from lens.telemetry import (TelemetryHandle, register_rank_strategy, register_sampling_strategy,
                             set_enabled_span_groups, setup_telemetry)
 from lens.tracer import Tracer
-from lens import (groups, handle, helpers, fallbacks, logging_bridge, megatron, resources, sampling,  # noqa: F401
+from lens import (groups, helpers, fallbacks, logging_bridge, megatron, resources, sampling,  # noqa: F401
                   semconv, state, strategies, tracer)
+import lens.handle  # noqa: F401  (NeMo Lens's module; build_worker_bootstrap's argument is also named handle)
 
 
 def get_tracer(name="nemo.lens"):

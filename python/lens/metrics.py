@@ -78,7 +78,8 @@ class _Observable(_Instrument):
         self._callbacks = list(callbacks or ())
         for callback in self._callbacks:
             if not callable(callback):
-                raise TypeError(f"observable instrument {name!r}: a callback is callable, not {type(callback).__name__}")
+                raise TypeError(f"observable instrument {name!r}: a callback is callable, "
+                                f"not {type(callback).__name__}")
         self._totals = {}  # a counter's last total per attribute set, for the increase since
         _observer.add(self)
 

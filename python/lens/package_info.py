@@ -1,6 +1,8 @@
 """The package's identity, under NeMo Lens's `package_info` names. lens has no public home yet: its URLs are empty."""
 
-from lens._native import LENS_VERSION as __version__
+from lens._native import LENS_VERSION
+
+__version__ = LENS_VERSION
 
 __package_name__ = "lens"
 __contact_names__ = "lens developers"

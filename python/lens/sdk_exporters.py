@@ -99,7 +99,8 @@ def _number_points(metric_data):
 def _histogram_points(metric_data):
     return [HistogramDataPoint(_attributes(p), int(p.get("startTimeUnixNano", 0)), int(p["timeUnixNano"]),
                                int(p.get("count", 0)), float(p.get("sum", 0.0)),
-                               [int(c) for c in p.get("bucketCounts", [])], [float(b) for b in p.get("explicitBounds", [])],
+                               [int(c) for c in p.get("bucketCounts", [])],
+                               [float(b) for b in p.get("explicitBounds", [])],
                                float(p.get("min", 0.0)), float(p.get("max", 0.0)))
             for p in metric_data.get("dataPoints", [])]
 

@@ -94,8 +94,10 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
 
     rank and world_size: from the launcher's environment when not given (torchrun, srun, mpirun).
     export_strategy: the name of a rank strategy, or a callable, NeMo Lens's (config, rank, world_size) -> bool or
-    lens's (a lens.RankStrategyInput) -> bool, for this setup (else config.rank_strategy). span_exporter and metric_reader: lens exports natively (OTLP, console, file,
-    Prometheus, chosen by OTEL_* variables); an OpenTelemetry SDK exporter object is refused with TypeError.
+    lens's (a lens.RankStrategyInput) -> bool, for this setup (else config.rank_strategy).
+    span_exporter and metric_reader: an OpenTelemetry SDK SpanExporter and MetricReader that lens's spans and
+    metrics go to, on lens's export thread, in place of the exporters OTEL_* variables choose (OTLP, console,
+    file, Prometheus); anything else is refused with TypeError. They are shut down after lens's last batch.
     A second setup while an enabled one is live raises RuntimeError unless _allow_reinit, which shuts the live one
     down first."""
     global _live

@@ -10,15 +10,20 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "attributes.h"
 #include "context_conversion.h"

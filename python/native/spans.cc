@@ -1,6 +1,7 @@
 // The span path of the Python package (spans.h says why it is written against the CPython API).
 #include "spans.h"
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>

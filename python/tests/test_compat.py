@@ -68,7 +68,8 @@ class CompatTest(unittest.TestCase):
             os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS="per_step", NEMO_LENS_EXPORTER="console",
                               NEMO_LENS_METRICS_ENABLED="0", NEMO_LENS_HANG_SIGNAL="none")
             handle = lens.setup_telemetry(lens.NemoLensConfig.from_env())
-            print(before, is_span_group_enabled("step"), is_span_group_enabled("layer"), "step" in enabled_span_groups())
+            print(before, is_span_group_enabled("step"), is_span_group_enabled("layer"),
+                  "step" in enabled_span_groups())
             lens.set_enabled_span_groups(["job"])
             print(is_span_group_enabled("step"), sorted(enabled_span_groups()))
             set_pp_trace_carrier({"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"})

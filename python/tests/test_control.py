@@ -71,7 +71,8 @@ class HangSnapshotTest(unittest.TestCase):
             with lens.span_cm("py.step", iteration=12):
                 with lens.span_cm("py.inner"):
                     snapshot = ask_for_snapshot(run_dir)
-        self.assertEqual((snapshot["reason"], snapshot["rank"], snapshot["last_iteration_completed"]), ("signal", 0, 11))
+        self.assertEqual((snapshot["reason"], snapshot["rank"], snapshot["last_iteration_completed"]),
+                         ("signal", 0, 11))
         main = next(t for t in snapshot["threads"] if t["tid"] == threading.get_native_id())
         self.assertEqual([s["name"] for s in main["open_spans"]], ["py.step", "py.inner"])
         self.assertEqual(main["open_spans"][0]["attributes"], {"iteration": 12})

@@ -4,7 +4,6 @@ current trace and span ids; instruments with OpenTelemetry Python's names; Megat
 import logging
 import unittest
 
-import lens
 from lens.helpers import managed_span
 from lens.logging_bridge import LensLoggingHandler, setup_logging_bridge
 from lens.megatron import record_training_metrics

@@ -206,7 +206,9 @@ class SamplerResourcesRegistryTest(unittest.TestCase):
                                             "bad,key": "x"}, inherited="team=a")
         self.assertEqual(value, "team=a,job.note=exp%2F2026-01%2Cseed%3D7,worker.index=3")
         child = subprocess.run([sys.executable, "-c", "import json, lens, support\n"
-                                "import os\nwith support.Run('all', OTEL_RESOURCE_ATTRIBUTES=os.environ['CHILD_ATTRIBUTES']) as run:\n"
+                                "import os\n"
+                                "attributes = os.environ['CHILD_ATTRIBUTES']\n"
+                                "with support.Run('all', OTEL_RESOURCE_ATTRIBUTES=attributes) as run:\n"
                                 "    lens.span_cm('child').__enter__().end()\n"
                                 "print(json.dumps(run.resources[0]))"],
                                env={**os.environ, "CHILD_ATTRIBUTES": value}, capture_output=True, text=True)
@@ -218,10 +220,11 @@ class SamplerResourcesRegistryTest(unittest.TestCase):
         from nemo.lens.groups import SpanRegistry
         SpanRegistry.clear()
         try:
-            SpanRegistry.register("rl", {"rollout", "reward"}, {"default": {"rollout"}, "rl_all": {"rollout", "reward"}})
+            SpanRegistry.register("rl", {"rollout", "reward"},
+                                  {"default": {"rollout"}, "rl_all": {"rollout", "reward"}})
             self.assertEqual(SpanRegistry.namespaces(), ["rl"])
-            self.assertEqual(SpanRegistry.resolve("rl_all,typo"), (frozenset({"rollout", "reward"}),
-                                                                    frozenset({"typo"})))
+            self.assertEqual(SpanRegistry.resolve("rl_all,typo"),
+                             (frozenset({"rollout", "reward"}), frozenset({"typo"})))
             for bad in (("", {"x"}), ("rl2", {"all"}), ("rl2", {"x"}, {"p": {"unregistered"}}), ("rl", {"y"}),
                         ("rl3", {"rollout"})):
                 with self.assertRaises(ValueError, msg=bad):

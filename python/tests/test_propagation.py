@@ -19,7 +19,8 @@ class CarrierTest(unittest.TestCase):
             with managed_span("step", "sender") as span:
                 carrier = lens.inject({})
                 context = span.get_span_context()
-            self.assertEqual(carrier, {"traceparent": f"00-{context.trace_id_hex}-{context.span_id_hex}-03"})  # sampled, random
+            traceparent = f"00-{context.trace_id_hex}-{context.span_id_hex}-03"  # sampled, random
+            self.assertEqual(carrier, {"traceparent": traceparent})
             remote = lens.extract({"Traceparent": carrier["traceparent"]})
             self.assertEqual(remote, context)
             self.assertTrue(remote.is_remote)

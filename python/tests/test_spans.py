@@ -1,7 +1,6 @@
 """managed_span, trace_fn, span_cm, safe_set_span_attributes and the tracer: NeMo Lens's semantics, checked on
 the spans lens actually exported."""
 
-import contextlib
 import functools
 import inspect
 import unittest

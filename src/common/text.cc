@@ -166,15 +166,3 @@ std::string redact_url(std::string_view url) {
 }
 
 }  // namespace lens::internal
-
-namespace lens::internal {
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-}  // namespace lens::internal

@@ -41,7 +41,4 @@ std::string terminal_text(std::string_view text);
 // A URL with its credentials taken out, for messages and summaries: "user:token@" becomes "***@" and a query
 // ("?api_key=...") becomes "?***". Endpoints are shown this way everywhere.
 std::string redact_url(std::string_view url);
-// `text` as a JSON string literal, quotes included: '"' and '\\' escaped, control bytes left out (lens's own
-// files: control.json, the hang snapshots).
-std::string json_string(std::string_view text);
 }  // namespace lens::internal

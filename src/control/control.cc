@@ -15,8 +15,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 #include "common/files.h"
+#include "common/json_escape.h"
 #include "common/log.h"
 #include "common/process_identity.h"
 #include "common/text.h"

@@ -4,6 +4,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cctype>
+#include <chrono>
+#include <string_view>
+#include <vector>
 
 #include "common/text.h"
 #include "lens/version.h"

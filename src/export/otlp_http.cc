@@ -5,8 +5,11 @@
 #include <zlib.h>
 
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 #include "common/text.h"
 #include "lens/version.h"

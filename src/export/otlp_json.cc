@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
+#include "common/json_escape.h"
 #include "export/otlp_walk.h"
 
 namespace lens::internal {
@@ -121,57 +123,8 @@ class Json {
   }
   void done(char* p) { len_ = static_cast<std::size_t>(p - out_.data()); }
 
-  // JSON string escaping; invalid UTF-8 becomes U+FFFD so every line stays valid JSON.
-  void escape(std::string_view s) {
-    char* p = room(6 * s.size());  // the worst case: every byte escaped
-    for (std::size_t i = 0; i < s.size();) {
-      auto c = static_cast<unsigned char>(s[i]);
-      if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-        *p++ = static_cast<char>(c);
-        ++i;
-      } else if (c == '"' || c == '\\') {
-        *p++ = '\\';
-        *p++ = static_cast<char>(c);
-        ++i;
-      } else if (c < 0x20) {
-        const char* named = c == '\n'   ? "\\n"
-                            : c == '\t' ? "\\t"
-                            : c == '\r' ? "\\r"
-                            : c == '\b' ? "\\b"
-                            : c == '\f' ? "\\f"
-                                        : nullptr;
-        if (named) {
-          std::memcpy(p, named, 2);
-          p += 2;
-        } else {
-          std::memcpy(p, "\\u00", 4);
-          std::memcpy(p + 4, kHexPairs.pairs[c], 2);
-          p += 6;
-        }
-        ++i;
-      } else {
-        std::size_t n = utf8_sequence_length(s, i);
-        if (n == 0) {
-          std::memcpy(p, "\xEF\xBF\xBD", 3);  // U+FFFD
-          p += 3;
-          ++i;
-        } else {
-          std::memcpy(p, s.data() + i, n);
-          p += n;
-          i += n;
-        }
-      }
-    }
-    done(p);
-  }
-  static std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-    if (n == 0 || i + n > s.size()) return 0;
-    for (std::size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-    return n;
-  }
+  // JSON string escaping (common/json_escape.h): invalid UTF-8 becomes U+FFFD so every line stays valid JSON.
+  void escape(std::string_view s) { done(escape_json(s, room(max_escaped_size(s.size())))); }
 
   std::string& out_;
   std::size_t len_;

@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "common/http_server.h"
+#include "common/json_escape.h"
 #include "common/log.h"
 #include "common/process_identity.h"
 #include "common/text.h"

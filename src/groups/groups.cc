@@ -6,7 +6,7 @@
 
 #include "common/text.h"
 #include "groups/switch.h"
-#include "lens/config.h"
+#include "lens/config_error.h"
 
 namespace lens {
 

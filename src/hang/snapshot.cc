@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/json_escape.h"
 #include "common/log.h"
 #include "common/process_identity.h"
 #include "common/text.h"

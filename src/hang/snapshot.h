@@ -3,7 +3,7 @@
 // P_HANG_TIMEOUT seconds. `lens hang RUN_DIR` reads them and names the rank that is behind, and where.
 //
 // The pieces: the training thread reports each iteration boundary (at_iteration_boundary, lens/control.h) to the
-// progress below; the export thread (telemetry/pipeline.cc) runs the watchdog and writes the file from
+// progress below; the hang watch (hang/hang_watch.h) runs the watchdog and writes the file from
 // SpanDrain::open_spans(), never from a signal handler. The file (CONTRACT §10):
 //
 //   {"lens_hang_snapshot": 1, "rank": 3, "world_size": 4, "pid": 812, "host": "node7", "run_id": "...",
@@ -50,8 +50,9 @@ std::string hang_snapshot_json(const HangSettings& settings, const SpanDrain& sp
 // Writes it (under a temporary name, renamed). False, with a warning logged, when it could not.
 bool write_hang_snapshot(const HangSettings& settings, const SpanDrain& spans, std::string_view reason);
 
-// The rank's process record, written once when its hang thread starts: what `lens hang RUN_DIR --signal` needs to
-// signal exactly this run's rank processes on a host, and nothing else (CONTRACT §10):
+// The rank's process record, written once when its hang watch starts (after the hang signal has its handler): what
+// `lens hang RUN_DIR --signal` needs to signal exactly this run's rank processes on a host, and nothing else
+// (CONTRACT §10):
 //   {"lens_rank_process": 1, "rank": 3, "pid": 812, "host": "node7", "run_id": "...", "boot_id": "...",
 //    "start_ticks": 123456, "comm": "pretrain_gpt", "hang_signal": "SIGUSR1" | "SIGUSR2" | "none"}
 // Written when the rank's hang thread starts, removed when it ends (with the run directory, when that is left

@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include "lens/spdlog_sink.h"
 #include "support/capture.h"
 

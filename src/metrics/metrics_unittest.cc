@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "metrics/instruments.h"
 #include "support/alloc_counter.h"

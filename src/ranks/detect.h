@@ -1,6 +1,8 @@
 // Rank detection over an injectable environment (tests use a map).
 #pragma once
 
+#include <optional>
+
 #include "config/env.h"
 #include "lens/ranks.h"
 

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "common/log.h"
 #include "common/process_identity.h"

@@ -1,6 +1,7 @@
 // Run identity and the resource every exported item carries (CONTRACT §5), over an injectable environment.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "config/env.h"

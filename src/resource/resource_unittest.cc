@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 
 #include "lens/megatron.h"
 #include "resource/nvml.h"

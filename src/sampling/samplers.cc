@@ -1,6 +1,10 @@
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
+#include <vector>
 
 #include "common/registry.h"
 #include "common/text.h"

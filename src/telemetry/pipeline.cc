@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/log.h"
 
@@ -43,19 +44,21 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
                    std::unique_ptr<Sampler> sampler)
     : settings_(bounded(std::move(settings))),
       exporter_(std::move(exporter)),
-      spans_(settings_.batch, settings_.limits, std::move(sampler), settings_.resource, *exporter_, wake_),
+      spans_({.batch = settings_.batch,
+              .limits = settings_.limits,
+              .collective_group = settings_.collective_group,
+              .step_sampling = settings_.step_sampling},
+             std::move(sampler), settings_.resource, *exporter_, wake_),
       logs_(settings_.log_batch, settings_.resource, *exporter_, wake_),
       metrics_(settings_.metrics, settings_.metric_interval_ms, settings_.temporality, settings_.resource, *exporter_,
-               [this] { return stats(); }) {
-  spans_.collective_group = settings_.collective_group;
-  spans_.step_sampling = settings_.step_sampling;
+               [this] { return stats(); }),
+      hang_(settings_.hang, spans_) {
   // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
   // inherited from this thread's at creation.
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
   thread_ = std::thread([this] { run(); });
-  if (!settings_.hang.path.empty()) hang_thread_ = std::thread([this] { watch_for_hangs(); });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
@@ -104,7 +107,7 @@ void Pipeline::run() {
 }
 
 void Pipeline::finish() {
-  stop_watching_for_hangs();
+  hang_.stop();
   try {
     exporter_->shutdown();
   } catch (...) {
@@ -176,47 +179,7 @@ void Pipeline::flush_from_signal(int timeout_ms) noexcept {
 }
 
 void Pipeline::request_hang_snapshot() noexcept {
-  if (settings_.hang.path.empty() || finished()) return;
-  hang_snapshot_asked_.store(true, std::memory_order_release);
-  hang_wake_.ring_now();
-}
-
-void Pipeline::watch_for_hangs() {
-  // The record lives as long as this thread (here, not on the training thread: a file on a shared file system).
-  write_rank_process_record(settings_.hang);
-  // With a watchdog, a look at least every second (or every timeout, if shorter): the iteration boundaries that
-  // arm it do not wake this thread.
-  const std::int64_t timeout_ms = settings_.hang.timeout_ms;
-  const std::int64_t longest_sleep_ms = timeout_ms > 0 ? std::min<std::int64_t>(timeout_ms, 1000) : INT32_MAX;
-  std::int64_t watchdog_ms = longest_sleep_ms;
-  while (!hang_watch_stopped_.load(std::memory_order_acquire)) {
-    hang_wake_.sleep(static_cast<int>(std::min(watchdog_ms, longest_sleep_ms)));
-    if (hang_watch_stopped_.load(std::memory_order_acquire)) break;
-    watchdog_ms = hang_watch();
-  }
-  remove_rank_process_record(settings_.hang);
-}
-
-void Pipeline::stop_watching_for_hangs() {
-  hang_watch_stopped_.store(true, std::memory_order_release);
-  hang_wake_.ring_now();
-  if (hang_thread_.joinable()) hang_thread_.join();
-}
-
-std::int64_t Pipeline::hang_watch() noexcept {
-  const HangSettings& hang = settings_.hang;
-  if (hang.path.empty()) return INT32_MAX;
-  if (hang_snapshot_asked_.exchange(false, std::memory_order_acq_rel)) write_hang_snapshot(hang, spans_, "signal");
-  const IterationProgress progress = iteration_progress();
-  // Armed from the first boundary on; fires once per boundary that is not followed by another in time.
-  if (hang.timeout_ms <= 0 || progress.boundary_nanos == 0 || watchdog_fired_for_ == progress.boundary_nanos)
-    return INT32_MAX;
-  const std::uint64_t timeout_nanos = static_cast<std::uint64_t>(hang.timeout_ms) * 1000000;
-  const std::uint64_t waited = steady_nanos() - progress.boundary_nanos;
-  if (waited < timeout_nanos) return static_cast<std::int64_t>((timeout_nanos - waited) / 1000000) + 1;
-  watchdog_fired_for_ = progress.boundary_nanos;
-  write_hang_snapshot(hang, spans_, "watchdog");
-  return INT32_MAX;
+  if (!finished()) hang_.request_snapshot();
 }
 
 void Pipeline::mark_stopped_in_child() noexcept {

@@ -1,6 +1,7 @@
 // The pipeline of one exporting process: a span drain, a log queue and a metric schedule, each owning its queue,
-// counters and lock, driven by one background thread that exports what they hold to one exporter. Here live
-// what concerns the three at once: the thread and its wake-up, flush, shutdown by a deadline, SIGTERM and fork.
+// counters and lock, driven by one background thread that exports what they hold to one exporter; beside them the
+// hang watch (hang/hang_watch.h) on a thread of its own. Here live what concerns them at once: the thread and its
+// wake-up, flush, shutdown by a deadline, SIGTERM and fork.
 //
 // Never freed once started (threads may still hold pointers into it), so a late span end or a hung exporter can
 // never touch freed memory; a stopped pipeline only counts what still arrives.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/event_fd.h"
+#include "hang/hang_watch.h"
 #include "hang/snapshot.h"
 #include "lens/config.h"
 #include "lens/sampling.h"
@@ -35,9 +37,9 @@ struct PipelineSettings {
   std::int64_t metric_interval_ms = 10000;
   std::int64_t metric_timeout_ms = 30000;  // OTEL_METRIC_EXPORT_TIMEOUT
   Temporality temporality = Temporality::kCumulative;
-  int collective_group = -1;              // the catalogue's `communication` group: its spans carry lens.collective.seq
-  SpanDrain::StepSampling step_sampling;  // trace-ratio sampling by step (SpanDrain says when)
-  HangSettings hang;                      // hang.path empty: no snapshots
+  int collective_group = -1;   // the catalogue's `communication` group: its spans carry lens.collective.seq
+  StepSampling step_sampling;  // trace-ratio sampling by step (trace/span_drain.h says when)
+  HangSettings hang;           // hang.path empty: no snapshots
 };
 
 class Pipeline {
@@ -51,6 +53,8 @@ class Pipeline {
   MetricSchedule& metrics() noexcept { return metrics_; }
   const Resource& resource() const noexcept { return settings_.resource; }
   const std::string& hang_path() const noexcept { return settings_.hang.path; }
+  // Starts the hang watch (HangWatch::start: once the hang signal has its handler).
+  void start_hang_watch() { hang_.start(); }
 
   // Exports everything queued now; false when `deadline` passed first.
   bool force_flush(Deadline deadline);
@@ -63,7 +67,7 @@ class Pipeline {
   // SIGTERM handed on to an application that goes on: exports what is queued, waiting at most `timeout_ms`,
   // and keeps running. Async-signal-safe.
   void flush_from_signal(int timeout_ms) noexcept;
-  // Asks the background thread for a hang snapshot (P_HANG_SIGNAL's handler). Async-signal-safe.
+  // Asks the hang watch for a snapshot (P_HANG_SIGNAL's handler). Async-signal-safe.
   void request_hang_snapshot() noexcept;
   // In a forked child: the background thread did not come along; nothing may wait for it.
   void mark_stopped_in_child() noexcept;
@@ -75,12 +79,6 @@ class Pipeline {
 
  private:
   void run();
-  // Writes a hang snapshot when one was asked for or the watchdog is due; returns how long the watchdog may sleep.
-  std::int64_t hang_watch() noexcept;
-  // The hang thread: snapshots on a thread of their own, so that one is written within moments of the signal or
-  // the stall whatever the export thread is doing (behind a collector that hangs, it waited up to a minute).
-  void watch_for_hangs();
-  void stop_watching_for_hangs();
   void finish();
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
 
@@ -90,6 +88,7 @@ class Pipeline {
   SpanDrain spans_;
   LogQueue logs_;
   MetricSchedule metrics_;
+  HangWatch hang_;
 
   std::mutex mutex_;  // guards stop_requested_, flush_requested_, flush_done_ (and done_'s waits)
   std::condition_variable done_;
@@ -106,12 +105,6 @@ class Pipeline {
   std::atomic<bool> signal_flush_{false};
   std::atomic<bool> signal_shutdown_{false};
   std::atomic<ThreadState*> parked_{nullptr};
-  std::atomic<bool> hang_snapshot_asked_{false};
-  std::uint64_t watchdog_fired_for_ = 0;  // the boundary (steady ns) the watchdog last wrote a snapshot after (hang
-                                          // thread only)
-  WakeUp hang_wake_;                      // the hang signal's handler wakes the hang thread
-  std::atomic<bool> hang_watch_stopped_{false};
-  std::thread hang_thread_;  // with hang snapshots on
 
   std::mutex join_mutex_;  // guards joining or detaching thread_ (shutdown may run on two threads)
   std::thread thread_;

@@ -1,7 +1,13 @@
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/files.h"
@@ -273,7 +279,12 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     install_span_groups({}, {});
   }
   if (state->pipeline) install_process_hooks();
-  if (state->pipeline && !state->pipeline->hang_path().empty()) install_hang_signal(config.hang_signal);
+  if (state->pipeline && !state->pipeline->hang_path().empty()) {
+    // In this order: the process record the watch writes tells `lens hang --signal` to signal this process, and
+    // without the handler the signal's default action would end it.
+    install_hang_signal(config.hang_signal);
+    state->pipeline->start_hang_watch();
+  }
   reset_control_state();
   reset_iteration_progress();
   set_control_catalogue(config.catalogue);

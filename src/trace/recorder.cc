@@ -5,13 +5,16 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <span>
+#include <string_view>
 #include <typeinfo>
 
 #include "common/clock.h"
+#include "common/dcheck.h"
 #include "groups/switch.h"
 #include "lens/span.h"
 #include "trace/record.h"
@@ -75,12 +78,15 @@ OpenSpan* take_slot(ThreadState& t) noexcept {
   }
   int index = __builtin_ctzll(t.free_slots);
   t.free_slots &= t.free_slots - 1;
+  LENS_DCHECK((t.slots[index].generation.load(std::memory_order_relaxed) & 1) == 0);  // a free slot holds no span
   return &t.slots[index];
 }
 
 void release_slot(OpenSpan& s, ThreadState* releasing) noexcept {
+  LENS_DCHECK((s.generation.load(std::memory_order_relaxed) & 1) == 1);  // odd: it held an open span
   s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   std::uint64_t bit = std::uint64_t{1} << s.owner_slot_index;
+  LENS_DCHECK(releasing != s.owner || (s.owner->free_slots & bit) == 0);  // never released twice
   if (releasing == s.owner)
     s.owner->free_slots |= bit;
   else
@@ -114,7 +120,10 @@ class ArenaWriter {
   void set_cursor(std::uint8_t* at) noexcept { at_ = at; }
   // Publishes what was written: a truncation that interrupts a write, or a hang snapshot read on another thread,
   // sees only complete entries (a release store: a plain store on x86 and ARM's stlr).
-  void commit() noexcept { __atomic_store_n(&s_.header.arena_used, position(), __ATOMIC_RELEASE); }
+  void commit() noexcept {
+    LENS_DCHECK(position() <= kArenaBytes);  // every entry was checked with fits() before it was written
+    __atomic_store_n(&s_.header.arena_used, position(), __ATOMIC_RELEASE);
+  }
 
  private:
   OpenSpan& s_;
@@ -344,6 +353,7 @@ void set_status_message(OpenSpan& s, std::string_view message) noexcept {
 void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   ThreadCounters::bump(t.counters.produced);
   SpanDrain* p = t.drain;
+  LENS_DCHECK(s.header.arena_used <= kArenaBytes);
   s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
   const SpanQueue::Push pushed = t.queue.push(s.header, s.arena);
   if (__builtin_expect(pushed == SpanQueue::Push::kQueued, 1)) return;
@@ -387,6 +397,7 @@ void set_name_attributes_and_open(SpanHandle& h, OpenSpan& s, SpanDrain& p, Span
   r.start_tick = start_unix_nanos != 0 ? start_unix_nanos : now_ticks();  // kStartIsUnixNanos says which
   // Published last (odd: open), so a hang snapshot never reads a header half written.
   h.generation = s.generation.load(std::memory_order_relaxed) + 1;
+  LENS_DCHECK((h.generation & 1) == 1);  // odd: open (the seqlock a hang snapshot reads)
   s.generation.store(h.generation, std::memory_order_release);
 }
 
@@ -404,10 +415,10 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
   set_name_attributes_and_open(h, *s, p, group, name, attributes);
 }
 
-// Trace-ratio sampling by step (SpanDrain::StepSampling): a step by its key (the trace id it was given, as a step
-// trace of its own, else its run's and ordinal's), what is under a step as its parent, a root outside a step kept.
+// Trace-ratio sampling by step (StepSampling, trace/span_drain.h): a step by its key (the trace id it was given, as a
+// step trace of its own, else its run's and ordinal's), what is under a step as its parent, a root outside a step kept.
 bool step_sampled(SpanDrain& p, SpanGroup group, const SpanContext* parent, const TraceId* given) noexcept {
-  const SpanDrain::StepSampling& steps = p.step_sampling;
+  const StepSampling& steps = p.step_sampling;
   if (group.id() == steps.step_group) {
     if (given != nullptr) return steps.ratio.keeps(*given);
     const std::int64_t step = p.steps_started.fetch_add(1, std::memory_order_relaxed);
@@ -526,6 +537,7 @@ void update_name(SpanHandle& h, SpanName name) noexcept {
     s.header.name =
         TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
   h.generation += 4;
+  LENS_DCHECK((h.generation & 1) == 1);  // still open, moved on twice so a snapshot that overlapped sees it
   s.generation.store(h.generation, std::memory_order_release);
 }
 

@@ -10,17 +10,20 @@ namespace lens::internal {
 
 std::atomic<SpanDrain*> g_span_drain{nullptr};
 
-SpanDrain::SpanDrain(const BatchConfig& batch, const Limits& limits_in, std::unique_ptr<Sampler> sampler_in,
-                     const Resource& resource, TelemetryExporter& exporter, WakeUp& wake)
+SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler> sampler_in, const Resource& resource,
+                     TelemetryExporter& exporter, WakeUp& wake)
     : owned_sampler_(std::move(sampler_in)),
       sampler(owned_sampler_.get()),
-      limits(limits_in),
-      batch_size(static_cast<std::size_t>(batch.max_export_batch_size)),
+      limits(settings.limits),
+      batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
+      collective_group(settings.collective_group),
+      step_sampling(settings.step_sampling),
       resource_(resource),
       exporter_(exporter),
       wake_(wake),
-      queue_budget_(std::clamp<std::size_t>(static_cast<std::size_t>(batch.max_queue_size) * kQueueBytesPerSpan,
-                                            kMinQueueBytes, kMaxQueueBytes)) {
+      queue_budget_(
+          std::clamp<std::size_t>(static_cast<std::size_t>(settings.batch.max_queue_size) * kQueueBytesPerSpan,
+                                  kMinQueueBytes, kMaxQueueBytes)) {
   batch_spans_.reserve(batch_size);
 }
 

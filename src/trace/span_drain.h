@@ -24,10 +24,31 @@
 
 namespace lens::internal {
 
+// Trace-ratio sampling by step (CONTRACT §4), set where OTEL_TRACES_SAMPLER is a trace-id ratio, the layout is
+// `segment` and no sampling strategy is set: a span of `step_group` is kept when its step's key passes the ratio
+// (the key: step_trace_id(run id, the rank's count of steps), alike on every rank), and everything under it
+// follows it; a root outside a step is kept, so a kept step has its segment. Without it, the segment's root was
+// the only decision: at 0.1 a run with one segment exported nothing 9 times in 10.
+struct StepSampling {
+  int step_group = -1;  // -1: off
+  TraceIdRatioRule ratio;
+  std::string run_id;
+};
+
+// What a drain is made with, fixed for its life (the recording threads read it without a lock).
+struct SpanDrainSettings {
+  BatchConfig batch;  // OTEL_BSP_*
+  Limits limits;
+  // Spans of this group (the catalogue's `communication`, -1: none) carry lens.collective.seq, the rank's count of
+  // such spans started so far (1, 2, ...): their order, to join a trace with a flight-recorder dump of the same rank.
+  int collective_group = -1;
+  StepSampling step_sampling;
+};
+
 class SpanDrain {
  public:
   // `resource`, `exporter` and `wake` belong to the pipeline, which outlives the drain's use of them.
-  SpanDrain(const BatchConfig& batch, const Limits& limits, std::unique_ptr<Sampler> sampler, const Resource& resource,
+  SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler> sampler, const Resource& resource,
             TelemetryExporter& exporter, WakeUp& wake);
   SpanDrain(const SpanDrain&) = delete;
   SpanDrain& operator=(const SpanDrain&) = delete;
@@ -51,21 +72,10 @@ class SpanDrain {
   const Sampler* const sampler;
   const Limits limits;
   const std::size_t batch_size;
-  // Spans of this group (the catalogue's `communication`, -1: none) carry lens.collective.seq, the rank's count of
-  // such spans started so far (1, 2, ...): their order, to join a trace with a flight-recorder dump of the same rank.
-  int collective_group = -1;
+  const int collective_group;
   std::atomic<std::int64_t> collective_sequence{0};
 
-  // Trace-ratio sampling by step (CONTRACT §4), set where OTEL_TRACES_SAMPLER is a trace-id ratio, the layout is
-  // `segment` and no sampling strategy is set: a span of `step_group` is kept when its step's key passes the ratio
-  // (the key: step_trace_id(run id, the rank's count of steps), alike on every rank), and everything under it
-  // follows it; a root outside a step is kept, so a kept step has its segment. Without it, the segment's root was
-  // the only decision: at 0.1 a run with one segment exported nothing 9 times in 10.
-  struct StepSampling {
-    int step_group = -1;  // -1: off
-    TraceIdRatioRule ratio;
-    std::string run_id;
-  } step_sampling;
+  const StepSampling step_sampling;
   std::atomic<std::int64_t> steps_started{0};
 
   // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/dcheck.h"
 #include "trace/record.h"
 
 namespace lens::internal {
@@ -28,7 +29,10 @@ class QueueBudget {
   // Producer, for a new chunk: false when it would pass the limit.
   bool take(std::size_t bytes) noexcept;
   // Consumer, when a chunk is freed.
-  void give(std::size_t bytes) noexcept { in_use_.fetch_sub(bytes, std::memory_order_relaxed); }
+  void give(std::size_t bytes) noexcept {
+    [[maybe_unused]] const std::size_t before = in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+    LENS_DCHECK(before >= bytes);  // only what was taken comes back
+  }
   bool past_half() const noexcept { return in_use_.load(std::memory_order_relaxed) > limit_ / 2; }
   std::size_t in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
   std::size_t limit() const noexcept { return limit_; }
@@ -72,10 +76,12 @@ class SpanQueue {
     const std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
     const std::uint32_t size = header.size;
     bool budget_past_half = false;
+    LENS_DCHECK(size % 8 == 0 && size >= sizeof header + header.arena_used);  // header and arena, 8-aligned
     if (__builtin_expect(write_at_ + size > tail_capacity_, 0)) {
       if (!link_new_chunk(size, pushed)) return Push::kDropped;
       budget_past_half = budget_.past_half();
     }
+    LENS_DCHECK(write_at_ + size <= tail_capacity_);  // a record never crosses its chunk's end
     std::uint8_t* at = tail_->data() + write_at_;
     std::memcpy(at, &header, sizeof header);
     std::memcpy(at + sizeof header, arena, header.arena_used);
@@ -134,6 +140,7 @@ std::size_t SpanQueue::pop(std::size_t max, OnRecord&& on_record, OnRetired&& on
       const std::uint8_t* record = head_->data() + read_at_;
       std::uint32_t size;
       std::memcpy(&size, record, 4);
+      LENS_DCHECK(size >= sizeof(RecordHeader) && read_at_ + size <= seen_written_);  // only what was published
       on_record(record);
       read_at_ += size;
       ++n;

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "support/alloc_counter.h"
 #include "support/capture.h"

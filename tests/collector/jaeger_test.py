@@ -147,8 +147,8 @@ class PythonTrainerThroughTheCollectorToJaegerTest(peers.PeerTest):
         exported = sum(s[1] for s in stats)
 
         traces = JaegerTest.traces_in_jaeger(self, jaeger, "lens-python-trainer", exported)
-        spans = {span["spanID"]: (trace["traceID"], span, tag(trace["processes"][span["processID"]]["tags"],
-                                                               "dl.rank"))
+        spans = {span["spanID"]: (trace["traceID"], span,
+                                  tag(trace["processes"][span["processID"]]["tags"], "dl.rank"))
                  for trace in traces for span in trace["spans"]}
         self.assertEqual(len(spans), exported, "Jaeger holds every span the ranks exported, once")
         self.assertEqual({rank for _, _, rank in spans.values()}, {0, 1, 2, 3})

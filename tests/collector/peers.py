@@ -200,7 +200,8 @@ class Prometheus(Peer):
         os.makedirs(home, exist_ok=True)
         jobs = "".join(f"  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
                        for job, port in targets.items())
-        jobs += "".join(f"  - job_name: {job}\n    file_sd_configs:\n      - files: ['{glob}']\n        refresh_interval: 1s\n"
+        jobs += "".join(f"  - job_name: {job}\n    file_sd_configs:\n      - files: ['{glob}']\n"
+                        "        refresh_interval: 1s\n"
                         for job, glob in (file_sd or {}).items())
         config = os.path.join(home, "prometheus.yml")
         with open(config, "w", encoding="utf-8") as f:

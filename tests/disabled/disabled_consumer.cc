@@ -1,10 +1,14 @@
 // A training program compiled with LENS_DISABLED: every lens call it makes must vanish. It is linked
 // without lens, and check_no_lens_symbols.sh inspects its object file.
 #include <cstdio>
+#include <utility>
 
 #include "lens/lens.h"
 #include "lens/log.h"
 #include "lens/metrics.h"
+#include "lens/ranks.h"
+#include "lens/resource.h"
+#include "lens/sampling.h"
 
 namespace {
 int g_side_effects = 0;
@@ -48,6 +52,20 @@ int main() {
     lens::log(lens::Severity::kError, "never", {{"k", 1}});
     any = any || lens::should_log(lens::Severity::kFatal) ||
           !lens::megatron::resource_attributes(lens::megatron::TrainingArgs{}).empty();
+  }
+  {
+    // Ranks, sampling and the resource: registries that hold nothing, detection that reads nothing.
+    lens::register_rank_strategy("never", [](const lens::RankStrategyInput&) { return true; });
+    lens::register_sampling_strategy("never", [](lens::SamplingStrategyInput in) { return std::move(in.sdk_sampler); });
+    any = any || lens::has_rank_strategy("never") || !lens::rank_strategy_names().empty() ||
+          lens::rank_exports("all_ranks", {}) || lens::detect_rank_info(3, 4).rank != 0 ||
+          lens::sampled_rank_score(0) != 0 || lens::has_sampling_strategy("never") ||
+          !lens::sampling_strategy_names().empty() || lens::make_trace_id_ratio_sampler(0.5) != nullptr ||
+          lens::make_parent_based_sampler(lens::make_always_on_sampler()) != nullptr || !lens::uuid5_url("x").empty() ||
+          !lens::run_uuids().job_uuid.empty() || lens::detect_gpu_identity(0).has_value() ||
+          !lens::detect_resource().empty() || lens::resolve_run_id(config) != config.run_id;
+    lens::unregister_rank_strategy("never");
+    lens::unregister_sampling_strategy("never");
   }
   any = any || !telemetry.force_flush() || telemetry.span_stats().produced != 0;
   telemetry.shutdown();

@@ -56,7 +56,8 @@ class DocsCommandsTest(unittest.TestCase):
         """The demo's Chrome JSON through the DevTools trace engine: every link an arrow it binds, none backwards
         (before issue 28: none bound, 200 of 216 backwards)."""
         check = subprocess.run(["node", os.path.join(ROOT, "tools", "lens", "check_chrome_trace.js"),
-                                os.path.join(ROOT, "build", "demo", "trace.json.gz"), os.path.join(ROOT, "tests", "peers")],
+                                os.path.join(ROOT, "build", "demo", "trace.json.gz"),
+                                os.path.join(ROOT, "tests", "peers")],
                                capture_output=True, text=True, timeout=300)
         summary = json.loads(check.stdout)
         self.assertEqual((check.returncode, summary["problems"]), (0, []))

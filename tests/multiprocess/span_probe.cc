@@ -5,14 +5,22 @@
 //   span_probe sigterm-user-handler   the same with the program's own SIGTERM handler installed first (it exits)
 //   span_probe sigterm-user-flag   the same with a handler that only sets a flag: the program then ends its open
 //                                  spans, records one more ("after.signal", as a last checkpoint save) and returns
+//   span_probe invalid-text SNAPSHOT   a thread named with a name the kernel cuts inside a character, spans and
+//                                  attributes of invalid UTF-8; writes a hang snapshot (its signal), waits for
+//                                  SNAPSHOT to appear, then ends the spans and exits normally
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <string_view>
+#include <thread>
 
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
@@ -47,6 +55,21 @@ int wait_for_sigterm(bool goes_on) {
   return 0;
 }
 
+// Text no strict JSON parser takes as it is: every file lens writes from it must still parse (common/json_escape.h).
+int invalid_text(lens::Telemetry& telemetry, const char* snapshot) {
+  // Nine two-byte characters: the kernel keeps 15 bytes of a thread name, the first half of the eighth.
+  ::prctl(PR_SET_NAME, "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9");
+  {
+    lens::Span step(mg::step, "megatron.train_step", {{"iteration", std::int64_t{3}}});
+    lens::Span bad(mg::job, "bad.\xFF\xFE.name\xE2\x82",
+                   {{"cut\xC3", std::string_view("\xED\xA0\x80 surrogate, \xC0\x80 overlong, \x1b[2J")}});
+    if (::raise(SIGUSR1) != 0) return 1;
+    for (int i = 0; i < 1000 && !std::filesystem::exists(snapshot); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return telemetry.shutdown() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,6 +90,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "sigterm" || mode == "sigterm-user-handler") return wait_for_sigterm(false);
   if (mode == "sigterm-user-flag") return wait_for_sigterm(true);
-  std::fprintf(stderr, "usage: span_probe ids N | sigterm | sigterm-user-handler | sigterm-user-flag\n");
+  if (mode == "invalid-text" && argc > 2) return invalid_text(telemetry, argv[2]);
+  std::fprintf(
+      stderr, "usage: span_probe ids N | sigterm | sigterm-user-handler | sigterm-user-flag | invalid-text SNAPSHOT\n");
   return 2;
 }

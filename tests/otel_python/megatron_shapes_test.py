@@ -30,7 +30,8 @@ class MegatronShapesTest(unittest.TestCase):
     def run_with_lens(self):
         env = {key: value for key, value in os.environ.items() if not key.startswith(("OTEL_", "NEMO_LENS_"))}
         env.update(MEGATRON_OTEL_SPAN_GROUPS="per_step,communication", MEGATRON_OTEL_EXPORTER="file",
-                   MEGATRON_OTEL_FILE_DIR=os.path.join(self.dir.name, "telemetry"), MEGATRON_OTEL_RANK_STRATEGY="all_ranks",
+                   MEGATRON_OTEL_FILE_DIR=os.path.join(self.dir.name, "telemetry"),
+                   MEGATRON_OTEL_RANK_STRATEGY="all_ranks",
                    MEGATRON_OTEL_HANG_SIGNAL="none")
         result, out = run_shapes(env, self.dir.name)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
@@ -69,7 +70,8 @@ class MegatronShapesTest(unittest.TestCase):
                                  ("megatron.startup.container_load", "launch_script_presrun", "program_start")):
             child = one(name)
             self.assertEqual(parent(child), "megatron.startup")
-            self.assertEqual((int(child["startTimeUnixNano"]), int(child["endTimeUnixNano"])), (nanos[start], nanos[end]))
+            self.assertEqual((int(child["startTimeUnixNano"]), int(child["endTimeUnixNano"])),
+                             (nanos[start], nanos[end]))
             self.assertTrue(attributes(child)["is_goodput_span"])
 
         intervals = sorted(named["megatron.train"], key=lambda s: int(s["startTimeUnixNano"]))

@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "export/otlp_exporter.h"
 #include "lens/lens.h"

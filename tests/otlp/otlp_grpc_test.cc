@@ -10,12 +10,18 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "lens/lens.h"
 #include "support/net.h"

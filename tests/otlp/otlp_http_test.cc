@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "support/capture.h"
 #include "support/otlp_config.h"

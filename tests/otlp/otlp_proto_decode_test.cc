@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <mutex>
+#include <string_view>
+#include <vector>
 
 #include "export/otlp_json.h"
 #include "export/otlp_proto.h"

@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
+#include <vector>
+
+#include "common/json_escape.h"
 
 namespace lens_tools {
 namespace {
@@ -128,7 +132,7 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
     std::string name = rank_process_name(p.origin);
     if (per_rank[p.origin.rank] > 1) name += " pid " + std::to_string(p.origin.pid);
     std::string meta = "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":";
-    append_json_string(meta, name);
+    meta += lens::internal::json_string(name);
     if (!p.origin.resource_args.empty()) meta += "," + p.origin.resource_args;
     event(meta + "}}");
     event("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
@@ -142,7 +146,7 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
       std::string e = "{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid + ",\"tid\":" + tid +
                       ",\"ts\":" + micros(s.start_ns, origin) + ",\"dur\":" + micros(s.end_ns, s.start_ns) +
                       ",\"name\":";
-      append_json_string(e, timeline.names[s.name]);
+      e += lens::internal::json_string(timeline.names[s.name]);
       e += ",\"args\":{";
       if (!s.args_json.empty()) e += s.args_json + ",";
       e += "\"span_id\":\"" + hex_id(s.span_id) + "\"";

@@ -1,3 +1,7 @@
+#include <map>
+#include <optional>
+#include <vector>
+
 #include "figures.h"
 
 namespace lens_tools {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "span_kinds.h"
 #include "text.h"

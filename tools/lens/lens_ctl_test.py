@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
@@ -92,7 +91,8 @@ def step_iterations(run_dir):
                         attrs = {a["key"]: a["value"] for a in s.get("attributes", [])}
                         iteration = int(attrs["megatron.iteration"]["intValue"])
                         by_rank.setdefault(rank, []).append(iteration)
-                        events += [(rank, iteration) for e in s.get("events", []) if e["name"] == "lens.span_groups.changed"]
+                        events += [(rank, iteration) for e in s.get("events", [])
+                                   if e["name"] == "lens.span_groups.changed"]
     return {rank: sorted(its) for rank, its in by_rank.items()}, sorted(events)
 
 
@@ -103,7 +103,8 @@ class LiveSpanGroupsTest(TempDirTest):
         try:
             job.wait_for_iteration(3)
             before = job.status()
-            self.assertEqual((before["span_groups"], before["world_size"]), ("job,checkpoint,evaluate,first_iteration,inference", 4))
+            self.assertEqual((before["span_groups"], before["world_size"]),
+                             ("job,checkpoint,evaluate,first_iteration,inference", 4))
             # Refused, each with nothing changed: a bad spec, no token, a wrong token.
             bad = job.ctl("span-groups", "default,stepp")
             self.assertEqual(bad.returncode, 1)

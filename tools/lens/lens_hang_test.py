@@ -268,7 +268,8 @@ class HangVerdictTest(TempDirTest):
 
     def test_a_rank_at_a_lower_iteration_is_behind_and_missing_and_stale_ones_are_named(self):
         self.write(snapshot(0, 5, 10, [STEP, WAIT]), snapshot(1, 5, 10, [STEP, WAIT]),
-                   snapshot(2, 5, 9, [("megatron.train_step", "step", {}), ("megatron.optimizer.step", "optimizer", {})]),
+                   snapshot(2, 5, 9, [("megatron.train_step", "step", {}),
+                                      ("megatron.optimizer.step", "optimizer", {})]),
                    snapshot(3, 5, 10, [STEP, WAIT], written=1_800_000_000.0 - 500))
         text, v = self.verdict()
         self.assertEqual((v["behind"], v["missing"], v["stale"], v["world_size"]), ([2], [4], [3], 5))

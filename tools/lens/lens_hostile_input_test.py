@@ -49,9 +49,9 @@ class HostileRunFilesTest(TempDirTest):
 
     def test_parallel_sizes_whose_product_overflows(self):
         line = json.loads(spans_line(3, step_spans(range(1, 4))))
-        line["resourceSpans"][0]["resource"]["attributes"] += [attr("dl.tensor_parallel.size", 65536),
-                                                                attr("dl.data_parallel.size", 65536),
-                                                                attr("dl.pipeline_parallel.size", 2)]
+        line["resourceSpans"][0]["resource"]["attributes"] += [
+            attr("dl.tensor_parallel.size", 65536), attr("dl.data_parallel.size", 65536),
+            attr("dl.pipeline_parallel.size", 2)]
         write_lines(os.path.join(self.run_dir(), "rank3.traces.jsonl"), [json.dumps(line)])
         for args in (["report", self.run_dir()], ["report", "--json", self.run_dir()],
                      ["convert", self.run_dir(), "--to", "chrome-json", "-o", os.path.join(self.tmp.name, "t.json")]):

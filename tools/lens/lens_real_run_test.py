@@ -23,8 +23,8 @@ def train(directory, world, flags, threads=None, env=None, groups="all"):
         port = str(s.getsockname()[1])
     telemetry = os.path.join(directory, "telemetry")
     base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(world),
-           "MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": telemetry,
-           "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"}
+            "MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": telemetry,
+            "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"}
     if threads:
         base["OMP_NUM_THREADS"] = str(threads)
     base.update(env or {})
@@ -83,7 +83,7 @@ class RealRunTest(TempDirTest):
         # backward, the bubble and the straggler search have no figure (before: forward 0, backward 0, a 100 %
         # bubble, "stragglers: none"), and a gate on them cannot pass by default.
         telemetry = train(self.tmp.name, 4, SMALL + ["--pipeline-model-parallel-size", "2", "--micro-batch-size", "2",
-                                                    "--global-batch-size", "8", "--train-iters", "3"],
+                                                     "--global-batch-size", "8", "--train-iters", "3"],
                           groups="per_step")
         f = report(telemetry)
         mean = f["phases"]["mean_per_step"]
@@ -111,8 +111,8 @@ class RealRunTest(TempDirTest):
         # 4 data-parallel replicas; rank 2 sleeps 60 ms in each micro-batch forward (a trainer testing aid): the
         # others wait for it in grad_sync.finish.
         telemetry = train(self.tmp.name, 4, SMALL + ["--micro-batch-size", "2", "--global-batch-size", "16",
-                                                    "--train-iters", "20", "--testing-slow-rank", "2",
-                                                    "--testing-slow-ms", "60"])
+                                                     "--train-iters", "20", "--testing-slow-rank", "2",
+                                                     "--testing-slow-ms", "60"])
         f = report(telemetry)
         shares = {r["rank"]: r["share"] for r in f["stragglers"]["ranks"]}
         self.assertEqual(sorted(shares), [0, 1, 2, 3])
@@ -159,6 +159,7 @@ class RealRunTest(TempDirTest):
             if all(abs(b["measured"] - 0.2) < 0.07 for b in f["bubble"]):
                 return
         self.fail(f"a stage's bubble is more than 7 points from 20 % in both runs: {tries}")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -487,7 +487,8 @@ class ResumedRunTest(unittest.TestCase):
                 with open(os.path.join(run, f"rank{rank}.traces.jsonl"), "w") as f:
                     for iteration, by_rank in STEPS.items():
                         pid = (100 if iteration <= 2 else 200) + rank
-                        step = span("megatron.train_step", iteration * 1000, by_rank[rank], megatron_iteration=iteration)
+                        step = span("megatron.train_step", iteration * 1000, by_rank[rank],
+                                    megatron_iteration=iteration)
                         f.write(spans_line(rank, [step], pid=pid) + "\n")
             f = json.loads(lens("report", run, "--json").stdout)
             self.assertEqual([(s["iteration"], s["ranks"]) for s in f["steps"]], [(i, 2) for i in (1, 2, 3, 4)])

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <vector>
 
 #include "chrome_trace.h"
 #include "common/text.h"

@@ -11,6 +11,8 @@
 #include <limits>
 #include <map>
 
+#include "common/json_escape.h"
+
 namespace lens_tools {
 namespace {
 
@@ -416,27 +418,10 @@ class FileParser {
 
 }  // namespace
 
-void append_json_string(std::string& out, std::string_view text) {
-  out += '"';
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 void append_json_member(std::string& members, std::string_view key, std::string_view raw_value) {
   if (raw_value.empty()) return;
   if (!members.empty()) members += ',';
-  append_json_string(members, key);
+  members += lens::internal::json_string(key);
   members += ':';
   members += raw_value;
 }

@@ -103,8 +103,7 @@ struct ReadOptions {
   std::string run_id;  // when set, only what the resource says is of this run (nemo.run.id) reaches the visitor
 };
 
-// JSON text: `text` as a quoted string; `"key":raw_value` added to a list of members (nothing when raw_value is empty).
-void append_json_string(std::string& out, std::string_view text);
+// `"key":raw_value` added to a list of JSON members (nothing when raw_value is empty).
 void append_json_member(std::string& members, std::string_view key, std::string_view raw_value);
 
 // Reads every file.

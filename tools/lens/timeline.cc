@@ -1,6 +1,7 @@
 #include "timeline.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace lens_tools {
 

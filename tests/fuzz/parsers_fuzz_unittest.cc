@@ -4,7 +4,7 @@
 // ConfigError, never another exception, a crash or (under ASan+UBSan, where the core tests also run) undefined
 // behaviour. Fixed seed and iteration count: the same inputs every run, a bounded time in CI. The parsers' side is
 // parsers_fuzz.cc, shared with the coverage-guided libFuzzer target (parsers_fuzzer.cc).
-#include "config/parsers_fuzz.h"
+#include "parsers_fuzz.h"
 
 #include <gtest/gtest.h>
 

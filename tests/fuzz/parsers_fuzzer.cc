@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "config/parsers_fuzz.h"
+#include "parsers_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

@@ -1,4 +1,4 @@
-#include "config/parsers_fuzz.h"
+#include "parsers_fuzz.h"
 
 #include <map>
 #include <optional>
