@@ -35,7 +35,7 @@ GradBuckets::GradBuckets(const std::vector<torch::Tensor>& parameters, std::int6
     if (p->dtype() != options.dtype()) throw std::invalid_argument("gradient buckets need one dtype");
     const std::size_t b = bucket_of[i];
     Bucket& bucket = buckets_[b];
-    torch::Tensor param = *p;
+    const torch::Tensor& param = *p;
     param.mutable_grad() = bucket.flat.narrow(0, offset[b], param.numel()).view(param.sizes());
     offset[b] += param.numel();
     ++bucket.parameters;

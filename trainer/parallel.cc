@@ -87,7 +87,8 @@ void all_or_none(c10d::Store& store, const Topology& t, const std::string& name,
     if (store.check({failed})) {
       const std::string message = store_text(store, failed);
       leave_after_failure();
-      throw SetupFailed(name + " failed on " + message);
+      std::string what = name;
+      throw SetupFailed(what.append(" failed on ").append(message));
     }
     if (store.add(ok, 0) == t.world_size) return;
     if (std::chrono::steady_clock::now() > until)
@@ -102,7 +103,7 @@ Parallel::Parallel(const Topology& t, c10::intrusive_ptr<c10d::Store> store) : t
   data_ = make_group(store_, "data" + std::to_string(t.stage()) + "/", t.data_rank(), t.data_parallel_size);
 }
 
-c10::intrusive_ptr<c10d::Work> Parallel::send(torch::Tensor tensor, int stage_offset, Tag tag) {
+c10::intrusive_ptr<c10d::Work> Parallel::send(const torch::Tensor& tensor, int stage_offset, Tag tag) {
   std::vector<torch::Tensor> tensors{tensor.contiguous()};
   return pipeline_->send(tensors, topology_.stage() + stage_offset, tag);
 }

@@ -59,7 +59,7 @@ class Parallel {
   // To or from the neighbouring stage (+1 next, -1 previous). Forward activations use one tag, gradients another,
   // and the span contexts that travel with the activations a third, so each stays in order.
   enum Tag : int { kForward = 1, kBackward = 2, kForwardContext = 3 };
-  c10::intrusive_ptr<c10d::Work> send(torch::Tensor tensor, int stage_offset, Tag tag);
+  c10::intrusive_ptr<c10d::Work> send(const torch::Tensor& tensor, int stage_offset, Tag tag);
   torch::Tensor recv(at::IntArrayRef shape, int stage_offset, Tag tag);
 
   // Blocking collectives.

@@ -15,8 +15,8 @@ namespace trainer {
 
 namespace mg = lens::megatron::group;
 
-Trainer::InFlight Trainer::forward(std::int64_t micro, torch::Tensor received, const std::vector<std::uint8_t>& data,
-                                   std::uint64_t stream, bool keep_graph) {
+Trainer::InFlight Trainer::forward(std::int64_t micro, const torch::Tensor& received,
+                                   const std::vector<std::uint8_t>& data, std::uint64_t stream, bool keep_graph) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
   if (topology_.rank == args_.testing_slow_rank) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));
@@ -138,8 +138,8 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
   {
     LENS_SPAN(mg::forward_backward, names().forward_backward, {names().num_microbatches_key, microbatches_});
     std::int64_t next_forward = 0, next_backward = 0;
-    auto run_forward = [&](torch::Tensor received) {
-      InFlight f = forward(next_forward, std::move(received), corpus_.train, 0, true);
+    auto run_forward = [&](const torch::Tensor& received) {
+      InFlight f = forward(next_forward, received, corpus_.train, 0, true);
       if (topology_.last_stage()) loss_sum += f.loss.detach();
       send_forward(f.output);
       in_flight.emplace_back(next_forward++, std::move(f));

@@ -73,7 +73,7 @@ class Trainer {
   struct InFlight {
     torch::Tensor input, output, loss;
   };
-  InFlight forward(std::int64_t micro, torch::Tensor received, const std::vector<std::uint8_t>& data,
+  InFlight forward(std::int64_t micro, const torch::Tensor& received, const std::vector<std::uint8_t>& data,
                    std::uint64_t stream, bool keep_graph);
   void backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad);
   torch::Tensor recv_forward(std::int64_t micro, bool linked);

@@ -106,8 +106,11 @@ lens::Catalogue make_catalogue(const std::vector<std::string>& groups, const Pre
       lens::GroupSet set;
       for (const std::string& m : members) {
         lens::SpanGroup id(0);
-        if (!c.find_group(m, &id))
-          throw py::value_error("lens: preset '" + name + "' names '" + m + "', which is not a group of the catalogue");
+        if (!c.find_group(m, &id)) {
+          std::string message = "lens: preset '";
+          message.append(name).append("' names '").append(m).append("', which is not a group of the catalogue");
+          throw py::value_error(message);
+        }
         set = set | lens::GroupSet{id};
       }
       c.set_preset(interned(name), set);
@@ -188,8 +191,10 @@ lens::ResourceAttributes resource_from(const py::object& mapping) {
 
 py::dict resource_to_dict(const lens::ResourceAttributes& attributes) {
   py::dict out;
-  for (const auto& [key, value] : attributes)
-    std::visit([&](const auto& v) { out[py::str(key)] = py::cast(v); }, value);
+  for (const auto& attribute : attributes) {  // no structured binding: clang 14 cannot capture one in the lambda
+    const std::string& key = attribute.first;
+    std::visit([&](const auto& v) { out[py::str(key)] = py::cast(v); }, attribute.second);
+  }
   return out;
 }
 
@@ -471,7 +476,11 @@ void bind_spans(py::module_& m) {
       "push_context of ids given as 16 and 8 big-endian bytes (anything else: an invalid context, no parent).");
   m.def(
       "pop_context",
-      [](std::uintptr_t token) { lens::internal::pop_context(reinterpret_cast<lens::internal::ThreadState*>(token)); },
+      [](std::uintptr_t token) {
+        // The token is the pointer push_context handed out, through Python as an integer.
+        lens::internal::pop_context(
+            reinterpret_cast<lens::internal::ThreadState*>(token));  // NOLINT(performance-no-int-to-ptr)
+      },
       "Undoes the push_context that returned `token` (0: nothing was pushed).");
 }
 
@@ -769,13 +778,7 @@ void bind_logs(py::module_& m) {
 void bind_identity(py::module_& m) {
   m.def("resolve_run_id", &lens::resolve_run_id);
   m.def(
-      "detect_resource",
-      [] {
-        py::dict out;
-        for (const auto& [key, value] : lens::detect_resource())
-          std::visit([&](const auto& v) { out[py::str(key)] = v; }, value);
-        return out;
-      },
+      "detect_resource", [] { return resource_to_dict(lens::detect_resource()); },
       "What setup detects about where the process runs (host, process, GPUs, SLURM, Kubernetes), as a dict.");
   m.def("uuid5_url", &lens::uuid5_url);
   m.def("run_uuids", [] {

@@ -15,8 +15,9 @@ TEST(Dcheck, AHoldingInvariantGoesOn) {
 #if LENS_DCHECK_IS_ON
 TEST(DcheckDeathTest, ABrokenInvariantNamesItselfAndAborts) {
   const int chunk_end = 4096;
-  EXPECT_DEATH(LENS_DCHECK(chunk_end + 8 <= chunk_end), "LENS_DCHECK failed at .*dcheck_unittest.cc:[0-9]+: "
-                                                        "chunk_end \\+ 8 <= chunk_end");
+  EXPECT_DEATH(LENS_DCHECK(chunk_end + 8 <= chunk_end),
+               "LENS_DCHECK failed at .*dcheck_unittest.cc:[0-9]+: "
+               "chunk_end \\+ 8 <= chunk_end");
 }
 #endif
 

@@ -60,7 +60,7 @@ inline char* escape_json(std::string_view text, char* out) noexcept {
       *out++ = static_cast<char>(c);
       ++i;
     } else if (c < 0x20) {
-      const char named = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : c == '\b' ? 'b' : c == '\f' ? 'f' : 0;
+      const char named = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : c == '\b' ? 'b' : c == '\f' ? 'f' : '\0';
       *out++ = '\\';
       if (named != 0) {
         *out++ = named;

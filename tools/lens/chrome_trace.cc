@@ -143,9 +143,10 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
             (lane == 0 ? std::string("spans") : "overlapping spans " + std::to_string(lane)) + "\"}}");
     for (const TimelineSpan& s : p.spans) {
       const std::string tid = std::to_string(s.lane + 1);
-      std::string e = "{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid + ",\"tid\":" + tid +
-                      ",\"ts\":" + micros(s.start_ns, origin) + ",\"dur\":" + micros(s.end_ns, s.start_ns) +
-                      ",\"name\":";
+      std::string e = "{\"ph\":\"X\",\"cat\":\"";
+      e.append(kCategory).append("\",\"pid\":").append(pid).append(",\"tid\":").append(tid);
+      e.append(",\"ts\":").append(micros(s.start_ns, origin)).append(",\"dur\":").append(micros(s.end_ns, s.start_ns));
+      e.append(",\"name\":");
       e += lens::internal::json_string(timeline.names[s.name]);
       e += ",\"args\":{";
       if (!s.args_json.empty()) e += s.args_json + ",";
@@ -158,10 +159,14 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
         const LinkArrow arrow = link_arrow(*from->second.span, s);
         const std::string id = std::to_string(++flow);
         const std::string to_ts = micros(arrow.to_ns, origin);
-        if (arrow.arrival)
-          event("{\"ph\":\"X\",\"cat\":\"" + std::string(kCategory) + "\",\"pid\":" + pid + ",\"tid\":" + tid +
-                ",\"ts\":" + to_ts + ",\"dur\":0" + ",\"name\":\"arrival\",\"args\":{\"from_span_id\":\"" +
-                hex_id(linked) + "\"}}");
+        if (arrow.arrival) {
+          std::string arrival = "{\"ph\":\"X\",\"cat\":\"";
+          arrival.append(kCategory).append("\",\"pid\":").append(pid).append(",\"tid\":").append(tid);
+          arrival.append(",\"ts\":")
+              .append(to_ts)
+              .append(",\"dur\":0,\"name\":\"arrival\",\"args\":{\"from_span_id\":\"");
+          event(arrival.append(hex_id(linked)).append("\"}}"));
+        }
         // Both ends at the start of the span they bind to, as viewers expect.
         event(flow_event("s", id, from->second.pid, from->second.tid, micros(arrow.from_ns, origin)));
         event(flow_event("f", id, static_cast<int>(i + 1), s.lane + 1, to_ts));

@@ -145,7 +145,7 @@ Position position_of(const json& s) {
   for (const auto& [key, value] : inner.at("attributes").items()) {
     const std::string text = scalar_text(value);
     if (text.empty() || shown == 4) continue;
-    p.detail += (shown++ ? ", " : "") + key + " " + text;
+    p.detail.append(shown++ ? ", " : "").append(key).append(" ").append(text);
   }
   return p;
 }

@@ -218,6 +218,7 @@ std::string stragglers_section(const StragglerFigures& stragglers) {
 
 std::string bubble_section(const std::vector<BubbleRow>& bubble) {
   std::vector<std::vector<std::string>> rows;
+  rows.reserve(bubble.size());
   for (const BubbleRow& b : bubble)
     rows.push_back({std::to_string(b.stage), cell(b.microbatches), b.measured ? fixed(100 * *b.measured) : "-",
                     b.theoretical ? fixed(100 * *b.theoretical) : "-"});
@@ -229,6 +230,7 @@ std::string bubble_section(const std::vector<BubbleRow>& bubble) {
 
 std::string spans_section(const std::vector<SpanFigures>& spans) {
   std::vector<std::vector<std::string>> rows;
+  rows.reserve(spans.size());
   for (const SpanFigures& s : spans)
     rows.push_back({s.name, std::to_string(s.count), cell(s.p50_ms), cell(s.p90_ms), cell(s.p99_ms), cell(s.max_ms)});
   return table("spans", {"name", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"}, rows);

@@ -268,9 +268,7 @@ int convert(const std::string& run_dir, const std::string& to, const std::string
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int lens_main(int argc, char** argv) {
   CLI::App app{
       "lens: read a training run's telemetry files (OTLP/JSON Lines, plain or .gz) with no server.\n"
       "  lens report RUN_DIR                 where the time went: steps, phases, stragglers, bubble, loss, drops\n"
@@ -382,6 +380,17 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kBadInput;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lens: %s\n", e.what());
+    return kBadInput;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return lens_main(argc, argv);
+  } catch (...) {  // outside the parse's own handling: building the command line ran out of memory
+    std::fprintf(stderr, "lens: could not start\n");
     return kBadInput;
   }
 }

@@ -284,6 +284,7 @@ StragglerFigures Report::straggler_figures() const {
       if (static_cast<int>(who.size()) < StragglerRule::kMinRanksPerStage) continue;
       const double median = median_of(compute), median_wait = median_of(wait);
       std::vector<double> deviation;
+      deviation.reserve(compute.size());
       for (double c : compute) deviation.push_back(std::abs(c - median));
       // A floor under MAD: ranks that agree to the microsecond would make any difference infinitely significant.
       const double mad = std::max({median_of(deviation), 0.01 * median, 0.001});
@@ -401,6 +402,7 @@ std::vector<EvaluationFigures> Report::evaluation_figures() const {
     figures.max_ms = std::max(figures.max_ms, ms(e.end_ns - std::min(e.start_ns, e.end_ns)));
   }
   std::vector<EvaluationFigures> out;
+  out.reserve(evaluations.size());
   for (const auto& [after, figures] : evaluations) out.push_back(figures);
   return out;
 }

@@ -120,8 +120,10 @@ void render_phases(const PhaseFigures& phases, const Line& line) {
   for (int k = 0; k < kPhaseCount; ++k)
     if (const std::string& why = phases.not_measured[k]; !why.empty())
       phases_by_reason[why] += std::string(phases_by_reason[why].empty() ? "" : ", ") + kPhaseNames[k];
-  for (const auto& [why, names] : phases_by_reason)
-    line("  not measured (-): " + names + ": " + why + "; 'other' holds their time");
+  for (const auto& [why, names] : phases_by_reason) {
+    std::string text = "  not measured (-): ";
+    line(text.append(names).append(": ").append(why).append("; 'other' holds their time"));
+  }
 }
 
 void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
