@@ -2,13 +2,15 @@
 # How fast `lens report` reads a run, and how much memory it holds: a generated run of N spans (4 ranks, the
 # demo's span names and density: a step span in every 30 spans of a rank; batches of 512 spans a line as lens writes
 # them), read once by `cat` (the same bytes
-# with no parsing: the baseline, and it warms the page cache) and then by `lens report --json`. Figures and machine:
-# docs/PERFORMANCE.md.
+# with no parsing: the baseline, and it warms the page cache) and then by `lens report --json`, three times, the median
+# reported. With a second lens program (another build, e.g. of the commit before a change), both read the same
+# files in turn, three times each, so the two are compared in one run. Figures and machine: docs/PERFORMANCE.md.
 #
-#   ./bench/lens_report_benchmark.sh [spans=10000000] [lens=build/tools/lens]
+#   ./bench/lens_report_benchmark.sh [spans=10000000] [lens=build/tools/lens] [other_lens]
 set -euo pipefail
 spans=${1:-10000000}
 lens=${2:-build/tools/lens}
+other=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -50,17 +52,23 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -
 echo "run: $spans spans in 4 files, $((bytes / 1000000)) MB"
 cat_s=$( { /usr/bin/time -f '%e' cat "$work"/run/*.jsonl >/dev/null; } 2>&1 )
 cat_s=$( { /usr/bin/time -f '%e' cat "$work"/run/*.jsonl >/dev/null; } 2>&1 )  # warm cache
-/usr/bin/time -f '%e %U %M' -o "$work/time" "$lens" report "$work/run" --json >"$work/report.json"
-read -r wall user rss <"$work/time"
-/usr/bin/python3 - "$work/report.json" "$spans" "$wall" "$user" "$rss" "$cat_s" "$bytes" <<'PY'
-import json, sys
-report, spans, wall, user, rss, cat_s, size = sys.argv[1:]
-read = json.load(open(report))["read"]
-assert read["spans"] == int(spans), f"read {read['spans']} spans of {spans}"
-spans, wall, user, cat_s, size = int(spans), float(wall), float(user), float(cat_s), int(size)
+programs=("$lens" ${other:+"$other"})
+for round in 1 2 3; do
+  for i in "${!programs[@]}"; do
+    /usr/bin/time -f '%e %U %M' -a -o "$work/times.$i" "${programs[$i]}" report "$work/run" --json >"$work/report.json"
+  done
+done
+/usr/bin/python3 - "$work" "$spans" "$cat_s" "$bytes" "$lens" "$other" <<'PY'
+import json, os, statistics, sys
+work, spans, cat_s, size, *programs = sys.argv[1:]
+report = json.load(open(os.path.join(work, "report.json")))
+assert report["read"]["spans"] == int(spans), f"read {report['read']['spans']} spans of {spans}"
+spans, cat_s, size = int(spans), float(cat_s), int(size)
 print(f"cat (the same bytes, no parsing): {cat_s:.2f} s ({size / 1e6 / max(cat_s, 0.01):.0f} MB/s)")
-steps = len(json.load(open(report))["steps"])
-print(f"lens report --json: {wall:.2f} s wall, {user:.2f} s user: {spans / max(user, 0.01) / 1e6:.2f} M spans/s of one "
-      f"core ({size / 1e6 / max(wall, 0.01):.0f} MB/s), peak memory {int(rss) / 1024:.1f} MiB "
-      f"(its output: a step table of {steps} iterations)")
+for i, program in enumerate(filter(None, programs)):
+    runs = [line.split() for line in open(os.path.join(work, f"times.{i}"))]
+    wall, user, rss = (statistics.median(float(r[k]) for r in runs) for k in range(3))
+    print(f"lens report --json ({program}, median of {len(runs)}): {wall:.2f} s wall, {user:.2f} s user: "
+          f"{spans / max(user, 0.01) / 1e6:.2f} M spans/s of one core ({size / 1e6 / max(wall, 0.01):.0f} MB/s), "
+          f"peak memory {rss / 1024:.1f} MiB (its output: a step table of {len(report['steps'])} iterations)")
 PY

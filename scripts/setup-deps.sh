@@ -19,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev                  # tests
   clang libclang-rt-14-dev                   # the libFuzzer build of the parser fuzz target (tests, label fuzz)
   clang-format clang-tidy                    # scripts/style.sh: the formatting and lint gate of scripts/test.sh
+  flake8                                     # scripts/style.sh: every Python file (.flake8)
   libbenchmark-dev                           # benchmarks
   valgrind                                   # callgrind.h: the trainer benchmark counts instructions under callgrind
   libcli11-dev                               # command-line flags of the examples, the trainer and tools
