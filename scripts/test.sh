@@ -48,7 +48,7 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   fi
 fi
 
-echo "== style: clang-format on every file, clang-tidy on the library"
+echo "== style: clang-format, clang-tidy, flake8 and the include and architecture checks on every folder"
 ./scripts/style.sh build
 
 echo "== core and concurrent tests under ASan+UBSan (a race that frees memory shows here as a use after free)"
