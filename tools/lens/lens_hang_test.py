@@ -130,6 +130,13 @@ class HangTest(TempDirTest):
                 verdict = json.loads(lens("hang", job.run_dir, "--json").stdout)
                 if not verdict["behind"]:
                     break
+                if attempt % 3 == 2:
+                    # Stopped inside pretrain_gpt's per-iteration agreement (a collective with no span): a rank it
+                    # had not yet answered waits there, one iteration short and outside a step, and is named behind
+                    # whatever time passes. Let rank 2 go on a moment and stop it again elsewhere.
+                    job.ranks[2].send_signal(signal.SIGCONT)
+                    time.sleep(0.5)
+                    job.ranks[2].send_signal(signal.SIGSTOP)
             result = lens("hang", job.run_dir)
             self.assertTrue(all(job.ranks[r].poll() is None for r in (0, 1, 3)), "SIGUSR1 must not end a rank")
         finally:
