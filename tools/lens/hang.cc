@@ -16,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -187,24 +188,31 @@ std::string describe(const Group& g) {
   return out;
 }
 
-// The positions of the snapshots in `files`; throws std::runtime_error naming a file that is not a snapshot.
-std::vector<Position> read_positions(const std::vector<fs::path>& files, int& world_size) {
-  std::vector<Position> positions;
+// The positions of the snapshots in `files`, one per rank (the newest where two directories hold one of the same
+// rank), and the run ids they name; throws std::runtime_error naming a file that is not a snapshot.
+std::vector<Position> read_positions(const std::vector<fs::path>& files, int& world_size,
+                                     std::set<std::string>& run_ids) {
+  std::map<int, Position> by_rank;
   world_size = 0;
   for (const fs::path& file : files) {
     try {
       std::ifstream in(file);
       const json s = json::parse(in);
       world_size = std::max(world_size, rank_in_range(integer_field(s.at("world_size")), 1, "world_size"));
-      positions.push_back(position_of(s));
+      run_ids.insert(s.at("run_id").get<std::string>());
+      Position p = position_of(s);
+      auto [it, added] = by_rank.emplace(p.rank, p);
+      if (!added && p.written_seconds > it->second.written_seconds) it->second = std::move(p);
     } catch (const std::exception& e) {
       throw std::runtime_error(file.string() + " is not a hang snapshot: " + e.what());
     }
   }
+  std::vector<Position> positions;
+  for (auto& [rank, p] : by_rank) positions.push_back(std::move(p));
   return positions;
 }
 
-json verdict_json(const Verdict& v, const fs::path& dir) {
+json verdict_json(const Verdict& v, const std::vector<std::string>& dirs) {
   json behind = json::array(), groups = json::array();
   for (std::size_t i : v.behind)
     for (int r : v.groups[i].ranks) behind.push_back(r);
@@ -218,7 +226,8 @@ json verdict_json(const Verdict& v, const fs::path& dir) {
                       {"open_spans", g.first.chain}});
   json stale = json::array();
   for (const StaleSnapshot& s : v.stale) stale.push_back(s.rank);
-  return {{"run_dir", dir.string()},
+  return {{"run_dir", dirs.front()},
+          {"run_dirs", dirs},
           {"world_size", v.world_size},
           {"missing", missing_listed(v.missing)},
           {"missing_count", v.missing_count},
@@ -228,7 +237,7 @@ json verdict_json(const Verdict& v, const fs::path& dir) {
 }
 
 // Span names, details and reasons come from the snapshots: the page is escaped as a whole before it is printed.
-std::string verdict_text(const Verdict& v, const fs::path& dir) {
+std::string verdict_text(const Verdict& v, const std::string& dir) {
   std::string page;
   std::string why;
   for (const auto& [reason, n] : v.reasons) why += (why.empty() ? "" : ", ") + reason;
@@ -259,30 +268,52 @@ std::string verdict_text(const Verdict& v, const fs::path& dir) {
 
 }  // namespace
 
-int hang(const std::string& run_dir, bool as_json) {
-  const std::vector<fs::path> files = find_rank_files(run_dir, kSnapshotSuffix);
+int hang(const std::vector<std::string>& run_dirs, bool as_json) {
+  // One directory a node: a node whose directory is gone (or was never copied) leaves its ranks without a snapshot,
+  // and the verdict names them so, from the world size the others wrote.
+  std::vector<fs::path> files;
+  std::vector<std::string> read_dirs;
+  for (const std::string& dir : run_dirs) {
+    const std::vector<fs::path> found = find_rank_files(dir, kSnapshotSuffix);
+    if (found.empty()) {
+      std::error_code error;
+      std::fprintf(stderr, "lens hang: %s: %s\n", dir.c_str(),
+                   fs::is_directory(dir, error) ? "no rank<R>.snapshot.json there" : "no such directory");
+      continue;
+    }
+    files.insert(files.end(), found.begin(), found.end());
+    read_dirs.push_back(found.front().parent_path().string());
+  }
+  const std::string inputs = inputs_text(run_dirs);
   if (files.empty()) {
     std::fprintf(stderr,
-                 "lens hang: no rank<R>.snapshot.json under %s: run `lens hang %s --signal` on each host of the job "
-                 "(it sends the ranks MEGATRON_OTEL_HANG_SIGNAL, SIGUSR1 by default), or set "
+                 "lens hang: no rank<R>.snapshot.json under %s: run `lens hang RUN_DIR --signal` on each host of the "
+                 "job (it sends the ranks MEGATRON_OTEL_HANG_SIGNAL, SIGUSR1 by default), or set "
                  "MEGATRON_OTEL_HANG_TIMEOUT, then look in <FILE_DIR>/<run id>\n",
-                 run_dir.c_str(), run_dir.c_str());
+                 inputs.c_str());
     return kBadInput;
   }
   int world_size = 0;
+  std::set<std::string> run_ids;
   std::vector<Position> positions;
   try {
-    positions = read_positions(files, world_size);
+    positions = read_positions(files, world_size, run_ids);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lens hang: %s\n", e.what());
     return kBadInput;
   }
+  if (run_ids.size() > 1) {  // two jobs' snapshots judged together would name a rank of neither
+    std::string ids;
+    for (const std::string& id : run_ids) ids += (ids.empty() ? "" : ", ") + id;
+    std::fprintf(stderr, "lens hang: snapshots of %zu runs (%s) under %s: give the directories of one run\n",
+                 run_ids.size(), ids.c_str(), inputs.c_str());
+    return kBadInput;
+  }
   const Verdict verdict = judge(std::move(positions), world_size);
-  const fs::path dir = files.front().parent_path();
   if (as_json)
-    std::cout << verdict_json(verdict, dir).dump(2) << "\n";
+    std::cout << verdict_json(verdict, read_dirs).dump(2) << "\n";
   else
-    std::fputs(lens::internal::terminal_text(verdict_text(verdict, dir)).c_str(), stdout);
+    std::fputs(lens::internal::terminal_text(verdict_text(verdict, inputs_text(read_dirs))).c_str(), stdout);
   return 0;
 }
 
@@ -290,6 +321,7 @@ namespace {
 
 // A rank process as its record says, and what became of the signal.
 struct RankProcess {
+  fs::path dir;  // where its record is, and so its snapshot
   int rank = 0;
   pid_t pid = 0;
   std::string host;
@@ -340,12 +372,12 @@ void signal_if_same_process(RankProcess& p, const std::string& boot_id) {
 }
 
 // When the snapshot of every signalled rank is newer than `since` (or `limit` passed).
-void wait_for_snapshots(const fs::path& dir, const std::vector<RankProcess>& sent, std::uint64_t since_unix_nano,
+void wait_for_snapshots(const std::vector<RankProcess>& sent, std::uint64_t since_unix_nano,
                         std::chrono::seconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   auto fresh = [&](const RankProcess& p) {
     const std::optional<std::string> text = lens::internal::read_regular_file(
-        (dir / ("rank" + std::to_string(p.rank) + kSnapshotSuffix)).string(), std::size_t{64} << 20);
+        (p.dir / ("rank" + std::to_string(p.rank) + kSnapshotSuffix)).string(), std::size_t{64} << 20);
     if (!text) return false;
     const json s = json::parse(*text, nullptr, false);
     return s.is_object() && s.value("written_unix_nano", 0.0) >= static_cast<double>(since_unix_nano);
@@ -357,14 +389,18 @@ void wait_for_snapshots(const fs::path& dir, const std::vector<RankProcess>& sen
 
 }  // namespace
 
-int hang_signal(const std::string& run_dir, bool as_json) {
-  const std::vector<fs::path> files = find_rank_files(run_dir, kProcessSuffix);
+int hang_signal(const std::vector<std::string>& run_dirs, bool as_json) {
+  std::vector<fs::path> files;
+  for (const std::string& dir : run_dirs) {
+    const std::vector<fs::path> found = find_rank_files(dir, kProcessSuffix);
+    files.insert(files.end(), found.begin(), found.end());
+  }
   if (files.empty()) {
     std::fprintf(stderr,
                  "lens hang --signal: no rank<R>.process.json under %s: the job's ranks write one at setup when "
                  "hang snapshots are on (MEGATRON_OTEL_HANG_SIGNAL not none, or MEGATRON_OTEL_HANG_TIMEOUT set); "
                  "is this <FILE_DIR>/<run id> of a running job?\n",
-                 run_dir.c_str());
+                 inputs_text(run_dirs).c_str());
     return kBadInput;
   }
   const std::string boot_id =
@@ -372,12 +408,15 @@ int hang_signal(const std::string& run_dir, bool as_json) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const auto since = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
   std::vector<RankProcess> processes, sent;
+  std::vector<std::string> dirs;
   for (const fs::path& file : files) {
     std::optional<RankProcess> p = read_process_record(file);
     if (!p) {
       std::fprintf(stderr, "lens hang --signal: %s is not a rank process record: not used\n", file.c_str());
       continue;
     }
+    p->dir = file.parent_path();
+    if (std::find(dirs.begin(), dirs.end(), p->dir.string()) == dirs.end()) dirs.push_back(p->dir.string());
     signal_if_same_process(*p, boot_id);
     (p->outcome == "sent" ? sent : processes).push_back(*p);
   }
@@ -391,8 +430,8 @@ int hang_signal(const std::string& run_dir, bool as_json) {
     std::fprintf(stderr, "lens hang --signal: no rank process of this run on this host was signalled\n");
     return kBadInput;
   }
-  wait_for_snapshots(files.front().parent_path(), sent, since, std::chrono::seconds(10));
-  return hang(files.front().parent_path().string(), as_json);
+  wait_for_snapshots(sent, since, std::chrono::seconds(10));
+  return hang(dirs, as_json);
 }
 
 }  // namespace lens_tools

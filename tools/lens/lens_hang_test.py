@@ -307,6 +307,49 @@ class HangVerdictTest(TempDirTest):
         self.assertEqual(v["groups"][0]["iteration"], 7)
 
 
+class HangNodesTest(TempDirTest):
+    """One directory per node (each node writes its ranks' snapshots on its own disk): judged together; a node's
+    directory missing names its ranks as without a snapshot; two runs' snapshots are refused."""
+
+    def write_node(self, node, *snapshots):
+        directory = os.path.join(self.tmp.name, node, "telemetry", "r")
+        os.makedirs(directory, exist_ok=True)
+        for s in snapshots:
+            with open(os.path.join(directory, f"rank{s['rank']}.snapshot.json"), "w") as f:
+                json.dump(s, f)
+        return directory
+
+    def test_two_nodes_directories_are_one_verdict(self):
+        node0 = self.write_node("node0", snapshot(0, 4, 10, [STEP, WAIT]), snapshot(1, 4, 10, [STEP, WAIT]))
+        node1 = self.write_node("node1", snapshot(2, 4, 10, [STEP, WAIT]),
+                                snapshot(3, 4, 10, [STEP, ("megatron.microbatch.forward", "microbatch", {})]))
+        result = lens("hang", node0, node1, "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        v = json.loads(result.stdout)
+        self.assertEqual((v["behind"], v["missing"], v["run_dirs"]), ([3], [], [node0, node1]))
+        text = lens("hang", node0, node1).stdout
+        self.assertIn(f"4 of 4 ranks wrote a snapshot (signal), within 0.0 s, in {node0} and {node1}", text)
+
+    def test_a_nodes_directory_missing_names_its_ranks_as_without_a_snapshot(self):
+        node0 = self.write_node("node0", snapshot(0, 4, 10, [STEP, WAIT]), snapshot(1, 4, 10, [STEP, WAIT]))
+        gone = os.path.join(self.tmp.name, "node1", "telemetry", "r")
+        result = lens("hang", node0, gone)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"lens hang: {gone}: no such directory", result.stderr)
+        self.assertIn("ranks 2, 3: no snapshot (stopped, dead, or never got the signal): the likeliest to be behind",
+                      result.stdout)
+
+    def test_snapshots_of_two_runs_are_refused_naming_both(self):
+        other = snapshot(2, 4, 10, [STEP, WAIT])
+        other["run_id"] = "another-run"
+        node0 = self.write_node("node0", snapshot(0, 4, 10, [STEP, WAIT]))
+        node1 = self.write_node("node1", other)
+        result = lens("hang", node0, node1)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("snapshots of 2 runs (another-run, r)", result.stderr)
+        self.assertEqual(result.stdout, "")
+
+
 class HangInputTest(TempDirTest):
     def test_no_snapshot_and_a_broken_one_are_clear_errors(self):
         nothing = lens("hang", self.tmp.name)

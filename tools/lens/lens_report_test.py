@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import unittest
@@ -324,6 +325,38 @@ class PipelineFiguresTest(TempDirTest):
     def test_a_collector_file_exporter_file(self):
         self.check(self.figures(write_pipeline_run(self.tmp.name, collector=True)))
 
+    def test_one_directory_per_node_is_one_run(self):
+        """Each node writes its ranks' files on its own disk: the directories together give the figures of one."""
+        run = write_pipeline_run(self.tmp.name)
+        nodes = [os.path.join(self.tmp.name, f"node{n}", "telemetry", "run-7") for n in (0, 1)]
+        for n, node in enumerate(nodes):
+            os.makedirs(node)
+            for rank in RANKS:
+                if rank // (len(RANKS) // 2) == n:
+                    shutil.copy(os.path.join(run, f"rank{rank}.traces.jsonl"), node)
+        together = self.figures(*nodes)
+        self.check(together)
+        whole = self.figures(run)
+        self.assertEqual({**together, "read": None}, {**whole, "read": None})
+        self.assertEqual(together["read"]["files"], whole["read"]["files"])
+        self.assertEqual(self.figures(run, *nodes, run)["read"]["files"], 2 * whole["read"]["files"],
+                         "a file under two inputs is read once: here the copies are other files")
+
+    def test_a_collectors_rotated_files_plain_jsonl_and_gzip(self):
+        """The file exporter's rotation leaves name-<time>.json backups beside the current file; a person may
+        gzip the old ones."""
+        run = write_pipeline_run(self.tmp.name, collector=True)
+        with gzip.open(os.path.join(run, "otelcol-traces.jsonl.gz"), "rt") as f:
+            lines = f.readlines()
+        os.remove(os.path.join(run, "otelcol-traces.jsonl.gz"))
+        parts = {"traces-2026-12-01T10-00-00.000.json": lines[:2], "traces-2026-12-01T11-00-00.000.json.gz": lines[2:4],
+                 "traces.jsonl": lines[4:]}
+        for name, part in parts.items():
+            with (gzip.open if name.endswith(".gz") else open)(os.path.join(run, name), "wt") as f:
+                f.writelines(part)
+        self.check(self.figures(run))
+        self.check(self.figures(*[os.path.join(run, name) for name in parts]))
+
     def test_the_text_form_names_the_straggler_and_the_bubble(self):
         result = lens("report", write_pipeline_run(self.tmp.name))
         self.assertIn("straggler: rank 4 (stage 1), slowest of its stage in 4 of 4 steps", result.stdout)
@@ -522,6 +555,14 @@ class TwoRunsTest(TempDirTest):
         unknown = lens("report", self.tmp.name, "--run", "run-9")
         self.assertEqual(unknown.returncode, 2)
         self.assertIn("no run run-9", unknown.stderr)
+
+    def test_two_runs_in_two_directories_are_refused_naming_both(self):
+        first, second = (write_run(os.path.join(self.tmp.name, node), run_id=run_id)
+                         for node, run_id in (("node0", "run-7"), ("node1", "run-8")))
+        result = lens("report", first, second)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn(f"2 runs under {first} and {second} (run-7, run-8)", result.stderr)
+        self.assertEqual(result.stdout, "")
 
     def test_one_file_of_two_runs_is_read_one_run_at_a_time(self):
         # A Collector's file exporter writes every run it receives into one file.

@@ -1,12 +1,13 @@
 // lens: tools that read a run's telemetry files with no server (CONTRACT §10).
 //
-//   lens report RUN_DIR [--json] [--steps A-B] [--html FILE] [--fail-if COND]...
-//   lens convert RUN_DIR --to chrome-json -o FILE[.gz] [--steps A-B]
+//   lens report RUN_DIR... [--json] [--steps A-B] [--html FILE] [--fail-if COND]...
+//   lens convert RUN_DIR... --to chrome-json -o FILE[.gz] [--steps A-B]
 //   lens ctl RUN_DIR status | span-groups SPEC [--for N]
-//   lens hang RUN_DIR [--json]
+//   lens hang RUN_DIR... [--json]
 //
-// RUN_DIR is what a run wrote (<FILE_DIR>/<run id>/rank<R>.*.jsonl), a directory above it, or one file; files an
-// OpenTelemetry Collector's file exporter wrote are read alike, plain or .gz. Exit codes: 0 read and reported;
+// RUN_DIR is what a run wrote (<FILE_DIR>/<run id>/rank<R>.*.jsonl), a directory above it, or one file; several
+// are read as one run (one directory per node, a Collector's rotated files); files an OpenTelemetry Collector's
+// file exporter wrote are read alike, plain or .gz. Exit codes: 0 read and reported;
 // 1 a --fail-if condition holds; 2 bad input (nothing to read, no span in it, a malformed option).
 #include <unistd.h>
 
@@ -159,7 +160,9 @@ void write_file(const std::string& path, const std::string& text) {
 
 // Two runs' spans are never mixed into one figure: under a directory of several runs (or a Collector's file of
 // several), the user names one. The exit status to end with, or 0 to go on.
-int one_run_only(const char* tool, const lens_tools::ReadStats& read, const std::string& run, const std::string& dir) {
+int one_run_only(const char* tool, const lens_tools::ReadStats& read, const std::string& run,
+                 const std::vector<std::string>& inputs) {
+  const std::string dir = lens_tools::inputs_text(inputs);
   std::string runs;
   for (const std::string& id : read.run_ids) runs += (runs.empty() ? "" : ", ") + id;
   if (!run.empty() && !read.run_ids.contains(run)) {
@@ -178,6 +181,7 @@ int one_run_only(const char* tool, const lens_tools::ReadStats& read, const std:
 }
 
 struct ReportOptions {
+  std::vector<std::string> inputs;  // RUN_DIR...
   std::string run_dir, steps, html, run;
   bool json = false;
   std::vector<std::string> fail_if;
@@ -187,15 +191,16 @@ int report(const ReportOptions& o) {
   std::vector<FailIf> conditions;
   for (const std::string& text : o.fail_if) conditions.push_back(parse_fail_if(text));
   const lens_tools::StepRange range = parse_steps(o.steps);
-  const std::vector<std::string> files = lens_tools::telemetry_files(o.run_dir);
+  const std::vector<std::string> files = lens_tools::telemetry_files(o.inputs);
+  const std::string inputs = lens_tools::inputs_text(o.inputs);
   if (files.empty()) {
-    std::fprintf(stderr, "lens report: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", o.run_dir.c_str());
+    std::fprintf(stderr, "lens report: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", inputs.c_str());
     return kBadInput;
   }
   lens_tools::Report r(range);
   Progress progress;
   const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.progress = std::ref(progress), .run_id = o.run});
-  if (const int status = one_run_only("report", read, o.run, o.run_dir)) return status;
+  if (const int status = one_run_only("report", read, o.run, o.inputs)) return status;
   const lens_tools::Figures figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
@@ -207,7 +212,7 @@ int report(const ReportOptions& o) {
         lens_tools::render_text(figures, {.every_step = !o.steps.empty()}));  // names from files, escaped
   }
   if (read.spans == 0) {
-    std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), o.run_dir.c_str());
+    std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), inputs.c_str());
     return kBadInput;
   }
   if (!o.html.empty()) {
@@ -229,23 +234,24 @@ int report(const ReportOptions& o) {
   return status;
 }
 
-int convert(const std::string& run_dir, const std::string& to, const std::string& output, const std::string& steps,
+int convert(const std::vector<std::string>& run_dirs, const std::string& to, const std::string& output, const std::string& steps,
             const std::string& run) {
   if (to != "chrome-json") throw CLI::ValidationError("--to", "'" + to + "' is not a known format (chrome-json)");
   const lens_tools::StepRange range = parse_steps(steps);
-  const std::vector<std::string> files = lens_tools::telemetry_files(run_dir);
+  const std::vector<std::string> files = lens_tools::telemetry_files(run_dirs);
+  const std::string inputs = lens_tools::inputs_text(run_dirs);
   if (files.empty()) {
-    std::fprintf(stderr, "lens convert: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", run_dir.c_str());
+    std::fprintf(stderr, "lens convert: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", inputs.c_str());
     return kBadInput;
   }
   std::map<std::string, std::vector<lens_tools::StepWindow>> windows;
   if (!steps.empty()) {  // the steps' windows first: a read of the step spans
     lens_tools::Report r(range);
     const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.detail = false, .progress = {}, .run_id = run});
-    if (const int status = one_run_only("convert", read, run, run_dir)) return status;
+    if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
     windows = r.windows(range);
     if (windows.empty()) {
-      std::fprintf(stderr, "lens convert: no step span of iterations %s under %s\n", steps.c_str(), run_dir.c_str());
+      std::fprintf(stderr, "lens convert: no step span of iterations %s under %s\n", steps.c_str(), inputs.c_str());
       return kBadInput;
     }
   }
@@ -253,12 +259,12 @@ int convert(const std::string& run_dir, const std::string& to, const std::string
   Progress progress;
   const lens_tools::ReadStats read =
       lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run});
-  if (const int status = one_run_only("convert", read, run, run_dir)) return status;
+  if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
                  p.what.c_str());
   if (read.spans == 0) {
-    std::fprintf(stderr, "lens convert: no span in %zu files under %s\n", files.size(), run_dir.c_str());
+    std::fprintf(stderr, "lens convert: no span in %zu files under %s\n", files.size(), inputs.c_str());
     return kBadInput;
   }
   timeline.lay_out();
@@ -274,8 +280,11 @@ int lens_main(int argc, char** argv) {
       "  lens report RUN_DIR                 where the time went: steps, phases, stragglers, bubble, loss, drops\n"
       "  lens report RUN_DIR --html r.html   the same as one page to open in a browser, with a timeline\n"
       "  lens convert RUN_DIR --to chrome-json -o trace.json.gz   for Perfetto UI (ui.perfetto.dev)\n"
-      "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file; --run ID picks one run\n"
-      "where it holds several (they are never mixed)."};
+      "RUN_DIR is <MEGATRON_OTEL_FILE_DIR>/<run id>, a directory above runs, or one file; several are one run\n"
+      "(a directory per node, a Collector's rotated files); --run ID picks one run where they hold several (they\n"
+      "are never mixed)."};
+  // The inputs are positional and repeatable: an option that takes one value must not swallow a RUN_DIR after it.
+  app.allow_extras(false);
   app.require_subcommand(1);
   ReportOptions o;
   std::string to, output;
@@ -287,9 +296,10 @@ int lens_main(int argc, char** argv) {
       "compute within its pipeline stage); the pipeline bubble of every stage beside (P-1)/(M+P-1); the first "
       "iteration, checkpoints, evaluations; loss and training metrics; what was lost. Exit 0; 1 when a --fail-if "
       "holds; 2 for bad input (nothing to read, no span, a malformed option).");
-  rep->add_option("RUN_DIR", o.run_dir,
+  rep->add_option("RUN_DIR", o.inputs,
                   "A run's directory (<FILE_DIR>/<run id>), a directory above runs, or one file; Collector file "
-                  "exporter output too")
+                  "exporter output too. Several are read as one run: a directory per node, a Collector's rotated "
+                  "files")
       ->required();
   rep->footer(
       "Examples:\n"
@@ -297,6 +307,7 @@ int lens_main(int argc, char** argv) {
       "  lens report RUN_DIR --steps 90-100 --json          (the figures of ten iterations, for a script)\n"
       "  lens report RUN_DIR --html report.html            (open report.html in any browser; no network)\n"
       "  lens report RUN_DIR --fail-if straggler --fail-if 'bubble-excess>10'   (in CI: exit 1 when one holds)\n"
+      "  lens report node0/telemetry/RUN node1/telemetry/RUN   (one run, a directory per node)\n"
       "More: docs/TOOLS.md");
   rep->add_flag("--json", o.json, "The figures as JSON, for scripts and CI");
   rep->add_option("--steps", o.steps, "Only these iterations in the per-step figures: A-B or A")->option_text("A-B");
@@ -321,7 +332,7 @@ int lens_main(int argc, char** argv) {
   conv->footer(
       "Example:\n  lens convert RUN_DIR --to chrome-json -o trace.json.gz --steps 50-52\n"
       "  then open trace.json.gz in Perfetto UI: ui.perfetto.dev, Open trace file");
-  conv->add_option("RUN_DIR", o.run_dir, "As for report")->required();
+  conv->add_option("RUN_DIR", o.inputs, "As for report (several: one run)")->required();
   conv->add_option("--to", to, "The format: chrome-json")->required();
   conv->add_option("-o,--output", output, "The file to write; gzip when it ends in .gz")
       ->required()
@@ -358,7 +369,10 @@ int lens_main(int argc, char** argv) {
       "on MEGATRON_OTEL_HANG_SIGNAL, SIGUSR1 by default, or by the MEGATRON_OTEL_HANG_TIMEOUT watchdog) and say which "
       "rank is behind and "
       "where the others wait; a rank with no snapshot is named. Exit 0, or 2 when there is no snapshot to read.");
-  hang->add_option("RUN_DIR", o.run_dir, "The run's directory (<FILE_DIR>/<run id>), or the one above")->required();
+  hang->add_option("RUN_DIR", o.inputs,
+                   "The run's directory (<FILE_DIR>/<run id>), or the one above; several: one per node, each "
+                   "node's snapshots on its own disk (a node's directory missing: its ranks named as without one)")
+      ->required();
   bool hang_json = false, hang_send = false;
   hang->add_flag("--json", hang_json, "The verdict as JSON: behind, missing, and the ranks grouped by where they are");
   hang->add_flag("--signal", hang_send,
@@ -371,11 +385,11 @@ int lens_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (hang->parsed())
-      return hang_send ? lens_tools::hang_signal(o.run_dir, hang_json) : lens_tools::hang(o.run_dir, hang_json);
+      return hang_send ? lens_tools::hang_signal(o.inputs, hang_json) : lens_tools::hang(o.inputs, hang_json);
     if (ctl->parsed())
       return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
-    return rep->parsed() ? report(o) : convert(o.run_dir, to, output, o.steps, o.run);
+    return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kBadInput;
   } catch (const std::exception& e) {

@@ -57,7 +57,7 @@ void read_as_run(std::string_view text) {
 void read_as_snapshot(std::string_view text) {
   fs::remove(scratch() / "control.json");
   write("rank0.snapshot.json", text);
-  lens_tools::hang(scratch().string(), true);
+  lens_tools::hang({scratch().string()}, true);
   fs::remove(scratch() / "rank0.snapshot.json");
 }
 

@@ -426,18 +426,44 @@ void append_json_member(std::string& members, std::string_view key, std::string_
   members += raw_value;
 }
 
-std::vector<std::string> telemetry_files(const std::string& run_dir) {
-  std::vector<std::string> files;
-  const fs::path root(run_dir);
+namespace {
+
+void add_telemetry_files(const fs::path& root, std::vector<std::string>& files) {
   std::error_code error;
-  if (fs::is_regular_file(root, error)) return {run_dir};
+  if (fs::is_regular_file(root, error)) {
+    files.push_back(root.string());
+    return;
+  }
   // A subdirectory that cannot be read is passed over, not the end of the listing.
   for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied, error);
        !error && it != fs::recursive_directory_iterator(); it.increment(error)) {
     if (it->is_regular_file(error) && is_telemetry_file(it->path())) files.push_back(it->path().string());
   }
+}
+
+}  // namespace
+
+std::vector<std::string> telemetry_files(const std::vector<std::string>& inputs) {
+  std::vector<std::string> found;
+  for (const std::string& input : inputs) add_telemetry_files(input, found);
+  // One file reached twice (a directory and its parent, a path and a link to it) is read once: by its canonical path.
+  std::map<std::string, std::string> by_canonical;
+  for (const std::string& file : found) {
+    std::error_code error;
+    const fs::path canonical = fs::weakly_canonical(file, error);
+    by_canonical.emplace(error ? file : canonical.string(), file);
+  }
+  std::vector<std::string> files;
+  for (const auto& [canonical, file] : by_canonical) files.push_back(file);
   std::sort(files.begin(), files.end());
   return files;
+}
+
+std::string inputs_text(const std::vector<std::string>& inputs) {
+  std::string text;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == inputs.size() ? " and " : ", ") + inputs[i];
+  return text;
 }
 
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {

@@ -93,9 +93,13 @@ class RunVisitor {
   virtual void metric(const MetricPoint& point) = 0;
 };
 
-// The telemetry files under `run_dir`: a run directory (rank*.jsonl[.gz]), a directory of run directories, or a
-// single file. Sorted, so that output does not depend on the file system's order.
-std::vector<std::string> telemetry_files(const std::string& run_dir);
+// The telemetry files under `inputs`, each a run directory (rank*.jsonl[.gz]), a directory of run directories, or a
+// single file: one node's directory each, or a Collector's rotated files. A file named twice (or under two of the
+// inputs) is read once. Sorted, so that output does not depend on the file system's order or the inputs' order.
+std::vector<std::string> telemetry_files(const std::vector<std::string>& inputs);
+
+// The inputs as a person reads them in a message: "a", "a and b", "a, b and c".
+std::string inputs_text(const std::vector<std::string>& inputs);
 
 struct ReadOptions {
   bool detail = false;  // ids, links and attributes of every span (slower: a timeline's second pass)
