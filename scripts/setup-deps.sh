@@ -32,6 +32,7 @@ packages=(
   python3-dev pybind11-dev                   # the Python package (a CPython extension for /usr/bin/python3)
   python3-torch libtorch-dev libgloo-dev     # LibTorch (libtorch-dev: headers, TorchConfig.cmake; python3-torch
                                              # only recommends it), c10d Gloo, torchrun: pretrain_gpt and the demo
+  iproute2 util-linux                        # the multi-node test: ip (veth links, a bridge), unshare and nsenter
 )
 
 if [ "${1:-}" = "--list" ]; then

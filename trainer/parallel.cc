@@ -18,9 +18,13 @@ std::string env_or(const char* name, const char* fallback) {
 c10::intrusive_ptr<c10d::ProcessGroupGloo> make_group(const c10::intrusive_ptr<c10d::Store>& store,
                                                       const std::string& name, int rank, int size) {
   auto options = c10d::ProcessGroupGloo::Options::create();
-  // One node (the rendezvous on loopback): Gloo over loopback; else the interface of this host's name.
+  // GLOO_SOCKET_IFNAME names the interface, as torch.distributed's does (a node whose hostname resolves to no
+  // address of its own: a container, a namespace); else one node (the rendezvous on loopback) talks over loopback,
+  // and several over the interface of this host's name.
   const std::string master = env_or("MASTER_ADDR", "127.0.0.1");
-  options->devices.push_back(master == "127.0.0.1" || master == "localhost"
+  const std::string interface = env_or("GLOO_SOCKET_IFNAME", "");
+  options->devices.push_back(!interface.empty() ? c10d::ProcessGroupGloo::createDeviceForInterface(interface)
+                             : master == "127.0.0.1" || master == "localhost"
                                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                  : c10d::ProcessGroupGloo::createDefaultDevice());
   options->timeout = std::chrono::minutes(5);

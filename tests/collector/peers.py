@@ -77,7 +77,7 @@ class Peer:
                                         env={**os.environ, **(self.env or {})})
         log.close()
         deadline = time.monotonic() + self.start_seconds
-        while not all(port_open(p) for p in self.ports):
+        while not self.ready():
             if self.process.poll() is not None:
                 raise AssertionError(f"{self.name} failed to start (exit {self.process.returncode}); its log ends:\n"
                                      f"{read_tail(self.log_path)}")
@@ -87,6 +87,9 @@ class Peer:
                                      f"its log ends:\n{read_tail(self.log_path)}")
             time.sleep(0.05)
         return self
+
+    def ready(self):
+        return all(port_open(p) for p in self.ports)
 
     def stop(self):
         """Ends the peer (SIGTERM: it flushes what it holds; SIGKILL after 30 s). Returns its exit code."""
@@ -103,8 +106,8 @@ class Peer:
         return read_tail(self.log_path, 20000)
 
 
-def endpoint(host_port):
-    return {"endpoint": f"127.0.0.1:{host_port}"}
+def endpoint(host_port, host="127.0.0.1"):
+    return {"endpoint": f"{host}:{host_port}"}
 
 
 class Collector(Peer):
@@ -112,16 +115,17 @@ class Collector(Peer):
     `memory_limit_mib` is given, the batch processor, and per signal a file exporter (output/<signal>.jsonl, OTLP
     JSON a line) beside the debug exporter; with `prometheus`, the Prometheus exporter on its own port too.
     `same_ports_as`: another Collector whose OTLP ports this one takes (a restart). `forward_traces_to`: the OTLP/gRPC
-    port of a peer (Jaeger) the traces are also sent to, by the Collector's OTLP exporter."""
+    port of a peer (Jaeger) the traces are also sent to, by the Collector's OTLP exporter. `host`: the address its
+    receivers listen on."""
 
     def __init__(self, directory, tls=None, memory_limit_mib=None, prometheus=False, output="output",
-                 same_ports_as=None, forward_traces_to=None):
+                 same_ports_as=None, forward_traces_to=None, host="127.0.0.1"):
         self.grpc_port, self.http_port = ((same_ports_as.grpc_port, same_ports_as.http_port) if same_ports_as
                                           else (free_port(), free_port()))
         self.prometheus_port = free_port() if prometheus else None
         self.output = os.path.join(directory, output)
         os.makedirs(self.output, exist_ok=True)
-        protocols = {"grpc": endpoint(self.grpc_port), "http": endpoint(self.http_port)}
+        protocols = {"grpc": endpoint(self.grpc_port, host), "http": endpoint(self.http_port, host)}
         if tls:
             for p in protocols.values():
                 p["tls"] = {"cert_file": tls[0], "key_file": tls[1]}
