@@ -26,6 +26,7 @@
 #include "logger.h"
 #include "startup_watch.h"
 #include "trainer.h"
+#include "whereabouts.h"
 
 namespace {
 
@@ -227,8 +228,12 @@ int PretrainRun::run() {
                     {"megatron.global_batch_size", args_.global_batch_size}, lens::megatron::kGoodput);
     build_trainer();
     interval_start_ = Clock::now();
-    while (trainer_->iteration() < args_.train_iters && !stopped) stopped = !train_segment(pretrain.context());
-    finish_training(stopped);
+    try {
+      while (trainer_->iteration() < args_.train_iters && !stopped) stopped = !train_segment(pretrain.context());
+      finish_training(stopped);
+    } catch (const std::exception& e) {  // a peer lost mid-run: Gloo names its address, the store its ranks
+      throw std::runtime_error(trainer::name_lost_peers(*store_, topology_, trainer::error_message(e)));
+    }
   }
   telemetry_.shutdown();
   return 0;

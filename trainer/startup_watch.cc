@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "whereabouts.h"
+
 namespace trainer {
 
 namespace {
@@ -20,12 +22,6 @@ std::string text_or(c10d::Store& store, const std::string& name, const std::stri
   return {value.begin(), value.end()};
 }
 
-std::string host_name() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
 }  // namespace
 
 StartupWatch::StartupWatch(const Topology& topology, c10::intrusive_ptr<c10d::Store> store)
@@ -33,6 +29,7 @@ StartupWatch::StartupWatch(const Topology& topology, c10::intrusive_ptr<c10d::St
   // The first beat before anything else: a rank that has beaten once is known to have joined.
   main_store_->set(key("who", topology_.rank), bytes(host_name() + ", pid " + std::to_string(::getpid())));
   main_store_->add(key("beat", topology_.rank), 1);
+  publish_whereabouts(*main_store_, topology_.rank);
   store_ = make_store(topology_, StoreRole::kClient);
   thread_ = std::thread([this] { run(); });
 }

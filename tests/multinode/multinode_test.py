@@ -5,7 +5,8 @@ rendezvous on node 0's address, Gloo over the nodes' veth links, and a real Open
 What a user of a real cluster relies on and one host hides: one run id on every rank, `host.name` naming each node,
 every span accounted for at the Collector; `lens ctl` from another node than rank 0's; hang snapshots on each node's
 own disk and `lens hang` given every node's directory; `lens report` given one directory per node. And the faults:
-the Collector unreachable from one node only; a node's directory missing for `lens hang`. Run alone (ctest
+a node lost mid-run (the others end naming it); the Collector unreachable from one node only; a node's directory
+missing for `lens hang`. Run alone (ctest
 RUN_SERIAL): the jobs are timings."""
 
 import glob
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -223,6 +225,29 @@ class MultiNodeTest(peers.PeerTest):
         finally:
             job.stop()
 
+    def test_a_node_gone_mid_run_ends_the_others_naming_its_ranks_and_host(self):
+        """Node 1's namespace and every process in it killed (a node lost): its connections are reset, and node 0's
+        ranks end within seconds, each naming ranks 2, 3 and node1, their telemetry flushed."""
+        job = Job(self.fabric, ["--train-iters", "100000", "--log-interval", "1000"],
+                  {"MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_SPAN_GROUPS": "per_step"})
+        node0, node1 = self.fabric.nodes[:2]
+        lines = read_lines_as_they_come(job.launchers[0])
+        run0 = job.run_dir(node0)
+        wait_for(lambda: len(step_iterations(run0).get(0, [])) >= 3, 60)
+        lost_at = time.time()
+        node1.kill_everything()
+        named = "lost the connection to ranks 2, 3 on node1 (198.18.0.2): that node, or those ranks, stopped"
+        wait_for(lambda: sum(named in line for _, line in lines) == 2, 30)
+        ended = [t - lost_at for t, line in lines if named in line]
+        self.assertLess(max(ended), 10, "the documented bound: seconds, not Gloo's timeout")
+        wait_for(lambda: len([line for _, line in lines if STATS.search(line)]) == 2, 30)
+        for _, line in lines:
+            if STATS.search(line):
+                produced, exported, dropped = map(int, STATS.search(line).groups())
+                self.assertEqual((exported, dropped), (produced, 0), "node 0's telemetry flushed as its ranks end")
+        # torchrun's agent then waits in its exit barrier for node 1's agent (torch's 300 s): not lens's to shorten.
+        job.launchers[0].kill()
+
     def test_the_collector_unreachable_from_one_node_drops_there_only_and_counts_it(self):
         collector = self.start_collector()
         node1 = self.fabric.nodes[1]
@@ -244,6 +269,18 @@ class MultiNodeTest(peers.PeerTest):
         spans = collected_spans(collector)
         self.assertEqual(len(spans), exported)
         self.assertEqual({int(r["dl.rank"]) for r, _ in spans}, {0, 1})
+
+
+def read_lines_as_they_come(process):
+    """A list that a thread fills with (seconds since the epoch, line) of `process`'s output as it comes."""
+    lines = []
+
+    def pump():
+        for line in process.stdout:
+            lines.append((time.time(), line))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
 
 
 def step_iterations(run_dir):
