@@ -248,6 +248,48 @@ class MultiNodeTest(peers.PeerTest):
         # torchrun's agent then waits in its exit barrier for node 1's agent (torch's 300 s): not lens's to shorten.
         job.launchers[0].kill()
 
+    def test_lens_report_estimates_a_nodes_clock_offset_from_the_pipeline_links(self):
+        """A real two-node run; node 1's files are then shifted by a known offset, as a host whose clock is off
+        writes them. Behind: the warm-up receives on node 1 end before their sends on node 0 began, by the clocks;
+        lens report says node 1's offset (within the fastest transfer of the known one) and the bubble it gives
+        with the correction is the bubble of the run as written. Ahead: the links, which run from node 0 to node 1
+        only, cannot see it, and the report says so."""
+        job = Job(self.fabric, ["--train-iters", "20", "--log-interval", "5", "--otel-span-groups", "all,-layer"],
+                  {"MEGATRON_OTEL_EXPORTER": "file"})
+        job.finish()
+        run0, run1 = (job.run_dir(node) for node in self.fabric.nodes[:2])
+        as_written = self.report(run0, run1)
+        self.assertEqual(as_written["clocks"]["reference_host"], "node0")
+        self.assertEqual([h["host"] for h in as_written["clocks"]["hosts"]], ["node1"])
+        self.assertEqual(as_written["clocks"]["hosts"][0]["offset_ms"], 0)  # one machine's clock: nothing runs back
+        self.assertIn("node1: links run one way only", as_written["clocks"]["not_bounded"])
+        bubble = {b["stage"]: b["measured"] for b in as_written["bubble"]}
+        for shift_ms in (-300, 300):
+            with self.subTest(node1_clock=f"{shift_ms:+} ms"):
+                shifted = os.path.join(self.dir, f"node1-shifted{shift_ms}", os.path.basename(run1))
+                shift_files(run1, shifted, shift_ms * 1_000_000)
+                report = self.report(run0, shifted)
+                clock = report["clocks"]["hosts"][0]
+                if shift_ms < 0:
+                    self.assertTrue(report["clocks"]["corrected"])
+                    self.assertGreater(clock["offset_ms"], 295)  # the fastest transfer: well under 5 ms here
+                    self.assertLessEqual(clock["offset_ms"], 300)
+                    for b in report["bubble"]:
+                        self.assertAlmostEqual(b["measured"], bubble[b["stage"]], delta=0.02)
+                    trace = os.path.join(self.dir, f"trace{shift_ms}.json")
+                    self.assertEqual(lens("convert", run0, shifted, "--to", "chrome-json", "-o", trace).returncode, 0)
+                    self.assertEqual(backward_flows(trace), 0)
+                else:
+                    self.assertFalse(report["clocks"]["corrected"])
+                    self.assertIn("node1: links run one way only", report["clocks"]["not_bounded"])
+                    text = lens("report", run0, shifted).stdout
+                    self.assertIn("not bounded, so figures that compare these hosts' times", text)
+
+    def report(self, *run_dirs):
+        result = lens("report", "--json", *run_dirs)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
     def test_the_collector_unreachable_from_one_node_drops_there_only_and_counts_it(self):
         collector = self.start_collector()
         node1 = self.fabric.nodes[1]
@@ -269,6 +311,35 @@ class MultiNodeTest(peers.PeerTest):
         spans = collected_spans(collector)
         self.assertEqual(len(spans), exported)
         self.assertEqual({int(r["dl.rank"]) for r, _ in spans}, {0, 1})
+
+
+def shift_files(source, destination, shift_ns):
+    """Copies a node's run directory with every time in it shifted by shift_ns, as a host whose clock is off by as
+    much would have written it."""
+    def shifted_time(value):  # a time of 0 is "not set" (a metric point's start): left so
+        n = int(value)
+        return value if n == 0 else type(value)(n + shift_ns)
+
+    def shift(value):
+        if isinstance(value, dict):
+            return {k: shifted_time(v) if k.endswith("UnixNano") else shift(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [shift(v) for v in value]
+        return value
+
+    os.makedirs(destination)
+    for path in glob.glob(os.path.join(source, "*.jsonl")):
+        with open(path, encoding="utf-8") as f, open(os.path.join(destination, os.path.basename(path)), "w") as out:
+            for line in f:
+                out.write(json.dumps(shift(json.loads(line))) + "\n")
+
+
+def backward_flows(trace_path):
+    """Flow arrows (Trace Event ph s/f pairs) whose end is before their start."""
+    with open(trace_path, encoding="utf-8") as f:
+        events = json.load(f)["traceEvents"]
+    starts = {e["id"]: e["ts"] for e in events if e.get("ph") == "s"}
+    return sum(1 for e in events if e.get("ph") == "f" and e["ts"] < starts.get(e["id"], e["ts"]))
 
 
 def read_lines_as_they_come(process):

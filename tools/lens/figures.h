@@ -141,6 +141,23 @@ struct ReadFigures {
   std::vector<ReadProblem> problems;
 };
 
+// A host's clock against the reference host's (the host of the lowest rank), from the run's links (clocks.h).
+struct HostClock {
+  std::string host;
+  Figure offset_ms;               // added to this host's times (none: not estimated, nothing applied)
+  Figure at_least_ms, at_most_ms;  // what the links bound the offset to (none: that side is unbounded)
+  std::uint64_t links = 0;        // the links between it and the host it was estimated against
+};
+
+struct ClockFigures {
+  std::string reference;         // empty: one host (or none named), nothing to estimate
+  std::vector<HostClock> hosts;  // every other host
+  bool corrected = false;        // an offset other than 0 is applied to the bubble and the pictures
+  std::string not_bounded;       // the hosts whose offset is not bounded on both sides, and why: figures flagged
+  // Nanoseconds to add to `host`'s times (0 for the reference and for a host not estimated).
+  std::int64_t offset_ns(const std::string& host) const;
+};
+
 struct Figures {
   RunFigures run;
   std::vector<SpanFigures> spans;  // by name
@@ -150,6 +167,7 @@ struct Figures {
   std::map<int, std::vector<Figure>> step_ms_by_rank;
   PhaseFigures phases;
   StragglerFigures stragglers;
+  ClockFigures clocks;            // each host's offset: what the bubble and the pictures are corrected by
   std::vector<BubbleRow> bubble;  // by stage
   std::optional<FirstIteration> first_iteration;
   std::vector<CheckpointFigures> checkpoints;

@@ -89,6 +89,20 @@ json stragglers_json(const StragglerFigures& s) {
           {"not_scored", s.not_scored.empty() ? json(nullptr) : json(s.not_scored)}};
 }
 
+json clocks_json(const ClockFigures& c) {
+  json hosts = json::array();
+  for (const HostClock& h : c.hosts)
+    hosts.push_back({{"host", h.host},
+                     {"offset_ms", figure_json(h.offset_ms)},
+                     {"at_least_ms", figure_json(h.at_least_ms)},
+                     {"at_most_ms", figure_json(h.at_most_ms)},
+                     {"links", h.links}});
+  return {{"reference_host", c.reference.empty() ? json(nullptr) : json(c.reference)},
+          {"hosts", hosts},
+          {"corrected", c.corrected},
+          {"not_bounded", c.not_bounded.empty() ? json(nullptr) : json(c.not_bounded)}};
+}
+
 json bubble_json(const std::vector<BubbleRow>& bubble) {
   json out = json::array();
   for (const BubbleRow& b : bubble) {
@@ -177,6 +191,7 @@ json figures_json(const Figures& f) {
           {"steps", steps_json(f.steps)},
           {"phases", phases_json(f.phases)},
           {"stragglers", stragglers_json(f.stragglers)},
+          {"clocks", clocks_json(f.clocks)},
           {"bubble", bubble_json(f.bubble)},
           {"first_iteration", first_iteration_json(f.first_iteration)},
           {"checkpoints", checkpoints_json(f.checkpoints)},

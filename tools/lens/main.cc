@@ -199,7 +199,8 @@ int report(const ReportOptions& o) {
   }
   lens_tools::Report r(range);
   Progress progress;
-  const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.progress = std::ref(progress), .run_id = o.run});
+  const lens_tools::ReadStats read =
+      lens_tools::read_run(files, r, {.links = true, .progress = std::ref(progress), .run_id = o.run});
   if (const int status = one_run_only("report", read, o.run, o.inputs)) return status;
   const lens_tools::Figures figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)

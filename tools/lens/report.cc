@@ -77,6 +77,7 @@ void Report::identity(const Origin& o) {
   if (!o.run_id.empty()) run_ids_.insert(o.run_id);
   if (!o.service.empty()) services_.insert(o.service);
   if (o.rank >= 0) ranks_.insert(o.rank);
+  if (o.rank >= 0 && !o.host.empty()) host_of_rank_.try_emplace(o.rank, o.host);
   world_size_ = std::max(world_size_, o.world_size);
   pipeline_size_ = std::max(pipeline_size_, o.pipeline_size);
   data_parallel_size_ = std::max(data_parallel_size_, o.data_parallel_size);
@@ -86,6 +87,7 @@ void Report::identity(const Origin& o) {
 void Report::span(const SpanRow& s) {
   const Origin& o = *s.origin;
   identity(o);
+  clock_links_.add(s);
   Process& p = processes_[s.origin];
   if (p.key.empty()) p.rank = o.rank, p.key = process_key(o);
   if (s.truncated) ++truncated_;
@@ -320,21 +322,27 @@ StragglerFigures Report::straggler_figures() const {
 // stage's forward-backward start to the last one's end in the same iteration and replica: a later stage's own span
 // begins before its first micro-batch arrives but ends before the first stage's last backward, so the span alone
 // would hide part of its bubble. The ranks' clocks are compared: skew between hosts adds to it.
-std::vector<BubbleRow> Report::bubble_figures() const {
+std::vector<BubbleRow> Report::bubble_figures(const ClockFigures& clocks) const {
+  // A replica's stages may run on several hosts: their times on the reference host's clock.
+  std::map<int, std::int64_t> offset_of_rank;
+  for (const auto& [rank, host] : host_of_rank_) offset_of_rank[rank] = clocks.offset_ns(host);
   std::map<int, std::vector<double>> measured, microbatches;
   for (const auto& [iteration, by_rank] : records_) {
-    std::map<int, std::pair<std::uint64_t, std::uint64_t>> window;  // replica -> [first start, last end]
+    std::map<int, std::pair<std::int64_t, std::int64_t>> window;  // replica -> [first start, last end]
     for (const auto& [rank, r] : by_rank) {
       if (r.forward_backward_ns == 0) continue;
-      auto [w, fresh] = window.try_emplace(replica_of(rank), r.forward_backward_start_ns, r.forward_backward_end_ns);
-      w->second.first = std::min(w->second.first, r.forward_backward_start_ns);
-      w->second.second = std::max(w->second.second, r.forward_backward_end_ns);
+      const std::int64_t offset = offset_of_rank[rank];
+      const std::int64_t start = static_cast<std::int64_t>(r.forward_backward_start_ns) + offset;
+      const std::int64_t end = static_cast<std::int64_t>(r.forward_backward_end_ns) + offset;
+      auto [w, fresh] = window.try_emplace(replica_of(rank), start, end);
+      w->second.first = std::min(w->second.first, start);
+      w->second.second = std::max(w->second.second, end);
     }
     for (const auto& [rank, r] : by_rank) {
       if (r.forward_backward_ns == 0) continue;
       const auto& [first, last] = window.at(replica_of(rank));
       const double compute = static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]);
-      const double span = static_cast<double>(std::max<std::uint64_t>(last - first, 1));
+      const double span = static_cast<double>(std::max<std::int64_t>(last - first, 1));
       measured[stage_of(rank)].push_back(std::clamp(1.0 - compute / span, 0.0, 1.0));
       if (r.microbatches > 0) microbatches[stage_of(rank)].push_back(static_cast<double>(r.microbatches));
     }
@@ -500,7 +508,8 @@ Figures Report::figures(const ReadStats& read, bool series) {
   f.steps = step_figures(series ? &f.step_ms_by_rank : nullptr);
   f.phases = phase_figures();
   f.stragglers = straggler_figures();
-  f.bubble = bubble_figures();
+  f.clocks = clock_links_.estimate();
+  f.bubble = bubble_figures(f.clocks);
   // The first iteration against the others: only when the step table starts at the run's first step.
   if (f.steps.size() >= 2 && f.steps[0].iteration == first_iteration_) {
     std::vector<double> rest;

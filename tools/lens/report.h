@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "clocks.h"
 #include "figures.h"
 #include "run_reader.h"
 #include "span_kinds.h"
@@ -115,7 +116,7 @@ class Report : public RunVisitor {
   std::vector<StepFigures> step_figures(std::map<int, std::vector<Figure>>* by_rank) const;
   PhaseFigures phase_figures() const;
   StragglerFigures straggler_figures() const;
-  std::vector<BubbleRow> bubble_figures() const;
+  std::vector<BubbleRow> bubble_figures(const ClockFigures& clocks) const;
   std::vector<CheckpointFigures> checkpoint_figures() const;
   std::vector<EvaluationFigures> evaluation_figures() const;
   std::map<std::string, TrainingSeries> training_figures();
@@ -130,6 +131,8 @@ class Report : public RunVisitor {
   StepRange steps_;
   std::set<std::string> run_ids_, services_;
   std::set<int> ranks_;
+  std::map<int, std::string> host_of_rank_;  // host.name, for the clock offsets
+  ClockLinks clock_links_;
   int world_size_ = 0, pipeline_size_ = 0, data_parallel_size_ = 0, tensor_size_ = 1;
   std::map<std::string, Durations, std::less<>> durations_;
   std::map<const Origin*, Process> processes_;

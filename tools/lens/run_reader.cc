@@ -205,7 +205,11 @@ void each_attribute(array attributes, F&& f, bool raw = false) {
 class FileParser {
  public:
   FileParser(RunVisitor& visitor, ReadStats& stats, const ReadOptions& options)
-      : visitor_(visitor), stats_(stats), detail_(options.detail), only_run_(options.run_id) {}
+      : visitor_(visitor),
+        stats_(stats),
+        detail_(options.detail),
+        links_(options.links),
+        only_run_(options.run_id) {}
 
   void line(std::string_view text) {
     simdjson::padded_string json(text);
@@ -247,6 +251,8 @@ class FileParser {
               o.tensor_size = rank_number(integer_of(v), 1, 1);
             else if (k == "process.pid")
               o.pid = integer_of(v);
+            else if (k == "host.name")
+              o.host = v.text;
             if (detail_) append_json_member(o.resource_args, k, v.raw);
           },
           detail_);
@@ -316,11 +322,11 @@ class FileParser {
             detail_);
       } else if (key == "events") {
         for (auto event : field.value().get_array()) group_change(event.get_object(), row);
-      } else if (detail_ && key == "spanId") {
+      } else if ((detail_ || links_) && key == "spanId") {
         row.span_id = field.value().get_string();
       } else if (detail_ && key == "parentSpanId") {
         row.parent_span_id = field.value().get_string();
-      } else if (detail_ && key == "links") {
+      } else if ((detail_ || links_) && key == "links") {
         for (auto link : field.value().get_array())
           for (auto lf : link.get_object())
             if (std::string_view(lf.unescaped_key()) == "spanId")
@@ -408,6 +414,7 @@ class FileParser {
   RunVisitor& visitor_;
   ReadStats& stats_;
   const bool detail_;
+  const bool links_;
   const std::string only_run_;
   simdjson::ondemand::parser parser_;
   std::string name_;

@@ -29,6 +29,7 @@ struct Origin {
   std::string run_id, service;
   int rank = -1, world_size = 0, pipeline_size = 0, data_parallel_size = 0, tensor_size = 1;
   std::int64_t pid = 0;       // a rank and its checkpoint worker share the rank: the process tells them apart
+  std::string host;           // host.name: whose clock its times are in
   std::string resource_args;  // every resource attribute as JSON members ("key":value,...), with ReadOptions::detail
 };
 
@@ -55,8 +56,8 @@ struct SpanRow {
   bool truncated = false;              // nemo.span.truncated: ended at shutdown, not by its code
   using GroupChange = SpanGroupChangeEvent;
   std::optional<GroupChange> group_change;
-  // Read only with ReadOptions::detail (what a timeline draws): ids as hex text, the linked span ids, and every
-  // attribute as a JSON object's members ("key":value,...).
+  // Read only with ReadOptions::detail (what a timeline draws): ids as hex text, the linked span ids (also with
+  // ReadOptions::links), and every attribute as a JSON object's members ("key":value,...).
   std::string_view span_id, parent_span_id;
   std::vector<std::string_view> linked_span_ids;
   std::string args_json;
@@ -103,9 +104,24 @@ std::string inputs_text(const std::vector<std::string>& inputs);
 
 struct ReadOptions {
   bool detail = false;  // ids, links and attributes of every span (slower: a timeline's second pass)
+  bool links = false;   // span ids and linked span ids (what clock offsets are estimated from), without detail
   std::function<void(std::uint64_t bytes)> progress;  // may be empty; called now and then with the bytes read
   std::string run_id;  // when set, only what the resource says is of this run (nemo.run.id) reaches the visitor
 };
+
+// A span id of 16 hex digits as a number; 0 (no span) for anything else.
+inline std::uint64_t parse_span_id(std::string_view hex) {
+  std::uint64_t id = 0;
+  for (char c : hex) {
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) return 0;
+    id = id << 4 | static_cast<std::uint64_t>(digit);
+  }
+  return id;
+}
 
 // `"key":raw_value` added to a list of JSON members (nothing when raw_value is empty).
 void append_json_member(std::string& members, std::string_view key, std::string_view raw_value);

@@ -148,6 +148,30 @@ void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
          std::to_string(stragglers.unscored_stages.size()) + " stages)");
 }
 
+// Hosts' clocks, when the run has more than one host: what the bubble and the pictures were corrected by.
+void render_clocks(const ClockFigures& c, const Line& line) {
+  if (c.reference.empty()) return;
+  line("");
+  line("clocks of " + std::to_string(c.hosts.size() + 1) + " hosts against " + c.reference +
+       "'s, from links between them (a receive cannot end before its send began)" +
+       (c.corrected ? ": the bubble and the pictures use corrected times" : ""));
+  char buffer[512];
+  for (const HostClock& h : c.hosts) {
+    if (!h.offset_ms) {
+      line("  " + h.host + ": offset unknown");
+      continue;
+    }
+    const std::string low = h.at_least_ms ? format_ms(*h.at_least_ms) : "-inf";
+    const std::string high = h.at_most_ms ? format_ms(*h.at_most_ms) : "+inf";
+    std::snprintf(buffer, sizeof buffer, "  %s: %+.3f ms (the links bound it to [%s, %s] ms; %llu links)",
+                  h.host.c_str(), *h.offset_ms, low.c_str(), high.c_str(), static_cast<unsigned long long>(h.links));
+    line(buffer);
+  }
+  if (!c.not_bounded.empty())
+    line("  not bounded, so figures that compare these hosts' times (the bubble, the timeline) may be off: " +
+         c.not_bounded);
+}
+
 void render_bubble(const std::vector<BubbleRow>& bubble, const Line& line) {
   if (bubble.empty()) return;
   line("");
@@ -252,6 +276,7 @@ std::string render_text(const Figures& f, const TextOptions& options) {
   if (!f.loss.empty()) render_loss(f.loss, line);
   render_phases(f.phases, line);
   render_stragglers(f.stragglers, line);
+  render_clocks(f.clocks, line);
   render_bubble(f.bubble, line);
   render_events(f, line);
   line("");

@@ -5,19 +5,6 @@
 
 namespace lens_tools {
 
-std::uint64_t parse_span_id(std::string_view hex) {
-  std::uint64_t id = 0;
-  for (char c : hex) {
-    int digit = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-    if (digit < 0) return 0;
-    id = id << 4 | static_cast<std::uint64_t>(digit);
-  }
-  return id;
-}
-
 LinkArrow link_arrow(const TimelineSpan& sender, const TimelineSpan& receiver) {
   LinkArrow a{.from_ns = sender.start_ns, .to_ns = receiver.start_ns};
   if (receiver.start_ns >= sender.start_ns) return a;
@@ -48,6 +35,7 @@ std::uint32_t Timeline::name_index(std::string_view name) {
 }
 
 void Timeline::span(const SpanRow& s) {
+  clock_links_.add(s);  // every span's, kept or not: the offsets are the run's
   std::string key = process_key(*s.origin);
   if (!kept(key, s)) return;
   TimelineProcess& p = processes[key];
@@ -65,6 +53,19 @@ void Timeline::span(const SpanRow& s) {
 }
 
 void Timeline::lay_out() {
+  clocks = clock_links_.estimate();
+  if (clocks.corrected) {
+    first_ns = UINT64_MAX, last_ns = 0;
+    for (auto& [key, p] : processes) {
+      const std::int64_t offset = clocks.offset_ns(p.origin.host);
+      for (TimelineSpan& s : p.spans) {
+        s.start_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(s.start_ns) + offset));
+        s.end_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(s.end_ns) + offset));
+        first_ns = std::min(first_ns, s.start_ns);
+        last_ns = std::max(last_ns, s.end_ns);
+      }
+    }
+  }
   for (auto& [key, p] : processes) {
     // Parents first: by start, then the longer first, so that a span's enclosing spans precede it.
     std::sort(p.spans.begin(), p.spans.end(), [](const TimelineSpan& a, const TimelineSpan& b) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "clocks.h"
 #include "report.h"
 #include "run_reader.h"
 
@@ -37,9 +38,11 @@ class Timeline : public RunVisitor {
   void span(const SpanRow& span) override;
   void metric(const MetricPoint&) override {}
 
-  // Sorts each process's spans and gives each a lane; call once, after the read.
+  // Puts every host's spans on the reference host's clock (clocks.h), sorts each process's spans and gives each a
+  // lane; call once, after the read.
   void lay_out();
 
+  ClockFigures clocks;  // what lay_out() corrected by
   std::vector<std::string> names;
   std::map<std::string, TimelineProcess> processes;  // by process_key(): rank order within a run
   std::uint64_t first_ns = UINT64_MAX, last_ns = 0;
@@ -50,9 +53,8 @@ class Timeline : public RunVisitor {
 
   std::map<std::string, std::vector<StepWindow>> windows_;
   std::map<std::string, std::uint32_t, std::less<>> name_ids_;
+  ClockLinks clock_links_;
 };
-
-std::uint64_t parse_span_id(std::string_view hex);
 
 // The name of a rank's process in a picture (the HTML page's lanes, the Chrome JSON's processes): `rank R (pp S,
 // dp D)`, its pipeline stage and data-parallel replica in Megatron's rank order.
