@@ -33,6 +33,7 @@ packages=(
   python3-torch libtorch-dev libgloo-dev     # LibTorch (libtorch-dev: headers, TorchConfig.cmake; python3-torch
                                              # only recommends it), c10d Gloo, torchrun: pretrain_gpt and the demo
   iproute2 util-linux                        # the multi-node test: ip (veth links, a bridge), unshare and nsenter
+  python3-yaml                               # the deploy/ test reads the shipped Collector configurations
 )
 
 if [ "${1:-}" = "--list" ]; then

@@ -55,6 +55,9 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--testing-stall-iteration", a.testing_stall_iteration,
                  "Testing aid: at this iteration --testing-slow-rank stops in micro-batch 1's forward until killed (a "
                  "hang)");
+  app.add_flag("--testing-startup-times", a.testing_startup_times,
+               "Testing aid: print on stderr when this rank agreed on the run id and finished telemetry setup, in ms "
+               "from the start of main (bench/scale.sh reads it)");
   app.add_flag("--testing-stall-startup", a.testing_stall_startup,
                "Testing aid: --testing-slow-rank stops in startup (process group setup) until killed (a rank that "
                "dies during startup, at a known place)");

@@ -57,6 +57,7 @@ struct Args {
   // Or that rank stops in startup, in process group setup, until it is killed: a death during startup whatever the
   // machine's speed (killed from outside, the rank could otherwise have finished startup first).
   bool testing_stall_startup = false;
+  bool testing_startup_times = false;
 };
 
 // What was wrong with the command line.

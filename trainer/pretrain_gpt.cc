@@ -38,6 +38,9 @@ using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_stop{false};
 void request_stop(int) { g_stop.store(true); }
 
+Clock::time_point g_main_started;  // for --testing-startup-times
+double ms_since_main() { return std::chrono::duration<double, std::milli>(Clock::now() - g_main_started).count(); }
+
 // ---- telemetry around the run --------------------------------------------------------------------------------
 
 // What every rank must agree on before an iteration, settled in one small all-reduce (MAX): whether any rank was
@@ -171,6 +174,7 @@ void PretrainRun::set_up_telemetry() {
   }
   const std::vector<std::uint8_t> shared_id = store_->get("lens/run_id");
   config_.run_id.assign(shared_id.begin(), shared_id.end());
+  const double agreed_ms = ms_since_main();
   // Setup that can fail on one rank only (an exporting rank's exporter) ends every rank at once.
   watch_.enter("telemetry setup");
   trainer::all_or_none(*store_, topology_, "telemetry setup", [&] {
@@ -181,6 +185,9 @@ void PretrainRun::set_up_telemetry() {
                                         .resource_provider = lens::megatron::resource_provider(training_args())});
   });
   watch_.before_ending([this] { telemetry_.force_flush(); });
+  if (args_.testing_startup_times)
+    std::fprintf(stderr, "pretrain_gpt: startup of rank %d: run id agreed at %.1f ms, telemetry set up at %.1f ms\n",
+                 ranks_.rank, agreed_ms, ms_since_main());
 }
 
 void PretrainRun::build_trainer() {
@@ -319,6 +326,7 @@ void PretrainRun::finish_training(bool stopped) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_main_started = Clock::now();
   if (argc == 2 && std::string_view(argv[1]) == "--checkpoint-worker") return trainer::run_checkpoint_worker();
   // A checkpoint worker that dies must be an error with a message on its rank (and telemetry flushed at exit), not
   // a silent SIGPIPE at the next write to its pipe. Python, which launches Megatron, ignores SIGPIPE the same way.

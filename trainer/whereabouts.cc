@@ -25,9 +25,10 @@ std::vector<std::string> local_addresses() {
     if (a->ifa_addr == nullptr || (a->ifa_flags & IFF_LOOPBACK) != 0) continue;
     char text[INET6_ADDRSTRLEN] = {};
     const int family = a->ifa_addr->sa_family;
-    const void* raw = family == AF_INET    ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr)
-                      : family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr)
-                                           : nullptr;
+    const void* raw =
+        family == AF_INET    ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr)
+        : family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr)
+                             : nullptr;
     if (raw != nullptr && ::inet_ntop(family, raw, text, sizeof text) != nullptr) found.emplace_back(text);
   }
   ::freeifaddrs(list);

@@ -119,7 +119,8 @@ class Fabric:
         run(IP, "link", "set", outside, "netns", str(self.switch.pid))
         self.in_switch(IP, "link", "set", outside, "master", "br0")
         self.in_switch(IP, "link", "set", outside, "up")
-        for argv in ([IP, "link", "set", inside, "name", "eth0"], [IP, "addr", "add", f"{node.address}/24", "dev", "eth0"],
+        for argv in ([IP, "link", "set", inside, "name", "eth0"],
+                     [IP, "addr", "add", f"{node.address}/24", "dev", "eth0"],
                      [IP, "link", "set", "eth0", "up"], [IP, "link", "set", "lo", "up"]):
             node.run(argv, check=True, capture_output=True)
         self.nodes.pop()

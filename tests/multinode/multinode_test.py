@@ -181,7 +181,8 @@ class MultiNodeTest(peers.PeerTest):
         finally:
             job.stop()
         run1 = job.run_dir(node1)
-        self.assertEqual(sorted(os.listdir(run1)), [f"rank{r}.{s}.jsonl" for r in (2, 3) for s in ("metrics", "traces")],
+        self.assertEqual(sorted(os.listdir(run1)),
+                         [f"rank{r}.{s}.jsonl" for r in (2, 3) for s in ("metrics", "traces")],
                          "node 1's ranks write on node 1's disk only")
         steps = {**step_iterations(run0), **step_iterations(run1)}
         self.assertEqual(sorted(steps), [0, 1, 2, 3])

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <queue>
+#include <string_view>
 
 #include "common/dcheck.h"
 

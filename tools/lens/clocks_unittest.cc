@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <string_view>
 
 namespace lens_tools {
 namespace {

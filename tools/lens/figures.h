@@ -144,9 +144,9 @@ struct ReadFigures {
 // A host's clock against the reference host's (the host of the lowest rank), from the run's links (clocks.h).
 struct HostClock {
   std::string host;
-  Figure offset_ms;               // added to this host's times (none: not estimated, nothing applied)
+  Figure offset_ms;                // added to this host's times (none: not estimated, nothing applied)
   Figure at_least_ms, at_most_ms;  // what the links bound the offset to (none: that side is unbounded)
-  std::uint64_t links = 0;        // the links between it and the host it was estimated against
+  std::uint64_t links = 0;         // the links between it and the host it was estimated against
 };
 
 struct ClockFigures {

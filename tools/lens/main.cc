@@ -235,8 +235,8 @@ int report(const ReportOptions& o) {
   return status;
 }
 
-int convert(const std::vector<std::string>& run_dirs, const std::string& to, const std::string& output, const std::string& steps,
-            const std::string& run) {
+int convert(const std::vector<std::string>& run_dirs, const std::string& to, const std::string& output,
+            const std::string& steps, const std::string& run) {
   if (to != "chrome-json") throw CLI::ValidationError("--to", "'" + to + "' is not a known format (chrome-json)");
   const lens_tools::StepRange range = parse_steps(steps);
   const std::vector<std::string> files = lens_tools::telemetry_files(run_dirs);

@@ -205,11 +205,7 @@ void each_attribute(array attributes, F&& f, bool raw = false) {
 class FileParser {
  public:
   FileParser(RunVisitor& visitor, ReadStats& stats, const ReadOptions& options)
-      : visitor_(visitor),
-        stats_(stats),
-        detail_(options.detail),
-        links_(options.links),
-        only_run_(options.run_id) {}
+      : visitor_(visitor), stats_(stats), detail_(options.detail), links_(options.links), only_run_(options.run_id) {}
 
   void line(std::string_view text) {
     simdjson::padded_string json(text);

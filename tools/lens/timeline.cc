@@ -59,7 +59,8 @@ void Timeline::lay_out() {
     for (auto& [key, p] : processes) {
       const std::int64_t offset = clocks.offset_ns(p.origin.host);
       for (TimelineSpan& s : p.spans) {
-        s.start_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(s.start_ns) + offset));
+        s.start_ns =
+            static_cast<std::uint64_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(s.start_ns) + offset));
         s.end_ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(s.end_ns) + offset));
         first_ns = std::min(first_ns, s.start_ns);
         last_ns = std::max(last_ns, s.end_ns);
