@@ -98,7 +98,13 @@ std::string name_lost_peers(c10d::Store& store, const Topology& topology, const 
       continue;
     }
     const auto& [host, ranks] = found->second;
-    named += (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks) + " on " + host + " (" + address + ")";
+    named.append(ranks.size() == 1 ? "rank " : "ranks ")
+        .append(rank_list(ranks))
+        .append(" on ")
+        .append(host)
+        .append(" (")
+        .append(address)
+        .append(")");
   }
   return "lost the connection to " + named + ": that node, or those ranks, stopped (" + error + ")";
 }

@@ -208,6 +208,7 @@ std::vector<Position> read_positions(const std::vector<fs::path>& files, int& wo
     }
   }
   std::vector<Position> positions;
+  positions.reserve(by_rank.size());
   for (auto& [rank, p] : by_rank) positions.push_back(std::move(p));
   return positions;
 }

@@ -457,6 +457,7 @@ std::vector<std::string> telemetry_files(const std::vector<std::string>& inputs)
     by_canonical.emplace(error ? file : canonical.string(), file);
   }
   std::vector<std::string> files;
+  files.reserve(by_canonical.size());
   for (const auto& [canonical, file] : by_canonical) files.push_back(file);
   std::sort(files.begin(), files.end());
   return files;
