@@ -1,7 +1,8 @@
 #include "hang_verdict.h"
 
 #include <algorithm>
-#include <cassert>
+
+#include "common/dcheck.h"
 
 namespace lens_tools {
 namespace {
@@ -66,7 +67,7 @@ std::string Verdict::never_entered(const Group& group) const {
 }
 
 Verdict judge(std::vector<Position> positions, int world_size) {
-  assert(!positions.empty());
+  LENS_DCHECK(!positions.empty());
   std::sort(positions.begin(), positions.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   Verdict v;
   v.world_size = world_size;
