@@ -13,6 +13,21 @@ function(lens_require found_variable what packages option)
   endif()
 endfunction()
 
+# lens_require_options(<option> <what it runs> <needed option>...): stops when the part <option> turns on needs
+# another that the configuration leaves out, naming those and the option that leaves the part out.
+function(lens_require_options option what)
+  set(missing)
+  foreach(needed IN LISTS ARGN)
+    if(NOT ${needed})
+      list(APPEND missing ${needed})
+    endif()
+  endforeach()
+  if(missing)
+    list(JOIN missing ", " names)
+    message(FATAL_ERROR "lens: ${what}, which needs ${names}; or -D${option}=OFF")
+  endif()
+endfunction()
+
 # lens_require_peer(<path> <what it is> <option>): stops unless the test peer that setup builds or installs is there.
 function(lens_require_peer path what option)
   if(NOT EXISTS ${path})
