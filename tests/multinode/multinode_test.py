@@ -285,6 +285,11 @@ class MultiNodeTest(peers.PeerTest):
                     self.assertIn("node1: links run one way only", report["clocks"]["not_bounded"])
                     text = lens("report", run0, shifted).stdout
                     self.assertIn("not bounded, so figures that compare these hosts' times", text)
+                    page = os.path.join(self.dir, "page.html")
+                    self.assertEqual(lens("report", run0, shifted, "--html", page).returncode, 0)
+                    with open(page, encoding="utf-8") as f:
+                        self.assertIn("Not bounded, so what compares these hosts' times may be off: node1",
+                                      f.read())
 
     def report(self, *run_dirs):
         result = lens("report", "--json", *run_dirs)

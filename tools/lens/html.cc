@@ -216,6 +216,22 @@ std::string stragglers_section(const StragglerFigures& stragglers) {
                rows);
 }
 
+// Hosts' clock offsets (clocks.h): what the timeline and the bubble were corrected by, and what cannot be bounded.
+std::string clocks_section(const ClockFigures& clocks) {
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(clocks.hosts.size());
+  for (const HostClock& h : clocks.hosts)
+    rows.push_back({h.host, cell(h.offset_ms), cell(h.at_least_ms), cell(h.at_most_ms), std::to_string(h.links)});
+  std::string note = "<p class=\"clocks\">Against " + escape(clocks.reference) +
+                     "'s clock, from the links between "
+                     "hosts' spans" +
+                     (clocks.corrected ? "; the timeline and the bubble use corrected times" : "") + ".</p>";
+  if (!clocks.not_bounded.empty())
+    note += "<p class=\"not-bounded\">Not bounded, so what compares these hosts' times may be off: " +
+            escape(clocks.not_bounded) + "</p>";
+  return note + table("clocks", {"host", "offset ms", "at least ms", "at most ms", "links"}, rows);
+}
+
 std::string bubble_section(const std::vector<BubbleRow>& bubble) {
   std::vector<std::vector<std::string>> rows;
   rows.reserve(bubble.size());
@@ -272,6 +288,7 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
   page += "<h2>Loss over the run</h2>" + line_chart({{"loss", loss}}, "", "loss");
   page += "<h2>Where a step's time goes (mean per step, ms)</h2>" + phases_section(f.phases);
   page += "<h2>Stragglers</h2>" + stragglers_section(f.stragglers);
+  if (!f.clocks.reference.empty()) page += "<h2>Clocks of the hosts</h2>" + clocks_section(f.clocks);
   page += "<h2>Pipeline bubble</h2>" + bubble_section(f.bubble);
   page += "<h2>Spans, all ranks</h2>" + spans_section(f.spans);
   page +=
