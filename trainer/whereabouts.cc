@@ -5,10 +5,12 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 namespace trainer {
@@ -62,26 +64,69 @@ void publish_whereabouts(c10d::Store& store, int rank) {
   store.set(key(rank), std::vector<std::uint8_t>(text.begin(), text.end()));
 }
 
+namespace {
+
+std::vector<std::uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+std::string text_of(c10d::Store& store, const std::string& name) {
+  const std::vector<std::uint8_t> value = store.get(name);
+  return {value.begin(), value.end()};
+}
+
+// address -> (host, the ranks published there that have not said they failed themselves). A rank that failed is
+// alive: it lost a connection too, and when it ends its own connections break; those are not the lost ones.
+std::map<std::string, std::pair<std::string, std::set<int>>> lost_ranks_at(c10d::Store& store, int world_size,
+                                                                           const std::set<std::string>& addresses) {
+  std::map<std::string, std::pair<std::string, std::set<int>>> at;
+  for (int r = 0; r < world_size; ++r) {
+    if (!store.check({key(r)}) || store.check({"lens/failed/" + std::to_string(r)})) continue;
+    std::istringstream words(text_of(store, key(r)));
+    std::string host, address;
+    words >> host;
+    while (words >> address)
+      if (addresses.contains(address)) {
+        at[address].first = host;
+        at[address].second.insert(r);
+      }
+  }
+  return at;
+}
+
+}  // namespace
+
 std::string name_lost_peers(c10d::Store& store, const Topology& topology, const std::string& error) {
   static const std::regex kPeer(R"(\[([0-9A-Fa-f.:]+)\]:\d+)");
   std::set<std::string> addresses;
   for (std::sregex_iterator it(error.begin(), error.end(), kPeer), end; it != end; ++it) addresses.insert((*it)[1]);
   if (addresses.empty()) return error;
-  std::map<std::string, std::pair<std::string, std::set<int>>> at;  // address -> host, ranks
+  const std::string suffix = ": that node, or those ranks, stopped (" + error + ")";
   try {
-    for (int r = 0; r < topology.world_size; ++r) {
-      if (!store.check({key(r)})) continue;
-      const std::vector<std::uint8_t> value = store.get(key(r));
-      std::istringstream words(std::string(value.begin(), value.end()));
-      std::string host, address;
-      words >> host;
-      while (words >> address)
-        if (addresses.contains(address)) {
-          at[address].first = host;
-          at[address].second.insert(r);
-        }
+    store.set("lens/failed/" + std::to_string(topology.rank), bytes("1"));
+    const auto at = lost_ranks_at(store, topology.world_size, addresses);
+    std::string named;
+    for (const auto& [address, host_ranks] : at) {
+      const auto& [host, ranks] = host_ranks;
+      if (ranks.empty()) continue;
+      named += named.empty() ? "" : "; ";
+      named.append(ranks.size() == 1 ? "rank " : "ranks ")
+          .append(rank_list(ranks))
+          .append(" on ")
+          .append(host)
+          .append(" (")
+          .append(address)
+          .append(")");
     }
-  } catch (const std::exception& e) {
+    if (!named.empty()) {
+      if (!store.check({"lens/lost"})) store.set("lens/lost", bytes(named));  // for the ranks that learn it second
+      return "lost the connection to " + named + suffix;
+    }
+    // Every peer it lost failed itself first: the first of them named the lost ones (within a few seconds).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!store.check({"lens/lost"}) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (store.check({"lens/lost"})) return "lost the connection to " + text_of(store, "lens/lost") + suffix;
+    return "lost the connection to ranks that failed before it (" + error + ")";
+  } catch (const std::exception&) {
     std::string all;
     for (const std::string& a : addresses) all += (all.empty() ? "" : ", ") + a;
     return "lost the connection to " + all +
@@ -89,24 +134,6 @@ std::string name_lost_peers(c10d::Store& store, const Topology& topology, const 
            "lost): " +
            error;
   }
-  std::string named;
-  for (const std::string& address : addresses) {
-    named += named.empty() ? "" : "; ";
-    const auto found = at.find(address);
-    if (found == at.end()) {
-      named += address + " (no rank published it)";
-      continue;
-    }
-    const auto& [host, ranks] = found->second;
-    named.append(ranks.size() == 1 ? "rank " : "ranks ")
-        .append(rank_list(ranks))
-        .append(" on ")
-        .append(host)
-        .append(" (")
-        .append(address)
-        .append(")");
-  }
-  return "lost the connection to " + named + ": that node, or those ranks, stopped (" + error + ")";
 }
 
 }  // namespace trainer

@@ -24,8 +24,10 @@ std::string host_name();
 void publish_whereabouts(c10d::Store& store, int rank);
 
 // `error` with, before it, the ranks and host of every peer address it names ("lost the connection to ranks 2, 3
-// on node1 (198.18.0.2): ..."); `error` unchanged when it names no address. When the store cannot be read (it went
-// with the lost node: rank 0's, or the launcher agent's), says that instead of the ranks.
+// on node1 (198.18.0.2): ..."); `error` unchanged when it names no address. A rank that fails says so in the store
+// first, and is never named as lost: a survivor that lost only peers which failed before it (their exit broke its
+// connections) waits up to 5 s for the first one's verdict and says the same. When the store cannot be read (it
+// went with the lost node: rank 0's, or the launcher agent's), says that instead of the ranks.
 std::string name_lost_peers(c10d::Store& store, const Topology& topology, const std::string& error);
 
 }  // namespace trainer

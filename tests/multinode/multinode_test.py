@@ -238,7 +238,7 @@ class MultiNodeTest(peers.PeerTest):
         lost_at = time.time()
         node1.kill_everything()
         named = "lost the connection to ranks 2, 3 on node1 (198.18.0.2): that node, or those ranks, stopped"
-        wait_for(lambda: sum(named in line for _, line in lines) == 2, 30)
+        wait_for(lambda: sum(named in line for _, line in lines) == 2, 30, lambda: "".join(line for _, line in lines))
         ended = [t - lost_at for t, line in lines if named in line]
         self.assertLess(max(ended), 10, "the documented bound: seconds, not Gloo's timeout")
         wait_for(lambda: len([line for _, line in lines if STATS.search(line)]) == 2, 30)
@@ -366,11 +366,11 @@ def steps_in(*run_dirs):
     return [(s["iteration"], s["ranks"]) for s in json.loads(result.stdout)["steps"]] if result.returncode == 0 else []
 
 
-def wait_for(condition, seconds=20):
+def wait_for(condition, seconds=20, seen=lambda: ""):
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds} s")
+            raise AssertionError(f"not within {seconds} s; seen:\n{seen()[-4000:]}")
         time.sleep(0.1)
 
 
