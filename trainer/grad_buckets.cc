@@ -88,6 +88,7 @@ void GradBuckets::finish() {
   // A parameter that took no part in the last backward leaves its bucket short: start the rest now, in order.
   while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
   LENS_SPAN(mg::communication, "megatron.grad_sync.finish");
+  LENS_STEP_PHASE(lens::StepPhase::kWait);
   const double replicas = group_.getSize();
   for (Bucket& b : buckets_) {
     b.work->wait();

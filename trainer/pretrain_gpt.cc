@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -65,6 +66,26 @@ IterationAgreement agree_before_iteration(trainer::Parallel& parallel) {
   return {agreed[0] > 0, lens::SpanGroupRequest::decode(change)};
 }
 
+// Every STRAGGLER_INTERVAL iterations, every rank: each puts its window's summary in its own slot and one SUM
+// all-reduce gathers them all (lens/straggler.h); the exporting rank scores them.
+std::optional<lens::StragglerFindings> gather_stragglers(trainer::Parallel& parallel, const trainer::Topology& topology,
+                                                         std::int64_t iteration) {
+  constexpr int kWords = lens::StragglerSummary::kWords;
+  const auto mine = lens::take_straggler_summary(iteration, topology.stage()).encode();
+  torch::Tensor slots = torch::zeros({topology.world_size * kWords}, torch::kLong);
+  auto words = slots.accessor<std::int64_t, 1>();
+  for (int i = 0; i < kWords; ++i) words[topology.rank * kWords + i] = mine[static_cast<std::size_t>(i)];
+  std::vector<torch::Tensor> tensors{slots};
+  parallel.world().allreduce(tensors)->wait();
+  std::vector<lens::StragglerSummary> by_rank(static_cast<std::size_t>(topology.world_size));
+  for (int rank = 0; rank < topology.world_size; ++rank) {
+    std::array<std::int64_t, kWords> w{};
+    for (int i = 0; i < kWords; ++i) w[static_cast<std::size_t>(i)] = words[rank * kWords + i];
+    by_rank[static_cast<std::size_t>(rank)] = lens::StragglerSummary::decode(w);
+  }
+  return lens::score_stragglers(iteration, by_rank);
+}
+
 // This CPU trainer's stand-in for the GPU's peak allocated memory: the process's peak resident set.
 double peak_memory_gb() {
   rusage usage{};
@@ -99,6 +120,7 @@ class PretrainRun {
   bool train_segment(const lens::SpanContext& pretrain_context);
   void train_iteration(const lens::SpanContext& segment, const std::optional<lens::SpanGroupChange>& change);
   void log_interval(std::int64_t iteration, const Trainer::StepResult& step);
+  void watch_stragglers(lens::ScopedSpan& segment);
   void finish_training(bool stopped);
   const lens::megatron::SpanNames& names() const { return lens::megatron::span_names(config_.span_names); }
 
@@ -265,8 +287,9 @@ bool PretrainRun::train_segment(const lens::SpanContext& pretrain_context) {
   while (go_on && trainer_->iteration() < segment_end) {
     const IterationAgreement agreed = agree_before_iteration(*parallel_);
     go_on = !agreed.stop;
-    if (go_on)
-      train_iteration(segment.context(), lens::at_iteration_boundary(trainer_->iteration() + 1, agreed.span_groups));
+    if (!go_on) break;
+    train_iteration(segment.context(), lens::at_iteration_boundary(trainer_->iteration() + 1, agreed.span_groups));
+    if (lens::straggler_summary_due(trainer_->iteration())) watch_stragglers(segment);
   }
   previous_segment_ = segment.context();
   return go_on;
@@ -291,6 +314,19 @@ void PretrainRun::train_iteration(const lens::SpanContext& segment,
     if (prints_) spdlog::info(" validation loss at iteration {}: {:.6E}", iteration, last_validation_loss_);
   }
   if (args_.save_interval > 0 && iteration % args_.save_interval == 0) trainer_->save_checkpoint(args_.save);
+}
+
+// The window's findings as an event of the segment span, on the exporting rank.
+void PretrainRun::watch_stragglers(lens::ScopedSpan& segment) {
+  const auto found = gather_stragglers(*parallel_, topology_, trainer_->iteration());
+  if (!found) return;
+  for (int rank : found->flagged) {
+    const auto& v = *std::find_if(found->ranks.begin(), found->ranks.end(), [&](const auto& r) { return r.rank == rank; });
+    segment.add_event("lens.straggler", {{"dl.rank", rank},
+                                         {"dl.pipeline_parallel.rank", v.stage},
+                                         {"lens.straggler.score", v.score},
+                                         {"megatron.iteration", found->iteration}});
+  }
 }
 
 // The metrics and the logged line of one --log-interval.

@@ -18,6 +18,7 @@ namespace mg = lens::megatron::group;
 Trainer::InFlight Trainer::forward(std::int64_t micro, const torch::Tensor& received,
                                    const std::vector<std::uint8_t>& data, std::uint64_t stream, bool keep_graph) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
+  LENS_STEP_PHASE(lens::StepPhase::kCompute);  // kept whatever groups are on (lens/straggler.h)
   if (topology_.rank == args_.testing_slow_rank) {
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));
     // iteration_ counts the iterations done.
@@ -44,6 +45,7 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, const torch::Tensor& rece
 
 void Trainer::backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.backward", {"megatron.microbatch_id", micro});
+  LENS_STEP_PHASE(lens::StepPhase::kCompute);
   if (topology_.last_stage()) {
     (f.loss / static_cast<double>(microbatches_)).backward();
   } else {
@@ -80,6 +82,7 @@ torch::Tensor Trainer::recv_forward(std::int64_t micro, bool linked) {
   torch::Tensor activation;
   {
     LENS_SPAN(mg::communication, "megatron.p2p.recv_forward");
+    LENS_STEP_PHASE(lens::StepPhase::kWait);
     activation = parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
   }
   if (carries_contexts()) {
@@ -93,6 +96,7 @@ torch::Tensor Trainer::recv_forward(std::int64_t micro, bool linked) {
 torch::Tensor Trainer::recv_backward() {
   if (topology_.last_stage()) return {};
   LENS_SPAN(mg::communication, "megatron.p2p.recv_backward");
+  LENS_STEP_PHASE(lens::StepPhase::kWait);
   return parallel_.recv(activation_shape(), +1, trainer::Parallel::kBackward);
 }
 
@@ -178,6 +182,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
   parallel_.allreduce(parallel_.data(), loss);
   r.loss = loss.item<double>() / topology_.data_parallel_size;
   ++iteration_;
+  lens::end_step(iteration_);
   step.set_attributes({{"megatron.loss", r.loss}, {"megatron.grad_norm", r.grad_norm}});
   // Megatron's megatron.train.iteration says whether the update was skipped (never, in this fp32 trainer).
   if (telemetry_.config().span_names == lens::SpanNaming::kMegatron) step.set_attributes({{"megatron.skipped", false}});

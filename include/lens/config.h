@@ -123,6 +123,8 @@ struct Config {
   // for that long.
   int hang_signal = SIGUSR1;
   std::int64_t hang_timeout_ms = 0;
+  // Online straggler scoring (lens/straggler.h): P_STRAGGLER_INTERVAL steps per window, 0: off.
+  std::int64_t straggler_interval = 20;
 
   // The catalogue span-group specs resolve against.
   Catalogue catalogue = base_catalogue();

@@ -20,5 +20,6 @@
 #include "lens/ranks.h"
 #include "lens/resource.h"
 #include "lens/sampling.h"
+#include "lens/straggler.h"
 #include "lens/telemetry.h"
 #include "lens/worker.h"

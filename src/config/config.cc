@@ -99,6 +99,12 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     if (seconds > 0 && seconds < 0.001) throw_invalid(*v, "0 (off) or a number of seconds in [0.001, 86400]");
     c.hang_timeout_ms = std::llround(seconds * 1000);
   }
+  // Steps per straggler window (lens/straggler.h); 0: off. A window of 1-4 steps has no median worth scoring.
+  if (auto v = env.lens_key({"STRAGGLER_INTERVAL"})) {
+    c.straggler_interval = parse_int(*v, 0, 1'000'000);
+    if (c.straggler_interval > 0 && c.straggler_interval < 5)
+      throw_invalid(*v, "0 (off) or a number of steps in [5, 1000000]");
+  }
 }
 
 void read_sampler(const EnvReader& env, Config& c) {

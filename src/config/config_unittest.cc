@@ -189,6 +189,21 @@ TEST(ConfigHang, BadValuesAreErrorsNamingTheVariable) {
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_HANG_TIMEOUT", "0.001"}}).hang_timeout_ms, 1);
 }
 
+TEST(ConfigStraggler, IntervalIsStepsDefault20AndZeroIsOff) {
+  EXPECT_EQ(megatron_config({}).straggler_interval, 20);
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_STRAGGLER_INTERVAL", "0"}}).straggler_interval, 0);
+  EXPECT_EQ(megatron_config({{"NEMO_LENS_STRAGGLER_INTERVAL", "50"}}).straggler_interval, 50);
+}
+
+TEST(ConfigStraggler, BadIntervalsAreErrorsNamingTheVariable) {
+  for (const char* bad : {"-1", "ten", "2.5", "nan", "", "4", "1", "2000000"}) {
+    if (std::string(bad).empty()) continue;
+    const std::string m = error_of({{"MEGATRON_OTEL_STRAGGLER_INTERVAL", bad}});
+    EXPECT_TRUE(contains(m, "MEGATRON_OTEL_STRAGGLER_INTERVAL='" + std::string(bad) + "'")) << bad << ": " << m;
+  }
+  EXPECT_TRUE(contains(error_of({{"MEGATRON_OTEL_STRAGGLER_INTERVAL", "4"}}), "[5, 1000000]"));
+}
+
 TEST(ConfigNumbers, BadValuesAreErrors) {
   for (const char* bad : {"1.5", "-0.1", "nan", "NaN", "inf", "half", "0.5x", ""}) {
     if (std::string(bad).empty()) continue;

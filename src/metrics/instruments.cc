@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "metrics/progress.h"
 
 namespace lens::internal {
 
@@ -195,6 +196,7 @@ MetricCollector::MetricCollector(Temporality temporality)
     : temporality_(temporality), start_unix_nanos_(unix_nanos_now()), last_unix_nanos_(start_unix_nanos_) {}
 
 std::vector<MetricData> MetricCollector::collect() {
+  record_progress();  // the heartbeat is a value at collection time
   std::uint64_t now = unix_nanos_now();
   std::vector<MetricData> out;
   Registry& r = registry();

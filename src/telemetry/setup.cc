@@ -23,6 +23,7 @@
 #include "resource/resource.h"
 #include "sampling/build.h"
 #include "telemetry/setup_internal.h"
+#include "straggler/step_watch.h"
 #include "telemetry/state.h"
 
 namespace lens {
@@ -163,6 +164,16 @@ PipelineSettings pipeline_settings(const TelemetryState& s) {
   return settings;
 }
 
+// Every rank of an active setup keeps its step phases; the exporting one scores them (lens/straggler.h). A
+// summary carries the run id's tag, so a rank that exports nothing resolves the id the same way.
+StepWatchSettings step_watch_settings(const TelemetryState& s) {
+  const Config& c = s.config;
+  if (!c.active() || c.straggler_interval == 0) return {};
+  return {.interval = c.straggler_interval,
+          .run_id = s.run_id.empty() ? resolve_run_id(c, process_env()) : s.run_id,
+          .scores = s.exporting && c.metrics_enabled};
+}
+
 // The exporting rank's pipeline: built before anything live changes, so an error leaves things as they were.
 Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> exporter) {
   const Config& c = s.config;
@@ -287,6 +298,7 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
   }
   reset_control_state();
   reset_iteration_progress();
+  configure_step_watch(step_watch_settings(*state));
   set_control_catalogue(config.catalogue);
   l.state = state;
   return TelemetryAccess::make(state);

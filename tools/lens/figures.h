@@ -62,24 +62,26 @@ struct PhaseFigures {
   std::array<std::string, kPhaseCount> not_measured;  // why a phase has no figure; empty where it has one
 };
 
-// Thresholds of the straggler search (CONTRACT §10): a rank is flagged in a step when the robust z-score of its
-// compute time within its pipeline stage is above kZ, and named when flagged in at least kShare of the steps scored.
+// How `lens report` applies the job's straggler rule (src/straggler/rule.h, CONTRACT §10): over windows of
+// kWindowSteps iterations aligned as STRAGGLER_INTERVAL's default (1-20, 21-40, ...), each rank's median compute and
+// wait against its stage peers'; a rank is named when the windows that flag it hold at least kShare of its scored
+// steps.
 struct StragglerRule {
-  static constexpr double kZ = 3.5;
+  static constexpr std::int64_t kWindowSteps = 20;
   static constexpr double kShare = 0.5;
-  static constexpr int kMinRanksPerStage = 3;  // with fewer, a median/MAD score says nothing
 };
 
-// One rank's compute against its pipeline stage's (StragglerRule).
+// One rank's compute against its stage peers' (StragglerRule), over the windows in which it was scored.
 struct StragglerRow {
-  int rank = 0, stage = 0, steps_scored = 0, steps_flagged = 0;
+  int rank = 0, stage = 0, steps_scored = 0, steps_flagged = 0;  // steps of its scored and of its flagged windows
   double share = 0;
-  Figure compute_ms_median, stage_compute_ms_median, wait_ms_median, stage_wait_ms_median;
+  Figure score;  // median over windows of compute / peers' compute
+  Figure compute_ms_median, stage_compute_ms_median, wait_ms_median, stage_wait_ms_median;  // stage: its peers'
 };
 
 struct StragglerFigures {
-  std::vector<StragglerRow> ranks, named;  // named: flagged in at least StragglerRule::kShare of its steps
-  std::vector<int> unscored_stages;        // fewer than StragglerRule::kMinRanksPerStage ranks
+  std::vector<StragglerRow> ranks, named;  // named: flagged windows hold at least StragglerRule::kShare of its steps
+  std::vector<int> unscored_stages;        // a single rank: no peer to compare with
   std::string not_scored;                  // why no rank was scored; empty when they were
 };
 

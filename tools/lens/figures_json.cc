@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "figures.h"
+#include "straggler/rule.h"
 
 namespace lens_tools {
 namespace {
@@ -71,6 +72,7 @@ json straggler_rows_json(const std::vector<StragglerRow>& rows) {
                    {"steps_scored", r.steps_scored},
                    {"steps_flagged", r.steps_flagged},
                    {"share", r.share},
+                   {"score", figure_json(r.score)},
                    {"compute_ms_median", figure_json(r.compute_ms_median)},
                    {"stage_compute_ms_median", figure_json(r.stage_compute_ms_median)},
                    {"wait_ms_median", figure_json(r.wait_ms_median)},
@@ -80,9 +82,12 @@ json straggler_rows_json(const std::vector<StragglerRow>& rows) {
 
 json stragglers_json(const StragglerFigures& s) {
   return {{"rule",
-           {{"z_above", StragglerRule::kZ},
+           {{"window_steps", StragglerRule::kWindowSteps},
+            {"compute_ratio_at_least", lens::straggler::Rule::kComputeRatio},
+            {"compute_excess_ms_at_least", lens::straggler::Rule::kMinExcessNs / 1e6},
+            {"min_steps_per_window", lens::straggler::Rule::kMinSteps},
             {"share_at_least", StragglerRule::kShare},
-            {"min_ranks_per_stage", StragglerRule::kMinRanksPerStage}}},
+            {"min_ranks_per_stage", 2}}},
           {"ranks", straggler_rows_json(s.ranks)},
           {"named", straggler_rows_json(s.named)},
           {"unscored_stages", s.unscored_stages},

@@ -202,7 +202,7 @@ std::string stragglers_section(const StragglerFigures& stragglers) {
   std::vector<std::vector<std::string>> rows;
   for (const StragglerRow& r : stragglers.ranks)
     rows.push_back({std::to_string(r.rank), std::to_string(r.stage), std::to_string(r.steps_scored),
-                    std::to_string(r.steps_flagged), fixed(r.share), cell(r.compute_ms_median),
+                    std::to_string(r.steps_flagged), fixed(r.share), cell(r.score), cell(r.compute_ms_median),
                     cell(r.stage_compute_ms_median), cell(r.wait_ms_median), cell(r.stage_wait_ms_median)});
   std::string named;
   for (const StragglerRow& r : stragglers.named) named += (named.empty() ? "" : ", ") + std::to_string(r.rank);
@@ -211,8 +211,8 @@ std::string stragglers_section(const StragglerFigures& stragglers) {
                                                              : "rank " + named;
   return "<p class=\"verdict\">Stragglers named: " + verdict + "</p>" +
          table("stragglers",
-               {"rank", "stage", "steps scored", "steps flagged", "share", "compute ms", "stage compute ms", "wait ms",
-                "stage wait ms"},
+               {"rank", "stage", "steps scored", "steps flagged", "share", "score", "compute ms", "peers' compute ms",
+                "wait ms", "peers' wait ms"},
                rows);
 }
 

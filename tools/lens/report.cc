@@ -4,6 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include "straggler/rule.h"
+
 namespace lens_tools {
 namespace {
 
@@ -248,69 +250,67 @@ PhaseFigures Report::phase_figures() const {
   return out;
 }
 
-// Per step, each rank's compute (forward + backward) against the others of its pipeline stage: robust z-score
-// 0.6745 (x - median) / MAD. The rank the others wait for computes longest and waits least.
+// Windows of StragglerRule::kWindowSteps iterations, aligned as the job's own (iterations 1-20, 21-40, ...): in
+// each, every rank's median compute and wait against its stage peers' by the job's rule (src/straggler/rule.h). A
+// rank is named when flagged in at least kShare of its scored windows' steps.
 StragglerFigures Report::straggler_figures() const {
   StragglerFigures out;
-  std::map<int, std::vector<int>> stage_ranks;
-  std::set<int> ranks_with_steps;
-  for (const auto& [iteration, by_rank] : records_)
-    for (const auto& [rank, r] : by_rank) ranks_with_steps.insert(rank);
-  for (int rank : ranks_with_steps) stage_ranks[stage_of(rank)].push_back(rank);
-  struct Tally {
-    int scored = 0, flagged = 0;
-    std::vector<double> compute, wait, stage_compute, stage_wait;
-  };
-  std::map<int, Tally> tally;
   // Compute is the micro-batches' forward and backward: without their spans every rank would score 0.
   out.not_scored = not_measured(kForward);
   if (out.not_scored.empty()) out.not_scored = not_measured(kBackward);
-  if (!out.not_scored.empty()) stage_ranks.clear();
-  for (const auto& [stage, ranks] : stage_ranks) {
-    if (static_cast<int>(ranks.size()) < StragglerRule::kMinRanksPerStage) {
-      out.unscored_stages.push_back(stage);
-      continue;
-    }
+  if (!out.not_scored.empty() || records_.empty()) return out;
+  struct Steps {
     std::vector<double> compute, wait;
-    std::vector<int> who;
-    for (const auto& [iteration, by_rank] : records_) {
-      compute.clear(), wait.clear(), who.clear();
-      for (int rank : ranks) {
-        const auto found = by_rank.find(rank);
-        if (found == by_rank.end() || found->second.step_ns == 0) continue;
-        const StepRecord& r = found->second;
-        compute.push_back(ms(r.phase_ns[kForward] + r.phase_ns[kBackward]));
-        wait.push_back(ms(r.phase_ns[kPipelineReceiveWait] + r.phase_ns[kGradSyncWait]));
-        who.push_back(rank);
-      }
-      if (static_cast<int>(who.size()) < StragglerRule::kMinRanksPerStage) continue;
-      const double median = median_of(compute), median_wait = median_of(wait);
-      std::vector<double> deviation;
-      deviation.reserve(compute.size());
-      for (double c : compute) deviation.push_back(std::abs(c - median));
-      // A floor under MAD: ranks that agree to the microsecond would make any difference infinitely significant.
-      const double mad = std::max({median_of(deviation), 0.01 * median, 0.001});
-      for (std::size_t i = 0; i < who.size(); ++i) {
-        Tally& t = tally[who[i]];
-        ++t.scored;
-        if (0.6745 * (compute[i] - median) / mad > StragglerRule::kZ) ++t.flagged;
-        t.compute.push_back(compute[i]);
-        t.wait.push_back(wait[i]);
-        t.stage_compute.push_back(median);
-        t.stage_wait.push_back(median_wait);
-      }
+  };
+  std::map<std::int64_t, std::map<int, Steps>> windows;  // window index -> rank -> its steps
+  std::map<int, std::set<int>> stage_ranks;
+  for (const auto& [iteration, by_rank] : records_)
+    for (const auto& [rank, r] : by_rank) {
+      stage_ranks[stage_of(rank)].insert(rank);
+      if (r.step_ns == 0) continue;
+      Steps& steps = windows[(iteration - 1) / StragglerRule::kWindowSteps][rank];
+      steps.compute.push_back(static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]));
+      steps.wait.push_back(static_cast<double>(r.phase_ns[kPipelineReceiveWait] + r.phase_ns[kGradSyncWait]));
+    }
+  for (const auto& [stage, ranks] : stage_ranks)
+    if (ranks.size() < 2) out.unscored_stages.push_back(stage);
+  struct Tally {
+    int scored = 0, flagged = 0;
+    std::vector<double> score, compute, wait, peer_compute, peer_wait;
+  };
+  std::map<int, Tally> tally;
+  for (auto& [index, by_rank] : windows) {
+    std::vector<lens::straggler::RankWindow> ranks;
+    for (auto& [rank, steps] : by_rank)
+      ranks.push_back({.rank = rank,
+                       .stage = stage_of(rank),
+                       .steps = static_cast<std::int64_t>(steps.compute.size()),
+                       .compute_ns = lens::straggler::median_of(steps.compute),
+                       .wait_ns = lens::straggler::median_of(steps.wait)});
+    for (const lens::straggler::Score& s : lens::straggler::score_window(ranks)) {
+      if (!s.scored) continue;
+      Tally& t = tally[s.rank];
+      const int steps = static_cast<int>(by_rank[s.rank].compute.size());
+      t.scored += steps;
+      if (s.flagged) t.flagged += steps;
+      t.score.push_back(s.score);
+      t.compute.push_back(s.compute_ns / 1e6);
+      t.wait.push_back(s.wait_ns / 1e6);
+      t.peer_compute.push_back(s.peer_compute_ns / 1e6);
+      t.peer_wait.push_back(s.peer_wait_ns / 1e6);
     }
   }
-  for (const auto& [rank, t] : tally) {
+  for (auto& [rank, t] : tally) {
     const StragglerRow row{.rank = rank,
                            .stage = stage_of(rank),
                            .steps_scored = t.scored,
                            .steps_flagged = t.flagged,
                            .share = t.scored > 0 ? static_cast<double>(t.flagged) / t.scored : 0,
-                           .compute_ms_median = figure_of(median_of(t.compute)),
-                           .stage_compute_ms_median = figure_of(median_of(t.stage_compute)),
-                           .wait_ms_median = figure_of(median_of(t.wait)),
-                           .stage_wait_ms_median = figure_of(median_of(t.stage_wait))};
+                           .score = figure_of(lens::straggler::median_of(t.score)),
+                           .compute_ms_median = figure_of(lens::straggler::median_of(t.compute)),
+                           .stage_compute_ms_median = figure_of(lens::straggler::median_of(t.peer_compute)),
+                           .wait_ms_median = figure_of(lens::straggler::median_of(t.wait)),
+                           .stage_wait_ms_median = figure_of(lens::straggler::median_of(t.peer_wait))};
     out.ranks.push_back(row);
     if (t.scored > 0 && row.share >= StragglerRule::kShare) out.named.push_back(row);
   }

@@ -20,6 +20,12 @@ std::string format_ms(double v) {
 }
 
 std::string ms_or_dash(const Figure& v) { return v ? format_ms(*v) : "-"; }
+std::string ratio_or_dash(const Figure& v) {
+  if (!v) return "-";
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.2f", *v);
+  return buffer;
+}
 
 std::string percent(double fraction) {
   char text[16];
@@ -132,20 +138,21 @@ void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
   if (!stragglers.not_scored.empty())
     line("stragglers: not scored: " + stragglers.not_scored);
   else if (stragglers.named.empty())
-    line("stragglers: none (no rank's compute stood out in its stage in half the steps)");
+    line("stragglers: none (no rank computed 1.3x its stage peers' and waited less, in half its steps)");
   char buffer[512];
   for (const StragglerRow& r : stragglers.named) {
     std::snprintf(buffer, sizeof buffer,
-                  "straggler: rank %d (stage %d), slowest of its stage in %d of %d steps: compute %s ms vs the "
-                  "stage's %s, waits %s ms vs %s",
-                  r.rank, r.stage, r.steps_flagged, r.steps_scored, ms_or_dash(r.compute_ms_median).c_str(),
+                  "straggler: rank %d (stage %d), flagged in %d of %d steps: computes %sx its peers' (%s ms vs "
+                  "%s), waits %s ms vs %s",
+                  r.rank, r.stage, r.steps_flagged, r.steps_scored, ratio_or_dash(r.score).c_str(),
+                  ms_or_dash(r.compute_ms_median).c_str(),
                   ms_or_dash(r.stage_compute_ms_median).c_str(), ms_or_dash(r.wait_ms_median).c_str(),
                   ms_or_dash(r.stage_wait_ms_median).c_str());
     line(buffer);
   }
   if (!stragglers.unscored_stages.empty())
-    line("stragglers: stages with fewer than 3 ranks are not scored (" +
-         std::to_string(stragglers.unscored_stages.size()) + " stages)");
+    line("stragglers: stages of a single rank are not scored (" + std::to_string(stragglers.unscored_stages.size()) +
+         " stages)");
 }
 
 // Hosts' clocks, when the run has more than one host: what the bubble and the pictures were corrected by.

@@ -1,0 +1,133 @@
+// lens/straggler.h: stragglers found while the job trains, on every rank, whatever it exports.
+//
+// Each rank sums, per step, its compute (forward + backward) and its wait (pipeline receive + gradient sync) with
+// LENS_STEP_PHASE scopes beside the spans that time them; the sums are kept whatever span groups are enabled and
+// on ranks that export nothing, so a coarse production job is watched too. Every STRAGGLER_INTERVAL steps
+// (MEGATRON_OTEL_STRAGGLER_INTERVAL, default 20, 0: off) each rank's window is a fixed-size summary that the
+// consumer gathers with its own collective, as for lens/control.h; the exporting rank scores it with the rule
+// `lens report` uses (src/straggler/rule.h) and records lens.straggler.score, lens.step.compute and
+// lens.step.wait per rank, and a log record naming a flagged rank.
+//
+//   { LENS_STEP_PHASE(lens::StepPhase::kCompute); forward(); }
+//   { LENS_STEP_PHASE(lens::StepPhase::kWait); recv(); }
+//   lens::end_step(iteration);                                  // every rank, every step
+//   if (lens::straggler_summary_due(iteration)) {
+//     lens::StragglerSummary mine = lens::take_straggler_summary(iteration, pipeline_stage);
+//     // ... each rank puts mine.encode() in its slot of a world_size x kWords int64 tensor, all-reduce SUM ...
+//     if (auto found = lens::score_stragglers(iteration, summaries_by_rank); found && !found->flagged.empty())
+//       segment_span.add_event("lens.straggler", {{"dl.rank", found->flagged.front()}});
+//   }
+//
+// With LENS_DISABLED every call is an inline no-op and LENS_STEP_PHASE vanishes.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lens/internal/visibility.h"
+#include "lens/span.h"  // LENS_INTERNAL_CONCAT
+
+namespace lens {
+
+enum class StepPhase : std::uint8_t { kCompute = 0, kWait = 1 };
+
+// One rank's window of steps, as every rank sends it: fixed-size, non-negative words, so a SUM all-reduce of a
+// tensor in which each rank fills only its own slot gathers them.
+struct StragglerSummary {
+  static constexpr int kWords = 6;
+  std::int64_t run_tag = 0;     // from the run id (never 0): a summary of another run is refused
+  std::int64_t iteration = 0;   // the window's last iteration: a summary of another window is refused
+  std::int64_t stage = 0;       // pipeline stage of the rank
+  std::int64_t steps = 0;       // steps in the window (0: the slot was not filled, a missing rank)
+  std::int64_t compute_ns = 0;  // median compute per step over the window
+  std::int64_t wait_ns = 0;     // median wait per step over the window
+
+  std::array<std::int64_t, kWords> encode() const noexcept {
+    return {run_tag, iteration, stage, steps, compute_ns, wait_ns};
+  }
+  static StragglerSummary decode(const std::array<std::int64_t, kWords>& w) noexcept {
+    return {w[0], w[1], w[2], w[3], w[4], w[5]};
+  }
+};
+
+// One rank as the exporting rank scored it.
+struct StragglerVerdict {
+  int rank = 0, stage = 0;
+  bool scored = false, flagged = false;
+  double score = 0;  // compute over its peers' median compute
+  double compute_ms = 0, wait_ms = 0, peer_compute_ms = 0, peer_wait_ms = 0;
+};
+
+// What one gather said.
+struct StragglerFindings {
+  std::int64_t iteration = 0;
+  std::vector<StragglerVerdict> ranks;  // scored or not, ranks that sent a valid summary
+  std::vector<int> flagged;             // named stragglers
+  std::vector<int> missing;             // slots left empty: ranks that sent nothing (dead, or not gathered)
+  std::vector<int> refused;             // another run's or window's summary, or impossible times
+  std::string text;                     // one line for a person: who straggles, or that none does
+};
+
+namespace internal {
+#if !defined(LENS_DISABLED)
+extern LENS_API std::atomic<bool> g_step_phases_on;
+LENS_API std::uint64_t step_phase_begin() noexcept;
+LENS_API void step_phase_end(StepPhase phase, std::uint64_t begin) noexcept;
+#endif
+}  // namespace internal
+
+#if !defined(LENS_DISABLED)
+
+// Adds the time of its scope to this step's compute or wait (one relaxed load when STRAGGLER_INTERVAL is 0).
+class StepPhaseScope {
+ public:
+  explicit StepPhaseScope(StepPhase phase) noexcept : phase_(phase) {
+    if (internal::g_step_phases_on.load(std::memory_order_relaxed)) begin_ = internal::step_phase_begin();
+  }
+  ~StepPhaseScope() {
+    if (begin_ != 0) internal::step_phase_end(phase_, begin_);
+  }
+  StepPhaseScope(const StepPhaseScope&) = delete;
+  StepPhaseScope& operator=(const StepPhaseScope&) = delete;
+
+ private:
+  StepPhase phase_;
+  std::uint64_t begin_ = 0;
+};
+
+LENS_ABI_NAMESPACE_BEGIN
+
+// Every rank, once per step, after its last phase: closes the step's sums into the window.
+LENS_API void end_step(std::int64_t iteration) noexcept;
+// Whether `iteration` (just ended) closes a window: STRAGGLER_INTERVAL > 0 and a multiple of it.
+LENS_API bool straggler_summary_due(std::int64_t iteration) noexcept;
+// This rank's window as it is sent, then a new window.
+LENS_API StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexcept;
+// The exporting rank: scores the gathered summaries (index = rank), records the metrics, logs a flagged rank.
+// Elsewhere, or with scoring off, nothing.
+LENS_API std::optional<StragglerFindings> score_stragglers(std::int64_t iteration,
+                                                           std::span<const StragglerSummary> by_rank) noexcept;
+LENS_ABI_NAMESPACE_END
+
+#define LENS_STEP_PHASE(phase) ::lens::StepPhaseScope LENS_INTERNAL_CONCAT(lens_step_phase_, __LINE__)(phase)
+
+#else  // LENS_DISABLED
+
+LENS_ABI_NAMESPACE_BEGIN
+inline void end_step(std::int64_t) noexcept {}
+inline bool straggler_summary_due(std::int64_t) noexcept { return false; }
+inline StragglerSummary take_straggler_summary(std::int64_t, int) noexcept { return {}; }
+inline std::optional<StragglerFindings> score_stragglers(std::int64_t, std::span<const StragglerSummary>) noexcept {
+  return std::nullopt;
+}
+LENS_ABI_NAMESPACE_END
+#define LENS_STEP_PHASE(phase) static_cast<void>(sizeof(phase))
+
+#endif
+
+}  // namespace lens

@@ -1,0 +1,261 @@
+// Per-step compute and wait sums, the window of steps, and the exporting rank's scoring (lens/straggler.h).
+#include "straggler/step_watch.h"
+
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/dcheck.h"
+#include "common/log.h"
+#include "lens/log.h"
+#include "lens/metrics.h"
+#include "lens/straggler.h"
+#include "straggler/rule.h"
+
+namespace lens::internal {
+
+std::atomic<bool> g_step_phases_on{false};
+
+namespace {
+
+// Summed by the training thread (and any thread a consumer times a phase on), emptied at each end_step.
+std::atomic<std::uint64_t> g_phase_ticks[2];
+
+struct Window {
+  std::mutex mutex;
+  std::int64_t interval = 0;
+  std::int64_t run_tag = 0;
+  bool scores = false;
+  // Ticks to nanoseconds, measured from the anchor to each window's end.
+  std::uint64_t tick0 = 0, steady0 = 0;
+  std::vector<double> compute_ticks, wait_ticks;  // one entry per step in the window
+};
+
+Window& window() {
+  static auto* w = new Window;  // used from any thread until exit
+  return *w;
+}
+
+double nanos_per_tick(const Window& w) {
+  const std::uint64_t ticks = now_ticks() - w.tick0, nanos = steady_nanos() - w.steady0;
+  return ticks > 0 && nanos > 0 ? static_cast<double>(nanos) / static_cast<double>(ticks) : 1.0;
+}
+
+struct Instruments {
+  metrics::Gauge<double> score = metrics::gauge<double>(
+      "lens.straggler.score",
+      {.description = "A rank's median compute per step over the last window, over its stage peers' (1: as fast)."});
+  metrics::Gauge<std::int64_t> flagged = metrics::gauge<std::int64_t>(
+      "lens.straggler.flagged", {.description = "1 when the rank was named a straggler in the last window, else 0."});
+  metrics::Gauge<double> compute = metrics::gauge<double>(
+      "lens.step.compute",
+      {.description = "A rank's median forward + backward time per step over the last window.", .unit = "ms"});
+  metrics::Gauge<double> wait = metrics::gauge<double>(
+      "lens.step.wait",
+      {.description = "A rank's median pipeline-receive + gradient-sync wait per step over the last window.",
+       .unit = "ms"});
+  metrics::Counter<std::int64_t> refused = metrics::counter<std::int64_t>(
+      "lens.straggler.refused",
+      {.description = "Summaries refused: another run's or window's, or impossible times."});
+  metrics::Gauge<std::int64_t> missing = metrics::gauge<std::int64_t>(
+      "lens.straggler.missing", {.description = "Ranks that sent no summary to the last gather."});
+};
+
+Instruments& instruments() {
+  static auto* i = new Instruments;
+  return *i;
+}
+
+enum class SlotKind { kValid, kMissing, kRefused };
+
+SlotKind classify(const StragglerSummary& s, std::int64_t run_tag, std::int64_t iteration) {
+  if (s.run_tag == 0 && s.steps == 0) return SlotKind::kMissing;
+  if (s.run_tag != run_tag || s.iteration != iteration) return SlotKind::kRefused;
+  if (s.steps <= 0 || s.stage < 0 || s.compute_ns < 0 || s.wait_ns < 0) return SlotKind::kRefused;
+  return SlotKind::kValid;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+std::string describe(const StragglerFindings& f, std::int64_t steps) {
+  std::string text;
+  for (const StragglerVerdict& v : f.ranks) {
+    if (!v.flagged) continue;
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "%srank %d (stage %d) is a straggler over the %lld steps to iteration %lld: it computes %.2fx its "
+                  "peers' (%.1f ms against %.1f ms a step) and waits %.1f ms against their %.1f ms",
+                  text.empty() ? "" : "; ", v.rank, v.stage, static_cast<long long>(steps),
+                  static_cast<long long>(f.iteration), v.score, v.compute_ms, v.peer_compute_ms, v.wait_ms,
+                  v.peer_wait_ms);
+    text += line;
+  }
+  if (text.empty()) text = "no straggler over the steps to iteration " + std::to_string(f.iteration);
+  if (!f.missing.empty()) text += "; no summary from ranks " + rank_list(f.missing);
+  if (!f.refused.empty()) text += "; refused the summaries of ranks " + rank_list(f.refused);
+  return text;
+}
+
+void record_findings(const StragglerFindings& f) {
+  Instruments& m = instruments();
+  for (const StragglerVerdict& v : f.ranks) {
+    m.compute.record(v.compute_ms, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
+    m.wait.record(v.wait_ms, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
+    if (!v.scored) continue;
+    m.score.record(v.score, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
+    m.flagged.record(v.flagged ? 1 : 0, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
+  }
+  m.missing.record(static_cast<std::int64_t>(f.missing.size()));
+  if (!f.refused.empty()) m.refused.add(static_cast<std::int64_t>(f.refused.size()));
+}
+
+void log_flagged(const StragglerFindings& f) {
+  for (const StragglerVerdict& v : f.ranks) {
+    if (!v.flagged) continue;
+    lens::log(Severity::kWarn, f.text,
+              {{"dl.rank", v.rank},
+               {"dl.pipeline_parallel.rank", v.stage},
+               {"lens.straggler.score", v.score},
+               {"megatron.iteration", f.iteration}});
+  }
+  if (!f.flagged.empty()) log_info("%s", f.text.c_str());  // once a window: never floods
+}
+
+}  // namespace
+
+std::int64_t run_tag_of(std::string_view run_id) noexcept {
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char c : run_id) h = (h ^ c) * 1099511628211ull;
+  return static_cast<std::int64_t>((h >> 2) | 1);
+}
+
+void configure_step_watch(const StepWatchSettings& settings) noexcept {
+  Window& w = window();
+  std::lock_guard lock(w.mutex);
+  w.interval = settings.interval;
+  w.run_tag = run_tag_of(settings.run_id);
+  w.scores = settings.scores && settings.interval > 0;
+  w.tick0 = now_ticks();
+  w.steady0 = steady_nanos();
+  w.compute_ticks.clear();
+  w.wait_ticks.clear();
+  for (auto& t : g_phase_ticks) t.store(0, std::memory_order_relaxed);
+  g_step_phases_on.store(settings.interval > 0, std::memory_order_relaxed);
+}
+
+std::uint64_t step_phase_begin() noexcept { return now_ticks(); }
+
+void step_phase_end(StepPhase phase, std::uint64_t begin) noexcept {
+  const std::size_t i = static_cast<std::size_t>(phase);
+  LENS_DCHECK(i < 2);
+  g_phase_ticks[i].fetch_add(now_ticks() - begin, std::memory_order_relaxed);
+}
+
+}  // namespace lens::internal
+
+namespace lens {
+LENS_ABI_NAMESPACE_BEGIN
+
+void end_step(std::int64_t /*iteration*/) noexcept {
+  if (!internal::g_step_phases_on.load(std::memory_order_relaxed)) return;
+  const auto compute = static_cast<double>(internal::g_phase_ticks[0].exchange(0, std::memory_order_relaxed));
+  const auto wait = static_cast<double>(internal::g_phase_ticks[1].exchange(0, std::memory_order_relaxed));
+  internal::Window& w = internal::window();
+  std::lock_guard lock(w.mutex);
+  try {
+    // A consumer that never takes a summary keeps one window's worth, not the run's.
+    if (static_cast<std::int64_t>(w.compute_ticks.size()) >= w.interval) {
+      w.compute_ticks.clear();
+      w.wait_ticks.clear();
+    }
+    w.compute_ticks.push_back(compute);
+    w.wait_ticks.push_back(wait);
+  } catch (...) {  // out of memory: this step is not in the window
+  }
+}
+
+bool straggler_summary_due(std::int64_t iteration) noexcept {
+  internal::Window& w = internal::window();
+  std::lock_guard lock(w.mutex);
+  return w.interval > 0 && iteration > 0 && iteration % w.interval == 0;
+}
+
+StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexcept {
+  internal::Window& w = internal::window();
+  std::lock_guard lock(w.mutex);
+  if (w.interval == 0 || w.compute_ticks.empty()) return {};
+  const double scale = internal::nanos_per_tick(w);
+  StragglerSummary s{.run_tag = w.run_tag,
+                     .iteration = iteration,
+                     .stage = stage,
+                     .steps = static_cast<std::int64_t>(w.compute_ticks.size()),
+                     .compute_ns = std::llround(straggler::median_of(w.compute_ticks) * scale),
+                     .wait_ns = std::llround(straggler::median_of(w.wait_ticks) * scale)};
+  w.compute_ticks.clear();
+  w.wait_ticks.clear();
+  return s;
+}
+
+std::optional<StragglerFindings> score_stragglers(std::int64_t iteration,
+                                                  std::span<const StragglerSummary> by_rank) noexcept {
+  try {
+    std::int64_t run_tag = 0;
+    {
+      internal::Window& w = internal::window();
+      std::lock_guard lock(w.mutex);
+      if (!w.scores) return std::nullopt;
+      run_tag = w.run_tag;
+    }
+    StragglerFindings f;
+    f.iteration = iteration;
+    std::vector<straggler::RankWindow> windows;
+    std::int64_t steps = 0;
+    for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
+      const StragglerSummary& s = by_rank[rank];
+      switch (internal::classify(s, run_tag, iteration)) {
+        case internal::SlotKind::kMissing:
+          f.missing.push_back(static_cast<int>(rank));
+          continue;
+        case internal::SlotKind::kRefused:
+          f.refused.push_back(static_cast<int>(rank));
+          continue;
+        case internal::SlotKind::kValid:
+          break;
+      }
+      steps = std::max(steps, s.steps);
+      windows.push_back({.rank = static_cast<int>(rank),
+                         .stage = static_cast<int>(s.stage),
+                         .steps = s.steps,
+                         .compute_ns = static_cast<double>(s.compute_ns),
+                         .wait_ns = static_cast<double>(s.wait_ns)});
+    }
+    for (const straggler::Score& s : straggler::score_window(windows)) {
+      f.ranks.push_back({.rank = s.rank,
+                         .stage = s.stage,
+                         .scored = s.scored,
+                         .flagged = s.flagged,
+                         .score = s.score,
+                         .compute_ms = s.compute_ns / 1e6,
+                         .wait_ms = s.wait_ns / 1e6,
+                         .peer_compute_ms = s.peer_compute_ns / 1e6,
+                         .peer_wait_ms = s.peer_wait_ns / 1e6});
+      if (s.flagged) f.flagged.push_back(s.rank);
+    }
+    f.text = internal::describe(f, steps);
+    internal::record_findings(f);
+    internal::log_flagged(f);
+    return f;
+  } catch (...) {  // out of memory: this window is not scored
+    return std::nullopt;
+  }
+}
+
+LENS_ABI_NAMESPACE_END
+}  // namespace lens

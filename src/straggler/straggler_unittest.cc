@@ -1,0 +1,181 @@
+// The straggler rule (src/straggler/rule.h) on chosen windows, and a rank's side of lens/straggler.h: its window's
+// summary, and the exporting rank's scoring of gathered summaries, bad ones included. Real jobs (ranks slowed by
+// the trainer and paused from outside) are in tests/straggler/straggler_test.py.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "lens/straggler.h"
+#include "metrics/instruments.h"
+#include "straggler/rule.h"
+#include "straggler/step_watch.h"
+
+namespace lens {
+namespace {
+
+using straggler::RankWindow;
+using straggler::score_window;
+
+constexpr double kMs = 1e6;
+
+std::vector<RankWindow> two_stages_of_two(double slow_compute_ms, double slow_wait_ms) {
+  return {{.rank = 0, .stage = 0, .steps = 20, .compute_ns = 30 * kMs, .wait_ns = 30 * kMs},
+          {.rank = 1, .stage = 0, .steps = 20, .compute_ns = slow_compute_ms * kMs, .wait_ns = slow_wait_ms * kMs},
+          {.rank = 2, .stage = 1, .steps = 20, .compute_ns = 31 * kMs, .wait_ns = 40 * kMs},
+          {.rank = 3, .stage = 1, .steps = 20, .compute_ns = 29 * kMs, .wait_ns = 42 * kMs}};
+}
+
+TEST(StragglerRule, InAStageOfTwoTheRankThatComputesLongerAndWaitsLessIsFlagged) {
+  const auto scores = score_window(two_stages_of_two(48, 8));  // a rank paused 40 % of the time: 1.6x, waits less
+  ASSERT_EQ(scores.size(), 4u);
+  EXPECT_TRUE(scores[1].flagged);
+  EXPECT_DOUBLE_EQ(scores[1].score, 1.6);
+  EXPECT_DOUBLE_EQ(scores[1].peer_compute_ns, 30 * kMs);
+  EXPECT_DOUBLE_EQ(scores[1].peer_wait_ns, 30 * kMs);
+  for (int other : {0, 2, 3}) EXPECT_FALSE(scores[static_cast<std::size_t>(other)].flagged) << other;
+  EXPECT_DOUBLE_EQ(scores[0].score, 30.0 / 48);
+}
+
+TEST(StragglerRule, ASlowerRankThatWaitsMoreThanItsPeerIsNotTheOneWaitedFor) {
+  EXPECT_FALSE(score_window(two_stages_of_two(48, 35))[1].flagged);
+}
+
+TEST(StragglerRule, NoiseBelowTheRatioAndTinyStepsAreNotFlagged) {
+  EXPECT_FALSE(score_window(two_stages_of_two(37.5, 8))[1].flagged);  // 1.25x
+  std::vector<RankWindow> tiny = {{.rank = 0, .steps = 20, .compute_ns = 0.1 * kMs, .wait_ns = 0.1 * kMs},
+                                  {.rank = 1, .steps = 20, .compute_ns = 0.25 * kMs, .wait_ns = 0}};
+  EXPECT_FALSE(score_window(tiny)[1].flagged);  // 2.5x, but 0.15 ms more: timer noise
+}
+
+TEST(StragglerRule, ALoneRankOrAShortWindowIsNotScored) {
+  std::vector<RankWindow> alone = {{.rank = 0, .stage = 0, .steps = 20, .compute_ns = 30 * kMs},
+                                   {.rank = 1, .stage = 1, .steps = 20, .compute_ns = 90 * kMs}};
+  for (const auto& s : score_window(alone)) EXPECT_FALSE(s.scored);
+  auto short_window = two_stages_of_two(48, 8);
+  short_window[0].steps = 2;
+  EXPECT_FALSE(score_window(short_window)[1].scored);  // its only peer has too few steps
+}
+
+TEST(StragglerRule, InALargerStageThePeersMedianIsTheReference) {
+  std::vector<RankWindow> stage;
+  for (int r = 0; r < 8; ++r)
+    stage.push_back({.rank = r, .steps = 20, .compute_ns = (30 + r % 3) * kMs, .wait_ns = 20 * kMs});
+  stage[5].compute_ns = 45 * kMs;
+  stage[5].wait_ns = 5 * kMs;
+  const auto scores = score_window(stage);
+  for (const auto& s : scores) EXPECT_EQ(s.flagged, s.rank == 5) << s.rank;
+}
+
+// ---- a rank's window and the exporting rank's scoring ----
+
+class StepWatch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    internal::set_metrics_recording(true);
+    internal::configure_step_watch({.interval = 5, .run_id = "run-a", .scores = true});
+  }
+  void TearDown() override {
+    internal::configure_step_watch({});
+    internal::set_metrics_recording(false);
+  }
+  static StragglerSummary summary(std::int64_t stage, std::int64_t compute_ms, std::int64_t wait_ms,
+                                  std::int64_t iteration = 10) {
+    return {.run_tag = internal::run_tag_of("run-a"),
+            .iteration = iteration,
+            .stage = stage,
+            .steps = 5,
+            .compute_ns = compute_ms * 1'000'000,
+            .wait_ns = wait_ms * 1'000'000};
+  }
+  static double gauge(const std::string& name, int rank) {
+    for (const auto& m : internal::MetricCollector(Temporality::kCumulative).collect()) {
+      if (m.name != name) continue;
+      for (const auto& p : m.points)
+        for (const auto& [key, value] : p.attributes)
+          if (key == "dl.rank" && std::get_if<std::int64_t>(&value) && *std::get_if<std::int64_t>(&value) == rank)
+            return m.integer ? static_cast<double>(p.int_value) : p.double_value;
+    }
+    return -1;
+  }
+};
+
+TEST_F(StepWatch, AWindowIsTheMedianOfItsStepsPhasesAndIsDueEveryIntervalSteps) {
+  for (int step = 1; step <= 5; ++step) {
+    {
+      LENS_STEP_PHASE(StepPhase::kCompute);
+      std::this_thread::sleep_for(std::chrono::milliseconds(step == 3 ? 30 : 2));  // one slow step: not the median
+    }
+    {
+      LENS_STEP_PHASE(StepPhase::kWait);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    end_step(step);
+    EXPECT_EQ(straggler_summary_due(step), step == 5);
+  }
+  const StragglerSummary s = take_straggler_summary(5, 1);
+  EXPECT_EQ(s.run_tag, internal::run_tag_of("run-a"));
+  EXPECT_EQ((std::vector<std::int64_t>{s.iteration, s.stage, s.steps}), (std::vector<std::int64_t>{5, 1, 5}));
+  EXPECT_GE(s.compute_ns, 2'000'000);
+  EXPECT_LT(s.compute_ns, 20'000'000);
+  EXPECT_GE(s.wait_ns, 1'000'000);
+  EXPECT_EQ(take_straggler_summary(10, 1).steps, 0);  // the window starts again
+}
+
+TEST_F(StepWatch, TheExportingRankScoresRecordsEachRanksFiguresAndNamesTheStraggler) {
+  const std::vector<StragglerSummary> gathered = {summary(0, 30, 30), summary(0, 48, 8), summary(1, 30, 40),
+                                                  summary(1, 31, 41)};
+  const auto found = score_stragglers(10, gathered);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->flagged, std::vector<int>{1});
+  EXPECT_NE(found->text.find("rank 1 (stage 0) is a straggler over the 5 steps to iteration 10: it computes 1.60x"),
+            std::string::npos)
+      << found->text;
+  EXPECT_DOUBLE_EQ(gauge("lens.straggler.score", 1), 1.6);
+  EXPECT_DOUBLE_EQ(gauge("lens.straggler.flagged", 1), 1);
+  EXPECT_DOUBLE_EQ(gauge("lens.straggler.flagged", 0), 0);
+  EXPECT_DOUBLE_EQ(gauge("lens.step.compute", 1), 48);
+  EXPECT_DOUBLE_EQ(gauge("lens.step.wait", 3), 41);
+}
+
+TEST_F(StepWatch, AnotherRunsOrWindowsSummaryOrImpossibleTimesAreRefusedAndCounted) {
+  StragglerSummary other_run = summary(0, 48, 8);
+  other_run.run_tag = internal::run_tag_of("run-b");
+  StragglerSummary negative = summary(1, -3, 8);
+  const std::vector<StragglerSummary> gathered = {summary(0, 30, 30), other_run, summary(1, 30, 40, 5), negative,
+                                                  summary(1, 30, 40)};
+  const auto found = score_stragglers(10, gathered);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->refused, (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(found->flagged.empty());
+  for (const auto& v : found->ranks) EXPECT_NE(v.rank, 1);  // never scored
+  EXPECT_NE(found->text.find("refused the summaries of ranks 1, 2, 3"), std::string::npos) << found->text;
+  for (const auto& m : internal::MetricCollector(Temporality::kCumulative).collect())
+    if (m.name == "lens.straggler.refused") {
+      EXPECT_GE(m.points.at(0).int_value, 3);
+    }
+}
+
+TEST_F(StepWatch, ARankMissingFromTheGatherIsNamedMissingNotScoredAsFast) {
+  const std::vector<StragglerSummary> gathered = {summary(0, 48, 8), StragglerSummary{}, summary(1, 30, 40),
+                                                  summary(1, 30, 40)};
+  const auto found = score_stragglers(10, gathered);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->missing, std::vector<int>{1});
+  EXPECT_TRUE(found->flagged.empty());  // rank 0 has no peer left in its stage
+  EXPECT_NE(found->text.find("no summary from ranks 1"), std::string::npos) << found->text;
+}
+
+TEST_F(StepWatch, ARankThatDoesNotExportOrScoringOffScoresNothing) {
+  internal::configure_step_watch({.interval = 5, .run_id = "run-a", .scores = false});
+  EXPECT_FALSE(score_stragglers(10, std::vector<StragglerSummary>{summary(0, 30, 30)}).has_value());
+  internal::configure_step_watch({});
+  EXPECT_FALSE(straggler_summary_due(20));
+  end_step(1);
+  EXPECT_EQ(take_straggler_summary(5, 0).steps, 0);
+}
+
+}  // namespace
+}  // namespace lens
