@@ -4,7 +4,7 @@
 // LENS_STEP_PHASE scopes beside the spans that time them; the sums are kept whatever span groups are enabled and
 // on ranks that export nothing, so a coarse production job is watched too. Every STRAGGLER_INTERVAL steps
 // (MEGATRON_OTEL_STRAGGLER_INTERVAL, default 20, 0: off) each rank's window is a fixed-size summary that the
-// consumer gathers with its own collective, as for lens/control.h; the exporting rank scores it with the rule
+// consumer gathers with its own collective, as for lens/control.h; the (lowest) exporting rank scores it with the rule
 // `lens report` uses (src/straggler/rule.h) and records lens.straggler.score, lens.step.compute and
 // lens.step.wait per rank, and a log record naming a flagged rank.
 //
@@ -39,19 +39,20 @@ enum class StepPhase : std::uint8_t { kCompute = 0, kWait = 1 };
 // One rank's window of steps, as every rank sends it: fixed-size, non-negative words, so a SUM all-reduce of a
 // tensor in which each rank fills only its own slot gathers them.
 struct StragglerSummary {
-  static constexpr int kWords = 6;
+  static constexpr int kWords = 7;
   std::int64_t run_tag = 0;     // from the run id (never 0): a summary of another run is refused
   std::int64_t iteration = 0;   // the window's last iteration: a summary of another window is refused
   std::int64_t stage = 0;       // pipeline stage of the rank
   std::int64_t steps = 0;       // steps in the window (0: the slot was not filled, a missing rank)
   std::int64_t compute_ns = 0;  // median compute per step over the window
   std::int64_t wait_ns = 0;     // median wait per step over the window
+  std::int64_t exports = 0;     // 1: the rank exports; the lowest such rank scores, so one rank records the figures
 
   std::array<std::int64_t, kWords> encode() const noexcept {
-    return {run_tag, iteration, stage, steps, compute_ns, wait_ns};
+    return {run_tag, iteration, stage, steps, compute_ns, wait_ns, exports};
   }
   static StragglerSummary decode(const std::array<std::int64_t, kWords>& w) noexcept {
-    return {w[0], w[1], w[2], w[3], w[4], w[5]};
+    return {w[0], w[1], w[2], w[3], w[4], w[5], w[6]};
   }
 };
 
@@ -108,8 +109,8 @@ LENS_API void end_step(std::int64_t iteration) noexcept;
 LENS_API bool straggler_summary_due(std::int64_t iteration) noexcept;
 // This rank's window as it is sent, then a new window.
 LENS_API StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexcept;
-// The exporting rank: scores the gathered summaries (index = rank), records the metrics, logs a flagged rank.
-// Elsewhere, or with scoring off, nothing.
+// The lowest exporting rank: scores the gathered summaries (index = rank), records the metrics, logs a flagged
+// rank. Elsewhere, or with scoring off, nothing.
 LENS_API std::optional<StragglerFindings> score_stragglers(std::int64_t iteration,
                                                            std::span<const StragglerSummary> by_rank) noexcept;
 LENS_ABI_NAMESPACE_END

@@ -28,7 +28,8 @@ struct Window {
   std::mutex mutex;
   std::int64_t interval = 0;
   std::int64_t run_tag = 0;
-  bool scores = false;
+  int rank = 0;
+  bool exports = false;
   // Ticks to nanoseconds, measured from the anchor to each window's end.
   std::uint64_t tick0 = 0, steady0 = 0;
   std::vector<double> compute_ticks, wait_ticks;  // one entry per step in the window
@@ -74,8 +75,17 @@ enum class SlotKind { kValid, kMissing, kRefused };
 SlotKind classify(const StragglerSummary& s, std::int64_t run_tag, std::int64_t iteration) {
   if (s.run_tag == 0 && s.steps == 0) return SlotKind::kMissing;
   if (s.run_tag != run_tag || s.iteration != iteration) return SlotKind::kRefused;
-  if (s.steps <= 0 || s.stage < 0 || s.compute_ns < 0 || s.wait_ns < 0) return SlotKind::kRefused;
+  if (s.steps <= 0 || s.stage < 0 || s.compute_ns < 0 || s.wait_ns < 0 || s.exports < 0 || s.exports > 1)
+    return SlotKind::kRefused;
   return SlotKind::kValid;
+}
+
+// The lowest rank that exports, among valid summaries: the one that records (every rank computes the same).
+int scoring_rank(std::span<const StragglerSummary> by_rank, std::int64_t run_tag, std::int64_t iteration) {
+  for (std::size_t rank = 0; rank < by_rank.size(); ++rank)
+    if (by_rank[rank].exports == 1 && classify(by_rank[rank], run_tag, iteration) == SlotKind::kValid)
+      return static_cast<int>(rank);
+  return -1;
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -141,7 +151,8 @@ void configure_step_watch(const StepWatchSettings& settings) noexcept {
   std::lock_guard lock(w.mutex);
   w.interval = settings.interval;
   w.run_tag = run_tag_of(settings.run_id);
-  w.scores = settings.scores && settings.interval > 0;
+  w.rank = settings.rank;
+  w.exports = settings.exports && settings.interval > 0;
   w.tick0 = now_ticks();
   w.steady0 = steady_nanos();
   w.compute_ticks.clear();
@@ -197,7 +208,8 @@ StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexc
                      .stage = stage,
                      .steps = static_cast<std::int64_t>(w.compute_ticks.size()),
                      .compute_ns = std::llround(straggler::median_of(w.compute_ticks) * scale),
-                     .wait_ns = std::llround(straggler::median_of(w.wait_ticks) * scale)};
+                     .wait_ns = std::llround(straggler::median_of(w.wait_ticks) * scale),
+                     .exports = w.exports ? 1 : 0};
   w.compute_ticks.clear();
   w.wait_ticks.clear();
   return s;
@@ -207,12 +219,15 @@ std::optional<StragglerFindings> score_stragglers(std::int64_t iteration,
                                                   std::span<const StragglerSummary> by_rank) noexcept {
   try {
     std::int64_t run_tag = 0;
+    int my_rank = 0;
     {
       internal::Window& w = internal::window();
       std::lock_guard lock(w.mutex);
-      if (!w.scores) return std::nullopt;
+      if (!w.exports) return std::nullopt;
       run_tag = w.run_tag;
+      my_rank = w.rank;
     }
+    if (internal::scoring_rank(by_rank, run_tag, iteration) != my_rank) return std::nullopt;
     StragglerFindings f;
     f.iteration = iteration;
     std::vector<straggler::RankWindow> windows;

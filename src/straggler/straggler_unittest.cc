@@ -75,7 +75,7 @@ class StepWatch : public ::testing::Test {
  protected:
   void SetUp() override {
     internal::set_metrics_recording(true);
-    internal::configure_step_watch({.interval = 5, .run_id = "run-a", .scores = true});
+    internal::configure_step_watch({.interval = 5, .run_id = "run-a", .rank = 0, .exports = true});
   }
   void TearDown() override {
     internal::configure_step_watch({});
@@ -88,7 +88,8 @@ class StepWatch : public ::testing::Test {
             .stage = stage,
             .steps = 5,
             .compute_ns = compute_ms * 1'000'000,
-            .wait_ns = wait_ms * 1'000'000};
+            .wait_ns = wait_ms * 1'000'000,
+            .exports = stage == 0 ? 1 : 0};
   }
   static double gauge(const std::string& name, int rank) {
     for (const auto& m : internal::MetricCollector(Temporality::kCumulative).collect()) {
@@ -117,6 +118,7 @@ TEST_F(StepWatch, AWindowIsTheMedianOfItsStepsPhasesAndIsDueEveryIntervalSteps) 
   }
   const StragglerSummary s = take_straggler_summary(5, 1);
   EXPECT_EQ(s.run_tag, internal::run_tag_of("run-a"));
+  EXPECT_EQ(s.exports, 1);
   EXPECT_EQ((std::vector<std::int64_t>{s.iteration, s.stage, s.steps}), (std::vector<std::int64_t>{5, 1, 5}));
   EXPECT_GE(s.compute_ns, 2'000'000);
   EXPECT_LT(s.compute_ns, 20'000'000);
@@ -168,8 +170,16 @@ TEST_F(StepWatch, ARankMissingFromTheGatherIsNamedMissingNotScoredAsFast) {
   EXPECT_NE(found->text.find("no summary from ranks 1"), std::string::npos) << found->text;
 }
 
+TEST_F(StepWatch, OnlyTheLowestExportingRankScores) {
+  const std::vector<StragglerSummary> gathered = {summary(0, 30, 30), summary(0, 30, 30)};  // both export
+  internal::configure_step_watch({.interval = 5, .run_id = "run-a", .rank = 1, .exports = true});
+  EXPECT_FALSE(score_stragglers(10, gathered).has_value());
+  internal::configure_step_watch({.interval = 5, .run_id = "run-a", .rank = 0, .exports = false});
+  EXPECT_FALSE(score_stragglers(10, gathered).has_value());
+}
+
 TEST_F(StepWatch, ARankThatDoesNotExportOrScoringOffScoresNothing) {
-  internal::configure_step_watch({.interval = 5, .run_id = "run-a", .scores = false});
+  internal::configure_step_watch({.interval = 5, .run_id = "run-a", .rank = 0, .exports = false});
   EXPECT_FALSE(score_stragglers(10, std::vector<StragglerSummary>{summary(0, 30, 30)}).has_value());
   internal::configure_step_watch({});
   EXPECT_FALSE(straggler_summary_due(20));

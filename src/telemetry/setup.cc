@@ -171,7 +171,8 @@ StepWatchSettings step_watch_settings(const TelemetryState& s) {
   if (!c.active() || c.straggler_interval == 0) return {};
   return {.interval = c.straggler_interval,
           .run_id = s.run_id.empty() ? resolve_run_id(c, process_env()) : s.run_id,
-          .scores = s.exporting && c.metrics_enabled};
+          .rank = s.ranks.rank,
+          .exports = s.exporting && c.metrics_enabled};
 }
 
 // The exporting rank's pipeline: built before anything live changes, so an error leaves things as they were.

@@ -1,0 +1,187 @@
+"""Stragglers found while the job trains (lens/straggler.h), on real 4-rank pretrain_gpt jobs of the shape users run
+most (pipeline 2 x data 2: every stage has 2 ranks): a rank slowed by the trainer's testing flag on a coarse
+production job whose only exporting rank is another one, a rank paused from outside (SIGSTOP/SIGCONT, as a noisy
+neighbour or throttling would), and unslowed runs that must name no one. `lens report` of the same run names the
+same rank. Run alone (ctest RUN_SERIAL): the figures are timings."""
+
+import glob
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from pauser import Pauser  # noqa: E402
+
+TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
+LENS = os.environ.get("LENS_TOOL")
+INTERVAL = 10
+ITERATIONS = 40
+MODEL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "2", "--seq-length", "32",
+         "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", "16",
+         "--log-interval", "10"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def start_job(directory, flags=(), env=None, groups="default", iterations=ITERATIONS):
+    """Starts pretrain_gpt on 4 ranks by hand (as torchrun would); returns the processes."""
+    base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": free_port(), "WORLD_SIZE": "4",
+            "MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": directory,
+            "MEGATRON_OTEL_STRAGGLER_INTERVAL": str(INTERVAL), "MEGATRON_OTEL_LOGS_ENABLED": "1",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500", **(env or {})}
+    return [subprocess.Popen([TRAINER, *MODEL, "--train-iters", str(iterations), *flags, "--otel-enabled",
+                              "--otel-span-groups", groups],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(4)]
+
+
+def finish(ranks):
+    outputs = [r.communicate(timeout=240)[0] for r in ranks]
+    if any(r.returncode != 0 for r in ranks):
+        raise AssertionError(outputs)
+    return outputs
+
+
+def lines_of(directory, kind):
+    for path in sorted(glob.glob(os.path.join(directory, "*", f"rank*.{kind}.jsonl"))):
+        with open(path) as f:
+            yield os.path.basename(path), [json.loads(line) for line in f if line.strip()]
+
+
+def attributes(entry):
+    return {a["key"]: next(iter(a["value"].values())) for a in entry.get("attributes", [])}
+
+
+def last_gauges(directory, name):
+    """{rank: value} of a gauge per dl.rank, as last exported."""
+    values = {}
+    for _, documents in lines_of(directory, "metrics"):
+        for d in documents:
+            for rm in d["resourceMetrics"]:
+                for sm in rm["scopeMetrics"]:
+                    for m in sm["metrics"]:
+                        if m["name"] != name:
+                            continue
+                        for p in m["gauge"]["dataPoints"]:
+                            values[int(attributes(p)["dl.rank"])] = float(p.get("asDouble", p.get("asInt")))
+    return values
+
+
+def straggler_logs(directory):
+    """The straggler log records: (rank named, iteration)."""
+    found = []
+    for _, documents in lines_of(directory, "logs"):
+        for d in documents:
+            for rl in d["resourceLogs"]:
+                for sl in rl["scopeLogs"]:
+                    for r in sl["logRecords"]:
+                        a = attributes(r)
+                        if "lens.straggler.score" in a:
+                            found.append((int(a["dl.rank"]), int(a["megatron.iteration"]), r["body"]["stringValue"]))
+    return found
+
+
+def straggler_events(directory):
+    events = []
+    for _, documents in lines_of(directory, "traces"):
+        for d in documents:
+            for rs in d["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    for s in ss["spans"]:
+                        events += [(s["name"], attributes(e)) for e in s.get("events", []) if e["name"] == "lens.straggler"]
+    return events
+
+
+def report(directory):
+    result = subprocess.run([LENS, "report", directory, "--json"], capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise AssertionError(result.stderr)
+    return json.loads(result.stdout)["stragglers"]
+
+
+def windows_flagging(logs, rank):
+    return sorted({iteration for named, iteration, _ in logs if named == rank})
+
+
+@unittest.skipUnless(TRAINER and LENS, "LENS_PRETRAIN_GPT and LENS_TOOL name the trainer and the tool (set by ctest)")
+class StragglerTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def test_a_slowed_rank_is_named_while_a_coarse_job_trains_by_the_one_rank_that_exports(self):
+        # Production's `default` groups time no micro-batch, and only rank 3 exports (single_rank): rank 1, which
+        # exports nothing, still keeps its phases and is named.
+        directory = os.path.join(self.tmp.name, "telemetry")
+        finish(start_job(directory, ["--testing-slow-rank", "1", "--testing-slow-ms", "15"]))
+        self.assertEqual(sorted(name for name, _ in lines_of(directory, "metrics")), ["rank3.metrics.jsonl"])
+        logs = straggler_logs(directory)
+        self.assertGreaterEqual(len(windows_flagging(logs, 1)), 3, logs)  # of the 4 windows
+        self.assertEqual({named for named, _, _ in logs}, {1}, logs)
+        self.assertIn("rank 1 (stage 0) is a straggler over the 10 steps to iteration", logs[0][2])
+        self.assertEqual(last_gauges(directory, "lens.straggler.flagged").get(1), 1)
+        scores = last_gauges(directory, "lens.straggler.score")
+        self.assertEqual(sorted(scores), [0, 1, 2, 3])
+        self.assertGreaterEqual(scores[1], 1.3, scores)
+        compute, wait = last_gauges(directory, "lens.step.compute"), last_gauges(directory, "lens.step.wait")
+        self.assertGreater(compute[1], compute[0])
+        self.assertLess(wait[1], wait[0])  # its peer waits for it
+        events = straggler_events(directory)
+        self.assertTrue(events)
+        self.assertEqual({(name, int(a["dl.rank"])) for name, a in events}, {("megatron.train", 1)})
+
+    def test_a_rank_paused_from_outside_is_named_online_and_by_lens_report(self):
+        # 40 % of every 50 ms stopped (SIGSTOP/SIGCONT from this process): nothing in the trainer knows.
+        directory = os.path.join(self.tmp.name, "telemetry")
+        ranks = start_job(directory, groups="all", env={"MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"})
+        with Pauser(ranks[2].pid, share=0.4, period=0.05) as pauser:
+            finish(ranks)
+        self.assertGreater(pauser.cycles, 20)
+        logs = straggler_logs(directory)
+        self.assertGreaterEqual(len(windows_flagging(logs, 2)), 3, logs)
+        self.assertEqual({named for named, _, _ in logs}, {2}, logs)
+        # Every rank exports; the lowest one alone scores and records.
+        self.assertEqual([name for name, docs in lines_of(directory, "metrics")
+                          if any("lens.straggler" in json.dumps(d) for d in docs)], ["rank0.metrics.jsonl"])
+        offline = report(directory)
+        self.assertEqual([r["rank"] for r in offline["named"]], [2], offline)
+        self.assertGreaterEqual(offline["named"][0]["score"], 1.3)
+
+    def test_unslowed_runs_name_no_straggler(self):
+        # Four ranks on this machine's 2 cores: the noise a rule must stay quiet in.
+        for attempt in range(3):
+            with self.subTest(attempt=attempt):
+                directory = os.path.join(self.tmp.name, f"telemetry{attempt}")
+                finish(start_job(directory, groups="all", env={"MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"}))
+                self.assertEqual(straggler_logs(directory), [])
+                scores = last_gauges(directory, "lens.straggler.score")
+                self.assertEqual(sorted(scores), [0, 1, 2, 3])
+                self.assertLess(max(scores.values()), 1.3, scores)
+                self.assertEqual(report(directory)["named"], [])
+
+    def test_scoring_off_records_nothing(self):
+        directory = os.path.join(self.tmp.name, "telemetry")
+        finish(start_job(directory, ["--testing-slow-rank", "1", "--testing-slow-ms", "15"], iterations=20,
+                         env={"MEGATRON_OTEL_STRAGGLER_INTERVAL": "0"}))
+        self.assertEqual(last_gauges(directory, "lens.straggler.score"), {})
+        self.assertEqual(straggler_logs(directory), [])
+
+    def test_a_bad_interval_stops_every_rank_naming_the_variable(self):
+        ranks = start_job(os.path.join(self.tmp.name, "telemetry"), env={"MEGATRON_OTEL_STRAGGLER_INTERVAL": "3"})
+        outputs = [r.communicate(timeout=60)[0] for r in ranks]
+        self.assertEqual([r.returncode for r in ranks], [2] * 4, outputs)
+        for output in outputs:
+            self.assertIn("MEGATRON_OTEL_STRAGGLER_INTERVAL='3'", output)
+
+
+if __name__ == "__main__":
+    unittest.main()
