@@ -49,7 +49,7 @@ function(lens_write_promised_labels)
     list(APPEND labels multiprocess disabled install compile_error otlp setup)
     foreach(part IN ITEMS "LENS_WITH_GRPC;grpc" "LENS_TEST_PEERS;peers" "LENS_TEST_PROMETHEUS;prometheus"
                           "LENS_TEST_COLLECTOR;collector" "LENS_TEST_JAEGER;jaeger" "LENS_TEST_MULTINODE;multinode"
-                          "LENS_TEST_SCALE;scale"
+                          "LENS_TEST_SCALE;scale" "LENS_TEST_DEPLOY;deploy"
                           "LENS_BUILD_BENCHMARKS;bench" "LENS_BUILD_EXAMPLES;example" "LENS_BUILD_TRAINER;trainer"
                           "LENS_BUILD_PYTHON;python" "LENS_BUILD_TOOLS;tools")
       list(GET part 0 option)

@@ -52,6 +52,9 @@ Args parse_args(int argc, char** argv) {
                  "Testing aid: this rank sleeps --testing-slow-ms in every micro-batch forward (a known straggler)");
   app.add_option("--testing-slow-ms", a.testing_slow_ms, "Testing aid: see --testing-slow-rank")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--testing-slow-from", a.testing_slow_from,
+                 "Testing aid: the first iteration --testing-slow-rank is slowed in (default 1)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--testing-stall-iteration", a.testing_stall_iteration,
                  "Testing aid: at this iteration --testing-slow-rank stops in micro-batch 1's forward until killed (a "
                  "hang)");

@@ -51,6 +51,7 @@ struct Args {
   // forward, a straggler with a known name for the tests of `lens report` (-1: none).
   int testing_slow_rank = -1;
   double testing_slow_ms = 0;
+  std::int64_t testing_slow_from = 1;  // the first iteration slowed: a straggler that appears mid-run
   // And in iteration `testing_stall_iteration` (the step span's megatron.iteration) that rank stops in micro-batch 1's
   // forward until it is killed: a hang with a known place, for the tests of hang snapshots and `lens hang` (-1: never).
   std::int64_t testing_stall_iteration = -1;

@@ -20,8 +20,8 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, const torch::Tensor& rece
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
   LENS_STEP_PHASE(lens::StepPhase::kCompute);  // kept whatever groups are on (lens/straggler.h)
   if (topology_.rank == args_.testing_slow_rank) {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));
-    // iteration_ counts the iterations done.
+    if (iteration_ + 1 >= args_.testing_slow_from)  // iteration_ counts the iterations done
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));
     while (iteration_ + 1 == args_.testing_stall_iteration && micro == 1)
       std::this_thread::sleep_for(std::chrono::hours(1));
   }

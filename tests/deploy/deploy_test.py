@@ -1,0 +1,246 @@
+"""The operator's kit in deploy/, each piece checked by the real tool: Prometheus's rules by promtool (check and
+unit tests), the rules and the Grafana dashboard against a real Prometheus scraping a live 4-rank pretrain_gpt job
+in which one rank turns slow mid-run (the straggler alert fires naming it, and not before), every dashboard query
+returning data from that job, and the Slurm batch script run as sbatch would (srun and scontrol stand-ins that
+run here)."""
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "collector"))
+import peers  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+DEPLOY = os.path.join(ROOT, "deploy")
+RULES = os.path.join(DEPLOY, "prometheus", "lens.rules.yml")
+DASHBOARD = os.path.join(DEPLOY, "grafana", "lens-training.json")
+TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
+PROMETHEUS = os.environ.get("LENS_PROMETHEUS_PROGRAM")
+PROMTOOL = os.environ.get("LENS_PROMTOOL_PROGRAM")
+ARTIFACTS = os.environ.get("LENS_TEST_ARTIFACTS")
+
+INTERVAL = 10        # STRAGGLER_INTERVAL of the live job
+SLOW_FROM = 161      # the first slowed iteration: Prometheus scrapes the job some seconds before
+# deploy/README.md: the alert fires within two windows of the slowdown, plus a scrape and an evaluation (1 s each
+# here): at most this many iterations after it starts (3 s of 130 ms steps beside the two windows).
+FIRES_WITHIN = 2 * INTERVAL + 25
+GPU_ROW = "GPU (when present)"  # panels from dcgm-exporter, absent here
+
+
+def promtool(*args, cwd=None):
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def dashboard_panels(dashboard):
+    """(row title, panel) for every panel that is not a row, in order."""
+    row = None
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+            continue
+        yield row, panel
+
+
+def substitute(expr, run_id):
+    return (expr.replace("$job", "lens").replace("$run_id", run_id)
+            .replace("$__rate_interval", "20s"))
+
+
+@unittest.skipUnless(PROMTOOL, "LENS_PROMTOOL_PROGRAM names promtool (set by ctest)")
+class RulesTest(unittest.TestCase):
+    def test_promtool_checks_the_rules_and_the_configuration(self):
+        result = promtool("check", "rules", RULES)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("SUCCESS: 8 rules found", result.stdout)
+        result = promtool("check", "config", os.path.join(DEPLOY, "prometheus", "prometheus.yml"))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+    def test_promtool_unit_tests_fire_each_alert_and_only_when_it_should(self):
+        result = promtool("test", "rules", "lens.rules.test.yml", cwd=os.path.join(DEPLOY, "prometheus"))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        with open(os.path.join(DEPLOY, "prometheus", "lens.rules.test.yml")) as f:
+            tested = {t["alertname"] for case in yaml.safe_load(f)["tests"] for t in case.get("alert_rule_test", [])}
+        with open(RULES) as f:
+            alerts = {r["alert"] for g in yaml.safe_load(f)["groups"] for r in g["rules"] if "alert" in r}
+        self.assertEqual(tested, alerts)  # every alert has its unit test
+
+
+class DashboardStructureTest(unittest.TestCase):
+    def setUp(self):
+        with open(DASHBOARD) as f:
+            self.dashboard = json.load(f)
+
+    def test_ids_are_unique_and_every_panel_and_query_has_the_datasource_variable(self):
+        ids = [p["id"] for p in self.dashboard["panels"]]
+        self.assertEqual(len(ids), len(set(ids)))
+        for _, panel in dashboard_panels(self.dashboard):
+            self.assertEqual(panel["datasource"], {"type": "prometheus", "uid": "${datasource}"}, panel["title"])
+            self.assertTrue(panel["targets"], panel["title"])
+            for target in panel["targets"]:
+                self.assertEqual(target["datasource"]["uid"], "${datasource}", panel["title"])
+
+    def test_variables_and_no_hard_coded_job_or_instance(self):
+        variables = {v["name"]: v for v in self.dashboard["templating"]["list"]}
+        self.assertEqual(set(variables), {"datasource", "job", "run_id"})
+        self.assertEqual((variables["datasource"]["type"], variables["datasource"]["query"]), ("datasource", "prometheus"))
+        for row, panel in dashboard_panels(self.dashboard):
+            for target in panel["targets"]:
+                expr = target["expr"]
+                self.assertNotRegex(expr, r'\b(job|instance)\s*=~?\s*"(?!\$)', panel["title"])
+                if row != GPU_ROW:  # dcgm-exporter's series carry no run id
+                    self.assertIn('job=~"$job", nemo_run_id=~"$run_id"', expr, panel["title"])
+
+
+@unittest.skipUnless(TRAINER and PROMETHEUS and PROMTOOL, "set by ctest: the trainer, prometheus and promtool")
+class LiveTest(peers.PeerTest):
+    """A real Prometheus with deploy/prometheus/prometheus.yml and lens.rules.yml (scrape and evaluation every
+    second, the target files of this job) scraping a 4-rank pretrain_gpt (pipeline 2 x data 2), rank 1 slowed
+    from iteration SLOW_FROM by the trainer's testing flag."""
+
+    def start_prometheus(self, telemetry):
+        with open(os.path.join(DEPLOY, "prometheus", "prometheus.yml")) as f:
+            config = yaml.safe_load(f)
+        config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+        config["rule_files"] = [RULES]
+        job = config["scrape_configs"][0]
+        self.assertTrue(job["honor_labels"])
+        job["file_sd_configs"] = [{"files": [os.path.join(telemetry, "prometheus", "*.json")],
+                                   "refresh_interval": "1s"}]
+        prometheus = peers.Prometheus(PROMETHEUS, self.dir, {})
+        with open(prometheus.args[1].split("=", 1)[1], "w") as f:
+            yaml.safe_dump(config, f)
+        return self.start(prometheus)
+
+    def start_job(self, telemetry):
+        base_port = peers.free_port()
+        while not all(peers.port_is_free(base_port + k) for k in range(4)):
+            base_port = peers.free_port()
+        env = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(peers.free_port()),
+               "WORLD_SIZE": "4", "MEGATRON_OTEL_RUN_ID": "live-straggler", "MEGATRON_OTEL_EXPORTER": "file",
+               "MEGATRON_OTEL_FILE_DIR": telemetry, "MEGATRON_OTEL_STRAGGLER_INTERVAL": str(INTERVAL),
+               "OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+               "OTEL_EXPORTER_PROMETHEUS_PORT": str(base_port), "MEGATRON_OTEL_HANG_SIGNAL": "none"}
+        flags = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "2", "--seq-length", "32",
+                 "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", "16",
+                 "--train-iters", "2000", "--log-interval", "5", "--testing-slow-rank", "1", "--testing-slow-ms", "15",
+                 "--testing-slow-from", str(SLOW_FROM), "--otel-enabled"]
+        return [subprocess.Popen([TRAINER, *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(4)]
+
+    def test_the_straggler_alert_fires_naming_the_slowed_rank_and_every_dashboard_query_has_data(self):
+        telemetry = os.path.join(self.dir, "telemetry")
+        prometheus = self.start_prometheus(telemetry)
+        ranks = self.start_job(telemetry)
+        try:
+            quiet, firing, observed = self.watch(prometheus, ranks)
+            answers = self.ask_every_panel(prometheus, "live-straggler")
+        finally:
+            for r in ranks:
+                r.send_signal(signal.SIGTERM)  # pretrain_gpt stops at the next iteration
+            outputs = [r.communicate(timeout=120)[0] for r in ranks]
+        self.assertEqual([r.returncode for r in ranks], [0] * 4, [o[-1500:] for o in outputs])
+        # Before the slowdown: windows scored, all ranks at 0, no alert.
+        self.assertGreaterEqual(quiet, 2, observed)
+        self.assertIsNotNone(firing, observed)
+        alert, iteration = firing
+        self.assertEqual({k: alert["metric"][k] for k in ("alertname", "alertstate", "dl_rank",
+                                                           "dl_pipeline_parallel_rank", "nemo_run_id", "severity")},
+                         {"alertname": "LensStraggler", "alertstate": "firing", "dl_rank": "1",
+                          "dl_pipeline_parallel_rank": "0", "nemo_run_id": "live-straggler", "severity": "warning"})
+        self.assertLessEqual(iteration - SLOW_FROM, FIRES_WITHIN, observed)
+        if ARTIFACTS and os.path.isdir(ARTIFACTS):  # the alert and the panels' answers, for a person
+            with open(os.path.join(ARTIFACTS, "deploy_straggler_alert.json"), "w") as f:
+                json.dump({"alert": alert, "iteration_when_seen": iteration, "slowed_from": SLOW_FROM,
+                           "panels": answers}, f, indent=1)
+        for row, title, series in answers:
+            if row == GPU_ROW:
+                self.assertIsNotNone(series, title)  # a valid query, empty without dcgm-exporter
+            else:
+                self.assertTrue(series, f"panel {title!r}: no data")
+
+    def watch(self, prometheus, ranks):
+        """Polls until the straggler alert fires (or 120 s): windows seen quiet before the slowdown, the alert and
+        the iteration when it was first seen firing, and what was observed."""
+        quiet, observed, deadline = 0, [], time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for r in ranks:
+                if r.poll() is not None:
+                    raise AssertionError(f"a rank ended ({r.returncode}): {r.communicate()[0][-3000:]}")
+            iteration = prometheus.query('max(lens_progress_iteration{job="lens"})')
+            iteration = int(float(iteration[0]["value"][1])) if iteration else None
+            flagged = prometheus.query('max(lens_straggler_flagged{job="lens"})')
+            alerts = prometheus.query('ALERTS{alertname="LensStraggler", alertstate="firing"}')
+            observed.append((iteration, flagged[0]["value"][1] if flagged else None, len(alerts)))
+            if alerts:
+                return quiet, (alerts[0], iteration), observed
+            if iteration is not None and iteration < SLOW_FROM and flagged:
+                self.assertEqual(flagged[0]["value"][1], "0", observed)
+                quiet += 1
+            time.sleep(0.5)
+        return quiet, None, observed
+
+    def ask_every_panel(self, prometheus, run_id):
+        with open(DASHBOARD) as f:
+            dashboard = json.load(f)
+        time.sleep(3)  # a few scrapes after the alert: every rate has two samples
+        answers = []
+        for row, panel in dashboard_panels(dashboard):
+            for target in panel["targets"]:
+                expr = substitute(target["expr"], run_id)
+                try:
+                    answers.append((row, panel["title"], prometheus.query(expr)))
+                except urllib.error.HTTPError as e:
+                    raise AssertionError(f"panel {panel['title']!r}: {expr}: {e.read().decode()}") from e
+        for variable in dashboard["templating"]["list"]:
+            if variable["type"] == "query":
+                match = re.fullmatch(r"label_values\((.*), (\w+)\)", variable["query"]["query"])
+                series = prometheus.query(substitute(match.group(1), run_id))
+                answers.append(("variables", variable["name"], [s["metric"][match.group(2)] for s in series]))
+        return answers
+
+
+@unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the trainer (set by ctest)")
+class SlurmTest(unittest.TestCase):
+    def test_the_batch_script_trains_as_sbatch_would_run_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bin_dir = os.path.join(tmp, "bin")
+            os.makedirs(bin_dir)
+            # srun's stand-in runs the step here, once (one node); scontrol's names this host.
+            with open(os.path.join(bin_dir, "srun"), "w") as f:
+                f.write("#!/bin/bash\nwhile [[ $1 == --* ]]; do shift; done\nexec \"$@\"\n")
+            with open(os.path.join(bin_dir, "scontrol"), "w") as f:
+                f.write("#!/bin/bash\necho 127.0.0.1\n")
+            for name in ("srun", "scontrol"):
+                os.chmod(os.path.join(bin_dir, name), 0o755)
+            telemetry = os.path.join(tmp, "telemetry")
+            env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": tmp, "SLURM_JOB_ID": "4242", "SLURM_NNODES": "1",
+                   "SLURM_JOB_NODELIST": "localhost", "PRETRAIN_GPT": TRAINER, "NPROC_PER_NODE": "2",
+                   "COLLECTOR": f"http://127.0.0.1:{peers.free_port()}", "TELEMETRY_DIR": telemetry,
+                   "RDZV_PORT": str(peers.free_port()), "OMP_NUM_THREADS": "1",
+                   "TRAIN_ARGS": "--pipeline-model-parallel-size 2 --num-layers 2 --hidden-size 32 "
+                                 "--num-attention-heads 2 --seq-length 16 --micro-batch-size 2 "
+                                 "--global-batch-size 8 --train-iters 25 --log-interval 5"}
+            result = subprocess.run(["bash", os.path.join(DEPLOY, "slurm", "pretrain_gpt.sbatch")], env=env,
+                                    capture_output=True, text=True, timeout=300, cwd=tmp)
+            self.assertEqual(result.returncode, 0, result.stdout[-3000:] + result.stderr[-3000:])
+            output = result.stdout + result.stderr
+            self.assertIn("iteration       25/      25", output)
+            # No Collector answers here: the exporting rank counted its spans dropped and trained on.
+            self.assertRegex(output, r"lens: spans: (\d+) produced, 0 exported, \1 dropped")
+
+
+if __name__ == "__main__":
+    unittest.main()
