@@ -248,6 +248,32 @@ class Telemetry:
             return None
         return self.tracer.start_span(name, attributes=attributes)
 
+    def phase(self, kind):
+        """The block's time counted as this step's compute or wait (lens/straggler.h), on every rank, whatever the
+        span groups; nothing without lens."""
+        if self.handle is None:
+            return contextlib.nullcontext()
+        from lens import step_phase
+        return step_phase(kind)
+
+    def end_step(self, iteration):
+        """True when this step closes a straggler window: then every rank calls gather_stragglers."""
+        if self.handle is None:
+            return False
+        from lens import end_step, straggler_summary_due
+        end_step(iteration)
+        return straggler_summary_due(iteration)
+
+    def gather_stragglers(self, iteration, args):
+        """Each rank's window summary in its own slot, gathered by one SUM all-reduce; the lowest exporting rank
+        scores them (a dict of what it found), the others get None."""
+        from lens import score_stragglers, take_straggler_summary
+        mine = take_straggler_summary(iteration, args.stage)
+        slots = torch.zeros(args.world_size * len(mine), dtype=torch.long)
+        slots[args.rank * len(mine):(args.rank + 1) * len(mine)] = torch.tensor(mine, dtype=torch.long)
+        dist.all_reduce(slots)
+        return score_stragglers(iteration, slots.view(args.world_size, len(mine)).tolist())
+
     def record_metrics(self, **values):
         if self.handle is not None:
             from lens.megatron import record_training_metrics
@@ -417,7 +443,7 @@ class Trainer:
         attributes = {"dl.pipeline_parallel.rank": self.args.stage, "dl.microbatch_id": micro}
         with (self.telemetry.span(G.COMMUNICATION, "megatron.pp.recv_forward.linked", attributes) if linked
               else contextlib.nullcontext()) as linked_span:
-            with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.recv_forward"):
+            with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.recv_forward"), self.telemetry.phase("wait"):
                 activation = torch.empty(self.activation_shape())
                 dist.recv(activation, self.previous_rank, tag=FORWARD)
             if self.telemetry.active:  # the sender's context travels with every activation
@@ -431,7 +457,7 @@ class Trainer:
     def recv_backward(self):
         if self.model.last:
             return None
-        with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.recv_backward"):
+        with _otel_managed_span(G.COMMUNICATION, "megatron.p2p.recv_backward"), self.telemetry.phase("wait"):
             grad = torch.empty(self.activation_shape())
             dist.recv(grad, self.next_rank, tag=BACKWARD)
             return grad
@@ -452,7 +478,8 @@ class Trainer:
             self.pending_sends.append(dist.isend(grad, self.previous_rank, tag=BACKWARD))
 
     def forward_step(self, micro, received, data, stream, keep_graph):
-        with _otel_managed_span(G.MICROBATCH, "megatron.microbatch.forward", **{"megatron.microbatch_id": micro}):
+        with _otel_managed_span(G.MICROBATCH, "megatron.microbatch.forward", **{"megatron.microbatch_id": micro}), \
+                self.telemetry.phase("compute"):
             tokens = batch_of(data, self.args, self.iteration, micro, stream)
             if self.model.first:
                 inputs = tokens[:, :-1]
@@ -463,7 +490,8 @@ class Trainer:
             return inputs, output, loss
 
     def backward_step(self, micro, output, loss, output_grad):
-        with _otel_managed_span(G.MICROBATCH, "megatron.microbatch.backward", **{"megatron.microbatch_id": micro}):
+        with _otel_managed_span(G.MICROBATCH, "megatron.microbatch.backward", **{"megatron.microbatch_id": micro}), \
+                self.telemetry.phase("compute"):
             if self.model.last:
                 (loss / self.args.microbatches).backward()
             else:
@@ -543,7 +571,7 @@ class Trainer:
         flat = torch.cat([g.reshape(-1) for g in grads])
         with _otel_managed_span(G.COMMUNICATION, "megatron.grad_sync.start"):
             work = dist.all_reduce(flat, group=self.data, async_op=True)
-        with _otel_managed_span(G.COMMUNICATION, "megatron.grad_sync.finish"):
+        with _otel_managed_span(G.COMMUNICATION, "megatron.grad_sync.finish"), self.telemetry.phase("wait"):
             work.wait()
         flat /= self.args.data_parallel_size
         offset = 0
@@ -708,6 +736,14 @@ def main(argv=None):
                     first_iteration = False
                     interval_iterations += 1
                     it = trainer.iteration
+                    if telemetry.end_step(it):
+                        found = telemetry.gather_stragglers(it, args)
+                        for rank in (found or {}).get("flagged", []) if segment is not None else []:
+                            verdict = next(r for r in found["ranks"] if r["rank"] == rank)
+                            segment.add_event("lens.straggler", {"dl.rank": rank,
+                                                                 "dl.pipeline_parallel.rank": verdict["stage"],
+                                                                 "lens.straggler.score": verdict["score"],
+                                                                 "megatron.iteration": it})
                     if it % args.log_interval == 0 or it == args.train_iters:
                         seconds = (time.perf_counter() - interval_start) / interval_iterations
                         tokens_per_sec = args.global_batch_size * args.seq_length / seconds

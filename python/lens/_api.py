@@ -49,6 +49,15 @@ step_trace_id = _native.step_trace_id
 # at_iteration_boundary(iteration, words) on every rank.
 take_span_group_request = _native.take_span_group_request
 at_iteration_boundary = _native.at_iteration_boundary
+# Stragglers found while the job trains (lens/straggler.h): `with step_phase("compute")` / `step_phase("wait")`
+# around forward/backward and receives/gradient sync, end_step(iteration) after each step, and every
+# STRAGGLER_INTERVAL steps (straggler_summary_due) gather take_straggler_summary()'s 7 words from every rank with
+# a SUM all-reduce and pass them, one list per rank, to score_stragglers on every rank.
+step_phase = _native.step_phase
+end_step = _native.end_step
+straggler_summary_due = _native.straggler_summary_due
+take_straggler_summary = _native.take_straggler_summary
+score_stragglers = _native.score_stragglers
 resolve_run_id = _native.resolve_run_id
 run_uuids = _native.run_uuids
 uuid5_url = _native.uuid5_url
@@ -78,5 +87,6 @@ __all__ = [
     "Config", "ConfigError", "RankStrategyInput", "SamplingStrategyInput", "Span", "SpanContext", "StatusCode",
     "Tracer", "at_iteration_boundary", "build_worker_bootstrap", "current_context", "extract", "from_bytes", "inject",
     "register_rank_strategy", "register_sampling_strategy", "resolve_run_id", "run_uuids", "setup_worker_telemetry",
+    "end_step", "score_stragglers", "step_phase", "straggler_summary_due", "take_straggler_summary",
     "step_trace_id", "take_span_group_request", "to_bytes", "uuid5_url",
 ]

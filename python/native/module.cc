@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -37,6 +38,7 @@
 #include "lens/ranks.h"
 #include "lens/resource.h"
 #include "lens/sampling.h"
+#include "lens/straggler.h"
 #include "lens/span.h"
 #include "lens/telemetry.h"
 #include "lens/version.h"
@@ -349,6 +351,106 @@ void bind_groups(py::module_& m) {
         [](std::uint64_t bits) { return lens::set_enabled_span_groups(lens::GroupSet(bits)).bits(); });
 }
 
+// Stragglers (lens/straggler.h): a phase scope for `with`, the window, and the scoring of gathered summaries.
+class StepPhaseScope {
+ public:
+  explicit StepPhaseScope(lens::StepPhase phase) : phase_(phase) {}
+  void enter() { scope_.emplace(phase_); }
+  void exit() { scope_.reset(); }
+
+ private:
+  lens::StepPhase phase_;
+  std::optional<lens::StepPhaseScope> scope_;
+};
+
+lens::StepPhase step_phase_named(const std::string& name) {
+  if (name == "compute") return lens::StepPhase::kCompute;
+  if (name == "wait") return lens::StepPhase::kWait;
+  throw py::value_error("step_phase: '" + name + "' is not a phase: compute or wait");
+}
+
+// One rank's summary from Python: 7 integers (a tensor's tolist()); anything else (a float that is not a whole
+// number, NaN, the wrong length) becomes a summary the scorer refuses, never a guess.
+lens::StragglerSummary summary_from(const py::handle& entry) {
+  constexpr int kWords = lens::StragglerSummary::kWords;
+  lens::StragglerSummary refused{.run_tag = -1, .steps = -1};
+  if (!py::isinstance<py::sequence>(entry) || py::len(entry) != kWords) return refused;
+  std::array<std::int64_t, kWords> words{};
+  std::size_t i = 0;
+  for (const py::handle& v : entry) {
+    if (py::isinstance<py::bool_>(v)) return refused;
+    if (py::isinstance<py::int_>(v)) {
+      words[i++] = v.cast<std::int64_t>();
+      continue;
+    }
+    if (!py::isinstance<py::float_>(v)) return refused;
+    const double d = v.cast<double>();
+    if (!std::isfinite(d) || d != std::trunc(d) || std::abs(d) > 9e15) return refused;
+    words[i++] = static_cast<std::int64_t>(d);
+  }
+  return lens::StragglerSummary::decode(words);
+}
+
+py::dict findings_dict(const lens::StragglerFindings& f) {
+  py::list ranks;
+  for (const lens::StragglerVerdict& v : f.ranks) {
+    py::dict r;
+    r["rank"] = v.rank;
+    r["stage"] = v.stage;
+    r["scored"] = v.scored;
+    r["flagged"] = v.flagged;
+    r["score"] = v.score;
+    r["compute_ms"] = v.compute_ms;
+    r["wait_ms"] = v.wait_ms;
+    r["peer_compute_ms"] = v.peer_compute_ms;
+    r["peer_wait_ms"] = v.peer_wait_ms;
+    ranks.append(std::move(r));
+  }
+  py::dict d;
+  d["iteration"] = f.iteration;
+  d["ranks"] = std::move(ranks);
+  d["flagged"] = f.flagged;
+  d["missing"] = f.missing;
+  d["refused"] = f.refused;
+  d["text"] = f.text;
+  return d;
+}
+
+void bind_stragglers(py::module_& m) {
+  py::class_<StepPhaseScope, std::unique_ptr<StepPhaseScope>>(m, "StepPhase")
+      .def("__enter__", [](StepPhaseScope& s) { s.enter(); })
+      .def("__exit__", [](StepPhaseScope& s, const py::args&) { s.exit(); });
+  m.def(
+      "step_phase", [](const std::string& phase) { return std::make_unique<StepPhaseScope>(step_phase_named(phase)); },
+      py::arg("phase"), "`with lens.step_phase(\"compute\"):` adds the block's time to this step's compute (or wait).");
+  m.def("end_step", &lens::end_step, py::arg("iteration"),
+        "Every rank, once per step, after its last phase: closes the step into the window.");
+  m.def("straggler_summary_due", &lens::straggler_summary_due, py::arg("iteration"),
+        "Whether the step just ended closes a window (every STRAGGLER_INTERVAL steps).");
+  m.def(
+      "take_straggler_summary",
+      [](std::int64_t iteration, int stage) {
+        const auto words = lens::take_straggler_summary(iteration, stage).encode();
+        return std::vector<std::int64_t>(words.begin(), words.end());
+      },
+      py::arg("iteration"), py::arg("stage"),
+      "This rank's window as 7 non-negative int64 words: put them in its slot of a world_size x 7 tensor of zeros "
+      "and all-reduce with SUM.");
+  m.def(
+      "score_stragglers",
+      [](std::int64_t iteration, const py::sequence& by_rank) -> py::object {
+        std::vector<lens::StragglerSummary> summaries;
+        summaries.reserve(py::len(by_rank));
+        for (const py::handle& entry : by_rank) summaries.push_back(summary_from(entry));
+        const auto found = lens::score_stragglers(iteration, summaries);
+        if (!found) return py::none();
+        return py::object(findings_dict(*found));
+      },
+      py::arg("iteration"), py::arg("by_rank"),
+      "The lowest exporting rank: scores the gathered summaries (one 7-word list per rank), records the metrics and "
+      "logs a straggler; a dict (iteration, ranks, flagged, missing, refused, text), or None elsewhere.");
+}
+
 // Context.
 void bind_context(py::module_& m) {
   py::class_<lens::SpanContext>(m, "SpanContext", "A span's identity: trace id, span id, flags.")
@@ -525,6 +627,7 @@ void bind_configuration(py::module_& m) {
       .def_readwrite("propagate_trace_context", &lens::Config::propagate_trace_context)
       .def_readwrite("prometheus_host", &lens::Config::prometheus_host)
       .def_readwrite("prometheus_port", &lens::Config::prometheus_port)
+      .def_readwrite("straggler_interval", &lens::Config::straggler_interval)
       .def_property_readonly("traces_sampler",
                              [](const lens::Config& c) { return std::string(lens::to_string(c.traces_sampler)); })
       .def_property_readonly("otlp_traces_endpoint", [](const lens::Config& c) { return c.otlp_traces.endpoint; })
@@ -862,4 +965,5 @@ PYBIND11_MODULE(_native, m) {
   bind_metrics(m);
   bind_logs(m);
   bind_identity(m);
+  bind_stragglers(m);
 }

@@ -18,6 +18,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from pauser import Pauser  # noqa: E402
 
 TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
+PYTHON_WITH_OTEL = os.environ.get("LENS_VENV_PYTHON")  # the Python trainer's interpreter (opentelemetry-api)
+PYTHON_PACKAGE = os.environ.get("LENS_PYTHON_PACKAGE")  # where the built lens package is
+PYTHON_TRAINER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python",
+                              "pretrain_gpt.py")
 LENS = os.environ.get("LENS_TOOL")
 INTERVAL = 10
 ITERATIONS = 40
@@ -32,13 +36,18 @@ def free_port():
         return str(s.getsockname()[1])
 
 
-def start_job(directory, flags=(), env=None, groups="default", iterations=ITERATIONS):
-    """Starts pretrain_gpt on 4 ranks by hand (as torchrun would); returns the processes."""
+def start_job(directory, flags=(), env=None, groups="default", iterations=ITERATIONS, python=False):
+    """Starts pretrain_gpt (the C++ one, or the Python one) on 4 ranks by hand (as torchrun would); returns the
+    processes."""
     base = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": free_port(), "WORLD_SIZE": "4",
             "MEGATRON_OTEL_EXPORTER": "file", "MEGATRON_OTEL_FILE_DIR": directory,
             "MEGATRON_OTEL_STRAGGLER_INTERVAL": str(INTERVAL), "MEGATRON_OTEL_LOGS_ENABLED": "1",
             "OTEL_METRIC_EXPORT_INTERVAL": "500", **(env or {})}
-    return [subprocess.Popen([TRAINER, *MODEL, "--train-iters", str(iterations), *flags, "--otel-enabled",
+    program = [TRAINER]
+    if python:
+        program = [PYTHON_WITH_OTEL, PYTHON_TRAINER]
+        base.update(PYTHONPATH=PYTHON_PACKAGE, OMP_NUM_THREADS="1")
+    return [subprocess.Popen([*program, *MODEL, "--train-iters", str(iterations), *flags, "--otel-enabled",
                               "--otel-span-groups", groups],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(4)]
@@ -155,6 +164,18 @@ class StragglerTest(unittest.TestCase):
         offline = report(directory)
         self.assertEqual([r["rank"] for r in offline["named"]], [2], offline)
         self.assertGreaterEqual(offline["named"][0]["score"], 1.3)
+
+    @unittest.skipUnless(PYTHON_WITH_OTEL and PYTHON_PACKAGE, "set by ctest: LENS_VENV_PYTHON, LENS_PYTHON_PACKAGE")
+    def test_the_python_trainer_names_a_rank_paused_from_outside(self):
+        directory = os.path.join(self.tmp.name, "telemetry")
+        ranks = start_job(directory, python=True)
+        with Pauser(ranks[1].pid, share=0.4, period=0.05):
+            finish(ranks)
+        logs = straggler_logs(directory)  # rank 3 exports (single_rank) and scores
+        self.assertGreaterEqual(len(windows_flagging(logs, 1)), 3, logs)
+        self.assertEqual({named for named, _, _ in logs}, {1}, logs)
+        self.assertEqual({(name, int(a["dl.rank"])) for name, a in straggler_events(directory)},
+                         {("megatron.train", 1)})
 
     def test_unslowed_runs_name_no_straggler(self):
         # Four ranks on this machine's 2 cores: the noise a rule must stay quiet in.

@@ -1,0 +1,65 @@
+"""Stragglers from Python (lens/straggler.h): the phases a training loop times, its window's summary, and the
+scoring of gathered summaries, bad ones included, against a real setup's metrics and logs. The Python trainer on 4
+ranks is in test_pretrain_gpt.py."""
+
+import math
+import time
+import unittest
+
+import lens
+from support import Run, environment
+
+
+def summary(words, stage, compute_ms, wait_ms, exports=0):
+    """Another rank's summary: this run's tag and window, with chosen medians."""
+    return [words[0], words[1], stage, 5, compute_ms * 1_000_000, wait_ms * 1_000_000, exports]
+
+
+class StragglerTest(unittest.TestCase):
+    def test_phases_make_a_window_whose_summary_is_scored_and_recorded(self):
+        with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_LOGS_ENABLED="1",
+                 NEMO_LENS_RUN_ID="py-straggler") as run:
+            for iteration in range(1, 6):
+                with lens.step_phase("compute"):
+                    time.sleep(0.002)
+                with lens.step_phase("wait"):
+                    time.sleep(0.001)
+                lens.end_step(iteration)
+                self.assertEqual(lens.straggler_summary_due(iteration), iteration == 5)
+            mine = lens.take_straggler_summary(5, 0)
+            self.assertEqual(len(mine), 7)
+            self.assertEqual((mine[1], mine[2], mine[3], mine[6]), (5, 0, 5, 1))
+            self.assertGreaterEqual(mine[4], 2_000_000)
+            gathered = [mine, summary(mine, 0, 60, 0), summary(mine, 1, 3, 3), summary(mine, 1, 3, 3)]
+            found = lens.score_stragglers(5, gathered)
+            self.assertEqual(found["flagged"], [1])
+            self.assertIn("rank 1 (stage 0) is a straggler", found["text"])
+            self.assertEqual([r["rank"] for r in found["ranks"]], [0, 1, 2, 3])
+        names = {m["name"] for m in run.metrics}
+        self.assertTrue({"lens.straggler.score", "lens.straggler.flagged", "lens.step.compute",
+                         "lens.step.wait"} <= names, names)
+        self.assertTrue(any("rank 1 (stage 0) is a straggler" in r["body"]["stringValue"] for r in run.logs))
+
+    def test_bad_summaries_are_refused_and_bad_phases_are_errors(self):
+        with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_RUN_ID="py-straggler-bad"):
+            lens.end_step(1)
+            mine = lens.take_straggler_summary(5, 0)
+            found = lens.score_stragglers(5, [mine, summary(mine, 0, math.nan, 1), [1, 2, 3],
+                                              summary(mine, 0, -2, 1), "seven", [0] * 7])
+            self.assertEqual(found["refused"], [1, 2, 3, 4])
+            self.assertEqual(found["missing"], [5])
+            with self.assertRaisesRegex(ValueError, "compute or wait"):
+                lens.step_phase("forward")
+
+    def test_off_or_not_exporting_scores_nothing(self):
+        with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="0"):
+            self.assertFalse(lens.straggler_summary_due(20))
+            self.assertEqual(lens.take_straggler_summary(20, 0), [0] * 7)
+            self.assertIsNone(lens.score_stragglers(20, [[0] * 7]))
+        with environment(NEMO_LENS_STRAGGLER_INTERVAL="2"):
+            with self.assertRaisesRegex(ValueError, "NEMO_LENS_STRAGGLER_INTERVAL='2'"):
+                lens.NemoLensConfig.from_env()
+
+
+if __name__ == "__main__":
+    unittest.main()
