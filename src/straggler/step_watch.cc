@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/dcheck.h"
 #include "common/log.h"
+#include "hang/snapshot.h"
 #include "lens/log.h"
 #include "lens/metrics.h"
 #include "lens/straggler.h"
@@ -23,6 +24,9 @@ namespace {
 
 // Summed by the training thread (and any thread a consumer times a phase on), emptied at each end_step.
 std::atomic<std::uint64_t> g_phase_ticks[2];
+// Goodput's clock: read at collection by the metric thread.
+std::atomic<std::uint64_t> g_setup_steady_ns{0}, g_in_steps_ns{0};
+std::atomic<std::int64_t> g_steps{0}, g_last_iteration{-1};
 
 struct Window {
   std::mutex mutex;
@@ -146,7 +150,18 @@ std::int64_t run_tag_of(std::string_view run_id) noexcept {
   return static_cast<std::int64_t>((h >> 2) | 1);
 }
 
+StepTimeTotals step_time_totals() noexcept {
+  return {.setup_steady_ns = g_setup_steady_ns.load(std::memory_order_relaxed),
+          .in_steps_ns = g_in_steps_ns.load(std::memory_order_relaxed),
+          .steps = g_steps.load(std::memory_order_relaxed),
+          .last_iteration = g_last_iteration.load(std::memory_order_relaxed)};
+}
+
 void configure_step_watch(const StepWatchSettings& settings) noexcept {
+  g_setup_steady_ns.store(steady_nanos(), std::memory_order_relaxed);
+  g_in_steps_ns.store(0, std::memory_order_relaxed);
+  g_steps.store(0, std::memory_order_relaxed);
+  g_last_iteration.store(-1, std::memory_order_relaxed);
   Window& w = window();
   std::lock_guard lock(w.mutex);
   w.interval = settings.interval;
@@ -174,7 +189,14 @@ void step_phase_end(StepPhase phase, std::uint64_t begin) noexcept {
 namespace lens {
 LENS_ABI_NAMESPACE_BEGIN
 
-void end_step(std::int64_t /*iteration*/) noexcept {
+void end_step(std::int64_t iteration) noexcept {
+  internal::g_last_iteration.store(iteration, std::memory_order_relaxed);
+  // Goodput: the step ran from its iteration boundary (lens::at_iteration_boundary) to now.
+  if (const internal::IterationProgress p = internal::iteration_progress();
+      p.boundary_nanos != 0 && p.iteration == iteration) {
+    internal::g_in_steps_ns.fetch_add(internal::steady_nanos() - p.boundary_nanos, std::memory_order_relaxed);
+    internal::g_steps.fetch_add(1, std::memory_order_relaxed);
+  }
   if (!internal::g_step_phases_on.load(std::memory_order_relaxed)) return;
   const auto compute = static_cast<double>(internal::g_phase_ticks[0].exchange(0, std::memory_order_relaxed));
   const auto wait = static_cast<double>(internal::g_phase_ticks[1].exchange(0, std::memory_order_relaxed));

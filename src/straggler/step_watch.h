@@ -17,6 +17,16 @@ struct StepWatchSettings {
 // A new setup: turns the phase sums on or off and empties the window.
 void configure_step_watch(const StepWatchSettings& settings) noexcept;
 
+// What goodput needs from the job's own clock (lens.goodput.*, CONTRACT §8): when this setup began, and the time
+// spent in steps (each from its iteration boundary to its end_step), in steady nanoseconds.
+struct StepTimeTotals {
+  std::uint64_t setup_steady_ns = 0;
+  std::uint64_t in_steps_ns = 0;
+  std::int64_t steps = 0;
+  std::int64_t last_iteration = -1;  // the last end_step's (-1: none)
+};
+StepTimeTotals step_time_totals() noexcept;
+
 // The tag of a run id as summaries carry it: non-zero, non-negative.
 std::int64_t run_tag_of(std::string_view run_id) noexcept;
 

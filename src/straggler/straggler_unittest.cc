@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <string>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include "lens/control.h"
 #include "lens/straggler.h"
 #include "metrics/instruments.h"
 #include "straggler/rule.h"
@@ -176,6 +179,23 @@ TEST_F(StepWatch, OnlyTheLowestExportingRankScores) {
   EXPECT_FALSE(score_stragglers(10, gathered).has_value());
   internal::configure_step_watch({.interval = 5, .run_id = "run-a", .rank = 0, .exports = false});
   EXPECT_FALSE(score_stragglers(10, gathered).has_value());
+}
+
+TEST_F(StepWatch, TheHeartbeatAndGoodputAreTakenAtCollection) {
+  at_iteration_boundary(1, {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  end_step(1);
+  at_iteration_boundary(2, {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // iteration 2 runs, or hangs
+  std::map<std::string, double> value;
+  for (const auto& m : internal::MetricCollector(Temporality::kCumulative).collect())
+    if (!m.points.empty()) value[m.name] = m.integer ? static_cast<double>(m.points[0].int_value) : m.points[0].double_value;
+  EXPECT_EQ(value["lens.progress.iteration"], 1);
+  EXPECT_GE(value["lens.progress.since_last_iteration"], 0.03);
+  EXPECT_GE(value["lens.goodput.step_time"], 0.02);
+  EXPECT_GT(value["lens.goodput.wall_time"], value["lens.goodput.step_time"]);
+  EXPECT_GT(value["lens.goodput.ratio"], 0);
+  EXPECT_LT(value["lens.goodput.ratio"], 1);
 }
 
 TEST_F(StepWatch, ARankThatDoesNotExportOrScoringOffScoresNothing) {

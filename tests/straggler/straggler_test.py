@@ -71,7 +71,7 @@ def attributes(entry):
 
 
 def last_gauges(directory, name):
-    """{rank: value} of a gauge per dl.rank, as last exported."""
+    """{rank: value} of a gauge per dl.rank (None when it has no dl.rank), as last exported."""
     values = {}
     for _, documents in lines_of(directory, "metrics"):
         for d in documents:
@@ -81,7 +81,8 @@ def last_gauges(directory, name):
                         if m["name"] != name:
                             continue
                         for p in m["gauge"]["dataPoints"]:
-                            values[int(attributes(p)["dl.rank"])] = float(p.get("asDouble", p.get("asInt")))
+                            rank = attributes(p).get("dl.rank")
+                            values[None if rank is None else int(rank)] = float(p.get("asDouble", p.get("asInt")))
     return values
 
 
@@ -144,6 +145,9 @@ class StragglerTest(unittest.TestCase):
         compute, wait = last_gauges(directory, "lens.step.compute"), last_gauges(directory, "lens.step.wait")
         self.assertGreater(compute[1], compute[0])
         self.assertLess(wait[1], wait[0])  # its peer waits for it
+        # The heartbeat and the share of wall time in steps, from the same rank.
+        self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: ITERATIONS})
+        self.assertTrue(0 < last_gauges(directory, "lens.goodput.ratio")[None] < 1)
         events = straggler_events(directory)
         self.assertTrue(events)
         self.assertEqual({(name, int(a["dl.rank"])) for name, a in events}, {("megatron.train", 1)})

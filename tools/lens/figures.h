@@ -85,6 +85,24 @@ struct StragglerFigures {
   std::string not_scored;                  // why no rank was scored; empty when they were
 };
 
+// How much of the job's wall time trained (CONTRACT §10): the step spans of the iterations that count, beside where
+// the rest went. One rank's timeline (the lowest with steps; every rank's step is about as long), over all its
+// processes: a relaunch after a failure is another process, and an iteration it runs again was redone.
+struct GoodputFigures {
+  int rank = -1;                 // whose timeline
+  int attempts = 0;              // its processes that trained (1: no restart)
+  std::int64_t redone_iterations = 0;
+  double wall_s = 0;             // first to last span of its processes, gaps between them included
+  double goodput_s = 0, share = 0;  // the last run of each iteration's step span; share of wall
+  double startup_s = 0;          // each process's start to its first step (data, model, checkpoint load)
+  double checkpoint_s = 0;       // saves on the training thread
+  double evaluation_s = 0;
+  double restarts_s = 0;         // between one process's last span and the next one's first
+  double redone_s = 0;           // steps of iterations run again later
+  double other_s = 0;            // the rest: logging, gaps between steps
+  std::string not_measured;      // why there is no figure (no step spans); empty when there is
+};
+
 // One pipeline stage's bubble beside 1F1B's (P - 1) / (M + P - 1).
 struct BubbleRow {
   int stage = 0;
@@ -169,6 +187,7 @@ struct Figures {
   std::map<int, std::vector<Figure>> step_ms_by_rank;
   PhaseFigures phases;
   StragglerFigures stragglers;
+  GoodputFigures goodput;
   ClockFigures clocks;            // each host's offset: what the bubble and the pictures are corrected by
   std::vector<BubbleRow> bubble;  // by stage
   std::optional<FirstIteration> first_iteration;

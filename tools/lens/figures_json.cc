@@ -94,6 +94,22 @@ json stragglers_json(const StragglerFigures& s) {
           {"not_scored", s.not_scored.empty() ? json(nullptr) : json(s.not_scored)}};
 }
 
+json goodput_json(const GoodputFigures& g) {
+  if (!g.not_measured.empty()) return {{"not_measured", g.not_measured}};
+  return {{"rank", g.rank},
+          {"attempts", g.attempts},
+          {"wall_s", g.wall_s},
+          {"goodput_s", g.goodput_s},
+          {"share", g.share},
+          {"startup_s", g.startup_s},
+          {"checkpoint_s", g.checkpoint_s},
+          {"evaluation_s", g.evaluation_s},
+          {"restarts_s", g.restarts_s},
+          {"redone_s", g.redone_s},
+          {"redone_iterations", g.redone_iterations},
+          {"other_s", g.other_s}};
+}
+
 json clocks_json(const ClockFigures& c) {
   json hosts = json::array();
   for (const HostClock& h : c.hosts)
@@ -196,6 +212,7 @@ json figures_json(const Figures& f) {
           {"steps", steps_json(f.steps)},
           {"phases", phases_json(f.phases)},
           {"stragglers", stragglers_json(f.stragglers)},
+          {"goodput", goodput_json(f.goodput)},
           {"clocks", clocks_json(f.clocks)},
           {"bubble", bubble_json(f.bubble)},
           {"first_iteration", first_iteration_json(f.first_iteration)},

@@ -216,6 +216,24 @@ std::string stragglers_section(const StragglerFigures& stragglers) {
                rows);
 }
 
+// Goodput (CONTRACT §10): the share of wall time in steps that count, and where the rest went.
+std::string goodput_section(const GoodputFigures& g) {
+  if (!g.not_measured.empty()) return "<p class=\"not-measured\">Not measured: " + escape(g.not_measured) + "</p>";
+  auto seconds = [](double s) { return fixed(s); };
+  const std::vector<std::vector<std::string>> rows = {
+      {"steps that count (goodput)", seconds(g.goodput_s), fixed(100 * g.share)},
+      {"startup", seconds(g.startup_s), fixed(g.wall_s > 0 ? 100 * g.startup_s / g.wall_s : 0)},
+      {"checkpoints", seconds(g.checkpoint_s), fixed(g.wall_s > 0 ? 100 * g.checkpoint_s / g.wall_s : 0)},
+      {"evaluation", seconds(g.evaluation_s), fixed(g.wall_s > 0 ? 100 * g.evaluation_s / g.wall_s : 0)},
+      {"restarts", seconds(g.restarts_s), fixed(g.wall_s > 0 ? 100 * g.restarts_s / g.wall_s : 0)},
+      {"iterations redone (" + std::to_string(g.redone_iterations) + ")", seconds(g.redone_s),
+       fixed(g.wall_s > 0 ? 100 * g.redone_s / g.wall_s : 0)},
+      {"other", seconds(g.other_s), fixed(g.wall_s > 0 ? 100 * g.other_s / g.wall_s : 0)}};
+  return "<p class=\"goodput\">Rank " + std::to_string(g.rank) + ", " + std::to_string(g.attempts) +
+         (g.attempts == 1 ? " process" : " processes") + ", " + fixed(g.wall_s) + " s wall.</p>" +
+         table("goodput", {"where the time went", "s", "% of wall"}, rows);
+}
+
 // Hosts' clock offsets (clocks.h): what the timeline and the bubble were corrected by, and what cannot be bounded.
 std::string clocks_section(const ClockFigures& clocks) {
   std::vector<std::vector<std::string>> rows;
@@ -288,6 +306,7 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
   page += "<h2>Loss over the run</h2>" + line_chart({{"loss", loss}}, "", "loss");
   page += "<h2>Where a step's time goes (mean per step, ms)</h2>" + phases_section(f.phases);
   page += "<h2>Stragglers</h2>" + stragglers_section(f.stragglers);
+  page += "<h2>Goodput</h2>" + goodput_section(f.goodput);
   if (!f.clocks.reference.empty()) page += "<h2>Clocks of the hosts</h2>" + clocks_section(f.clocks);
   page += "<h2>Pipeline bubble</h2>" + bubble_section(f.bubble);
   page += "<h2>Spans, all ranks</h2>" + spans_section(f.spans);

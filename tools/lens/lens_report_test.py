@@ -534,6 +534,46 @@ class ResumedRunTest(unittest.TestCase):
             self.assertTrue(all(p["second"] for p in summary["processes"]))  # each named with its pid
 
 
+class GoodputTest(TempDirTest):
+    """Goodput over a run that failed and was relaunched: the second process redoes iteration 5 (the first one's last
+    checkpoint was at 4), so that step of the first process is lost, and so is the time between the two."""
+
+    def write_restarted_run(self):
+        run = os.path.join(self.tmp.name, "run-7")
+        os.makedirs(run)
+        first = [span("megatron.model_init", 0, 1000)]
+        first += [span("megatron.train_step", 1000 * i, 800, megatron_iteration=i) for i in range(1, 6)]
+        first.append(span("megatron.save_checkpoint", 4800, 200, megatron_iteration=4))
+        second = [span("megatron.model_init", 8000, 1000), span("megatron.load_checkpoint", 9000, 500)]
+        second += [span("megatron.train_step", 1000 * (i + 5), 800, megatron_iteration=i) for i in range(5, 9)]
+        second.append(span("megatron.evaluate", 13800, 500))
+        second.append(span("nvrx.checkpoint.save.write", 14000, 5000))  # a worker's: not the job's time
+        with open(os.path.join(run, "rank0.traces.jsonl"), "w") as f:
+            f.write(spans_line(0, first, world=1, pid=100) + "\n")
+            f.write(spans_line(0, second, world=1, pid=200) + "\n")
+        return run
+
+    def test_goodput_is_the_steps_that_count_and_the_rest_is_said(self):
+        f = json.loads(lens("report", self.write_restarted_run(), "--json").stdout)["goodput"]
+        want = {"rank": 0, "attempts": 2, "wall_s": 14.3, "goodput_s": 6.4, "startup_s": 3.0, "checkpoint_s": 0.2,
+                "evaluation_s": 0.5, "restarts_s": 2.2, "redone_s": 0.8, "redone_iterations": 1, "other_s": 1.2}
+        for key, value in want.items():
+            self.assertAlmostEqual(f[key], value, places=6, msg=key)
+        self.assertAlmostEqual(f["share"], 6.4 / 14.3, places=6)
+        text = lens("report", os.path.join(self.tmp.name, "run-7")).stdout
+        self.assertIn("goodput: 44.8% of 14.3 s wall in steps that count (rank 0, 2 processes); the rest: startup "
+                      "3.0 s, checkpoints 0.2 s, evaluation 0.5 s, restarts 2.2 s, 1 iterations redone 0.8 s, "
+                      "other 1.2 s", text)
+
+    def test_without_step_spans_goodput_is_not_measured(self):
+        run = os.path.join(self.tmp.name, "run-7")
+        os.makedirs(run)
+        with open(os.path.join(run, "rank0.traces.jsonl"), "w") as f:
+            f.write(spans_line(0, [span("megatron.model_init", 0, 1000)], world=1) + "\n")
+        f = json.loads(lens("report", run, "--json").stdout)["goodput"]
+        self.assertIn("span group `step` off", f["not_measured"])
+
+
 class TwoRunsTest(TempDirTest):
     """Two runs' spans are never mixed into one figure (before: one report of both, steps of 4 ranks out of 2)."""
 

@@ -93,6 +93,7 @@ void Report::span(const SpanRow& s) {
   Process& p = processes_[s.origin];
   if (p.key.empty()) p.rank = o.rank, p.key = process_key(o);
   if (s.truncated) ++truncated_;
+  note_time(p, s);
   if (s.group_change && s.iteration >= 0) {
     auto& [change, ranks] = group_changes_[s.iteration];
     change = *s.group_change;
@@ -116,6 +117,19 @@ void Report::span(const SpanRow& s) {
     it = durations_.try_emplace(room ? std::string(s.name) : std::string(kOtherSpanNames)).first;
   }
   it->second.add(s.duration_ns());
+}
+
+void Report::note_time(Process& p, const SpanRow& s) {
+  if (!s.name.starts_with("megatron.") || s.end_ns < s.start_ns) return;
+  Timeline& t = p.timeline;
+  t.first_ns = std::min(t.first_ns, s.start_ns);
+  t.last_ns = std::max(t.last_ns, s.end_ns);
+  if (is_step_span(s.name) && s.iteration >= 0 && s.iteration < kMaxIterations && !s.truncated)
+    t.steps.push_back({s.iteration, s.start_ns, s.end_ns});
+  else if (const int kind = event_kind(s.name); kind == kSave)
+    t.save_ns += s.end_ns - s.start_ns;
+  else if (kind == kEvaluate)
+    t.evaluate_ns += s.end_ns - s.start_ns;
 }
 
 void Report::step(Process& p, const SpanRow& s) {
@@ -317,6 +331,60 @@ StragglerFigures Report::straggler_figures() const {
   return out;
 }
 
+// One rank's processes in time order: each trained from its first span to its last; the first step of each ends
+// its startup; an iteration run by a later process too was redone in the earlier one; gaps are restarts.
+GoodputFigures Report::goodput_figures() const {
+  GoodputFigures out;
+  std::map<int, std::vector<const Timeline*>> by_rank;
+  for (const auto& [origin, p] : processes_)
+    if (!p.timeline.steps.empty()) by_rank[p.rank].push_back(&p.timeline);
+  if (by_rank.empty()) {
+    out.not_measured = "no step spans (megatron.train_step: span group `step` off)";
+    return out;
+  }
+  auto& [rank, timelines] = *by_rank.begin();
+  std::sort(timelines.begin(), timelines.end(), [](auto* a, auto* b) { return a->first_ns < b->first_ns; });
+  out.rank = rank;
+  out.attempts = static_cast<int>(timelines.size());
+  std::map<std::int64_t, std::pair<std::uint64_t, std::uint64_t>> last_run;  // iteration -> (end, duration)
+  std::uint64_t all_steps_ns = 0, startup_ns = 0, save_ns = 0, evaluate_ns = 0, restarts_ns = 0;
+  std::uint64_t previous_last = 0;
+  for (const Timeline* t : timelines) {
+    std::uint64_t first_step = UINT64_MAX;
+    for (const StepTime& st : t->steps) {
+      const std::uint64_t ns = st.end_ns - st.start_ns;
+      all_steps_ns += ns;
+      first_step = std::min(first_step, st.start_ns);
+      auto& [end, duration] = last_run[st.iteration];
+      if (st.end_ns >= end) end = st.end_ns, duration = ns;
+    }
+    startup_ns += first_step > t->first_ns ? first_step - t->first_ns : 0;
+    save_ns += t->save_ns;
+    evaluate_ns += t->evaluate_ns;
+    if (previous_last != 0 && t->first_ns > previous_last) restarts_ns += t->first_ns - previous_last;
+    previous_last = std::max(previous_last, t->last_ns);
+  }
+  std::uint64_t goodput_ns = 0;
+  for (const auto& [iteration, run] : last_run) goodput_ns += run.second;
+  std::size_t step_count = 0;
+  for (const Timeline* t : timelines) step_count += t->steps.size();
+  out.redone_iterations = static_cast<std::int64_t>(step_count - last_run.size());
+  const std::uint64_t wall_ns = timelines.back()->last_ns - timelines.front()->first_ns;
+  const std::uint64_t redone_ns = all_steps_ns - goodput_ns;
+  auto s = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e9; };
+  out.wall_s = s(wall_ns);
+  out.goodput_s = s(goodput_ns);
+  out.share = wall_ns > 0 ? static_cast<double>(goodput_ns) / static_cast<double>(wall_ns) : 0;
+  out.startup_s = s(startup_ns);
+  out.checkpoint_s = s(save_ns);
+  out.evaluation_s = s(evaluate_ns);
+  out.restarts_s = s(restarts_ns);
+  out.redone_s = s(redone_ns);
+  const std::uint64_t accounted = all_steps_ns + startup_ns + save_ns + evaluate_ns + restarts_ns;
+  out.other_s = s(wall_ns > accounted ? wall_ns - accounted : 0);
+  return out;
+}
+
 // Per stage: the share of a pipeline's forward-backward time in which the stage is not computing micro-batches
 // (median over the stage's ranks and steps), beside 1F1B's (P - 1) / (M + P - 1). A pipeline's time is from the first
 // stage's forward-backward start to the last one's end in the same iteration and replica: a later stage's own span
@@ -508,6 +576,7 @@ Figures Report::figures(const ReadStats& read, bool series) {
   f.steps = step_figures(series ? &f.step_ms_by_rank : nullptr);
   f.phases = phase_figures();
   f.stragglers = straggler_figures();
+  f.goodput = goodput_figures();
   f.clocks = clock_links_.estimate();
   f.bubble = bubble_figures(f.clocks);
   // The first iteration against the others: only when the step table starts at the run's first step.

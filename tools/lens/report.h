@@ -90,9 +90,20 @@ class Report : public RunVisitor {
     int kind;                        // a Phase, or kForwardBackward
     std::int64_t microbatches;
   };
+  // When a process trained (megatron.* spans only: a checkpoint worker's are not the job's), for goodput.
+  struct StepTime {
+    std::int64_t iteration;
+    std::uint64_t start_ns, end_ns;
+  };
+  struct Timeline {
+    std::uint64_t first_ns = UINT64_MAX, last_ns = 0;
+    std::vector<StepTime> steps;  // every step span, in the order read
+    std::uint64_t save_ns = 0, evaluate_ns = 0;
+  };
   struct Process {
     int rank = -1;
     std::string key;
+    Timeline timeline;
     std::vector<StepWindow> steps;  // in time order
     // Spans that fit no step seen so far, by start: a step claims those that start inside it, and what starts
     // before the step two back is let go (each one is looked at a bounded number of times: linear in the input).
@@ -116,6 +127,8 @@ class Report : public RunVisitor {
   std::vector<StepFigures> step_figures(std::map<int, std::vector<Figure>>* by_rank) const;
   PhaseFigures phase_figures() const;
   StragglerFigures straggler_figures() const;
+  GoodputFigures goodput_figures() const;
+  void note_time(Process& p, const SpanRow& s);
   std::vector<BubbleRow> bubble_figures(const ClockFigures& clocks) const;
   std::vector<CheckpointFigures> checkpoint_figures() const;
   std::vector<EvaluationFigures> evaluation_figures() const;

@@ -132,6 +132,21 @@ void render_phases(const PhaseFigures& phases, const Line& line) {
   }
 }
 
+void render_goodput(const GoodputFigures& g, const Line& line) {
+  line("");
+  if (!g.not_measured.empty()) {
+    line("goodput: not measured: " + g.not_measured);
+    return;
+  }
+  char buffer[512];
+  std::snprintf(buffer, sizeof buffer,
+                "goodput: %.1f%% of %.1f s wall in steps that count (rank %d, %d process%s); the rest: startup %.1f s, "
+                "checkpoints %.1f s, evaluation %.1f s, restarts %.1f s, %lld iterations redone %.1f s, other %.1f s",
+                100 * g.share, g.wall_s, g.rank, g.attempts, g.attempts == 1 ? "" : "es", g.startup_s, g.checkpoint_s,
+                g.evaluation_s, g.restarts_s, static_cast<long long>(g.redone_iterations), g.redone_s, g.other_s);
+  line(buffer);
+}
+
 void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
   if (stragglers.ranks.empty() && stragglers.unscored_stages.empty() && stragglers.not_scored.empty()) return;
   line("");
@@ -283,6 +298,7 @@ std::string render_text(const Figures& f, const TextOptions& options) {
   if (!f.loss.empty()) render_loss(f.loss, line);
   render_phases(f.phases, line);
   render_stragglers(f.stragglers, line);
+  render_goodput(f.goodput, line);
   render_clocks(f.clocks, line);
   render_bubble(f.bubble, line);
   render_events(f, line);
