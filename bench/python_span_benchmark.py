@@ -8,6 +8,7 @@ Cases and their baselines (the bounds issue 16 sets):
   - is_span_group_enabled(group)                             vs len(x), a C builtin call          (within 2x)
   - a call of a @trace_fn function, group off               vs the same function via functools.partial (2x)
   - an enabled span with 2 attributes, recorded and exported (the file exporter; flush included)    (< 1.5 us)
+  - `with step_phase("compute"):` (the straggler search's phase scope) vs `with contextlib.nullcontext():`
 "Disabled" is measured twice: telemetry off (no setup: every group off, one atomic load) and on an exporting rank
 with the span's group off (a dict lookup of the group's name as well): the second is what a fine group costs in
 production. Each round times every case once, in turn; a figure is the median over rounds of ns per operation,
@@ -47,10 +48,12 @@ CASES = {  # name: (statement, baseline name or None)
     "is_span_group_enabled": ("is_span_group_enabled(GROUP)", "len"),
     "partial_call": ("partial_work()", None),
     "trace_fn_call": ("traced_work()", "partial_call"),
+    # lens/straggler.h's phase scope: off without a setup, on (STRAGGLER_INTERVAL=20) in the setups below
+    "step_phase": ("with step_phase('compute'):\n    pass", "nullcontext"),
 }
 NAMESPACE = {"nullcontext": contextlib.nullcontext, "managed_span": managed_span, "GROUP": GROUP,
              "items": items, "is_span_group_enabled": is_span_group_enabled, "partial_work": partial_work,
-             "traced_work": traced_work}
+             "traced_work": traced_work, "step_phase": lens.step_phase}
 
 
 def per_op_ns(statement, number):

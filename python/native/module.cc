@@ -28,6 +28,7 @@
 
 #include "attributes.h"
 #include "context_conversion.h"
+#include "phases.h"
 #include "lens/config.h"
 #include "lens/context.h"
 #include "lens/control.h"
@@ -351,24 +352,8 @@ void bind_groups(py::module_& m) {
         [](std::uint64_t bits) { return lens::set_enabled_span_groups(lens::GroupSet(bits)).bits(); });
 }
 
-// Stragglers (lens/straggler.h): a phase scope for `with`, the window, and the scoring of gathered summaries.
-class StepPhaseScope {
- public:
-  explicit StepPhaseScope(lens::StepPhase phase) : phase_(phase) {}
-  void enter() { scope_.emplace(phase_); }
-  void exit() { scope_.reset(); }
-
- private:
-  lens::StepPhase phase_;
-  std::optional<lens::StepPhaseScope> scope_;
-};
-
-lens::StepPhase step_phase_named(const std::string& name) {
-  if (name == "compute") return lens::StepPhase::kCompute;
-  if (name == "wait") return lens::StepPhase::kWait;
-  throw py::value_error("step_phase: '" + name + "' is not a phase: compute or wait");
-}
-
+// Stragglers (lens/straggler.h): the window and the scoring of gathered summaries (step_phase, on every forward
+// and receive, is in phases.cc).
 // One rank's summary from Python: 7 integers (a tensor's tolist()); anything else (a float that is not a whole
 // number, NaN, the wrong length) becomes a summary the scorer refuses, never a guess.
 lens::StragglerSummary summary_from(const py::handle& entry) {
@@ -417,12 +402,6 @@ py::dict findings_dict(const lens::StragglerFindings& f) {
 }
 
 void bind_stragglers(py::module_& m) {
-  py::class_<StepPhaseScope, std::unique_ptr<StepPhaseScope>>(m, "StepPhase")
-      .def("__enter__", [](StepPhaseScope& s) { s.enter(); })
-      .def("__exit__", [](StepPhaseScope& s, const py::args&) { s.exit(); });
-  m.def(
-      "step_phase", [](const std::string& phase) { return std::make_unique<StepPhaseScope>(step_phase_named(phase)); },
-      py::arg("phase"), "`with lens.step_phase(\"compute\"):` adds the block's time to this step's compute (or wait).");
   m.def("end_step", &lens::end_step, py::arg("iteration"),
         "Every rank, once per step, after its last phase: closes the step into the window.");
   m.def("straggler_summary_due", &lens::straggler_summary_due, py::arg("iteration"),
@@ -954,6 +933,7 @@ PYBIND11_MODULE(_native, m) {
   m.doc() = "lens's C++ library for the lens Python package";
   py::register_exception<lens::ConfigError>(m, "ConfigError", PyExc_ValueError);
   if (!add_span_path(m.ptr())) throw py::error_already_set();
+  if (!add_phase_path(m.ptr())) throw py::error_already_set();
   m.attr("LENS_VERSION") = LENS_VERSION_STRING;
 
   bind_groups(m);
