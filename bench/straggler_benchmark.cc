@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "lens/straggler.h"
-#include "straggler/step_watch.h"
+#include "watch/step_watch.h"
 
 namespace {
 

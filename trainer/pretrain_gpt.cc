@@ -72,15 +72,15 @@ std::optional<lens::StragglerFindings> gather_stragglers(trainer::Parallel& para
                                                          std::int64_t iteration) {
   constexpr int kWords = lens::StragglerSummary::kWords;
   const auto mine = lens::take_straggler_summary(iteration, topology.stage()).encode();
-  torch::Tensor slots = torch::zeros({topology.world_size * kWords}, torch::kLong);
+  torch::Tensor slots = torch::zeros({std::int64_t{topology.world_size} * kWords}, torch::kLong);
   auto words = slots.accessor<std::int64_t, 1>();
-  for (int i = 0; i < kWords; ++i) words[topology.rank * kWords + i] = mine[static_cast<std::size_t>(i)];
+  for (int i = 0; i < kWords; ++i) words[std::int64_t{topology.rank} * kWords + i] = mine[static_cast<std::size_t>(i)];
   std::vector<torch::Tensor> tensors{slots};
   parallel.world().allreduce(tensors)->wait();
   std::vector<lens::StragglerSummary> by_rank(static_cast<std::size_t>(topology.world_size));
   for (int rank = 0; rank < topology.world_size; ++rank) {
     std::array<std::int64_t, kWords> w{};
-    for (int i = 0; i < kWords; ++i) w[static_cast<std::size_t>(i)] = words[rank * kWords + i];
+    for (int i = 0; i < kWords; ++i) w[static_cast<std::size_t>(i)] = words[std::int64_t{rank} * kWords + i];
     by_rank[static_cast<std::size_t>(rank)] = lens::StragglerSummary::decode(w);
   }
   return lens::score_stragglers(iteration, by_rank);
@@ -321,7 +321,8 @@ void PretrainRun::watch_stragglers(lens::ScopedSpan& segment) {
   const auto found = gather_stragglers(*parallel_, topology_, trainer_->iteration());
   if (!found) return;
   for (int rank : found->flagged) {
-    const auto& v = *std::find_if(found->ranks.begin(), found->ranks.end(), [&](const auto& r) { return r.rank == rank; });
+    const auto& v =
+        *std::find_if(found->ranks.begin(), found->ranks.end(), [&](const auto& r) { return r.rank == rank; });
     segment.add_event("lens.straggler", {{"dl.rank", rank},
                                          {"dl.pipeline_parallel.rank", v.stage},
                                          {"lens.straggler.score", v.score},

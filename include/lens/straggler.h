@@ -5,7 +5,7 @@
 // on ranks that export nothing, so a coarse production job is watched too. Every STRAGGLER_INTERVAL steps
 // (MEGATRON_OTEL_STRAGGLER_INTERVAL, default 20, 0: off) each rank's window is a fixed-size summary that the
 // consumer gathers with its own collective, as for lens/control.h; the (lowest) exporting rank scores it with the rule
-// `lens report` uses (src/straggler/rule.h) and records lens.straggler.score, lens.step.compute and
+// `lens report` uses (src/watch/straggler_rule.h) and records lens.straggler.score, lens.step.compute and
 // lens.step.wait per rank, and a log record naming a flagged rank.
 //
 //   { LENS_STEP_PHASE(lens::StepPhase::kCompute); forward(); }

@@ -28,7 +28,6 @@
 
 #include "attributes.h"
 #include "context_conversion.h"
-#include "phases.h"
 #include "lens/config.h"
 #include "lens/context.h"
 #include "lens/control.h"
@@ -39,11 +38,12 @@
 #include "lens/ranks.h"
 #include "lens/resource.h"
 #include "lens/sampling.h"
-#include "lens/straggler.h"
 #include "lens/span.h"
+#include "lens/straggler.h"
 #include "lens/telemetry.h"
 #include "lens/version.h"
 #include "lens/worker.h"
+#include "phases.h"
 #include "spans.h"
 
 namespace py = pybind11;

@@ -1,5 +1,6 @@
 #include "phases.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 

@@ -7,13 +7,14 @@
 #include <string_view>
 
 #include "common/clock.h"
-#include "metrics/progress.h"
 
 namespace lens::internal {
 
 std::atomic<bool> g_metrics_recording{false};
 
 namespace {
+
+std::atomic<CollectHook> g_collect_hook{nullptr};
 
 struct Registry {
   std::mutex mutex;  // guards instruments
@@ -149,6 +150,8 @@ bool has_data(const Instrument& i, const Series& s) {
 
 void set_metrics_recording(bool on) noexcept { g_metrics_recording.store(on, std::memory_order_relaxed); }
 
+void set_collect_hook(CollectHook hook) noexcept { g_collect_hook.store(hook, std::memory_order_release); }
+
 Instrument* find_or_create_instrument(std::string_view name, std::string_view unit, std::string_view description,
                                       InstrumentKind kind, bool integer, std::span<const double> bounds) {
   Registry& r = registry();
@@ -196,7 +199,7 @@ MetricCollector::MetricCollector(Temporality temporality)
     : temporality_(temporality), start_unix_nanos_(unix_nanos_now()), last_unix_nanos_(start_unix_nanos_) {}
 
 std::vector<MetricData> MetricCollector::collect() {
-  record_progress();  // the heartbeat is a value at collection time
+  if (CollectHook hook = g_collect_hook.load(std::memory_order_acquire)) hook();  // values taken at collection
   std::uint64_t now = unix_nanos_now();
   std::vector<MetricData> out;
   Registry& r = registry();

@@ -68,4 +68,9 @@ class MetricCollector {
 // Turns recording on or off for every instrument (setup on an exporting rank with metrics on).
 void set_metrics_recording(bool on) noexcept;
 
+// Called at the start of every collection, before the instruments are read: it records values that are only true
+// at that moment (the progress heartbeat, src/watch/progress.h). Set by a higher layer; nullptr: none.
+using CollectHook = void (*)() noexcept;
+void set_collect_hook(CollectHook hook) noexcept;
+
 }  // namespace lens::internal

@@ -23,8 +23,8 @@
 #include "resource/resource.h"
 #include "sampling/build.h"
 #include "telemetry/setup_internal.h"
-#include "straggler/step_watch.h"
 #include "telemetry/state.h"
+#include "watch/step_watch.h"
 
 namespace lens {
 

@@ -4,13 +4,10 @@ in which one rank turns slow mid-run (the straggler alert fires naming it, and n
 returning data from that job, and the Slurm batch script run as sbatch would (srun and scontrol stand-ins that
 run here)."""
 
-import glob
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -95,7 +92,8 @@ class DashboardStructureTest(unittest.TestCase):
     def test_variables_and_no_hard_coded_job_or_instance(self):
         variables = {v["name"]: v for v in self.dashboard["templating"]["list"]}
         self.assertEqual(set(variables), {"datasource", "job", "run_id"})
-        self.assertEqual((variables["datasource"]["type"], variables["datasource"]["query"]), ("datasource", "prometheus"))
+        datasource = variables["datasource"]
+        self.assertEqual((datasource["type"], datasource["query"]), ("datasource", "prometheus"))
         for row, panel in dashboard_panels(self.dashboard):
             for target in panel["targets"]:
                 expr = target["expr"]
@@ -156,8 +154,8 @@ class LiveTest(peers.PeerTest):
         self.assertGreaterEqual(quiet, 2, observed)
         self.assertIsNotNone(firing, observed)
         alert, iteration = firing
-        self.assertEqual({k: alert["metric"][k] for k in ("alertname", "alertstate", "dl_rank",
-                                                           "dl_pipeline_parallel_rank", "nemo_run_id", "severity")},
+        labels = ("alertname", "alertstate", "dl_rank", "dl_pipeline_parallel_rank", "nemo_run_id", "severity")
+        self.assertEqual({k: alert["metric"][k] for k in labels},
                          {"alertname": "LensStraggler", "alertstate": "firing", "dl_rank": "1",
                           "dl_pipeline_parallel_rank": "0", "nemo_run_id": "live-straggler", "severity": "warning"})
         self.assertLessEqual(iteration - SLOW_FROM, FIRES_WITHIN, observed)

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -107,7 +106,8 @@ def straggler_events(directory):
             for rs in d["resourceSpans"]:
                 for ss in rs["scopeSpans"]:
                     for s in ss["spans"]:
-                        events += [(s["name"], attributes(e)) for e in s.get("events", []) if e["name"] == "lens.straggler"]
+                        events += [(s["name"], attributes(e)) for e in s.get("events", [])
+                                   if e["name"] == "lens.straggler"]
     return events
 
 

@@ -62,7 +62,7 @@ struct PhaseFigures {
   std::array<std::string, kPhaseCount> not_measured;  // why a phase has no figure; empty where it has one
 };
 
-// How `lens report` applies the job's straggler rule (src/straggler/rule.h, CONTRACT §10): over windows of
+// How `lens report` applies the job's straggler rule (src/watch/straggler_rule.h, CONTRACT §10): over windows of
 // kWindowSteps iterations aligned as STRAGGLER_INTERVAL's default (1-20, 21-40, ...), each rank's median compute and
 // wait against its stage peers'; a rank is named when the windows that flag it hold at least kShare of its scored
 // steps.
@@ -89,18 +89,18 @@ struct StragglerFigures {
 // the rest went. One rank's timeline (the lowest with steps; every rank's step is about as long), over all its
 // processes: a relaunch after a failure is another process, and an iteration it runs again was redone.
 struct GoodputFigures {
-  int rank = -1;                 // whose timeline
-  int attempts = 0;              // its processes that trained (1: no restart)
+  int rank = -1;     // whose timeline
+  int attempts = 0;  // its processes that trained (1: no restart)
   std::int64_t redone_iterations = 0;
-  double wall_s = 0;             // first to last span of its processes, gaps between them included
+  double wall_s = 0;                // first to last span of its processes, gaps between them included
   double goodput_s = 0, share = 0;  // the last run of each iteration's step span; share of wall
-  double startup_s = 0;          // each process's start to its first step (data, model, checkpoint load)
-  double checkpoint_s = 0;       // saves on the training thread
+  double startup_s = 0;             // each process's start to its first step (data, model, checkpoint load)
+  double checkpoint_s = 0;          // saves on the training thread
   double evaluation_s = 0;
-  double restarts_s = 0;         // between one process's last span and the next one's first
-  double redone_s = 0;           // steps of iterations run again later
-  double other_s = 0;            // the rest: logging, gaps between steps
-  std::string not_measured;      // why there is no figure (no step spans); empty when there is
+  double restarts_s = 0;     // between one process's last span and the next one's first
+  double redone_s = 0;       // steps of iterations run again later
+  double other_s = 0;        // the rest: logging, gaps between steps
+  std::string not_measured;  // why there is no figure (no step spans); empty when there is
 };
 
 // One pipeline stage's bubble beside 1F1B's (P - 1) / (M + P - 1).

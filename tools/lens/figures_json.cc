@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "figures.h"
-#include "straggler/rule.h"
+#include "watch/straggler_rule.h"
 
 namespace lens_tools {
 namespace {

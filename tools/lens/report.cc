@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "straggler/rule.h"
+#include "watch/straggler_rule.h"
 
 namespace lens_tools {
 namespace {
@@ -265,7 +265,7 @@ PhaseFigures Report::phase_figures() const {
 }
 
 // Windows of StragglerRule::kWindowSteps iterations, aligned as the job's own (iterations 1-20, 21-40, ...): in
-// each, every rank's median compute and wait against its stage peers' by the job's rule (src/straggler/rule.h). A
+// each, every rank's median compute and wait against its stage peers' by the job's rule (src/watch/straggler_rule.h). A
 // rank is named when flagged in at least kShare of its scored windows' steps.
 StragglerFigures Report::straggler_figures() const {
   StragglerFigures out;

@@ -160,9 +160,8 @@ void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
                   "straggler: rank %d (stage %d), flagged in %d of %d steps: computes %sx its peers' (%s ms vs "
                   "%s), waits %s ms vs %s",
                   r.rank, r.stage, r.steps_flagged, r.steps_scored, ratio_or_dash(r.score).c_str(),
-                  ms_or_dash(r.compute_ms_median).c_str(),
-                  ms_or_dash(r.stage_compute_ms_median).c_str(), ms_or_dash(r.wait_ms_median).c_str(),
-                  ms_or_dash(r.stage_wait_ms_median).c_str());
+                  ms_or_dash(r.compute_ms_median).c_str(), ms_or_dash(r.stage_compute_ms_median).c_str(),
+                  ms_or_dash(r.wait_ms_median).c_str(), ms_or_dash(r.stage_wait_ms_median).c_str());
     line(buffer);
   }
   if (!stragglers.unscored_stages.empty())

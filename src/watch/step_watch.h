@@ -11,7 +11,7 @@ struct StepWatchSettings {
   std::int64_t interval = 0;  // steps per window; 0: off
   std::string run_id;         // its tag goes with every summary
   int rank = 0;
-  bool exports = false;       // with metrics on: it may score and record (the lowest such rank does)
+  bool exports = false;  // with metrics on: it may score and record (the lowest such rank does)
 };
 
 // A new setup: turns the phase sums on or off and empties the window.

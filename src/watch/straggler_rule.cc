@@ -1,4 +1,4 @@
-#include "straggler/rule.h"
+#include "watch/straggler_rule.h"
 
 #include <algorithm>
 #include <map>
@@ -33,8 +33,8 @@ Score score_rank(const RankWindow& self, const std::vector<const RankWindow*>& s
   // stage's straggler in a way its peers do not. With no wait measured in the whole stage (no pipeline, no data
   // parallelism to wait on), compute alone decides.
   const bool waits_least = self.wait_ns < s.peer_wait_ns || (s.peer_wait_ns == 0 && self.wait_ns == 0);
-  s.flagged = s.score >= Rule::kComputeRatio && self.compute_ns - s.peer_compute_ns >= Rule::kMinExcessNs &&
-              waits_least;
+  s.flagged =
+      s.score >= Rule::kComputeRatio && self.compute_ns - s.peer_compute_ns >= Rule::kMinExcessNs && waits_least;
   return s;
 }
 

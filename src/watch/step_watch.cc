@@ -1,9 +1,11 @@
 // Per-step compute and wait sums, the window of steps, and the exporting rank's scoring (lens/straggler.h).
-#include "straggler/step_watch.h"
+#include "watch/step_watch.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,9 @@
 #include "lens/log.h"
 #include "lens/metrics.h"
 #include "lens/straggler.h"
-#include "straggler/rule.h"
+#include "metrics/instruments.h"
+#include "watch/progress.h"
+#include "watch/straggler_rule.h"
 
 namespace lens::internal {
 
@@ -63,8 +67,7 @@ struct Instruments {
       {.description = "A rank's median pipeline-receive + gradient-sync wait per step over the last window.",
        .unit = "ms"});
   metrics::Counter<std::int64_t> refused = metrics::counter<std::int64_t>(
-      "lens.straggler.refused",
-      {.description = "Summaries refused: another run's or window's, or impossible times."});
+      "lens.straggler.refused", {.description = "Summaries refused: another run's or window's, or impossible times."});
   metrics::Gauge<std::int64_t> missing = metrics::gauge<std::int64_t>(
       "lens.straggler.missing", {.description = "Ranks that sent no summary to the last gather."});
 };
@@ -158,6 +161,7 @@ StepTimeTotals step_time_totals() noexcept {
 }
 
 void configure_step_watch(const StepWatchSettings& settings) noexcept {
+  set_collect_hook(&record_progress);  // the heartbeat and goodput are taken at each collection
   g_setup_steady_ns.store(steady_nanos(), std::memory_order_relaxed);
   g_in_steps_ns.store(0, std::memory_order_relaxed);
   g_steps.store(0, std::memory_order_relaxed);
@@ -257,14 +261,9 @@ std::optional<StragglerFindings> score_stragglers(std::int64_t iteration,
     for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
       const StragglerSummary& s = by_rank[rank];
       switch (internal::classify(s, run_tag, iteration)) {
-        case internal::SlotKind::kMissing:
-          f.missing.push_back(static_cast<int>(rank));
-          continue;
-        case internal::SlotKind::kRefused:
-          f.refused.push_back(static_cast<int>(rank));
-          continue;
-        case internal::SlotKind::kValid:
-          break;
+        case internal::SlotKind::kMissing: f.missing.push_back(static_cast<int>(rank)); continue;
+        case internal::SlotKind::kRefused: f.refused.push_back(static_cast<int>(rank)); continue;
+        case internal::SlotKind::kValid: break;
       }
       steps = std::max(steps, s.steps);
       windows.push_back({.rank = static_cast<int>(rank),

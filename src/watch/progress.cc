@@ -1,11 +1,11 @@
-#include "metrics/progress.h"
+#include "watch/progress.h"
 
 #include <algorithm>
 
 #include "common/clock.h"
 #include "hang/snapshot.h"
 #include "lens/metrics.h"
-#include "straggler/step_watch.h"
+#include "watch/step_watch.h"
 
 namespace lens::internal {
 
@@ -18,8 +18,8 @@ void record_goodput() {
   if (t.steps == 0) return;
   static auto in_steps = metrics::gauge<double>(
       "lens.goodput.step_time", {.description = "Seconds spent in training steps since setup.", .unit = "s"});
-  static auto wall = metrics::gauge<double>("lens.goodput.wall_time",
-                                            {.description = "Seconds since telemetry setup.", .unit = "s"});
+  static auto wall =
+      metrics::gauge<double>("lens.goodput.wall_time", {.description = "Seconds since telemetry setup.", .unit = "s"});
   static auto ratio = metrics::gauge<double>(
       "lens.goodput.ratio", {.description = "Share of the wall time since setup spent in training steps."});
   const double wall_s = static_cast<double>(steady_nanos() - t.setup_steady_ns) / 1e9;

@@ -1,6 +1,6 @@
-// The straggler rule (src/straggler/rule.h) on chosen windows, and a rank's side of lens/straggler.h: its window's
-// summary, and the exporting rank's scoring of gathered summaries, bad ones included. Real jobs (ranks slowed by
-// the trainer and paused from outside) are in tests/straggler/straggler_test.py.
+// The straggler rule (src/watch/straggler_rule.h) on chosen windows, and a rank's side of lens/straggler.h: its
+// window's summary, and the exporting rank's scoring of gathered summaries, bad ones included. Real jobs (ranks slowed
+// by the trainer and paused from outside) are in tests/straggler/straggler_test.py.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,8 +13,8 @@
 #include "lens/control.h"
 #include "lens/straggler.h"
 #include "metrics/instruments.h"
-#include "straggler/rule.h"
-#include "straggler/step_watch.h"
+#include "watch/step_watch.h"
+#include "watch/straggler_rule.h"
 
 namespace lens {
 namespace {
@@ -189,7 +189,8 @@ TEST_F(StepWatch, TheHeartbeatAndGoodputAreTakenAtCollection) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // iteration 2 runs, or hangs
   std::map<std::string, double> value;
   for (const auto& m : internal::MetricCollector(Temporality::kCumulative).collect())
-    if (!m.points.empty()) value[m.name] = m.integer ? static_cast<double>(m.points[0].int_value) : m.points[0].double_value;
+    if (!m.points.empty())
+      value[m.name] = m.integer ? static_cast<double>(m.points[0].int_value) : m.points[0].double_value;
   EXPECT_EQ(value["lens.progress.iteration"], 1);
   EXPECT_GE(value["lens.progress.since_last_iteration"], 0.03);
   EXPECT_GE(value["lens.goodput.step_time"], 0.02);
