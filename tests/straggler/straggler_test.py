@@ -69,46 +69,41 @@ def attributes(entry):
     return {a["key"]: next(iter(a["value"].values())) for a in entry.get("attributes", [])}
 
 
+# Where each signal's items sit in an OTLP/JSON document.
+ITEMS = {"metrics": ("resourceMetrics", "scopeMetrics", "metrics"), "logs": ("resourceLogs", "scopeLogs", "logRecords"),
+         "traces": ("resourceSpans", "scopeSpans", "spans")}
+
+
+def items_of(directory, kind):
+    """Every metric, log record or span of the run's files of `kind`."""
+    resources, scopes, items = ITEMS[kind]
+    for _, documents in lines_of(directory, kind):
+        for d in documents:
+            for resource in d[resources]:
+                for scope in resource[scopes]:
+                    yield from scope[items]
+
+
 def last_gauges(directory, name):
     """{rank: value} of a gauge per dl.rank (None when it has no dl.rank), as last exported."""
     values = {}
-    for _, documents in lines_of(directory, "metrics"):
-        for d in documents:
-            for rm in d["resourceMetrics"]:
-                for sm in rm["scopeMetrics"]:
-                    for m in sm["metrics"]:
-                        if m["name"] != name:
-                            continue
-                        for p in m["gauge"]["dataPoints"]:
-                            rank = attributes(p).get("dl.rank")
-                            values[None if rank is None else int(rank)] = float(p.get("asDouble", p.get("asInt")))
+    for m in items_of(directory, "metrics"):
+        if m["name"] == name:
+            for p in m["gauge"]["dataPoints"]:
+                rank = attributes(p).get("dl.rank")
+                values[None if rank is None else int(rank)] = float(p.get("asDouble", p.get("asInt")))
     return values
 
 
 def straggler_logs(directory):
-    """The straggler log records: (rank named, iteration)."""
-    found = []
-    for _, documents in lines_of(directory, "logs"):
-        for d in documents:
-            for rl in d["resourceLogs"]:
-                for sl in rl["scopeLogs"]:
-                    for r in sl["logRecords"]:
-                        a = attributes(r)
-                        if "lens.straggler.score" in a:
-                            found.append((int(a["dl.rank"]), int(a["megatron.iteration"]), r["body"]["stringValue"]))
-    return found
+    """The straggler log records: (rank named, iteration, body)."""
+    return [(int(a["dl.rank"]), int(a["megatron.iteration"]), r["body"]["stringValue"])
+            for r in items_of(directory, "logs") if "lens.straggler.score" in (a := attributes(r))]
 
 
 def straggler_events(directory):
-    events = []
-    for _, documents in lines_of(directory, "traces"):
-        for d in documents:
-            for rs in d["resourceSpans"]:
-                for ss in rs["scopeSpans"]:
-                    for s in ss["spans"]:
-                        events += [(s["name"], attributes(e)) for e in s.get("events", [])
-                                   if e["name"] == "lens.straggler"]
-    return events
+    return [(s["name"], attributes(e)) for s in items_of(directory, "traces") for e in s.get("events", [])
+            if e["name"] == "lens.straggler"]
 
 
 def report(directory):
