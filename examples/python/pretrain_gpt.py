@@ -248,6 +248,18 @@ class Telemetry:
             return None
         return self.tracer.start_span(name, attributes=attributes)
 
+    def span_group_request(self):
+        """Rank 0: the span-group change `lens ctl` asked for, as 4 words to all-reduce with MAX; zeros elsewhere."""
+        if self.handle is None:
+            return [0, 0, 0, 0]
+        from lens import take_span_group_request
+        return take_span_group_request()
+
+    def at_iteration_boundary(self, iteration, agreed):
+        if self.handle is not None:
+            from lens import at_iteration_boundary
+            at_iteration_boundary(iteration, agreed)
+
     def phase(self, kind):
         """The block's time counted as this step's compute or wait (lens/straggler.h), on every rank, whatever the
         span groups; nothing without lens."""
@@ -678,10 +690,18 @@ class Trainer:
 STOP = {"requested": False}
 
 
-def any_rank_stops():
-    flag = torch.tensor([1.0 if STOP["requested"] else 0.0])
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return flag.item() > 0
+def agree_before_iteration(telemetry, iteration):
+    """What every rank must agree on before `iteration`, in one small all-reduce (MAX), as the C++ trainer does:
+    whether any rank was asked to stop (SIGTERM), and the span-group change rank 0's control endpoint took (`lens
+    ctl`), applied at the same iteration everywhere. The boundary is also the heartbeat of lens's hang watchdog and
+    of lens.progress.*. True when the ranks stop."""
+    request = telemetry.span_group_request()
+    words = torch.tensor([1 if STOP["requested"] else 0, *request], dtype=torch.int64)
+    dist.all_reduce(words, op=dist.ReduceOp.MAX)
+    if words[0].item() > 0:
+        return True
+    telemetry.at_iteration_boundary(iteration, words[1:].tolist())
+    return False
 
 
 def peak_memory_gb():
@@ -724,7 +744,7 @@ def main(argv=None):
                 if args.save_interval > 0:
                     end = min(args.train_iters, (trainer.iteration // args.save_interval + 1) * args.save_interval)
                 while trainer.iteration < end:
-                    if any_rank_stops():
+                    if agree_before_iteration(telemetry, trainer.iteration + 1):
                         stopped = True
                         break
                     sibling = telemetry.started_span(G.FIRST_ITERATION, "megatron.train.first_iteration",

@@ -115,8 +115,14 @@ class Fabric:
         # veth names are at most 15 bytes and live in the host's namespace until moved: unique to this test
         inside, outside = f"ln{self.tag}n{index}", f"ls{self.tag}n{index}"
         run(IP, "link", "add", inside, "type", "veth", "peer", "name", outside)
-        run(IP, "link", "set", inside, "netns", str(node.holder.pid))
-        run(IP, "link", "set", outside, "netns", str(self.switch.pid))
+        try:
+            run(IP, "link", "set", inside, "netns", str(node.holder.pid))
+            run(IP, "link", "set", outside, "netns", str(self.switch.pid))
+        except BaseException:
+            # Not moved yet, the pair would outlive the test in the host's namespace: one end deletes both.
+            for end in (inside, outside):
+                subprocess.run([IP, "link", "del", end], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            raise
         self.in_switch(IP, "link", "set", outside, "master", "br0")
         self.in_switch(IP, "link", "set", outside, "up")
         for argv in ([IP, "link", "set", inside, "name", "eth0"],

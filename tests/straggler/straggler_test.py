@@ -175,6 +175,8 @@ class StragglerTest(unittest.TestCase):
         self.assertEqual({named for named, _, _ in logs}, {1}, logs)
         self.assertEqual({(name, int(a["dl.rank"])) for name, a in straggler_events(directory)},
                          {("megatron.train", 1)})
+        # Its iteration boundaries are the heartbeat's, as the C++ trainer's are.
+        self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: ITERATIONS})
 
     def test_unslowed_runs_name_no_straggler(self):
         # Four ranks on this machine's 2 cores: the noise a rule must stay quiet in.

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
-#include <queue>
 #include <string_view>
 
 #include "common/dcheck.h"

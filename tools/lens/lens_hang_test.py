@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import unittest
 
@@ -329,6 +330,44 @@ class HangNodesTest(TempDirTest):
         self.assertEqual((v["behind"], v["missing"], v["run_dirs"]), ([3], [], [node0, node1]))
         text = lens("hang", node0, node1).stdout
         self.assertIn(f"4 of 4 ranks wrote a snapshot (signal), within 0.0 s, in {node0} and {node1}", text)
+
+    def test_signal_over_two_nodes_directories_signals_each_rank_and_judges_them_together(self):
+        # Two stand-in ranks, one per node's directory, each writing its snapshot when SIGUSR1 comes (as lens's
+        # handler has its hang thread do).
+        victims, node_dirs = [], []
+        handler = ("import os, signal, sys, time\n"
+                   "def snap(*_): os.replace(sys.argv[1] + '.pending', sys.argv[1])\n"
+                   "signal.signal(signal.SIGUSR1, snap)\nprint('ready', flush=True)\ntime.sleep(60)\n")
+        try:
+            for node, (rank, spans) in enumerate([(0, [STEP, WAIT]),
+                                                  (1, [STEP, ("megatron.microbatch.forward", "microbatch", {})])]):
+                directory = self.write_node(f"node{node}")
+                path = os.path.join(directory, f"rank{rank}.snapshot.json")
+                with open(path + ".pending", "w") as f:
+                    json.dump(snapshot(rank, 2, 10, spans, written=time.time() + 60), f)
+                victim = subprocess.Popen([sys.executable, "-c", handler, path], stdout=subprocess.PIPE, text=True)
+                victims.append(victim)
+                self.assertEqual(victim.stdout.readline().strip(), "ready")
+                with open(f"/proc/{victim.pid}/stat") as f:
+                    ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+                with open(f"/proc/{victim.pid}/comm") as f:
+                    comm = f.read().strip()
+                with open("/proc/sys/kernel/random/boot_id") as f:
+                    boot = f.read().strip()
+                with open(os.path.join(directory, f"rank{rank}.process.json"), "w") as f:
+                    json.dump({"lens_rank_process": 1, "rank": rank, "pid": victim.pid, "host": "h", "run_id": "r",
+                               "boot_id": boot, "start_ticks": ticks, "comm": comm, "hang_signal": "SIGUSR1"}, f)
+                node_dirs.append(directory)
+            result = lens("hang", *node_dirs, "--signal", "--json")
+        finally:
+            for victim in victims:
+                victim.kill()
+                victim.wait()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        for rank, victim in enumerate(victims):
+            self.assertIn(f"rank {rank} (pid {victim.pid}): SIGUSR1 sent", result.stderr)
+        v = json.loads(result.stdout)
+        self.assertEqual((v["behind"], v["missing"], v["run_dirs"]), ([1], [], node_dirs))
 
     def test_a_nodes_directory_missing_names_its_ranks_as_without_a_snapshot(self):
         node0 = self.write_node("node0", snapshot(0, 4, 10, [STEP, WAIT]), snapshot(1, 4, 10, [STEP, WAIT]))

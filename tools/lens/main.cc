@@ -143,8 +143,8 @@ lens_tools::StepRange timeline_steps(const lens_tools::StepRange& asked,
 
 lens_tools::Timeline read_timeline(const std::vector<std::string>& files,
                                    std::map<std::string, std::vector<lens_tools::StepWindow>> windows,
-                                   const std::string& run) {
-  lens_tools::Timeline timeline(std::move(windows));
+                                   const std::string& run, const lens_tools::ClockFigures& clocks) {
+  lens_tools::Timeline timeline(std::move(windows), clocks);  // the report's offsets: estimated once
   Progress progress;
   lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run});
   timeline.lay_out();
@@ -218,7 +218,7 @@ int report(const ReportOptions& o) {
   }
   if (!o.html.empty()) {
     const lens_tools::StepRange shown = timeline_steps(range, figures.steps);
-    const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown), o.run);
+    const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown), o.run, figures.clocks);
     const std::string label = shown.first > shown.last ? "(none)"
                               : shown.first == shown.last
                                   ? std::to_string(shown.first)

@@ -35,7 +35,7 @@ std::uint32_t Timeline::name_index(std::string_view name) {
 }
 
 void Timeline::span(const SpanRow& s) {
-  clock_links_.add(s);  // every span's, kept or not: the offsets are the run's
+  if (!known_clocks_) clock_links_.add(s);  // every span's, kept or not: the offsets are the run's
   std::string key = process_key(*s.origin);
   if (!kept(key, s)) return;
   TimelineProcess& p = processes[key];
@@ -53,7 +53,7 @@ void Timeline::span(const SpanRow& s) {
 }
 
 void Timeline::lay_out() {
-  clocks = clock_links_.estimate();
+  clocks = known_clocks_ ? *known_clocks_ : clock_links_.estimate();
   if (clocks.corrected) {
     first_ns = UINT64_MAX, last_ns = 0;
     for (auto& [key, p] : processes) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,12 +35,16 @@ struct TimelineProcess {
 class Timeline : public RunVisitor {
  public:
   // `windows`: per process_key(), the step windows to keep spans from; empty keeps every span of every process.
-  explicit Timeline(std::map<std::string, std::vector<StepWindow>> windows = {}) : windows_(std::move(windows)) {}
+  // `clocks`: the hosts' offsets when the caller estimated them already (lens report's, from the same files);
+  // otherwise the timeline estimates them from the links it reads.
+  explicit Timeline(std::map<std::string, std::vector<StepWindow>> windows = {},
+                    std::optional<ClockFigures> clocks = std::nullopt)
+      : windows_(std::move(windows)), known_clocks_(std::move(clocks)) {}
   void span(const SpanRow& span) override;
   void metric(const MetricPoint&) override {}
 
-  // Puts every host's spans on the reference host's clock (clocks.h), sorts each process's spans and gives each a
-  // lane; call once, after the read.
+  // Puts every host's spans on the reference host's clock (clocks.h; the known offsets, else its estimate), sorts
+  // each process's spans and gives each a lane; call once, after the read.
   void lay_out();
 
   ClockFigures clocks;  // what lay_out() corrected by
@@ -53,7 +58,8 @@ class Timeline : public RunVisitor {
 
   std::map<std::string, std::vector<StepWindow>> windows_;
   std::map<std::string, std::uint32_t, std::less<>> name_ids_;
-  ClockLinks clock_links_;
+  std::optional<ClockFigures> known_clocks_;
+  ClockLinks clock_links_;  // only without known clocks
 };
 
 // The name of a rank's process in a picture (the HTML page's lanes, the Chrome JSON's processes): `rank R (pp S,
