@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "hang/snapshot.h"
 #include "lens/control.h"
 #include "lens/straggler.h"
 #include "metrics/instruments.h"
@@ -81,6 +82,7 @@ class StepWatch : public ::testing::Test {
     internal::configure_step_watch({.interval = 5, .run_id = "run-a", .rank = 0, .exports = true});
   }
   void TearDown() override {
+    internal::reset_iteration_progress();  // the boundaries a test noted are not the next test's
     internal::configure_step_watch({});
     internal::set_metrics_recording(false);
   }

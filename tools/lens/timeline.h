@@ -38,8 +38,8 @@ class Timeline : public RunVisitor {
   // `clocks`: the hosts' offsets when the caller estimated them already (lens report's, from the same files);
   // otherwise the timeline estimates them from the links it reads.
   explicit Timeline(std::map<std::string, std::vector<StepWindow>> windows = {},
-                    std::optional<ClockFigures> clocks = std::nullopt)
-      : windows_(std::move(windows)), known_clocks_(std::move(clocks)) {}
+                    std::optional<ClockFigures> known_clocks = std::nullopt)
+      : windows_(std::move(windows)), known_clocks_(std::move(known_clocks)) {}
   void span(const SpanRow& span) override;
   void metric(const MetricPoint&) override {}
 
