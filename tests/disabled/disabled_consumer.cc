@@ -1,6 +1,7 @@
 // A training program compiled with LENS_DISABLED: every lens call it makes must vanish. It is linked
 // without lens, and check_no_lens_symbols.sh inspects its object file.
 #include <cstdio>
+#include <span>
 #include <utility>
 
 #include "lens/lens.h"
@@ -66,6 +67,13 @@ int main() {
           !lens::detect_resource().empty() || lens::resolve_run_id(config) != config.run_id;
     lens::unregister_rank_strategy("never");
     lens::unregister_sampling_strategy("never");
+  }
+  {  // the straggler search (lens/straggler.h): the phase scope does not evaluate its argument
+    LENS_STEP_PHASE((++g_side_effects, lens::StepPhase::kCompute));
+    lens::end_step(1);
+    const lens::StragglerSummary summary = lens::take_straggler_summary(20, 0);
+    any = any || lens::straggler_summary_due(20) || summary.steps != 0 ||
+          lens::score_stragglers(20, std::span<const lens::StragglerSummary>(&summary, 1)).has_value();
   }
   any = any || !telemetry.force_flush() || telemetry.span_stats().produced != 0;
   telemetry.shutdown();
