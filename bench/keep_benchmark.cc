@@ -11,6 +11,7 @@
 // exporter): 1,000,000 spans from one thread at full speed: 1.0 % dropped, 462 k exported spans/s.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <barrier>
@@ -34,16 +35,30 @@ double process_cpu_seconds() {
          static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
 }
 
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// What the producing threads spent: wall seconds while producing, and their CPU seconds (every producer's).
+struct Produced {
+  double seconds = 0;
+  double producer_cpu_seconds = 0;
+};
+
 // One setup per case with the defaults, spans produced by `produce`, shut down, and the counts as counters:
 // produced, exported, dropped, drop_ratio, produced_per_s (the producers' pace), exported_per_s (to the end of
-// shutdown) and process_cpu_ns_per_span (every thread of the process, the export thread included).
+// shutdown), process_cpu_ns_per_span (every thread of the process, the export thread included) and
+// export_side_cpu_ns_per_span: the process's CPU minus the producing threads', per span (issue 33: what the
+// export thread spends to drain, batch, convert times and count, the exporter itself discarding).
 template <typename Produce>
 void run_case(benchmark::State& state, Produce produce) {
   for (auto _ : state) {
     lens::Telemetry t = lens::bench::fresh_setup("step");
     const double cpu_before = process_cpu_seconds();
     const auto start = Clock::now();
-    const double producing_s = produce();
+    const Produced p = produce();
     t.shutdown(std::chrono::seconds(60));
     const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
     const double cpu_s = process_cpu_seconds() - cpu_before;
@@ -54,33 +69,50 @@ void run_case(benchmark::State& state, Produce produce) {
     state.counters["exported"] = static_cast<double>(s.exported);
     state.counters["dropped"] = static_cast<double>(s.dropped());
     state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(s.dropped()) / produced : 0;
-    state.counters["produced_per_s"] = produced / producing_s;
+    state.counters["produced_per_s"] = produced / p.seconds;
     state.counters["exported_per_s"] = static_cast<double>(s.exported) / total_s;
     state.counters["process_cpu_ns_per_span"] = cpu_s * 1e9 / produced;
+    state.counters["producer_cpu_ns_per_span"] = p.producer_cpu_seconds * 1e9 / produced;
+    state.counters["export_side_cpu_ns_per_span"] = (cpu_s - p.producer_cpu_seconds) * 1e9 / produced;
   }
 }
 
-// Spans from this thread as fast as it can; returns the seconds it took.
-double tight_loop(std::int64_t spans) {
+// Spans from this thread as fast as it can, with no attributes or four (2 int, 1 double, 1 literal string).
+Produced tight_loop(std::int64_t spans, bool four_attributes = false) {
+  const double cpu_start = thread_cpu_seconds();
   const auto start = Clock::now();
-  for (std::int64_t i = 0; i < spans; ++i) {
-    LENS_SPAN(mg::step, "megatron.train_step");
+  if (four_attributes) {
+    for (std::int64_t i = 0; i < spans; ++i) {
+      LENS_SPAN(mg::step, "megatron.train_step", {"megatron.iteration", i}, {"megatron.num_microbatches", 8},
+                {"megatron.loss", 2.31}, {"megatron.phase", "train"});
+    }
+  } else {
+    for (std::int64_t i = 0; i < spans; ++i) {
+      LENS_SPAN(mg::step, "megatron.train_step");
+    }
   }
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  return {std::chrono::duration<double>(Clock::now() - start).count(), thread_cpu_seconds() - cpu_start};
 }
 
 void BM_Keep_OneMillionSpansOneThread(benchmark::State& state) {
-  run_case(state, [] { return tight_loop(1'000'000); });
+  run_case(state, [&] { return tight_loop(1'000'000, state.range(0) != 0); });
 }
-BENCHMARK(BM_Keep_OneMillionSpansOneThread)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Keep_OneMillionSpansOneThread)
+    ->ArgName("attributes")
+    ->Arg(0)
+    ->Arg(4)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_Keep_OneMillionSpansTwoThreads(benchmark::State& state) {
   run_case(state, [] {
     const auto start = Clock::now();
+    Produced each[2];
     std::vector<std::thread> threads;
-    for (int i = 0; i < 2; ++i) threads.emplace_back([] { tight_loop(500'000); });
+    for (auto& p : each) threads.emplace_back([&p] { p = tight_loop(500'000); });
     for (auto& t : threads) t.join();
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    return Produced{std::chrono::duration<double>(Clock::now() - start).count(),
+                    each[0].producer_cpu_seconds + each[1].producer_cpu_seconds};
   });
 }
 BENCHMARK(BM_Keep_OneMillionSpansTwoThreads)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -89,12 +121,14 @@ BENCHMARK(BM_Keep_OneMillionSpansTwoThreads)->Iterations(1)->Unit(benchmark::kMi
 // rest of the step: 100 bursts of 10,000 spans, 10 ms apart. Nothing may be dropped.
 void BM_Keep_BurstsOfTenThousandSpans(benchmark::State& state) {
   run_case(state, [] {
-    double producing_s = 0;
+    Produced total;
     for (int burst = 0; burst < 100; ++burst) {
-      producing_s += tight_loop(10'000);
+      const Produced p = tight_loop(10'000);
+      total.seconds += p.seconds;
+      total.producer_cpu_seconds += p.producer_cpu_seconds;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return producing_s;
+    return total;
   });
 }
 BENCHMARK(BM_Keep_BurstsOfTenThousandSpans)->Iterations(1)->Unit(benchmark::kMillisecond);

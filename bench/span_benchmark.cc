@@ -16,6 +16,7 @@
 #include <chrono>
 
 #include "bench_support.h"
+#include "common/clock.h"
 #include "lens/megatron.h"
 #include "lens/span.h"
 
@@ -32,6 +33,17 @@ void BM_Baseline_TwoSteadyClockReads(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Baseline_TwoSteadyClockReads);
+
+// The span clock, the tick a span's start and end read (the TSC where it is constant, common/clock.h): the
+// floor of a kept span, which reads it twice (issue 33: a kept span within 1.5x of this).
+void BM_Baseline_TwoSpanClockReads(benchmark::State& state) {
+  lens::bench::set_up();  // decides the tick source, as a setup does
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(lens::internal::now_ticks());
+    benchmark::DoNotOptimize(lens::internal::now_ticks());
+  }
+}
+BENCHMARK(BM_Baseline_TwoSpanClockReads);
 
 void BM_Baseline_RelaxedAtomicLoad(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(g_word.load(std::memory_order_relaxed));

@@ -87,7 +87,10 @@ void SpanDrain::free_if_ended(ThreadState* t) {
     auto it = std::find_if(threads_.begin(), threads_.end(), [&](const auto& owned) { return owned.get() == t; });
     if (it == threads_.end()) return;
     ended_threads_.add(t->counters);
-    // Its last records may sit in the batch being built: its chunks go when that batch has been exported.
+    // Its last records may sit in the batch being built: its chunks go when that batch has been exported, freed,
+    // not recycled to a queue that is gone.
+    for (SpanChunk* chunk : retired_chunks_)
+      if (chunk->home == &t->queue) chunk->home = nullptr;
     t->queue.retire_all([&](SpanChunk* chunk) { retired_chunks_.push_back(chunk); });
     freed = std::move(*it);
     *it = std::move(threads_.back());
@@ -135,7 +138,12 @@ void SpanDrain::export_batch(Deadline deadline) {
 }
 
 void SpanDrain::release_retired_chunks() noexcept {
-  for (SpanChunk* chunk : retired_chunks_) SpanChunk::free(chunk);
+  for (SpanChunk* chunk : retired_chunks_) {
+    if (chunk->home != nullptr)
+      chunk->home->recycle(chunk);
+    else
+      SpanChunk::free(chunk);
+  }
   retired_chunks_.clear();
 }
 

@@ -6,7 +6,10 @@
 // with one release store; when the chunk is full it links a new one, sized to how far the queue is backed up
 // (4 KiB while the export thread keeps up, doubling to 64 KiB while it does not). The consumer (the export
 // thread) reads records in place: a batch holds pointers into the chunks, and a chunk it has read to the end is
-// handed back (`retired`) to be freed once that batch is exported, so nothing is copied on the way out.
+// handed back (`retired`) once that batch is exported, so nothing is copied on the way out. An exported chunk
+// goes back to its producer (recycle) to be linked again: a chunk freed on the export thread and allocated on
+// the training thread cost both threads malloc's arena lock, fresh pages faulted in and, when the allocator
+// trimmed them, TLB shootdowns across the cores (issue 33: about a third of the export side's CPU).
 //
 // The wake-up: push() says when a full batch is waiting, computed from the consumer's true position, not a
 // cached guess, and at most once per batch: a span costs one compare against `next_check_`.
@@ -42,21 +45,32 @@ class QueueBudget {
   std::atomic<std::size_t> in_use_{0};
 };
 
-// A run of records. `written` is the producer's published end; `next` is set only once the chunk is full, after
-// its last record was published.
+class SpanQueue;
+
+// A run of records from the front, and from the back an index of their offsets (u32, the first record's last), so
+// the consumer finds every record without reading it: a record was written on the producer's core, and reading its
+// size to step to the next one cost the export thread a cache miss per span (issue 33: 40 ns a span, with an
+// exporter that discards). `written` is the producer's published count of records; `next` is set only once the
+// chunk is full, after its last record was published.
 struct alignas(16) SpanChunk {
   static constexpr std::uint32_t kSmallest = 4 << 10;
   static constexpr std::uint32_t kLargest = 64 << 10;
-  static_assert(kSmallest >= sizeof(RecordHeader) + kArenaBytes + 8, "the largest record fits the smallest chunk");
+  static_assert(kSmallest >= sizeof(RecordHeader) + kArenaBytes + 8 + sizeof(std::uint32_t),
+                "the largest record and its index entry fit the smallest chunk");
 
   // The consumer's position is kept in the queue, not here: the line with `written` is read by the consumer and
   // written by the producer, and nothing else on it changes while the chunk is in use.
   std::atomic<SpanChunk*> next{nullptr};
-  std::atomic<std::uint32_t> written{0};
-  std::uint32_t capacity = 0;     // bytes of records after this header
-  QueueBudget* budget = nullptr;  // the budget it was taken from; null for a thread's first chunk
+  std::atomic<std::uint32_t> written{0};  // records published
+  std::uint32_t capacity = 0;             // bytes of records and index after this header
+  QueueBudget* budget = nullptr;          // the budget it was taken from; null for a thread's first chunk
+  // The queue it is recycled to once exported; null once that queue is going away (SpanQueue::retire_all).
+  SpanQueue* home = nullptr;
+  SpanChunk* next_spare = nullptr;  // in the queue's list of returned or spare chunks
 
   std::uint8_t* data() noexcept { return reinterpret_cast<std::uint8_t*>(this + 1); }
+  // Where record `i`'s offset is kept.
+  std::uint8_t* index_entry(std::uint32_t i) noexcept { return data() + capacity - 4 * (std::size_t{i} + 1); }
   // Null when there is no memory or the budget is spent.
   static SpanChunk* make(std::uint32_t capacity, QueueBudget* budget) noexcept;
   static void free(SpanChunk* chunk) noexcept;
@@ -77,16 +91,17 @@ class SpanQueue {
     const std::uint32_t size = header.size;
     bool budget_past_half = false;
     LENS_DCHECK(size % 8 == 0 && size >= sizeof header + header.arena_used);  // header and arena, 8-aligned
-    if (__builtin_expect(write_at_ + size > tail_capacity_, 0)) {
+    if (__builtin_expect(write_at_ + size + 4 * (std::size_t{tail_records_} + 1) > tail_capacity_, 0)) {
       if (!link_new_chunk(size, pushed)) return Push::kDropped;
       budget_past_half = budget_.past_half();
     }
-    LENS_DCHECK(write_at_ + size <= tail_capacity_);  // a record never crosses its chunk's end
+    LENS_DCHECK(write_at_ + size + 4 * (tail_records_ + 1) <= tail_capacity_);  // never into the index
     std::uint8_t* at = tail_->data() + write_at_;
     std::memcpy(at, &header, sizeof header);
     std::memcpy(at + sizeof header, arena, header.arena_used);
+    std::memcpy(tail_->index_entry(tail_records_), &write_at_, 4);
     write_at_ += size;
-    tail_->written.store(write_at_, std::memory_order_release);
+    tail_->written.store(++tail_records_, std::memory_order_release);
     pushed_.store(pushed + 1, std::memory_order_release);
     if (__builtin_expect(pushed + 1 >= next_check_, 0) && batch_waiting(pushed + 1)) return Push::kQueuedWakeExporter;
     return budget_past_half ? Push::kQueuedWakeExporter : Push::kQueued;
@@ -97,15 +112,29 @@ class SpanQueue {
   template <typename OnRecord, typename OnRetired>
   std::size_t pop(std::size_t max, OnRecord&& on_record, OnRetired&& on_retired);
 
-  // Consumer, once the producer has gone for good: hands every chunk still held to on_retired.
+  // Consumer, once the producer has gone for good: hands every chunk still held to on_retired, to be freed (not
+  // recycled: the queue is going away).
   template <typename OnRetired>
   void retire_all(OnRetired&& on_retired) {
     while (head_ != nullptr) {
       SpanChunk* next = head_->next.load(std::memory_order_acquire);
+      head_->home = nullptr;
       on_retired(head_);
       head_ = next;
     }
   }
+
+  // Consumer: gives an exported chunk back to its producer, which links it again instead of allocating (lock-free:
+  // only the consumer pushes, and the producer takes the whole list at once, so no node is ever popped alone).
+  void recycle(SpanChunk* chunk) noexcept {
+    LENS_DCHECK(chunk->home == this);
+    chunk->next_spare = returned_.load(std::memory_order_relaxed);
+    while (!returned_.compare_exchange_weak(chunk->next_spare, chunk, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
+    }
+  }
+  // Spare chunks a producer keeps for reuse; more are freed. They stay counted in the budget while kept.
+  static constexpr int kMaxSpares = 2;
 
   std::uint64_t size() const noexcept {
     return pushed_.load(std::memory_order_acquire) - popped_.load(std::memory_order_acquire);
@@ -113,6 +142,8 @@ class SpanQueue {
 
  private:
   bool link_new_chunk(std::uint32_t record_size, std::uint64_t pushed) noexcept;
+  // Producer: a spare chunk that holds `record_size`, or a new one of `capacity`; null when neither can be had.
+  SpanChunk* reuse_or_make(std::uint32_t capacity, std::uint32_t record_size) noexcept;
   bool batch_waiting(std::uint64_t pushed) noexcept;
 
   const std::uint64_t wake_every_;
@@ -120,14 +151,18 @@ class SpanQueue {
   // Producer.
   SpanChunk* tail_;
   std::uint32_t tail_capacity_;
-  std::uint32_t write_at_ = 0;
+  std::uint32_t write_at_ = 0;      // bytes of records in tail_
+  std::uint32_t tail_records_ = 0;  // records in tail_
   std::uint32_t last_capacity_ = SpanChunk::kSmallest;
   std::uint64_t cached_popped_ = 0;
-  std::uint64_t next_check_;  // the pushed count at which a full batch may first be waiting
+  std::uint64_t next_check_;     // the pushed count at which a full batch may first be waiting
+  SpanChunk* spares_ = nullptr;  // at most kMaxSpares, linked by next_spare
+  // Consumer -> producer: exported chunks (recycle), taken all at once by the producer.
+  alignas(64) std::atomic<SpanChunk*> returned_{nullptr};
   alignas(64) std::atomic<std::uint64_t> pushed_{0};
   // Consumer.
   alignas(64) SpanChunk* head_;
-  std::uint32_t read_at_ = 0;       // in head_
+  std::uint32_t read_index_ = 0;    // records read in head_
   std::uint32_t seen_written_ = 0;  // head_->written when last read: reloaded only once caught up with it
   std::atomic<std::uint64_t> popped_{0};
 };
@@ -136,27 +171,26 @@ template <typename OnRecord, typename OnRetired>
 std::size_t SpanQueue::pop(std::size_t max, OnRecord&& on_record, OnRetired&& on_retired) {
   std::size_t n = 0;
   while (n < max) {
-    if (read_at_ < seen_written_) {
-      const std::uint8_t* record = head_->data() + read_at_;
-      std::uint32_t size;
-      std::memcpy(&size, record, 4);
-      LENS_DCHECK(size >= sizeof(RecordHeader) && read_at_ + size <= seen_written_);  // only what was published
-      on_record(record);
-      read_at_ += size;
+    if (read_index_ < seen_written_) {
+      std::uint32_t offset;
+      std::memcpy(&offset, head_->index_entry(read_index_), 4);
+      LENS_DCHECK(offset + sizeof(RecordHeader) <= head_->capacity);  // only what was published
+      on_record(head_->data() + offset);
+      ++read_index_;
       ++n;
       continue;
     }
     // Caught up with what was seen: look again, then at whether the producer has moved on to a new chunk.
     // `next` is set after the chunk's last record was published, so `written` is read once more after it.
     seen_written_ = head_->written.load(std::memory_order_acquire);
-    if (read_at_ < seen_written_) continue;
+    if (read_index_ < seen_written_) continue;
     SpanChunk* next = head_->next.load(std::memory_order_acquire);
     if (next == nullptr) break;
     seen_written_ = head_->written.load(std::memory_order_acquire);
-    if (read_at_ < seen_written_) continue;
+    if (read_index_ < seen_written_) continue;
     on_retired(head_);
     head_ = next;
-    read_at_ = seen_written_ = 0;
+    read_index_ = seen_written_ = 0;
   }
   popped_.store(popped_.load(std::memory_order_relaxed) + n, std::memory_order_release);
   return n;
