@@ -29,4 +29,10 @@ bool EventFd::wait(int timeout_ms) noexcept {
   return ::poll(&p, 1, timeout_ms) > 0;
 }
 
+bool EventFd::wait_micros(long timeout_us) noexcept {
+  pollfd p{fd_, POLLIN, 0};
+  const timespec timeout{timeout_us / 1000000, (timeout_us % 1000000) * 1000};
+  return ::ppoll(&p, 1, &timeout, nullptr) > 0;
+}
+
 }  // namespace lens::internal

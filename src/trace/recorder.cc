@@ -358,7 +358,10 @@ void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   const SpanQueue::Push pushed = t.queue.push(s.header, s.arena);
   if (__builtin_expect(pushed == SpanQueue::Push::kQueued, 1)) return;
   if (pushed == SpanQueue::Push::kDropped) ThreadCounters::bump(t.counters.dropped_queue_full);
-  p->wake_exporter();  // a full batch waits, the queue memory is past half, or a span was dropped
+  if (pushed == SpanQueue::Push::kQueuedPastHalf)
+    p->wake_exporter_now();  // at most once a chunk, and only while the queues back up
+  else
+    p->wake_exporter();  // a full batch waits, or a span was dropped
 }
 
 void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view type, std::string_view message,

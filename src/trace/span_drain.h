@@ -57,8 +57,11 @@ class SpanDrain {
   // The calling thread's state, created and registered on its first span (null when stopped or out of memory).
   ThreadState* thread_state() noexcept;
   bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
-  // A queue just reached the batch size, went past half the budget, or dropped a span.
+  // A queue just reached the batch size or dropped a span: the export thread comes, or is coming already (the
+  // ring is a flag while it is busy).
   void wake_exporter() noexcept { wake_.ring(); }
+  // The queues' memory went past half the budget: the export thread comes now, also out of a pause between drains.
+  void wake_exporter_now() noexcept { wake_.ring_now(); }
   // A span ended after shutdown on a thread with no state here: counted as produced and dropped.
   void count_late_drop() noexcept { late_drops_.fetch_add(1, std::memory_order_relaxed); }
   // Ends `t`'s open spans, innermost first, as truncated (CONTRACT §6). Runs on t's thread, or on the export thread

@@ -78,7 +78,9 @@ struct alignas(16) SpanChunk {
 
 class SpanQueue {
  public:
-  enum class Push : std::uint8_t { kQueued, kQueuedWakeExporter, kDropped };
+  // kQueuedPastHalf: this record took a new chunk and the budget is past half: the consumer must come now, even
+  // while it pauses between drains (SpanDrain::wake_exporter_now).
+  enum class Push : std::uint8_t { kQueued, kQueuedWakeExporter, kQueuedPastHalf, kDropped };
 
   // `wake_every` is the batch size. Throws std::bad_alloc when the first chunk cannot be had.
   SpanQueue(std::uint64_t wake_every, QueueBudget& budget);
@@ -103,8 +105,9 @@ class SpanQueue {
     write_at_ += size;
     tail_->written.store(++tail_records_, std::memory_order_release);
     pushed_.store(pushed + 1, std::memory_order_release);
+    if (__builtin_expect(budget_past_half, 0)) return Push::kQueuedPastHalf;
     if (__builtin_expect(pushed + 1 >= next_check_, 0) && batch_waiting(pushed + 1)) return Push::kQueuedWakeExporter;
-    return budget_past_half ? Push::kQueuedWakeExporter : Push::kQueued;
+    return Push::kQueued;
   }
 
   // Consumer: calls on_record(record) for up to `max` records, in order, and on_retired(chunk) for each chunk

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -134,13 +135,51 @@ TEST(SpanQueue, TheProcessBudgetBoundsEveryQueueTogether) {
     for (SpanQueue* q : {&a, &b}) {
       Push p = q->push(r.header, r.arena);
       dropped += p == Push::kDropped;
-      wakes += p == Push::kQueuedWakeExporter;
+      wakes += p == Push::kQueuedPastHalf;
     }
   }
   EXPECT_LE(budget.in_use(), budget.limit());
   EXPECT_GT(dropped, 0);
   EXPECT_EQ(a.size() + b.size() + static_cast<std::uint64_t>(dropped), 8000u) << "every span queued or dropped";
   EXPECT_GT(wakes, 0) << "past half the budget, each new chunk asks for the export thread";
+}
+
+// Issue 33: an exported chunk goes back to its producer and is linked again, not freed on the export thread and
+// allocated anew on the training thread; what is recycled stays within the budget.
+TEST(SpanQueue, AnExportedChunkIsRecycledToItsProducer) {
+  QueueBudget budget(1 << 20);
+  SpanQueue q(1 << 20, budget);
+  TestRecord r(1000);
+  std::vector<SpanChunk*> retired;
+  auto drain = [&](std::vector<const std::uint8_t*>* records) {
+    q.pop(
+        SIZE_MAX,
+        [&](const std::uint8_t* record) {
+          if (records) records->push_back(record);
+        },
+        [&](SpanChunk* c) { retired.push_back(c); });
+  };
+  for (int i = 0; i < 40; ++i) ASSERT_NE(q.push(r.header, r.arena), Push::kDropped);
+  drain(nullptr);
+  ASSERT_GE(retired.size(), 2u) << "40 records of about 1 KiB fill several chunks";
+  const std::size_t in_use = budget.in_use();
+  const std::vector<SpanChunk*> recycled = retired;
+  for (SpanChunk* c : retired) {
+    EXPECT_EQ(c->home, &q);
+    q.recycle(c);
+  }
+  retired.clear();
+  for (int i = 0; i < 8; ++i) ASSERT_NE(q.push(r.header, r.arena), Push::kDropped);
+  std::vector<const std::uint8_t*> records;
+  drain(&records);
+  const auto inside_a_recycled_chunk = [&](const std::uint8_t* record) {
+    for (SpanChunk* c : recycled)
+      if (record >= c->data() && record < c->data() + c->capacity) return true;
+    return false;
+  };
+  EXPECT_TRUE(std::any_of(records.begin(), records.end(), inside_a_recycled_chunk));
+  EXPECT_LE(budget.in_use(), in_use) << "a recycled chunk was taken from the budget once";
+  for (SpanChunk* c : retired) SpanChunk::free(c);
 }
 
 TEST(SpanQueue, ABudgetFreedByTheConsumerIsUsableAgain) {
