@@ -143,10 +143,11 @@ lens_tools::StepRange timeline_steps(const lens_tools::StepRange& asked,
 
 lens_tools::Timeline read_timeline(const std::vector<std::string>& files,
                                    std::map<std::string, std::vector<lens_tools::StepWindow>> windows,
-                                   const std::string& run, const lens_tools::ClockFigures& clocks) {
+                                   const std::string& run, const lens_tools::ClockFigures& clocks, int threads) {
   lens_tools::Timeline timeline(std::move(windows), clocks);  // the report's offsets: estimated once
   Progress progress;
-  lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run});
+  lens_tools::read_run(files, timeline,
+                       {.detail = true, .progress = std::ref(progress), .run_id = run, .threads = threads});
   timeline.lay_out();
   return timeline;
 }
@@ -185,6 +186,7 @@ struct ReportOptions {
   std::string run_dir, steps, html, run;
   bool json = false;
   std::vector<std::string> fail_if;
+  int threads = 0;  // reading threads; 0: one a core
 };
 
 int report(const ReportOptions& o) {
@@ -199,8 +201,8 @@ int report(const ReportOptions& o) {
   }
   lens_tools::Report r(range);
   Progress progress;
-  const lens_tools::ReadStats read =
-      lens_tools::read_run(files, r, {.links = true, .progress = std::ref(progress), .run_id = o.run});
+  const lens_tools::ReadStats read = lens_tools::read_run(
+      files, r, {.links = true, .progress = std::ref(progress), .run_id = o.run, .threads = o.threads});
   if (const int status = one_run_only("report", read, o.run, o.inputs)) return status;
   const lens_tools::Figures figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
@@ -218,7 +220,7 @@ int report(const ReportOptions& o) {
   }
   if (!o.html.empty()) {
     const lens_tools::StepRange shown = timeline_steps(range, figures.steps);
-    const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown), o.run, figures.clocks);
+    const lens_tools::Timeline timeline = read_timeline(files, r.windows(shown), o.run, figures.clocks, o.threads);
     const std::string label = shown.first > shown.last ? "(none)"
                               : shown.first == shown.last
                                   ? std::to_string(shown.first)
@@ -236,7 +238,7 @@ int report(const ReportOptions& o) {
 }
 
 int convert(const std::vector<std::string>& run_dirs, const std::string& to, const std::string& output,
-            const std::string& steps, const std::string& run) {
+            const std::string& steps, const std::string& run, int threads) {
   if (to != "chrome-json") throw CLI::ValidationError("--to", "'" + to + "' is not a known format (chrome-json)");
   const lens_tools::StepRange range = parse_steps(steps);
   const std::vector<std::string> files = lens_tools::telemetry_files(run_dirs);
@@ -248,7 +250,8 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
   std::map<std::string, std::vector<lens_tools::StepWindow>> windows;
   if (!steps.empty()) {  // the steps' windows first: a read of the step spans
     lens_tools::Report r(range);
-    const lens_tools::ReadStats read = lens_tools::read_run(files, r, {.detail = false, .progress = {}, .run_id = run});
+    const lens_tools::ReadStats read =
+        lens_tools::read_run(files, r, {.detail = false, .progress = {}, .run_id = run, .threads = threads});
     if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
     windows = r.windows(range);
     if (windows.empty()) {
@@ -258,8 +261,8 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
   }
   lens_tools::Timeline timeline(std::move(windows));
   Progress progress;
-  const lens_tools::ReadStats read =
-      lens_tools::read_run(files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run});
+  const lens_tools::ReadStats read = lens_tools::read_run(
+      files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run, .threads = threads});
   if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
   for (const auto& p : read.problems)
     std::fprintf(stderr, "lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
@@ -314,6 +317,11 @@ int lens_main(int argc, char** argv) {
   rep->add_option("--steps", o.steps, "Only these iterations in the per-step figures: A-B or A")->option_text("A-B");
   rep->add_option("--run", o.run, "The run to read (its nemo.run.id) when RUN_DIR holds several: they are never mixed")
       ->option_text("ID");
+  rep->add_option("--threads", o.threads,
+                  "Threads that read the files, each its own (the figures are the same at any number); default: one a "
+                  "core")
+      ->check(CLI::Range(1, static_cast<int>(lens_tools::kMaxReadingThreads)))
+      ->option_text("N");
   rep->add_option("--html", o.html,
                   "Also write the report as one self-contained page (opens from disk): a timeline of the last two "
                   "iterations, or of --steps (at most 8), one lane per rank; step time and loss over the run")
@@ -339,6 +347,9 @@ int lens_main(int argc, char** argv) {
       ->required()
       ->option_text("FILE");
   conv->add_option("--run", o.run, "As for report")->option_text("ID");
+  conv->add_option("--threads", o.threads, "As for report")
+      ->check(CLI::Range(1, static_cast<int>(lens_tools::kMaxReadingThreads)))
+      ->option_text("N");
   conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A")
       ->option_text("A-B");
   CLI::App* ctl = app.add_subcommand(
@@ -390,7 +401,7 @@ int lens_main(int argc, char** argv) {
     if (ctl->parsed())
       return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
-    return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run);
+    return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run, o.threads);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kBadInput;
   } catch (const std::exception& e) {

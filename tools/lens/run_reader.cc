@@ -5,11 +5,16 @@
 
 #include <algorithm>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "common/json_escape.h"
 
@@ -72,9 +77,9 @@ class LineReader {
     line.clear();
     overlong = false;
     for (;;) {
-      const auto newline = std::find(buffer_.begin() + static_cast<std::ptrdiff_t>(start_), buffer_.end(), '\n');
-      if (newline != buffer_.end()) {
-        const auto end = static_cast<std::size_t>(newline - buffer_.begin());
+      const void* newline = std::memchr(buffer_.data() + start_, '\n', buffer_.size() - start_);
+      if (newline != nullptr) {
+        const auto end = static_cast<std::size_t>(static_cast<const char*>(newline) - buffer_.data());
         keep(line, overlong, end - start_);
         start_ = end + 1;
         complete = true;
@@ -120,11 +125,19 @@ class LineReader {
 template <typename Int>
 Int integer(value v) {
   if (v.type() != simdjson::ondemand::json_type::string) return static_cast<Int>(v.get<Int>().value());
-  const std::string_view text = v.get_string();
+  // Read in place, not unescaped first (a timestamp a span, twice: issue 33 measured 7 % of a report's time).
   Int out = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
-  if (error != std::errc() || end != text.data() + text.size())
-    throw std::runtime_error("\"" + std::string(text) + "\" where an integer belongs");
+  simdjson::error_code error;
+  if constexpr (std::is_signed_v<Int>) {
+    std::int64_t n = 0;
+    error = v.get_int64_in_string().get(n);
+    out = static_cast<Int>(n);
+  } else {
+    std::uint64_t n = 0;
+    error = v.get_uint64_in_string().get(n);
+    out = static_cast<Int>(n);
+  }
+  if (error) throw std::runtime_error(std::string(v.raw_json_token()) + " where an integer belongs");
   return out;
 }
 
@@ -202,13 +215,31 @@ void each_attribute(array attributes, F&& f, bool raw = false) {
   }
 }
 
+// The processes of a read, one Origin each: the pointers handed out stay valid while the table lives (node-based).
+class OriginTable {
+ public:
+  const Origin* intern(const Origin& o) {
+    auto [it, inserted] = origins_.try_emplace(process_key(o), o);
+    if (!inserted && it->second.pipeline_size == 0) it->second = o;  // a later resource that says more wins
+    return &it->second;
+  }
+
+ private:
+  std::map<std::string, Origin> origins_;
+};
+
 class FileParser {
  public:
   FileParser(RunVisitor& visitor, ReadStats& stats, const ReadOptions& options)
-      : visitor_(visitor), stats_(stats), detail_(options.detail), links_(options.links), only_run_(options.run_id) {}
+      : visitor_(visitor), stats_(&stats), detail_(options.detail), links_(options.links), only_run_(options.run_id) {}
+  // Counts into `stats` from now on (a worker's parser counts each block of lines apart).
+  void count_into(ReadStats& stats) { stats_ = &stats; }
 
-  void line(std::string_view text) {
-    simdjson::padded_string json(text);
+  // Parses `text` in place: its capacity is grown to hold simdjson's padding, so a line is never copied again.
+  void line(std::string& text) {
+    if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING)
+      text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    simdjson::padded_string_view json(text.data(), text.size(), text.capacity());
     auto doc = parser_.iterate(json);
     object root = doc.get_object();
     for (auto field : root) {
@@ -253,10 +284,8 @@ class FileParser {
           },
           detail_);
     }
-    if (!o.run_id.empty() && stats_.run_ids.size() < kMaxRunIds) stats_.run_ids.insert(o.run_id);
-    auto [it, inserted] = origins_.try_emplace(process_key(o), o);
-    if (!inserted && it->second.pipeline_size == 0) it->second = o;
-    return &it->second;
+    if (!o.run_id.empty() && stats_->run_ids.size() < kMaxRunIds) stats_->run_ids.insert(o.run_id);
+    return origins_.intern(o);
   }
 
   // Of another run than the one asked for: left out (two runs are never mixed into one report).
@@ -276,7 +305,7 @@ class FileParser {
             if (std::string_view(sf.unescaped_key()) != "spans") continue;
             for (auto s : sf.value().get_array())
               if (skip)
-                ++stats_.spans_of_other_runs;
+                ++stats_->spans_of_other_runs;
               else
                 span(s.get_object(), origin);
           }
@@ -330,7 +359,7 @@ class FileParser {
       }
     }
     row.name = name_;
-    ++stats_.spans;
+    ++stats_->spans;
     visitor_.span(row);
   }
 
@@ -403,19 +432,19 @@ class FileParser {
         });
     }
     out.reason = reason;
-    ++stats_.points;
+    ++stats_->points;
     visitor_.metric(out);
   }
 
   RunVisitor& visitor_;
-  ReadStats& stats_;
+  ReadStats* stats_;
   const bool detail_;
   const bool links_;
   const std::string only_run_;
   simdjson::ondemand::parser parser_;
   std::string name_;
-  SpanRow row_;                            // reused: its vectors keep their capacity
-  std::map<std::string, Origin> origins_;  // node-based: the pointers handed out stay valid
+  SpanRow row_;  // reused: its vectors keep their capacity
+  OriginTable origins_;
   Origin unknown_;
 };
 
@@ -470,46 +499,355 @@ std::string inputs_text(const std::vector<std::string>& inputs) {
   return text;
 }
 
-ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
+namespace {
+
+// One line of a file as the reader found it.
+struct Line {
+  std::uint64_t number = 0;
+  std::string text;
+  bool complete = true, overlong = false;
+};
+
+// Parses one line (or says why it is not read) into `stats`.
+void parse_line(FileParser& parser, ReadStats& stats, const std::string& path, Line& line) {
+  ++stats.lines;
+  if (line.overlong) {
+    stats.problems.push_back({path, line.number,
+                              "a line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                                  " MiB: not read (no OTLP batch lens or a Collector writes is)"});
+    return;
+  }
+  if (line.text.empty()) return;
+  try {
+    parser.line(line.text);
+  } catch (const std::exception& e) {
+    std::string what = line.complete ? e.what() : std::string("a truncated last line (") + e.what() + ")";
+    stats.problems.push_back({path, line.number, what});
+  }
+}
+
+// Reads one file's lines into `line`, calling on_line(line) for each; what keeps the file from being opened or
+// read to its end goes to `stats`. Returns the bytes read.
+template <typename OnLine>
+std::uint64_t read_lines(const std::string& path, ReadStats& stats, Line& line, OnLine&& on_line) {
+  LineReader reader(path);
+  if (!reader.ok()) {
+    stats.problems.push_back({path, 0, "cannot be opened"});
+    return 0;
+  }
+  ++stats.files;
+  line.number = 0;
+  while (reader.next(line.text, line.complete, line.overlong)) {
+    ++line.number;
+    on_line(line, reader.bytes());
+  }
+  if (!reader.error().empty())
+    stats.problems.push_back({path, line.number + 1, "cannot be read past here: " + reader.error()});
+  return reader.bytes();
+}
+
+void merge_stats(ReadStats& into, ReadStats&& part) {
+  into.files += part.files;
+  into.lines += part.lines;
+  into.bytes += part.bytes;
+  into.spans += part.spans;
+  into.points += part.points;
+  into.spans_of_other_runs += part.spans_of_other_runs;
+  for (auto& problem : part.problems) into.problems.push_back(std::move(problem));
+  for (const auto& run : part.run_ids)
+    if (into.run_ids.size() < kMaxRunIds) into.run_ids.insert(run);
+}
+
+ReadStats read_serially(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
   const auto& progress = options.progress;
   ReadStats stats;
   FileParser parser(visitor, stats, options);
   std::uint64_t done = 0;
+  Line line;
   for (const std::string& path : files) {
-    LineReader reader(path);
-    if (!reader.ok()) {
-      stats.problems.push_back({path, 0, "cannot be opened"});
-      continue;
-    }
-    ++stats.files;
-    std::string line;
-    bool complete = true, overlong = false;
-    std::uint64_t number = 0;
-    while (reader.next(line, complete, overlong)) {
-      ++number;
-      ++stats.lines;
-      if (overlong) {
-        stats.problems.push_back({path, number,
-                                  "a line longer than " + std::to_string(kMaxLineBytes >> 20) +
-                                      " MiB: not read (no OTLP batch lens or a Collector writes is)"});
-        continue;
-      }
-      if (line.empty()) continue;
-      try {
-        parser.line(line);
-      } catch (const std::exception& e) {
-        std::string what = complete ? e.what() : std::string("a truncated last line (") + e.what() + ")";
-        stats.problems.push_back({path, number, what});
-      }
-      if (progress && (number & 63) == 0) progress(done + reader.bytes());
-    }
-    if (!reader.error().empty())
-      stats.problems.push_back({path, number + 1, "cannot be read past here: " + reader.error()});
-    done += reader.bytes();
+    done += read_lines(path, stats, line, [&](Line& l, std::uint64_t bytes) {
+      parse_line(parser, stats, path, l);
+      if (progress && (l.number & 63) == 0) progress(done + bytes);
+    });
   }
   stats.bytes = done;
   if (progress) progress(done);
   return stats;
+}
+
+// ---- reading in parallel -----------------------------------------------------------------------------------
+
+// What a parser found in a block of lines, owned (its rows' text outlives the parser's buffers), to be handed to
+// the visitor on the calling thread in the files' order.
+struct ParsedRows {
+  struct Text {
+    std::uint32_t offset = 0, length = 0;
+  };
+  struct Span {
+    SpanRow row;  // its string_views are empty here: the text is in `text`
+    std::uint32_t origin = 0;
+    Text name, span_id, parent_span_id;
+    std::uint32_t links_begin = 0, links_end = 0;
+  };
+  struct Point {
+    MetricPoint point;
+    std::uint32_t origin = 0;
+    Text name, reason;
+  };
+  std::vector<Origin> origins;  // as the worker's parser read them
+  std::vector<Span> spans;
+  std::vector<Point> points;
+  std::vector<bool> order;  // true: the next span, false: the next point
+  std::vector<Text> links;
+  std::string text;
+
+  Text keep(std::string_view v) {
+    Text t{static_cast<std::uint32_t>(text.size()), static_cast<std::uint32_t>(v.size())};
+    text.append(v);
+    return t;
+  }
+  std::string_view view(Text t) const { return std::string_view(text).substr(t.offset, t.length); }
+};
+
+// A visitor on a worker: copies what its parser hands it into the block's rows.
+class RowRecorder final : public RunVisitor {
+ public:
+  void start(ParsedRows& rows) {
+    rows_ = &rows;
+    last_origin_ = nullptr;
+  }
+  void span(const SpanRow& row) override {
+    ParsedRows::Span& s = rows_->spans.emplace_back();
+    s.row.start_ns = row.start_ns;
+    s.row.end_ns = row.end_ns;
+    s.row.iteration = row.iteration;
+    s.row.num_microbatches = row.num_microbatches;
+    s.row.loss = row.loss;
+    s.row.truncated = row.truncated;
+    s.row.group_change = row.group_change;
+    s.row.args_json = row.args_json;
+    s.origin = origin_index(row.origin);
+    s.name = rows_->keep(row.name);
+    s.span_id = rows_->keep(row.span_id);
+    s.parent_span_id = rows_->keep(row.parent_span_id);
+    s.links_begin = static_cast<std::uint32_t>(rows_->links.size());
+    for (std::string_view link : row.linked_span_ids) rows_->links.push_back(rows_->keep(link));
+    s.links_end = static_cast<std::uint32_t>(rows_->links.size());
+    rows_->order.push_back(true);
+  }
+  void metric(const MetricPoint& point) override {
+    ParsedRows::Point& p = rows_->points.emplace_back();
+    p.point = point;
+    p.point.name = p.point.reason = {};
+    p.origin = origin_index(point.origin);
+    p.name = rows_->keep(point.name);
+    p.reason = rows_->keep(point.reason);
+    rows_->order.push_back(false);
+  }
+
+ private:
+  std::uint32_t origin_index(const Origin* origin) {
+    if (origin != last_origin_) {  // a batch of lens's is one process: one copy a line at most
+      rows_->origins.push_back(*origin);
+      last_origin_ = origin;
+    }
+    return static_cast<std::uint32_t>(rows_->origins.size() - 1);
+  }
+  ParsedRows* rows_ = nullptr;
+  const Origin* last_origin_ = nullptr;
+};
+
+// A run of lines of one file (about kBlockBytes), parsed by one worker. Blocks are numbered in the order they
+// were read; the visitor takes them in that order.
+struct Block {
+  std::size_t file = 0;
+  std::vector<Line> lines;
+  ReadStats stats;                       // the worker's counts, and the reader's: a file opened or not
+  std::vector<ReadProblem> after_lines;  // what kept the file from being read to its end (its last block's)
+  std::uint64_t done_bytes = 0;          // of the whole read, once this block is visited
+  ParsedRows rows;
+  bool parsed = false;
+};
+
+// One thread reads the files' lines in order into blocks; `workers` threads parse blocks, each its own; the calling
+// thread hands the rows to the visitor block by block in the order they were read, so the visitor sees exactly
+// what a serial read would show it, whatever the timing. Memory is bounded: at most kBlocksPerWorker blocks per
+// worker are read ahead of the one being visited.
+class ParallelRead {
+ public:
+  ParallelRead(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options,
+               std::size_t workers)
+      : files_(files), visitor_(visitor), options_(options), workers_(workers) {}
+
+  ReadStats run() {
+    std::vector<std::thread> threads;
+    threads.emplace_back([this] { read(); });
+    for (std::size_t i = 0; i < workers_; ++i) threads.emplace_back([this] { parse(); });
+    ReadStats stats;
+    std::uint64_t done = 0;
+    while (std::unique_ptr<Block> block = next_parsed()) {
+      visit(*block);
+      done = block->done_bytes;
+      merge_stats(stats, std::move(block->stats));
+      if (options_.progress) options_.progress(done);
+    }
+    for (auto& t : threads) t.join();
+    stats.bytes = done;
+    return stats;
+  }
+
+ private:
+  static constexpr std::size_t kBlockBytes = 1 << 20;
+  static constexpr std::size_t kBlocksPerWorker = 4;
+
+  // The reader thread.
+  void read() {
+    std::uint64_t done = 0;
+    auto block = std::make_unique<Block>();
+    std::size_t bytes = 0;
+    Line line;
+    for (std::size_t f = 0; f < files_.size(); ++f) {
+      block->file = f;
+      ReadStats file;  // opened or not, read to the end or not
+      done += read_lines(files_[f], file, line, [&](Line& l, std::uint64_t file_bytes) {
+        bytes += l.text.size();
+        block->lines.push_back(std::move(l));
+        l = Line{block->lines.back().number, {}, true, false};
+        if (bytes >= kBlockBytes) {
+          block->done_bytes = done + file_bytes;
+          hand_out(std::move(block));
+          block = std::make_unique<Block>();
+          block->file = f;
+          bytes = 0;
+        }
+      });
+      block->done_bytes = done;
+      block->stats.files += file.files;
+      block->after_lines = std::move(file.problems);  // after the problems of the file's last lines, as read serially
+      hand_out(std::move(block));
+      block = std::make_unique<Block>();
+      bytes = 0;
+    }
+    std::lock_guard lock(mutex_);
+    read_all_ = true;
+    parse_wait_.notify_all();
+    visit_wait_.notify_all();
+  }
+
+  void hand_out(std::unique_ptr<Block> block) {
+    std::unique_lock lock(mutex_);
+    read_wait_.wait(lock, [&] { return blocks_.size() < kBlocksPerWorker * workers_; });
+    blocks_.push_back(std::move(block));
+    to_parse_.push_back(blocks_.back().get());
+    parse_wait_.notify_one();
+  }
+
+  // A worker thread.
+  void parse() {
+    RowRecorder recorder;
+    ReadStats unused;
+    FileParser parser(recorder, unused, options_);
+    for (;;) {
+      Block* block;
+      {
+        std::unique_lock lock(mutex_);
+        parse_wait_.wait(lock, [&] { return !to_parse_.empty() || read_all_; });
+        if (to_parse_.empty()) return;
+        block = to_parse_.front();
+        to_parse_.pop_front();
+      }
+      recorder.start(block->rows);
+      parser.count_into(block->stats);
+      const std::string& path = files_[block->file];
+      try {
+        for (Line& line : block->lines) parse_line(parser, block->stats, path, line);
+      } catch (const std::exception& e) {  // out of memory: this block's problem, the rest is still read
+        block->stats.problems.push_back({path, 0, std::string("could not be read: ") + e.what()});
+      }
+      for (ReadProblem& p : block->after_lines) block->stats.problems.push_back(std::move(p));
+      std::vector<Line>().swap(block->lines);
+      {
+        std::lock_guard lock(mutex_);
+        block->parsed = true;
+      }
+      visit_wait_.notify_all();
+    }
+  }
+
+  // The calling thread: the oldest block, once parsed; null when every block was visited.
+  std::unique_ptr<Block> next_parsed() {
+    std::unique_lock lock(mutex_);
+    visit_wait_.wait(lock,
+                     [&] { return (!blocks_.empty() && blocks_.front()->parsed) || (blocks_.empty() && read_all_); });
+    if (blocks_.empty()) return nullptr;
+    std::unique_ptr<Block> block = std::move(blocks_.front());
+    blocks_.pop_front();
+    read_wait_.notify_one();
+    return block;
+  }
+
+  // Hands a block's rows to the visitor, each with the read's own Origin of its process.
+  void visit(const Block& block) {
+    const ParsedRows& b = block.rows;
+    std::vector<const Origin*> origins;
+    origins.reserve(b.origins.size());
+    for (const Origin& o : b.origins) origins.push_back(origins_.intern(o));
+    std::size_t span = 0, point = 0;
+    for (bool is_span : b.order) {
+      if (is_span) {
+        const ParsedRows::Span& s = b.spans[span++];
+        row_.origin = origins[s.origin];
+        row_.name = b.view(s.name);
+        row_.start_ns = s.row.start_ns;
+        row_.end_ns = s.row.end_ns;
+        row_.iteration = s.row.iteration;
+        row_.num_microbatches = s.row.num_microbatches;
+        row_.loss = s.row.loss;
+        row_.truncated = s.row.truncated;
+        row_.group_change = s.row.group_change;
+        row_.span_id = b.view(s.span_id);
+        row_.parent_span_id = b.view(s.parent_span_id);
+        row_.linked_span_ids.clear();
+        for (std::uint32_t i = s.links_begin; i < s.links_end; ++i) row_.linked_span_ids.push_back(b.view(b.links[i]));
+        row_.args_json = s.row.args_json;
+        visitor_.span(row_);
+      } else {
+        const ParsedRows::Point& p = b.points[point++];
+        MetricPoint out = p.point;
+        out.origin = origins[p.origin];
+        out.name = b.view(p.name);
+        out.reason = b.view(p.reason);
+        visitor_.metric(out);
+      }
+    }
+  }
+
+  const std::vector<std::string>& files_;
+  RunVisitor& visitor_;
+  const ReadOptions& options_;
+  const std::size_t workers_;
+  OriginTable origins_;  // the calling thread's
+  SpanRow row_;
+
+  std::mutex mutex_;  // guards everything below, and each block's `parsed`
+  std::condition_variable read_wait_, parse_wait_, visit_wait_;
+  std::deque<std::unique_ptr<Block>> blocks_;  // read, in order, until visited
+  std::deque<Block*> to_parse_;
+  bool read_all_ = false;
+};
+
+}  // namespace
+
+std::size_t reading_threads(const ReadOptions& options, std::size_t files) {
+  std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
+                                            : std::max<std::size_t>(std::thread::hardware_concurrency(), 1);
+  return files == 0 ? 1 : std::min(threads, kMaxReadingThreads);
+}
+
+ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
+  const std::size_t threads = reading_threads(options, files.size());
+  if (threads <= 1) return read_serially(files, visitor, options);
+  return ParallelRead(files, visitor, options, threads).run();
 }
 
 }  // namespace lens_tools

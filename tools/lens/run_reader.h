@@ -107,7 +107,16 @@ struct ReadOptions {
   bool links = false;   // span ids and linked span ids (what clock offsets are estimated from), without detail
   std::function<void(std::uint64_t bytes)> progress;  // may be empty; called now and then with the bytes read
   std::string run_id;  // when set, only what the resource says is of this run (nemo.run.id) reaches the visitor
+  // Threads that parse the lines (blocks of about 1 MiB each), beside one that reads them and the calling thread,
+  // which hands the rows to the visitor in the files' order: the result is the same at any number. 0: one a core;
+  // 1: no other thread (the calling thread reads, parses and visits). At most kMaxReadingThreads.
+  int threads = 0;
 };
+
+inline constexpr std::size_t kMaxReadingThreads = 64;
+
+// The parsing threads a read of `files` files uses (1: a serial read).
+std::size_t reading_threads(const ReadOptions& options, std::size_t files);
 
 // A span id of 16 hex digits as a number; 0 (no span) for anything else.
 inline std::uint64_t parse_span_id(std::string_view hex) {
@@ -126,7 +135,8 @@ inline std::uint64_t parse_span_id(std::string_view hex) {
 // `"key":raw_value` added to a list of JSON members (nothing when raw_value is empty).
 void append_json_member(std::string& members, std::string_view key, std::string_view raw_value);
 
-// Reads every file.
+// Reads every file: in parallel with more than one reading thread, each parsing its own files; the visitor is
+// called on the calling thread only, in the order of `files`.
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options = {});
 
 }  // namespace lens_tools

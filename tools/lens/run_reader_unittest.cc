@@ -1,0 +1,133 @@
+// Reading a run in parallel (issue 33): whatever the number of threads, the visitor sees the rows a serial read
+// shows it, in the same order, and the same counts and problems; blocks of lines cut a large file between threads.
+#include "run_reader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace lens_tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every row as text: its process, name, times, iteration and ids.
+class Transcript final : public RunVisitor {
+ public:
+  void span(const SpanRow& s) override {
+    std::string line = process_key(*s.origin) + "|" + std::string(s.name) + "|" + std::to_string(s.start_ns) + "|" +
+                       std::to_string(s.end_ns) + "|" + std::to_string(s.iteration) + "|" + std::string(s.span_id);
+    for (std::string_view link : s.linked_span_ids) line += "|" + std::string(link);
+    rows.push_back(line);
+  }
+  void metric(const MetricPoint& p) override {
+    rows.push_back(process_key(*p.origin) + "|metric|" + std::string(p.name) + "|" + std::to_string(p.value));
+  }
+  std::vector<std::string> rows;
+};
+
+std::string span_json(int rank, int i) {
+  const std::string start = std::to_string(1'700'000'000'000'000'000ULL + 1000ULL * static_cast<unsigned>(i));
+  char id[17];
+  std::snprintf(id, sizeof id, "%016x", i + 1);
+  std::string attributes = i % 30 == 29 ? R"(,"attributes":[{"key":"megatron.iteration","value":{"intValue":")" +
+                                              std::to_string(i / 30) + R"("}}])"
+                                        : "";
+  return R"({"traceId":"0000000000000000000000000000000a","spanId":")" + std::string(id) +
+         R"(","name":")" + (i % 30 == 29 ? "megatron.train_step" : "megatron.layer.forward") +
+         R"(","startTimeUnixNano":")" + start + R"(","endTimeUnixNano":")" + start + R"(")" + attributes +
+         (rank == 1 && i % 7 == 0 ? R"(,"links":[{"spanId":"00000000000000ff"}])" : "") + "}";
+}
+
+// A run of `ranks` files of `lines` lines of `spans` spans each, and a line that is not OTLP in rank 0's.
+fs::path write_run(const std::string& name, int ranks, int lines, int spans) {
+  const fs::path dir = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::ofstream out(dir / ("rank" + std::to_string(rank) + ".traces.jsonl"));
+    const std::string resource = R"({"resourceSpans":[{"resource":{"attributes":[{"key":"nemo.run.id","value":{"stringValue":"r"}},{"key":"dl.rank","value":{"intValue":")" +
+                                 std::to_string(rank) + R"("}}]},"scopeSpans":[{"spans":[)";
+    int i = 0;
+    for (int line = 0; line < lines; ++line) {
+      out << resource;
+      for (int s = 0; s < spans; ++s) out << (s ? "," : "") << span_json(rank, i++);
+      out << "]}]}]}\n";
+      if (rank == 0 && line == lines / 2) out << "{\"notOtlp\":1}\n";
+    }
+  }
+  return dir;
+}
+
+struct Read {
+  Transcript transcript;
+  ReadStats stats;
+};
+
+Read read(const fs::path& dir, int threads, bool links) {
+  Read r;
+  ReadOptions options;
+  options.threads = threads;
+  options.links = links;
+  r.stats = read_run(telemetry_files({dir.string()}), r.transcript, options);
+  return r;
+}
+
+void expect_same(const Read& a, const Read& b) {
+  EXPECT_EQ(a.transcript.rows, b.transcript.rows);
+  EXPECT_EQ(a.stats.files, b.stats.files);
+  EXPECT_EQ(a.stats.lines, b.stats.lines);
+  EXPECT_EQ(a.stats.bytes, b.stats.bytes);
+  EXPECT_EQ(a.stats.spans, b.stats.spans);
+  EXPECT_EQ(a.stats.run_ids, b.stats.run_ids);
+  ASSERT_EQ(a.stats.problems.size(), b.stats.problems.size());
+  for (std::size_t i = 0; i < a.stats.problems.size(); ++i) {
+    EXPECT_EQ(a.stats.problems[i].file, b.stats.problems[i].file);
+    EXPECT_EQ(a.stats.problems[i].line, b.stats.problems[i].line);
+    EXPECT_EQ(a.stats.problems[i].what, b.stats.problems[i].what);
+  }
+}
+
+TEST(ParallelRead, ManySmallFilesReadAsASerialReadDoes) {
+  const fs::path dir = write_run("lens_read_small", 40, 3, 20);
+  const Read serial = read(dir, 1, true);
+  ASSERT_EQ(serial.stats.spans, 40u * 3 * 20);
+  ASSERT_EQ(serial.stats.problems.size(), 1u) << "rank 0's line that is not OTLP";
+  for (int threads : {2, 3, 8}) expect_same(serial, read(dir, threads, true));
+  fs::remove_all(dir);
+}
+
+TEST(ParallelRead, ALargeFileIsCutIntoBlocksAndReadInOrder) {
+  const fs::path dir = write_run("lens_read_large", 2, 60, 512);  // about 8 MB a file: several blocks each
+  const Read serial = read(dir, 1, true);
+  ASSERT_EQ(serial.stats.spans, 2u * 60 * 512);
+  expect_same(serial, read(dir, 2, true));
+  expect_same(read(dir, 1, false), read(dir, 4, false));
+  fs::remove_all(dir);
+}
+
+TEST(ParallelRead, AFileThatCannotBeOpenedIsAProblemInItsPlace) {
+  const fs::path dir = write_run("lens_read_missing", 3, 2, 5);
+  std::vector<std::string> files = telemetry_files({dir.string()});
+  files.insert(files.begin() + 1, (dir / "rank9.traces.jsonl").string());  // named, never written
+  for (int threads : {1, 2}) {
+    Transcript t;
+    ReadOptions options;
+    options.threads = threads;
+    const ReadStats stats = read_run(files, t, options);
+    ASSERT_EQ(stats.problems.size(), 2u);
+    EXPECT_EQ(stats.problems[0].line, 2u + 1) << "rank 0's line that is not OTLP (after its second line) first";
+    EXPECT_EQ(stats.problems[1].what, "cannot be opened");
+    EXPECT_EQ(stats.files, 3u);
+    EXPECT_EQ(t.rows.size(), 3u * 2 * 5);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace lens_tools
