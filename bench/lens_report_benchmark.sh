@@ -15,6 +15,7 @@ spans=${1:-10000000}
 ranks=${2:-4}
 lens=${3:-build/tools/lens}
 other=${4:-}
+spans=$((spans / ranks * ranks))  # the same number in every file
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
