@@ -38,9 +38,9 @@ std::string span_json(int rank, int i) {
   std::string attributes = i % 30 == 29 ? R"(,"attributes":[{"key":"megatron.iteration","value":{"intValue":")" +
                                               std::to_string(i / 30) + R"("}}])"
                                         : "";
-  return R"({"traceId":"0000000000000000000000000000000a","spanId":")" + std::string(id) +
-         R"(","name":")" + (i % 30 == 29 ? "megatron.train_step" : "megatron.layer.forward") +
-         R"(","startTimeUnixNano":")" + start + R"(","endTimeUnixNano":")" + start + R"(")" + attributes +
+  return R"({"traceId":"0000000000000000000000000000000a","spanId":")" + std::string(id) + R"(","name":")" +
+         (i % 30 == 29 ? "megatron.train_step" : "megatron.layer.forward") + R"(","startTimeUnixNano":")" + start +
+         R"(","endTimeUnixNano":")" + start + R"(")" + attributes +
          (rank == 1 && i % 7 == 0 ? R"(,"links":[{"spanId":"00000000000000ff"}])" : "") + "}";
 }
 
@@ -51,8 +51,9 @@ fs::path write_run(const std::string& name, int ranks, int lines, int spans) {
   fs::create_directories(dir);
   for (int rank = 0; rank < ranks; ++rank) {
     std::ofstream out(dir / ("rank" + std::to_string(rank) + ".traces.jsonl"));
-    const std::string resource = R"({"resourceSpans":[{"resource":{"attributes":[{"key":"nemo.run.id","value":{"stringValue":"r"}},{"key":"dl.rank","value":{"intValue":")" +
-                                 std::to_string(rank) + R"("}}]},"scopeSpans":[{"spans":[)";
+    const std::string resource =
+        R"({"resourceSpans":[{"resource":{"attributes":[{"key":"nemo.run.id","value":{"stringValue":"r"}},{"key":"dl.rank","value":{"intValue":")" +
+        std::to_string(rank) + R"("}}]},"scopeSpans":[{"spans":[)";
     int i = 0;
     for (int line = 0; line < lines; ++line) {
       out << resource;
