@@ -23,14 +23,14 @@ class StragglerTest(unittest.TestCase):
                 with lens.step_phase("compute"):
                     time.sleep(0.002)
                 with lens.step_phase("wait"):
-                    time.sleep(0.001)
+                    time.sleep(0.02)  # this rank waits for rank 1 below
                 lens.end_step(iteration)
                 self.assertEqual(lens.straggler_summary_due(iteration), iteration == 5)
             mine = lens.take_straggler_summary(5, 0)
             self.assertEqual(len(mine), 7)
             self.assertEqual((mine[1], mine[2], mine[3], mine[6]), (5, 0, 5, 1))
             self.assertGreaterEqual(mine[4], 2_000_000)
-            gathered = [mine, summary(mine, 0, 60, 0), summary(mine, 1, 3, 3), summary(mine, 1, 3, 3)]
+            gathered = [mine, summary(mine, 0, 30, 0), summary(mine, 1, 3, 3), summary(mine, 1, 3, 3)]
             found = lens.score_stragglers(5, gathered)
             self.assertEqual(found["flagged"], [1])
             self.assertIn("rank 1 (stage 0) is a straggler", found["text"])

@@ -29,12 +29,14 @@ Score score_rank(const RankWindow& self, const std::vector<const RankWindow*>& s
   s.peer_compute_ns = median_of(compute);
   s.peer_wait_ns = median_of(wait);
   s.score = s.peer_compute_ns > 0 ? self.compute_ns / s.peer_compute_ns : 1.0;
-  // The rank the others wait for waits least: without that, a slower rank may be one that waits on another
-  // stage's straggler in a way its peers do not. With no wait measured in the whole stage (no pipeline, no data
-  // parallelism to wait on), compute alone decides.
-  const bool waits_least = self.wait_ns < s.peer_wait_ns || (s.peer_wait_ns == 0 && self.wait_ns == 0);
-  s.flagged =
-      s.score >= Rule::kComputeRatio && self.compute_ns - s.peer_compute_ns >= Rule::kMinExcessNs && waits_least;
+  // Its peers wait for its extra compute: without that, a slower rank may be one whose extra compute fits in
+  // time it would have waited on another stage's straggler, which delays no one. With no wait measured in the
+  // whole stage (no pipeline, no data parallelism to wait on), compute alone decides.
+  const double excess_ns = self.compute_ns - s.peer_compute_ns;
+  const bool no_wait_in_stage = s.peer_wait_ns == 0 && self.wait_ns == 0;
+  const bool waited_for =
+      no_wait_in_stage || s.peer_wait_ns - self.wait_ns >= Rule::kWaitedForShare * std::max(excess_ns, 0.0);
+  s.flagged = s.score >= Rule::kComputeRatio && excess_ns >= Rule::kMinExcessNs && waited_for;
   return s;
 }
 

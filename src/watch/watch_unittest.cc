@@ -47,6 +47,17 @@ TEST(StragglerRule, ASlowerRankThatWaitsMoreThanItsPeerIsNotTheOneWaitedFor) {
   EXPECT_FALSE(score_window(two_stages_of_two(48, 35))[1].flagged);
 }
 
+TEST(StragglerRule, ASlowerRankWhosePeerDoesNotWaitForItIsNotFlagged) {
+  // Behind a straggling stage, a rank's extra compute fits in time it would have waited on that stage: 1.32x its
+  // peer, but its peer waits only 4 ms longer than it does for its 13 ms more (issue 33's CI run).
+  std::vector<RankWindow> behind = {
+      {.rank = 2, .stage = 1, .steps = 10, .compute_ns = 40.7 * kMs, .wait_ns = 53.1 * kMs},
+      {.rank = 3, .stage = 1, .steps = 10, .compute_ns = 53.8 * kMs, .wait_ns = 49.1 * kMs}};
+  EXPECT_FALSE(score_window(behind)[1].flagged);
+  behind[0].wait_ns = 49.1 * kMs + 6.6 * kMs;  // half of its extra compute: the peer waits for it
+  EXPECT_TRUE(score_window(behind)[1].flagged);
+}
+
 TEST(StragglerRule, NoiseBelowTheRatioAndTinyStepsAreNotFlagged) {
   EXPECT_FALSE(score_window(two_stages_of_two(37.5, 8))[1].flagged);  // 1.25x
   std::vector<RankWindow> tiny = {{.rank = 0, .steps = 20, .compute_ns = 0.1 * kMs, .wait_ns = 0.1 * kMs},

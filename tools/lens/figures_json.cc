@@ -85,6 +85,7 @@ json stragglers_json(const StragglerFigures& s) {
            {{"window_steps", StragglerRule::kWindowSteps},
             {"compute_ratio_at_least", lens::straggler::Rule::kComputeRatio},
             {"compute_excess_ms_at_least", lens::straggler::Rule::kMinExcessNs / 1e6},
+            {"peers_extra_wait_over_excess_at_least", lens::straggler::Rule::kWaitedForShare},
             {"min_steps_per_window", lens::straggler::Rule::kMinSteps},
             {"share_at_least", StragglerRule::kShare},
             {"min_ranks_per_stage", 2}}},

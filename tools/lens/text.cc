@@ -153,7 +153,7 @@ void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
   if (!stragglers.not_scored.empty())
     line("stragglers: not scored: " + stragglers.not_scored);
   else if (stragglers.named.empty())
-    line("stragglers: none (no rank computed 1.3x its stage peers' and waited less, in half its steps)");
+    line("stragglers: none (no rank computed 1.3x its stage peers' while they waited for it, in half its steps)");
   char buffer[512];
   for (const StragglerRow& r : stragglers.named) {
     std::snprintf(buffer, sizeof buffer,
