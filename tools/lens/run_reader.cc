@@ -559,17 +559,50 @@ void merge_stats(ReadStats& into, ReadStats&& part) {
     if (into.run_ids.size() < kMaxRunIds) into.run_ids.insert(run);
 }
 
+// What the visitor threw, carried past parse_line's catch (a line's problem is the parser's, not the visitor's).
+struct VisitorFailed {
+  std::exception_ptr error;
+};
+
+// Hands rows on to the serial read's visitor.
+class VisitorOnTheParsersThread final : public RunVisitor {
+ public:
+  explicit VisitorOnTheParsersThread(RunVisitor& to) : to_(to) {}
+  void span(const SpanRow& row) override {
+    try {
+      to_.span(row);
+    } catch (...) {
+      throw VisitorFailed{std::current_exception()};
+    }
+  }
+  void metric(const MetricPoint& point) override {
+    try {
+      to_.metric(point);
+    } catch (...) {
+      throw VisitorFailed{std::current_exception()};
+    }
+  }
+
+ private:
+  RunVisitor& to_;
+};
+
 ReadStats read_serially(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
   const auto& progress = options.progress;
   ReadStats stats;
-  FileParser parser(visitor, stats, options);
+  VisitorOnTheParsersThread passing(visitor);
+  FileParser parser(passing, stats, options);
   std::uint64_t done = 0;
   Line line;
-  for (const std::string& path : files) {
-    done += read_lines(path, stats, line, [&](Line& l, std::uint64_t bytes) {
-      parse_line(parser, stats, path, l);
-      if (progress && (l.number & 63) == 0) progress(done + bytes);
-    });
+  try {
+    for (const std::string& path : files) {
+      done += read_lines(path, stats, line, [&](Line& l, std::uint64_t bytes) {
+        parse_line(parser, stats, path, l);
+        if (progress && (l.number & 63) == 0) progress(done + bytes);
+      });
+    }
+  } catch (const VisitorFailed& failed) {
+    std::rethrow_exception(failed.error);
   }
   stats.bytes = done;
   if (progress) progress(done);
@@ -577,6 +610,19 @@ ReadStats read_serially(const std::vector<std::string>& files, RunVisitor& visit
 }
 
 // ---- reading in parallel -----------------------------------------------------------------------------------
+
+// A row's fields that are its own, not views into a parser's buffers: what crosses from a worker to the visitor
+// as it is.
+void copy_owned_fields(const SpanRow& from, SpanRow& to) {
+  to.start_ns = from.start_ns;
+  to.end_ns = from.end_ns;
+  to.iteration = from.iteration;
+  to.num_microbatches = from.num_microbatches;
+  to.loss = from.loss;
+  to.truncated = from.truncated;
+  to.group_change = from.group_change;
+  to.args_json = from.args_json;
+}
 
 // What a parser found in a block of lines, owned (its rows' text outlives the parser's buffers), to be handed to
 // the visitor on the calling thread in the files' order.
@@ -619,14 +665,7 @@ class RowRecorder final : public RunVisitor {
   }
   void span(const SpanRow& row) override {
     ParsedRows::Span& s = rows_->spans.emplace_back();
-    s.row.start_ns = row.start_ns;
-    s.row.end_ns = row.end_ns;
-    s.row.iteration = row.iteration;
-    s.row.num_microbatches = row.num_microbatches;
-    s.row.loss = row.loss;
-    s.row.truncated = row.truncated;
-    s.row.group_change = row.group_change;
-    s.row.args_json = row.args_json;
+    copy_owned_fields(row, s.row);
     s.origin = origin_index(row.origin);
     s.name = rows_->keep(row.name);
     s.span_id = rows_->keep(row.span_id);
@@ -681,18 +720,23 @@ class ParallelRead {
       : files_(files), visitor_(visitor), options_(options), workers_(workers) {}
 
   ReadStats run() {
-    std::vector<std::thread> threads;
-    threads.emplace_back([this] { read(); });
-    for (std::size_t i = 0; i < workers_; ++i) threads.emplace_back([this] { parse(); });
+    threads_.emplace_back([this] { read(); });
+    for (std::size_t i = 0; i < workers_; ++i) threads_.emplace_back([this] { parse(); });
     ReadStats stats;
     std::uint64_t done = 0;
-    while (std::unique_ptr<Block> block = next_parsed()) {
-      visit(*block);
-      done = block->done_bytes;
-      merge_stats(stats, std::move(block->stats));
-      if (options_.progress) options_.progress(done);
+    try {
+      while (std::unique_ptr<Block> block = next_parsed()) {
+        visit(*block);
+        done = block->done_bytes;
+        merge_stats(stats, std::move(block->stats));
+        if (options_.progress) options_.progress(done);
+      }
+    } catch (...) {  // the visitor's: no thread may outlive the read
+      stop_and_join();
+      throw;
     }
-    for (auto& t : threads) t.join();
+    stop_and_join();
+    if (reader_error_) std::rethrow_exception(reader_error_);
     stats.bytes = done;
     return stats;
   }
@@ -701,8 +745,35 @@ class ParallelRead {
   static constexpr std::size_t kBlockBytes = 1 << 20;
   static constexpr std::size_t kBlocksPerWorker = 4;
 
-  // The reader thread.
+  // Thrown on the reader thread when the read was stopped: it unwinds the file being read.
+  struct Stopped {};
+
+  void stop_and_join() {
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    read_wait_.notify_all();
+    parse_wait_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // The reader thread: what it could not read (out of memory) ends the read, and reaches the caller.
   void read() {
+    try {
+      read_files();
+    } catch (const Stopped&) {
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      reader_error_ = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    read_all_ = true;
+    parse_wait_.notify_all();
+    visit_wait_.notify_all();
+  }
+
+  void read_files() {
     std::uint64_t done = 0;
     auto block = std::make_unique<Block>();
     std::size_t bytes = 0;
@@ -729,15 +800,12 @@ class ParallelRead {
       block = std::make_unique<Block>();
       bytes = 0;
     }
-    std::lock_guard lock(mutex_);
-    read_all_ = true;
-    parse_wait_.notify_all();
-    visit_wait_.notify_all();
   }
 
   void hand_out(std::unique_ptr<Block> block) {
     std::unique_lock lock(mutex_);
-    read_wait_.wait(lock, [&] { return blocks_.size() < kBlocksPerWorker * workers_; });
+    read_wait_.wait(lock, [&] { return blocks_.size() < kBlocksPerWorker * workers_ || stopped_; });
+    if (stopped_) throw Stopped{};
     blocks_.push_back(std::move(block));
     to_parse_.push_back(blocks_.back().get());
     parse_wait_.notify_one();
@@ -752,8 +820,8 @@ class ParallelRead {
       Block* block;
       {
         std::unique_lock lock(mutex_);
-        parse_wait_.wait(lock, [&] { return !to_parse_.empty() || read_all_; });
-        if (to_parse_.empty()) return;
+        parse_wait_.wait(lock, [&] { return !to_parse_.empty() || read_all_ || stopped_; });
+        if (to_parse_.empty() || stopped_) return;
         block = to_parse_.front();
         to_parse_.pop_front();
       }
@@ -797,20 +865,13 @@ class ParallelRead {
     for (bool is_span : b.order) {
       if (is_span) {
         const ParsedRows::Span& s = b.spans[span++];
+        copy_owned_fields(s.row, row_);
         row_.origin = origins[s.origin];
         row_.name = b.view(s.name);
-        row_.start_ns = s.row.start_ns;
-        row_.end_ns = s.row.end_ns;
-        row_.iteration = s.row.iteration;
-        row_.num_microbatches = s.row.num_microbatches;
-        row_.loss = s.row.loss;
-        row_.truncated = s.row.truncated;
-        row_.group_change = s.row.group_change;
         row_.span_id = b.view(s.span_id);
         row_.parent_span_id = b.view(s.parent_span_id);
         row_.linked_span_ids.clear();
         for (std::uint32_t i = s.links_begin; i < s.links_end; ++i) row_.linked_span_ids.push_back(b.view(b.links[i]));
-        row_.args_json = s.row.args_json;
         visitor_.span(row_);
       } else {
         const ParsedRows::Point& p = b.points[point++];
@@ -835,19 +896,23 @@ class ParallelRead {
   std::deque<std::unique_ptr<Block>> blocks_;  // read, in order, until visited
   std::deque<Block*> to_parse_;
   bool read_all_ = false;
+  bool stopped_ = false;              // the calling thread is done: every other thread ends
+  std::exception_ptr reader_error_;   // what ended the reader thread early
+  std::vector<std::thread> threads_;  // the reader's and the workers', joined before run() returns
 };
+
+// The threads that parse (1: a serial read).
+std::size_t parsing_threads(const ReadOptions& options) {
+  const std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
+                                                  : std::max<std::size_t>(std::thread::hardware_concurrency(), 1);
+  return std::min(threads, kMaxReadingThreads);
+}
 
 }  // namespace
 
-std::size_t reading_threads(const ReadOptions& options, std::size_t files) {
-  std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
-                                            : std::max<std::size_t>(std::thread::hardware_concurrency(), 1);
-  return files == 0 ? 1 : std::min(threads, kMaxReadingThreads);
-}
-
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
-  const std::size_t threads = reading_threads(options, files.size());
-  if (threads <= 1) return read_serially(files, visitor, options);
+  const std::size_t threads = parsing_threads(options);
+  if (threads <= 1 || files.empty()) return read_serially(files, visitor, options);
   return ParallelRead(files, visitor, options, threads).run();
 }
 

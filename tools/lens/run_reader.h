@@ -115,9 +115,6 @@ struct ReadOptions {
 
 inline constexpr std::size_t kMaxReadingThreads = 64;
 
-// The parsing threads a read of `files` files uses (1: a serial read).
-std::size_t reading_threads(const ReadOptions& options, std::size_t files);
-
 // A span id of 16 hex digits as a number; 0 (no span) for anything else.
 inline std::uint64_t parse_span_id(std::string_view hex) {
   std::uint64_t id = 0;
@@ -135,8 +132,9 @@ inline std::uint64_t parse_span_id(std::string_view hex) {
 // `"key":raw_value` added to a list of JSON members (nothing when raw_value is empty).
 void append_json_member(std::string& members, std::string_view key, std::string_view raw_value);
 
-// Reads every file: in parallel with more than one reading thread, each parsing its own files; the visitor is
-// called on the calling thread only, in the order of `files`.
+// Reads every file: in parallel with more than one reading thread, blocks of lines parsed by each; the visitor is
+// called on the calling thread only, in the order of `files`. An exception from the visitor (or from `progress`)
+// stops the read, whose threads are joined, and reaches the caller.
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options = {});
 
 }  // namespace lens_tools

@@ -130,5 +130,24 @@ TEST(ParallelRead, AFileThatCannotBeOpenedIsAProblemInItsPlace) {
   fs::remove_all(dir);
 }
 
+// A visitor that fails on its first row (out of memory in a report, say): the read stops, its threads end, and the
+// exception reaches the caller, as a serial read's does.
+class Failing final : public RunVisitor {
+ public:
+  void span(const SpanRow&) override { throw std::runtime_error("visitor failed"); }
+  void metric(const MetricPoint&) override { throw std::runtime_error("visitor failed"); }
+};
+
+TEST(ParallelRead, AVisitorsExceptionStopsTheReadAndReachesTheCaller) {
+  const fs::path dir = write_run("lens_read_throw", 2, 60, 512);  // more blocks than are read ahead
+  for (int threads : {1, 2, 8}) {
+    Failing visitor;
+    ReadOptions options;
+    options.threads = threads;
+    EXPECT_THROW(read_run(telemetry_files({dir.string()}), visitor, options), std::runtime_error) << threads;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace lens_tools
