@@ -165,10 +165,14 @@ struct AnyValue {
   std::string_view raw;  // the value's JSON, e.g. "abc", 12, true (detail only)
 };
 
+// A field's key as written, compared without unescaping it (as simdjson's own find_field does): OTLP/JSON's keys
+// are plain names, and unescaping every key of every span was a tenth of a report's time.
+using Key = simdjson::ondemand::raw_json_string;
+
 AnyValue any_value(object v, bool raw) {
   AnyValue out;
   for (auto field : v) {
-    std::string_view kind = field.unescaped_key();
+    const Key kind = field.key();
     value inner = field.value();
     if (raw && (kind == "stringValue" || kind == "intValue" || kind == "doubleValue" || kind == "boolValue")) {
       out.raw = inner.raw_json_token();                                      // arrays and maps are left out of args
@@ -206,7 +210,7 @@ void each_attribute(array attributes, F&& f, bool raw = false) {
     std::string_view key;
     AnyValue val;
     for (auto field : a.get_object()) {
-      std::string_view k = field.unescaped_key();
+      const Key k = field.key();
       if (k == "key")
         key = field.value().get_string();
       else if (k == "value")
@@ -244,7 +248,7 @@ class FileParser {
     auto doc = parser_.iterate(json);
     object root = doc.get_object();
     for (auto field : root) {
-      std::string_view key = field.unescaped_key();
+      std::string_view key = field.unescaped_key();  // once a line: said in a problem when unknown
       if (key == "resourceSpans") {
         for (auto rs : field.value().get_array()) resource_spans(rs.get_object());
       } else if (key == "resourceMetrics") {
@@ -259,7 +263,7 @@ class FileParser {
   const Origin* origin_of(object resource) {
     Origin o;
     for (auto field : resource) {
-      if (std::string_view(field.unescaped_key()) != "attributes") continue;
+      if (Key(field.key()) != "attributes") continue;
       each_attribute(
           field.value().get_array(),
           [&](std::string_view k, const AnyValue& v) {
@@ -295,7 +299,7 @@ class FileParser {
   void resource_spans(object rs) {
     const Origin* origin = nullptr;
     for (auto field : rs) {
-      std::string_view key = field.unescaped_key();
+      const Key key = field.key();
       if (key == "resource") {
         origin = origin_of(field.value().get_object());
       } else if (key == "scopeSpans") {
@@ -303,7 +307,7 @@ class FileParser {
         const bool skip = left_out(origin);
         for (auto scope : field.value().get_array()) {
           for (auto sf : scope.get_object()) {
-            if (std::string_view(sf.unescaped_key()) != "spans") continue;
+            if (Key(sf.key()) != "spans") continue;
             for (auto s : sf.value().get_array())
               if (skip)
                 ++stats_->spans_of_other_runs;
@@ -327,9 +331,9 @@ class FileParser {
     row.linked_span_ids.clear();
     row.args_json.clear();
     for (auto field : s) {
-      std::string_view key = field.unescaped_key();
+      const Key key = field.key();
       if (key == "name") {
-        name_ = std::string(std::string_view(field.value().get_string()));
+        name_.assign(std::string_view(field.value().get_string()));
       } else if (key == "startTimeUnixNano") {
         row.start_ns = nanos(field.value());
       } else if (key == "endTimeUnixNano") {
@@ -355,8 +359,7 @@ class FileParser {
       } else if ((detail_ || links_) && key == "links") {
         for (auto link : field.value().get_array())
           for (auto lf : link.get_object())
-            if (std::string_view(lf.unescaped_key()) == "spanId")
-              row.linked_span_ids.push_back(lf.value().get_string());
+            if (Key(lf.key()) == "spanId") row.linked_span_ids.push_back(lf.value().get_string());
       }
     }
     row.name = name_;
@@ -369,7 +372,7 @@ class FileParser {
     SpanRow::GroupChange change;
     bool ours = false;
     for (auto field : event) {
-      std::string_view key = field.unescaped_key();
+      const Key key = field.key();
       if (key == "name") {
         ours = std::string_view(field.value().get_string()) == "lens.span_groups.changed";
       } else if (key == "attributes") {
@@ -386,14 +389,14 @@ class FileParser {
   void resource_metrics(object rm) {
     const Origin* origin = &unknown_;
     for (auto field : rm) {
-      std::string_view key = field.unescaped_key();
+      const Key key = field.key();
       if (key == "resource") {
         origin = origin_of(field.value().get_object());
       } else if (key == "scopeMetrics") {
         if (left_out(origin)) continue;
         for (auto scope : field.value().get_array())
           for (auto sf : scope.get_object())
-            if (std::string_view(sf.unescaped_key()) == "metrics")
+            if (Key(sf.key()) == "metrics")
               for (auto m : sf.value().get_array()) metric(m.get_object(), origin);
       }
     }
@@ -402,12 +405,12 @@ class FileParser {
   void metric(object m, const Origin* origin) {
     std::string name;
     for (auto field : m) {
-      std::string_view key = field.unescaped_key();
+      const Key key = field.key();
       if (key == "name") {
         name = std::string(std::string_view(field.value().get_string()));
       } else if (key == "sum" || key == "gauge") {
         for (auto f : field.value().get_object()) {
-          if (std::string_view(f.unescaped_key()) != "dataPoints") continue;
+          if (Key(f.key()) != "dataPoints") continue;
           for (auto p : f.value().get_array()) point(p.get_object(), origin, name);
         }
       }
@@ -420,7 +423,7 @@ class FileParser {
     out.name = name;
     std::string reason;
     for (auto field : p) {
-      std::string_view key = field.unescaped_key();
+      const Key key = field.key();
       if (key == "asInt")
         out.value = static_cast<double>(int_value(field.value()));
       else if (key == "asDouble")
