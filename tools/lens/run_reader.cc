@@ -614,29 +614,21 @@ ReadStats read_serially(const std::vector<std::string>& files, RunVisitor& visit
 
 // ---- reading in parallel -----------------------------------------------------------------------------------
 
-// A row's fields that are its own, not views into a parser's buffers: what crosses from a worker to the visitor
-// as it is.
-void copy_owned_fields(const SpanRow& from, SpanRow& to) {
-  to.start_ns = from.start_ns;
-  to.end_ns = from.end_ns;
-  to.iteration = from.iteration;
-  to.num_microbatches = from.num_microbatches;
-  to.loss = from.loss;
-  to.truncated = from.truncated;
-  to.group_change = from.group_change;
-  to.args_json = from.args_json;
-}
-
 // What a parser found in a block of lines, owned (its rows' text outlives the parser's buffers), to be handed to
-// the visitor on the calling thread in the files' order.
+// the visitor on the calling thread in the files' order. A span is plain numbers and offsets into `text`, so a
+// block's rows are a few flat vectors that keep their capacity when the block is reused.
 struct ParsedRows {
   struct Text {
     std::uint32_t offset = 0, length = 0;
   };
   struct Span {
-    SpanRow row;  // its string_views are empty here: the text is in `text`
+    std::uint64_t start_ns = 0, end_ns = 0;
+    std::int64_t iteration = -1, num_microbatches = -1;
+    double loss = 0;
+    bool has_loss = false, truncated = false;
+    std::int32_t group_change = -1;  // into group_changes (a rare event on a step span)
     std::uint32_t origin = 0;
-    Text name, span_id, parent_span_id;
+    Text name, span_id, parent_span_id, args_json;
     std::uint32_t links_begin = 0, links_end = 0;
   };
   struct Point {
@@ -649,8 +641,18 @@ struct ParsedRows {
   std::vector<Point> points;
   std::vector<bool> order;  // true: the next span, false: the next point
   std::vector<Text> links;
+  std::vector<SpanRow::GroupChange> group_changes;
   std::string text;
 
+  void clear() {
+    origins.clear();
+    spans.clear();
+    points.clear();
+    order.clear();
+    links.clear();
+    group_changes.clear();
+    text.clear();
+  }
   Text keep(std::string_view v) {
     Text t{static_cast<std::uint32_t>(text.size()), static_cast<std::uint32_t>(v.size())};
     text.append(v);
@@ -668,11 +670,22 @@ class RowRecorder final : public RunVisitor {
   }
   void span(const SpanRow& row) override {
     ParsedRows::Span& s = rows_->spans.emplace_back();
-    copy_owned_fields(row, s.row);
+    s.start_ns = row.start_ns;
+    s.end_ns = row.end_ns;
+    s.iteration = row.iteration;
+    s.num_microbatches = row.num_microbatches;
+    s.has_loss = row.loss.has_value();
+    s.loss = row.loss.value_or(0);
+    s.truncated = row.truncated;
+    if (row.group_change) {
+      s.group_change = static_cast<std::int32_t>(rows_->group_changes.size());
+      rows_->group_changes.push_back(*row.group_change);
+    }
     s.origin = origin_index(row.origin);
     s.name = rows_->keep(row.name);
     s.span_id = rows_->keep(row.span_id);
     s.parent_span_id = rows_->keep(row.parent_span_id);
+    s.args_json = rows_->keep(row.args_json);
     s.links_begin = static_cast<std::uint32_t>(rows_->links.size());
     for (std::string_view link : row.linked_span_ids) rows_->links.push_back(rows_->keep(link));
     s.links_end = static_cast<std::uint32_t>(rows_->links.size());
@@ -732,6 +745,7 @@ class ParallelRead {
         visit(*block);
         done = block->done_bytes;
         merge_stats(stats, std::move(block->stats));
+        give_back(std::move(block));
         if (options_.progress) options_.progress(done);
       }
     } catch (...) {  // the visitor's: no thread may outlive the read
@@ -761,6 +775,33 @@ class ParallelRead {
     for (auto& t : threads_) t.join();
   }
 
+  // A visited block, kept for the reader to fill again: its rows' vectors keep their capacity (no allocation and
+  // page faults a block once the read is under way). There are never more than the blocks in flight.
+  void give_back(std::unique_ptr<Block> block) {
+    std::lock_guard lock(mutex_);
+    spare_.push_back(std::move(block));
+  }
+
+  std::unique_ptr<Block> empty_block(std::size_t file) {
+    std::unique_ptr<Block> block;
+    {
+      std::lock_guard lock(mutex_);
+      if (!spare_.empty()) {
+        block = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    if (block == nullptr) block = std::make_unique<Block>();
+    block->file = file;
+    block->lines.clear();
+    block->stats = {};
+    block->after_lines.clear();
+    block->done_bytes = 0;
+    block->rows.clear();
+    block->parsed = false;
+    return block;
+  }
+
   // The reader thread: what it could not read (out of memory) ends the read, and reaches the caller.
   void read() {
     try {
@@ -778,11 +819,11 @@ class ParallelRead {
 
   void read_files() {
     std::uint64_t done = 0;
-    auto block = std::make_unique<Block>();
+    std::unique_ptr<Block> block;
     std::size_t bytes = 0;
     Line line;
     for (std::size_t f = 0; f < files_.size(); ++f) {
-      block->file = f;
+      block = empty_block(f);
       ReadStats file;  // opened or not, read to the end or not
       done += read_lines(files_[f], file, line, [&](Line& l, std::uint64_t file_bytes) {
         bytes += l.text.size();
@@ -791,8 +832,7 @@ class ParallelRead {
         if (bytes >= kBlockBytes) {
           block->done_bytes = done + file_bytes;
           hand_out(std::move(block));
-          block = std::make_unique<Block>();
-          block->file = f;
+          block = empty_block(f);
           bytes = 0;
         }
       });
@@ -800,7 +840,6 @@ class ParallelRead {
       block->stats.files += file.files;
       block->after_lines = std::move(file.problems);  // after the problems of the file's last lines, as read serially
       hand_out(std::move(block));
-      block = std::make_unique<Block>();
       bytes = 0;
     }
   }
@@ -868,9 +907,17 @@ class ParallelRead {
     for (bool is_span : b.order) {
       if (is_span) {
         const ParsedRows::Span& s = b.spans[span++];
-        copy_owned_fields(s.row, row_);
         row_.origin = origins[s.origin];
         row_.name = b.view(s.name);
+        row_.start_ns = s.start_ns;
+        row_.end_ns = s.end_ns;
+        row_.iteration = s.iteration;
+        row_.num_microbatches = s.num_microbatches;
+        row_.loss = s.has_loss ? std::optional<double>(s.loss) : std::nullopt;
+        row_.truncated = s.truncated;
+        row_.group_change.reset();
+        if (s.group_change >= 0) row_.group_change = b.group_changes[static_cast<std::size_t>(s.group_change)];
+        row_.args_json.assign(b.view(s.args_json));
         row_.span_id = b.view(s.span_id);
         row_.parent_span_id = b.view(s.parent_span_id);
         row_.linked_span_ids.clear();
@@ -899,9 +946,10 @@ class ParallelRead {
   std::deque<std::unique_ptr<Block>> blocks_;  // read, in order, until visited
   std::deque<Block*> to_parse_;
   bool read_all_ = false;
-  bool stopped_ = false;              // the calling thread is done: every other thread ends
-  std::exception_ptr reader_error_;   // what ended the reader thread early
-  std::vector<std::thread> threads_;  // the reader's and the workers', joined before run() returns
+  bool stopped_ = false;                       // the calling thread is done: every other thread ends
+  std::exception_ptr reader_error_;            // what ended the reader thread early
+  std::vector<std::thread> threads_;           // the reader's and the workers', joined before run() returns
+  std::vector<std::unique_ptr<Block>> spare_;  // visited, to be filled again
 };
 
 // The threads that parse (1: a serial read).
