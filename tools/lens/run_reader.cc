@@ -78,28 +78,25 @@ class LineReader {
     line.clear();
     overlong = false;
     for (;;) {
-      const void* newline = std::memchr(buffer_.data() + start_, '\n', buffer_.size() - start_);
+      const void* newline = std::memchr(buffer_.get() + start_, '\n', size_ - start_);
       if (newline != nullptr) {
-        const auto end = static_cast<std::size_t>(static_cast<const char*>(newline) - buffer_.data());
+        const auto end = static_cast<std::size_t>(static_cast<const char*>(newline) - buffer_.get());
         keep(line, overlong, end - start_);
         start_ = end + 1;
         complete = true;
         return true;
       }
-      keep(line, overlong, buffer_.size() - start_);
-      buffer_.clear();
-      start_ = 0;
-      buffer_.resize(1 << 16);
-      const int n = gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
+      keep(line, overlong, size_ - start_);
+      start_ = size_ = 0;
+      const int n = gzread(file_, buffer_.get(), static_cast<unsigned>(kBufferBytes));
       int code = Z_OK;
       const char* message = gzerror(file_, &code);
       if (code != Z_OK && code != Z_STREAM_END && error_.empty()) error_ = message != nullptr ? message : "read error";
       if (n <= 0) {
-        buffer_.clear();
         complete = false;
         return !line.empty() || overlong;
       }
-      buffer_.resize(static_cast<std::size_t>(n));
+      size_ = static_cast<std::size_t>(n);
       bytes_ += static_cast<std::uint64_t>(n);
     }
   }
@@ -112,11 +109,14 @@ class LineReader {
       overlong = true;
       std::string().swap(line);
     }
-    if (!overlong) line.append(buffer_, start_, n);
+    if (!overlong) line.append(buffer_.get() + start_, n);
   }
 
   gzFile file_;
-  std::string buffer_;
+  // Read into, never cleared (an std::string was zero-filled at every read: a memset of every byte read).
+  static constexpr std::size_t kBufferBytes = 1 << 16;
+  std::unique_ptr<char[]> buffer_ = std::make_unique_for_overwrite<char[]>(kBufferBytes);
+  std::size_t size_ = 0;
   std::size_t start_ = 0;
   std::uint64_t bytes_ = 0;
   std::string error_;
