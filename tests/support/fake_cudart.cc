@@ -1,0 +1,223 @@
+// A simulator of the CUDA runtime's event and stream API, built as libcudart.so.12 (issue 34), so lens's device
+// timing runs here where no GPU is: the same entry points, with the behaviour NVIDIA documents.
+//
+// - Each stream runs its work in order on a thread of its own: "kernels" of a duration the test sets
+//   (fake_cuda_launch_kernel) and recorded events. The device clock is the host's steady clock, moved on by exactly
+//   each kernel's duration, so elapsed times are exact; an event completes when the host clock reaches its time.
+// - cudaEventQuery: cudaSuccess once complete (or never recorded), cudaErrorNotReady before; an unknown or destroyed
+//   event is cudaErrorInvalidResourceHandle. cudaEventElapsedTime answers from the device clock, cudaErrorNotReady
+//   while either event is pending, cudaErrorInvalidResourceHandle when one was never recorded.
+// - Capture: fake_cuda_begin_capture makes cudaStreamIsCapturing say so; an event recorded there is counted
+//   (fake_cuda_records_while_capturing), since a real capture would take it into the graph.
+// - Every entry point is counted per calling thread (fake_cuda_calls_on_this_thread) and in all, so a test proves
+//   what a thread never called (a sync on the training thread).
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kSuccess = 0, kInvalidValue = 1, kInvalidResourceHandle = 400, kNotReady = 600;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+struct Event {
+  bool recorded = false, complete = false;
+  std::uint64_t generation = 0;  // a record again makes the earlier one's completion moot
+  std::int64_t device_ns = 0;
+};
+
+struct Work {
+  std::int64_t kernel_ns = 0;  // a kernel when > 0
+  Event* event = nullptr;      // else an event to complete
+  std::uint64_t generation = 0;
+};
+
+// The simulator's state, never destroyed: stream threads wait on it until the process is gone.
+struct State {
+  std::mutex mutex;  // guards everything here and every Stream's and Event's fields
+  std::condition_variable work;
+  std::set<Event*> events;
+  std::map<std::string, long> calls;
+};
+State& state = *new State;
+std::mutex& g_mutex = state.mutex;
+std::condition_variable& g_work = state.work;
+std::set<Event*>& g_events = state.events;
+std::map<std::string, long>& g_calls = state.calls;
+thread_local std::map<std::string, long> t_calls;
+
+void count(const char* function) {
+  ++t_calls[function];
+  std::lock_guard lock(g_mutex);
+  ++g_calls[function];
+}
+
+struct Stream {
+  std::deque<Work> queue;
+  bool capturing = false;
+  std::int64_t device_ns = 0;  // when the device is done with what it was given
+  std::thread runner;
+
+  Stream() : runner([this] { run(); }) { runner.detach(); }
+
+  void run() {
+    std::unique_lock lock(g_mutex);
+    for (;;) {
+      g_work.wait(lock, [&] { return !queue.empty(); });
+      const Work w = queue.front();
+      queue.pop_front();
+      if (w.kernel_ns > 0) {
+        device_ns = std::max(device_ns, now_ns()) + w.kernel_ns;
+        const std::int64_t until = device_ns;
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::nanoseconds(until - now_ns()));
+        lock.lock();
+      } else if (g_events.count(w.event) != 0 && w.event->generation == w.generation) {
+        w.event->device_ns = std::max(device_ns, now_ns());
+        device_ns = w.event->device_ns;
+        w.event->complete = true;
+      }
+    }
+  }
+};
+
+// Streams live for the process (their threads are detached): the legacy default stream is handle 0.
+Stream& stream_of(void* handle) {
+  static Stream* legacy = new Stream;
+  return handle == nullptr ? *legacy : *static_cast<Stream*>(handle);
+}
+
+}  // namespace
+
+extern "C" {
+
+long fake_cuda_records_while_capturing = 0;
+
+// ---- the test's controls ----
+
+void* fake_cuda_stream_create() { return new Stream; }
+
+void fake_cuda_launch_kernel(void* stream, double microseconds) {
+  std::lock_guard lock(g_mutex);
+  stream_of(stream).queue.push_back({static_cast<std::int64_t>(microseconds * 1000), nullptr, 0});
+  g_work.notify_all();
+}
+
+void fake_cuda_begin_capture(void* stream) {
+  std::lock_guard lock(g_mutex);
+  stream_of(stream).capturing = true;
+}
+
+void fake_cuda_end_capture(void* stream) {
+  std::lock_guard lock(g_mutex);
+  stream_of(stream).capturing = false;
+}
+
+long fake_cuda_calls_on_this_thread(const char* function) { return t_calls[function]; }
+
+long fake_cuda_calls(const char* function) {
+  std::lock_guard lock(g_mutex);
+  return g_calls[function];
+}
+
+// ---- the runtime's entry points ----
+
+int cudaEventCreateWithFlags(void** event, unsigned /*flags*/) {
+  count("cudaEventCreateWithFlags");
+  if (event == nullptr) return kInvalidValue;
+  auto* e = new Event;
+  std::lock_guard lock(g_mutex);
+  g_events.insert(e);
+  *event = e;
+  return kSuccess;
+}
+
+int cudaEventDestroy(void* event) {
+  count("cudaEventDestroy");
+  std::lock_guard lock(g_mutex);
+  auto* e = static_cast<Event*>(event);
+  if (g_events.erase(e) == 0) return kInvalidResourceHandle;
+  delete e;  // queued work for it finds it gone
+  return kSuccess;
+}
+
+int cudaEventRecord(void* event, void* stream) {
+  count("cudaEventRecord");
+  std::lock_guard lock(g_mutex);
+  auto* e = static_cast<Event*>(event);
+  if (g_events.count(e) == 0) return kInvalidResourceHandle;
+  Stream& s = stream_of(stream);
+  if (s.capturing) ++fake_cuda_records_while_capturing;
+  e->recorded = true;
+  e->complete = false;
+  s.queue.push_back({0, e, ++e->generation});
+  g_work.notify_all();
+  return kSuccess;
+}
+
+int cudaEventQuery(void* event) {
+  count("cudaEventQuery");
+  std::lock_guard lock(g_mutex);
+  auto* e = static_cast<Event*>(event);
+  if (g_events.count(e) == 0) return kInvalidResourceHandle;
+  return !e->recorded || e->complete ? kSuccess : kNotReady;
+}
+
+int cudaEventElapsedTime(float* ms, void* start, void* end) {
+  count("cudaEventElapsedTime");
+  std::lock_guard lock(g_mutex);
+  auto *a = static_cast<Event*>(start), *b = static_cast<Event*>(end);
+  if (ms == nullptr) return kInvalidValue;
+  if (g_events.count(a) == 0 || g_events.count(b) == 0 || !a->recorded || !b->recorded) return kInvalidResourceHandle;
+  if (!a->complete || !b->complete) return kNotReady;
+  *ms = static_cast<float>(static_cast<double>(b->device_ns - a->device_ns) / 1e6);
+  return kSuccess;
+}
+
+int cudaEventSynchronize(void* event) {
+  count("cudaEventSynchronize");
+  for (;;) {
+    const int state = cudaEventQuery(event);
+    if (state != kNotReady) return state;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+int cudaStreamSynchronize(void* /*stream*/) {
+  count("cudaStreamSynchronize");
+  return kSuccess;
+}
+
+int cudaDeviceSynchronize() {
+  count("cudaDeviceSynchronize");
+  return kSuccess;
+}
+
+int cudaStreamIsCapturing(void* stream, int* status) {
+  count("cudaStreamIsCapturing");
+  if (status == nullptr) return kInvalidValue;
+  std::lock_guard lock(g_mutex);
+  *status = stream_of(stream).capturing ? 1 : 0;
+  return kSuccess;
+}
+
+int cudaGetDevice(int* device) {
+  count("cudaGetDevice");
+  if (device == nullptr) return kInvalidValue;
+  const char* index = std::getenv("FAKE_CUDA_DEVICE");
+  *device = index != nullptr ? std::atoi(index) : 0;
+  return kSuccess;
+}
+
+}  // extern "C"
