@@ -5,8 +5,7 @@
 //   cudaEventCreateWithFlags  cudaEventDestroy  cudaEventRecord  cudaEventQuery  cudaEventElapsedTime
 //   cudaStreamIsCapturing     cudaGetDevice
 //
-// Absent (no library, or one that lacks an entry point): nullptr and the reason, which setup says once as a
-// warning; spans are then host time only, never an error.
+// Absent (no library, or one that lacks an entry point): nullptr and the reason, for a warning; never an error.
 //
 //   std::string why;
 //   if (const lens::internal::CudaRuntime* cuda = lens::internal::cuda_runtime(&why)) {
