@@ -37,6 +37,8 @@ enum class TraceLayout { kSegment, kStep };
 // SPAN_NAMES (CONTRACT §6): kDocumented, the span tree as the documentation draws it; kMegatron, the names
 // Megatron-LM's code exports (lens::megatron::span_names gives both sets).
 enum class SpanNaming { kDocumented, kMegatron };
+// DEVICE_TIMING (CONTRACT §2): kCuda times the spans of DEVICE_SPAN_GROUPS on the GPU with CUDA events (docs/GPU.md).
+enum class DeviceTiming { kNone, kCuda };
 enum class OtlpProtocol { kGrpc, kHttpProtobuf, kHttpJson };
 enum class Compression { kNone, kGzip };
 enum class TracesSampler {
@@ -125,6 +127,11 @@ struct Config {
   std::int64_t hang_timeout_ms = 0;
   // Online straggler scoring (lens/straggler.h): P_STRAGGLER_INTERVAL steps per window, 0: off.
   std::int64_t straggler_interval = 20;
+  // Device time (docs/GPU.md): P_DEVICE_TIMING, and P_DEVICE_SPAN_GROUPS, a span-group spec of the groups timed on the
+  // device (empty: those of forward_backward, microbatch, layer and communication that the catalogue has).
+  DeviceTiming device_timing = DeviceTiming::kNone;
+  std::string device_span_groups;
+  std::string device_span_groups_source = "the default device span groups";
 
   // The catalogue span-group specs resolve against.
   Catalogue catalogue = base_catalogue();

@@ -99,6 +99,12 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     if (seconds > 0 && seconds < 0.001) throw_invalid(*v, "0 (off) or a number of seconds in [0.001, 86400]");
     c.hang_timeout_ms = std::llround(seconds * 1000);
   }
+  if (auto v = env.lens_key({"DEVICE_TIMING"}))
+    c.device_timing = parse_choice<DeviceTiming>(*v, {{"none", DeviceTiming::kNone}, {"cuda", DeviceTiming::kCuda}});
+  if (auto v = env.lens_key({"DEVICE_SPAN_GROUPS"})) {
+    c.device_span_groups = v->text;
+    c.device_span_groups_source = v->variable;
+  }
   // Steps per straggler window (lens/straggler.h); 0: off. A window of 1-4 steps has no median worth scoring.
   if (auto v = env.lens_key({"STRAGGLER_INTERVAL"})) {
     c.straggler_interval = parse_int(*v, 0, 1'000'000);

@@ -26,6 +26,10 @@ const char* bind_all(void* library, CudaRuntime& r) {
   if (!bind(library, "cudaEventElapsedTime", r.event_elapsed_time)) return "cudaEventElapsedTime";
   if (!bind(library, "cudaStreamIsCapturing", r.stream_is_capturing)) return "cudaStreamIsCapturing";
   if (!bind(library, "cudaGetDevice", r.get_device)) return "cudaGetDevice";
+  if (!bind(library, "cudaSetDevice", r.set_device)) return "cudaSetDevice";
+  if (!bind(library, "cudaStreamCreateWithFlags", r.stream_create_with_flags)) return "cudaStreamCreateWithFlags";
+  if (!bind(library, "cudaThreadExchangeStreamCaptureMode", r.thread_exchange_stream_capture_mode))
+    return "cudaThreadExchangeStreamCaptureMode";
   return nullptr;
 }
 

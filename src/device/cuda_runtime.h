@@ -3,7 +3,8 @@
 // timing calls are declared here from NVIDIA's CUDA Runtime API documentation (Event and Stream Management):
 //
 //   cudaEventCreateWithFlags  cudaEventDestroy  cudaEventRecord  cudaEventQuery  cudaEventElapsedTime
-//   cudaStreamIsCapturing     cudaGetDevice
+//   cudaStreamIsCapturing     cudaGetDevice     cudaSetDevice    cudaStreamCreateWithFlags
+//   cudaThreadExchangeStreamCaptureMode
 //
 // Absent (no library, or one that lacks an entry point): nullptr and the reason, for a warning; never an error.
 //
@@ -25,11 +26,16 @@ using cudaStream_t = struct CUstream_st*;
 inline constexpr cudaError_t kCudaSuccess = 0;
 inline constexpr cudaError_t kCudaErrorInvalidResourceHandle = 400;
 inline constexpr cudaError_t kCudaErrorNotReady = 600;
+// An operation a thread may not make while a stream captures in global mode (cudaErrorStreamCaptureUnsupported).
+inline constexpr cudaError_t kCudaErrorStreamCaptureUnsupported = 900;
 inline constexpr unsigned kCudaEventDefault = 0;  // timing on (cudaEventDisableTiming would turn it off)
 // cudaStreamCaptureStatus.
 inline constexpr int kCudaStreamCaptureStatusNone = 0;
 inline constexpr int kCudaStreamCaptureStatusActive = 1;
 inline constexpr int kCudaStreamCaptureStatusInvalidated = 2;
+// cudaStreamCaptureMode: relaxed lets a thread query events while another thread captures.
+inline constexpr int kCudaStreamCaptureModeRelaxed = 2;
+inline constexpr unsigned kCudaStreamNonBlocking = 1;  // a stream that does not wait for the legacy default one
 // The legacy default stream (a null handle): what an unset stream records on.
 inline const cudaStream_t kCudaLegacyDefaultStream = nullptr;
 
@@ -42,6 +48,9 @@ struct CudaRuntime {
   cudaError_t (*event_elapsed_time)(float* ms, cudaEvent_t start, cudaEvent_t end) = nullptr;
   cudaError_t (*stream_is_capturing)(cudaStream_t stream, int* capture_status) = nullptr;
   cudaError_t (*get_device)(int* device) = nullptr;
+  cudaError_t (*set_device)(int device) = nullptr;
+  cudaError_t (*stream_create_with_flags)(cudaStream_t* stream, unsigned flags) = nullptr;
+  cudaError_t (*thread_exchange_stream_capture_mode)(int* mode) = nullptr;
 };
 
 // The libraries tried, in order (LENS_CUDART_LIBRARY, a path, replaces them: tests point it at a simulator or at a

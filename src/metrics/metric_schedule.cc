@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "device/device_timing.h"
 
 namespace lens::internal {
 
@@ -94,6 +95,17 @@ void append_span_metrics(const SpanStats& s, std::uint64_t start_unix_nanos, std
                   {}};
   fill.points.push_back(point(static_cast<std::int64_t>(s.queued), 0, now));  // a gauge has no start time
   out.push_back(std::move(fill));
+  // Device timing's losses (docs/GPU.md), where it is on or has been.
+  const DeviceCounts d = device_counts();
+  if (device_timing_runtime() != nullptr || d.emitted + d.skipped_pool_exhausted + d.skipped_capturing +
+                                                    d.skipped_error + d.dropped_incomplete + d.dropped_error !=
+                                                0) {
+    counter(
+        "lens.device.skipped", "{span}", "Device-timed spans recorded with host time only, by reason.",
+        {{"pool_exhausted", d.skipped_pool_exhausted}, {"capturing", d.skipped_capturing}, {"error", d.skipped_error}});
+    counter("lens.device.dropped", "{span}", "Device spans recorded but never emitted, by reason.",
+            {{"incomplete", d.dropped_incomplete}, {"error", d.dropped_error}});
+  }
 }
 
 }  // namespace lens::internal

@@ -5,8 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "common/log.h"
+#include "device/device_timing.h"
+#include "lens/span.h"
 
 namespace lens::internal {
 
@@ -29,6 +35,31 @@ PipelineSettings bounded(PipelineSettings s) {
   s.metric_interval_ms = std::clamp<std::int64_t>(s.metric_interval_ms, 1, kMaxDurationMs);
   s.metric_timeout_ms = std::clamp<std::int64_t>(s.metric_timeout_ms, 0, kMaxDurationMs);
   return s;
+}
+
+// With device timing on, the export thread looks at the events this often while pairs are outstanding, and at
+// least this often when none are (a pool of kPairsPerThread pairs then lasts through 40,000 device spans a second).
+constexpr std::int64_t kDevicePollMs = 10;
+constexpr std::int64_t kDeviceIdlePollMs = 100;
+// At shutdown, how long the export thread waits for the device to finish what spans recorded (OTEL_BSP_EXPORT_TIMEOUT
+// when shorter); what is still pending then is dropped and counted.
+constexpr std::int64_t kDeviceShutdownWaitMs = 1000;
+
+// A device span: a child of its host span named `<host name>.device`, carrying lens.device=cuda:N, recorded on the
+// export thread through the span path (so it is sampled, queued, counted and exported as any span).
+void emit_device_span(const DeviceSpan& d, std::string& name) {
+  name.assign(d.name);
+  name += ".device";
+  char device[24];
+  std::snprintf(device, sizeof device, "cuda:%d", d.device);
+  const Attribute attributes[] = {{"lens.device", std::string_view(device)}};
+  SpanHandle h;
+  StartOptions options;
+  options.parent = &d.host;
+  options.start_unix_nanos = d.start_unix_nanos;
+  options.ungated = true;  // its host span's group was enabled when it was recorded
+  start_span(h, SpanGroup(static_cast<std::uint8_t>(d.group)), SpanName(name), attributes, options);
+  if (h.slot != nullptr) end_span(h, false, d.end_unix_nanos);
 }
 
 Deadline deadline_in(std::int64_t ms) { return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms); }
@@ -70,10 +101,15 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
 void Pipeline::run() {
   const std::int64_t delay_ms = std::min(settings_.batch.schedule_delay_ms, settings_.log_batch.schedule_delay_ms);
   bool busy = false;
+  std::optional<DevicePoller> device;  // made on this thread: it sets the thread's capture mode
+  std::string device_span_name;
+  const DevicePoller::Emit emit = [&](const DeviceSpan& d) { emit_device_span(d, device_span_name); };
+  bool device_outstanding = false;
   for (;;) {
     // While producers keep queues filling, pause briefly and drain again (their rings cost them nothing meanwhile);
     // otherwise sleep until woken, the delay passes or metrics are due.
-    const std::int64_t idle_ms = std::min(metrics_.wait_ms(delay_ms), std::int64_t{INT32_MAX});
+    std::int64_t idle_ms = std::min(metrics_.wait_ms(delay_ms), std::int64_t{INT32_MAX});
+    if (device) idle_ms = std::min(idle_ms, device_outstanding ? kDevicePollMs : kDeviceIdlePollMs);
     if (busy)
       wake_.pause(kBusyPauseMicros);
     else
@@ -91,6 +127,17 @@ void Pipeline::run() {
       std::lock_guard lock(mutex_);
       flush_target = flush_requested_;
       stop = stop_requested_;
+    }
+    if (const CudaRuntime* cuda = device_runtime_.load(std::memory_order_acquire); cuda != nullptr && !device)
+      device.emplace(*cuda);
+    if (device) {
+      if (stop)  // before the drain stops: what completes by then is still exported
+        device->finish(
+            std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(std::min(kDeviceShutdownWaitMs, settings_.batch.export_timeout_ms)),
+            emit);
+      else
+        device_outstanding = device->poll(emit);
     }
     if (stop) {
       spans_.stop();

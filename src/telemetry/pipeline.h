@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/event_fd.h"
+#include "device/cuda_runtime.h"
 #include "hang/hang_watch.h"
 #include "hang/snapshot.h"
 #include "lens/config.h"
@@ -55,6 +56,9 @@ class Pipeline {
   const std::string& hang_path() const noexcept { return settings_.hang.path; }
   // Starts the hang watch (HangWatch::start: once the hang signal has its handler).
   void start_hang_watch() { hang_.start(); }
+  // Device timing is on (device/device_timing.h): the background thread polls the pairs spans record with `cuda`,
+  // until it finishes, even after the setup detached (what is pending at shutdown is waited for, then counted).
+  void poll_device(const CudaRuntime* cuda) noexcept { device_runtime_.store(cuda, std::memory_order_release); }
 
   // Exports everything queued now; false when `deadline` passed first.
   bool force_flush(Deadline deadline);
@@ -97,7 +101,9 @@ class Pipeline {
   std::uint64_t flush_done_ = 0;
   std::atomic<bool> finished_{false};
   std::atomic<bool> shutdown_started_{false};
-  std::atomic<bool> summary_logged_{false};  // the totals line, once: at the end, or when shutdown gives up
+  std::atomic<bool> summary_logged_{false};
+  std::atomic<const CudaRuntime*> device_runtime_{
+      nullptr};  // the totals line, once: at the end, or when shutdown gives up
 
   // The SIGTERM handler's side: flags it sets, eventfds the thread answers on.
   EventFd done_fd_;     // the thread has finished

@@ -13,6 +13,8 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "config/env.h"
+#include "device/cuda_runtime.h"
+#include "device/device_timing.h"
 #include "export/exporter_factory.h"
 #include "export/json_lines_exporter.h"
 #include "export/prometheus.h"
@@ -62,8 +64,34 @@ void route_signals(Pipeline* p, const Config& c, bool exporting) {
 void detach_locked(Live& l, const std::shared_ptr<TelemetryState>& state) {
   if (l.state != state) return;
   install_span_groups({}, {});
+  stop_device_timing();
   route_signals(nullptr, state->config, false);
   l.state.reset();
+}
+
+// The groups timed on the device (docs/GPU.md): DEVICE_SPAN_GROUPS, else the loop's inner groups the catalogue has.
+GroupSet device_span_groups(const Config& c) {
+  if (!c.device_span_groups.empty()) return resolve(c.catalogue, c.device_span_groups, c.device_span_groups_source);
+  GroupSet groups;
+  for (std::string_view name : {"forward_backward", "microbatch", "layer", "communication"})
+    if (SpanGroup g(0); c.catalogue.find_group(name, &g)) groups = groups | GroupSet{g};
+  return groups;
+}
+
+// DEVICE_TIMING=cuda on a rank that exports spans: the runtime is loaded here, off the training thread; without one
+// the rank keeps host time, with a warning, never an error.
+void start_device_timing_for(const TelemetryState& s) {
+  const Config& c = s.config;
+  if (c.device_timing != DeviceTiming::kCuda || !c.traces_enabled || !s.exporting) return;
+  std::string why;
+  const CudaRuntime* cuda = cuda_runtime(&why);
+  if (cuda == nullptr) {
+    log_setup_warning("device timing (DEVICE_TIMING=cuda) is off on rank %d: %s; spans keep host time only",
+                      s.ranks.rank, why.c_str());
+    return;
+  }
+  s.pipeline->poll_device(cuda);
+  start_device_timing(cuda, s.device_span_groups.bits());
 }
 
 void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world_size, std::optional<int> local_rank) {
@@ -71,6 +99,7 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   s.ranks = detect_rank_info(rank, world_size, local_rank);
   // Resolved on every rank, exporting or not, so a typo fails everywhere alike (CONTRACT §1).
   s.resolved_span_groups = resolve(c.catalogue, c.span_groups, c.span_groups_source);
+  s.device_span_groups = device_span_groups(c);
   // single_rank with a rank the job does not have would export nothing, without a word (issue 15).
   if (c.rank_strategy == "single_rank" && c.export_rank >= s.ranks.world_size) {
     throw ConfigError("lens: " + c.export_rank_source + "=" + std::to_string(c.export_rank) +
@@ -281,9 +310,11 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     route_signals(state->pipeline, config, state->exporting);
     const GroupSet positions =
         state->pipeline->hang_path().empty() ? GroupSet{} : hang_position_groups(config.catalogue);
-    if (config.traces_enabled && state->exporting)
+    if (config.traces_enabled && state->exporting) {
       install_span_groups(config.catalogue.all(), state->resolved_span_groups, positions);
-    else if (config.traces_enabled)  // a rank that exports nothing enables nothing (CONTRACT §3): it keeps where it is
+      start_device_timing_for(*state);
+    } else if (config
+                   .traces_enabled)  // a rank that exports nothing enables nothing (CONTRACT §3): it keeps where it is
       install_span_groups({}, {}, state->resolved_span_groups | positions);
     else
       install_span_groups({}, {}, positions);

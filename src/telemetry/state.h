@@ -20,6 +20,7 @@ struct TelemetryState {
   RankInfo ranks;
   bool exporting = false;
   GroupSet resolved_span_groups;
+  GroupSet device_span_groups;  // timed on the device with DEVICE_TIMING=cuda
   std::string run_id;
   Resource resource;
   ResourceAttributes resource_attributes;

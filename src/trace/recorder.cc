@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/dcheck.h"
+#include "device/device_timing.h"
 #include "groups/switch.h"
 #include "lens/span.h"
 #include "trace/record.h"
@@ -430,6 +431,17 @@ bool step_sampled(SpanDrain& p, SpanGroup group, const SpanContext* parent, cons
   return parent == nullptr || parent->is_sampled();
 }
 
+// Records the device end of a span timed on the device, as close to its host end as the span path allows.
+__attribute__((noinline)) void end_device_span(OpenSpan& s) noexcept {
+  const RecordHeader& r = s.header;
+  const bool name_is_static = r.name.pointer != nullptr;
+  const std::string_view name =
+      name_is_static ? std::string_view(r.name.pointer, r.name.length)
+                     : std::string_view(reinterpret_cast<const char*>(s.arena + r.name.offset), r.name.length);
+  device_span_end(s.device, {SpanContext{r.trace_id, r.span_id, r.trace_flags, false}, r.group, name, name_is_static});
+  s.device = nullptr;
+}
+
 }  // namespace
 
 // ---- the public entry points -------------------------------------------------------------------------------
@@ -494,12 +506,14 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   r.status_message_entry = 0;
   if (options.start_unix_nanos != 0) r.bits |= RecordHeader::kStartIsUnixNanos;
   set_name_attributes_and_open(h, *s, *p, group, name, attributes, options.start_unix_nanos);
+  if (__builtin_expect(device_timed(group.bit()), 0)) s->device = device_span_start();
 }
 
 void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
   std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
   if (!owns(h)) return;  // truncated at shutdown: already exported
   OpenSpan& s = *h.slot;
+  if (__builtin_expect(s.device != nullptr, 0)) end_device_span(s);
   SpanDrain* p = s.owner->drain;
   if (by_exception) {
     if (s.header.status_code != static_cast<std::uint8_t>(StatusCode::kOk)) {

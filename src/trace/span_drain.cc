@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "device/device_timing.h"
 
 namespace lens::internal {
 
@@ -177,7 +178,11 @@ void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
       continue;
     }
     s.header.end_tick = now;
-    s.header.bits |= RecordHeader::kTruncated;  // the exporters add the attribute and the event
+    s.header.bits |= RecordHeader::kTruncated;
+    if (s.device != nullptr) {  // its device end will never be recorded
+      device_span_abandon(s.device);
+      s.device = nullptr;
+    }  // the exporters add the attribute and the event
     ThreadCounters::bump(t.counters.produced);
     s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
     if (t.queue.push(s.header, s.arena) == SpanQueue::Push::kDropped)

@@ -21,9 +21,11 @@ class SpanDrain;
 
 // One open span: its header and arena, built in place until the span ends.
 struct ThreadState;
+struct DevicePair;
 struct OpenSpan {
   RecordHeader header;
   ThreadState* owner = nullptr;
+  DevicePair* device = nullptr;  // its CUDA events, when its group is timed on the device; null again once ended
   // Odd while the slot holds an open span, even while it is free: bumped when a span starts here (last, once the
   // header is written) and when it ends or is truncated. A Span whose handle holds another value no longer owns the
   // slot; a hang snapshot reads the slot as a seqlock (SpanDrain::open_spans).

@@ -9,6 +9,9 @@
 //   while either event is pending, cudaErrorInvalidResourceHandle when one was never recorded.
 // - Capture: fake_cuda_begin_capture makes cudaStreamIsCapturing say so; an event recorded there is counted
 //   (fake_cuda_records_while_capturing), since a real capture would take it into the graph.
+// - Global capture mode: while any stream captures, a thread that has not made its mode relaxed
+//   (cudaThreadExchangeStreamCaptureMode) is refused cudaEventQuery and cudaEventElapsedTime
+//   (cudaErrorStreamCaptureUnsupported), as the runtime refuses potentially unsafe calls.
 // - Every entry point is counted per calling thread (fake_cuda_calls_on_this_thread) and in all, so a test proves
 //   what a thread never called (a sync on the training thread).
 #include <chrono>
@@ -25,7 +28,8 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kSuccess = 0, kInvalidValue = 1, kInvalidResourceHandle = 400, kNotReady = 600;
+constexpr int kSuccess = 0, kInvalidValue = 1, kInvalidResourceHandle = 400, kNotReady = 600,
+              kStreamCaptureUnsupported = 900, kCaptureModeGlobal = 0;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -41,6 +45,7 @@ struct Work {
   std::int64_t kernel_ns = 0;  // a kernel when > 0
   Event* event = nullptr;      // else an event to complete
   std::uint64_t generation = 0;
+  std::int64_t submitted_ns = now_ns();  // the device cannot start it before it was given
 };
 
 // The simulator's state, never destroyed: stream threads wait on it until the process is gone.
@@ -56,6 +61,11 @@ std::condition_variable& g_work = state.work;
 std::set<Event*>& g_events = state.events;
 std::map<std::string, long>& g_calls = state.calls;
 thread_local std::map<std::string, long> t_calls;
+thread_local int t_capture_mode = kCaptureModeGlobal;
+int g_capturing_streams = 0;  // guarded by g_mutex
+
+// A potentially unsafe call from this thread while a stream captures in global mode (caller holds g_mutex).
+bool refused_while_capturing() { return g_capturing_streams > 0 && t_capture_mode == kCaptureModeGlobal; }
 
 void count(const char* function) {
   ++t_calls[function];
@@ -77,14 +87,16 @@ struct Stream {
       g_work.wait(lock, [&] { return !queue.empty(); });
       const Work w = queue.front();
       queue.pop_front();
+      // The device's clock is exact: work starts when the work before it ended, or when it was given if the device was
+      // idle, whenever this thread gets to it (its wake-ups are late by the host's scheduling, the device is not).
       if (w.kernel_ns > 0) {
-        device_ns = std::max(device_ns, now_ns()) + w.kernel_ns;
+        device_ns = std::max(device_ns, w.submitted_ns) + w.kernel_ns;
         const std::int64_t until = device_ns;
         lock.unlock();
         std::this_thread::sleep_for(std::chrono::nanoseconds(until - now_ns()));
         lock.lock();
       } else if (g_events.count(w.event) != 0 && w.event->generation == w.generation) {
-        w.event->device_ns = std::max(device_ns, now_ns());
+        w.event->device_ns = std::max(device_ns, w.submitted_ns);
         device_ns = w.event->device_ns;
         w.event->complete = true;
       }
@@ -110,17 +122,19 @@ void* fake_cuda_stream_create() { return new Stream; }
 
 void fake_cuda_launch_kernel(void* stream, double microseconds) {
   std::lock_guard lock(g_mutex);
-  stream_of(stream).queue.push_back({static_cast<std::int64_t>(microseconds * 1000), nullptr, 0});
+  stream_of(stream).queue.push_back({static_cast<std::int64_t>(microseconds * 1000), nullptr, 0, now_ns()});
   g_work.notify_all();
 }
 
 void fake_cuda_begin_capture(void* stream) {
   std::lock_guard lock(g_mutex);
+  if (!stream_of(stream).capturing) ++g_capturing_streams;
   stream_of(stream).capturing = true;
 }
 
 void fake_cuda_end_capture(void* stream) {
   std::lock_guard lock(g_mutex);
+  if (stream_of(stream).capturing) --g_capturing_streams;
   stream_of(stream).capturing = false;
 }
 
@@ -161,7 +175,7 @@ int cudaEventRecord(void* event, void* stream) {
   if (s.capturing) ++fake_cuda_records_while_capturing;
   e->recorded = true;
   e->complete = false;
-  s.queue.push_back({0, e, ++e->generation});
+  s.queue.push_back({0, e, ++e->generation, now_ns()});
   g_work.notify_all();
   return kSuccess;
 }
@@ -171,6 +185,7 @@ int cudaEventQuery(void* event) {
   std::lock_guard lock(g_mutex);
   auto* e = static_cast<Event*>(event);
   if (g_events.count(e) == 0) return kInvalidResourceHandle;
+  if (refused_while_capturing()) return kStreamCaptureUnsupported;
   return !e->recorded || e->complete ? kSuccess : kNotReady;
 }
 
@@ -179,6 +194,7 @@ int cudaEventElapsedTime(float* ms, void* start, void* end) {
   std::lock_guard lock(g_mutex);
   auto *a = static_cast<Event*>(start), *b = static_cast<Event*>(end);
   if (ms == nullptr) return kInvalidValue;
+  if (refused_while_capturing()) return kStreamCaptureUnsupported;
   if (g_events.count(a) == 0 || g_events.count(b) == 0 || !a->recorded || !b->recorded) return kInvalidResourceHandle;
   if (!a->complete || !b->complete) return kNotReady;
   *ms = static_cast<float>(static_cast<double>(b->device_ns - a->device_ns) / 1e6);
@@ -217,6 +233,27 @@ int cudaGetDevice(int* device) {
   if (device == nullptr) return kInvalidValue;
   const char* index = std::getenv("FAKE_CUDA_DEVICE");
   *device = index != nullptr ? std::atoi(index) : 0;
+  return kSuccess;
+}
+
+int cudaSetDevice(int device) {
+  count("cudaSetDevice");
+  return device < 0 ? kInvalidValue : kSuccess;
+}
+
+int cudaStreamCreateWithFlags(void** stream, unsigned /*flags*/) {
+  count("cudaStreamCreateWithFlags");
+  if (stream == nullptr) return kInvalidValue;
+  *stream = new Stream;
+  return kSuccess;
+}
+
+int cudaThreadExchangeStreamCaptureMode(int* mode) {
+  count("cudaThreadExchangeStreamCaptureMode");
+  if (mode == nullptr) return kInvalidValue;
+  const int previous = t_capture_mode;
+  t_capture_mode = *mode;
+  *mode = previous;
   return kSuccess;
 }
 
