@@ -58,6 +58,10 @@ end_step = _native.end_step
 straggler_summary_due = _native.straggler_summary_due
 take_straggler_summary = _native.take_straggler_summary
 score_stragglers = _native.score_stragglers
+# Device time (docs/GPU.md): with DEVICE_TIMING=cuda, the spans of DEVICE_SPAN_GROUPS record CUDA events on the
+# calling thread's stream: set_device_stream(torch.cuda.current_stream()) (or a raw handle, or None for the default).
+set_device_stream = _native.set_device_stream
+device_stream = _native.device_stream
 resolve_run_id = _native.resolve_run_id
 run_uuids = _native.run_uuids
 uuid5_url = _native.uuid5_url
@@ -87,6 +91,7 @@ __all__ = [
     "Config", "ConfigError", "RankStrategyInput", "SamplingStrategyInput", "Span", "SpanContext", "StatusCode",
     "Tracer", "at_iteration_boundary", "build_worker_bootstrap", "current_context", "extract", "from_bytes", "inject",
     "register_rank_strategy", "register_sampling_strategy", "resolve_run_id", "run_uuids", "setup_worker_telemetry",
+    "set_device_stream", "device_stream",
     "end_step", "score_stragglers", "step_phase", "straggler_summary_due", "take_straggler_summary",
     "step_trace_id", "take_span_group_request", "to_bytes", "uuid5_url",
 ]

@@ -31,6 +31,7 @@
 #include "lens/config.h"
 #include "lens/context.h"
 #include "lens/control.h"
+#include "lens/device.h"
 #include "lens/groups.h"
 #include "lens/log.h"
 #include "lens/megatron.h"
@@ -77,6 +78,8 @@ const EnumNames<lens::Exporter> kExporters{
     {lens::Exporter::kOtlp, "otlp"}, {lens::Exporter::kConsole, "console"}, {lens::Exporter::kFile, "file"}};
 const EnumNames<lens::TraceLayout> kLayouts{{lens::TraceLayout::kSegment, "segment"},
                                             {lens::TraceLayout::kStep, "step"}};
+const EnumNames<lens::DeviceTiming> kDeviceTimings{{lens::DeviceTiming::kNone, "none"},
+                                                   {lens::DeviceTiming::kCuda, "cuda"}};
 const EnumNames<lens::SpanNaming> kNamings{{lens::SpanNaming::kDocumented, "documented"},
                                            {lens::SpanNaming::kMegatron, "megatron"}};
 const EnumNames<lens::SignalExporter> kSignalExporters{{lens::SignalExporter::kFollow, ""},
@@ -430,6 +433,32 @@ void bind_stragglers(py::module_& m) {
       "logs a straggler; a dict (iteration, ranks, flagged, missing, refused, text), or None elsewhere.");
 }
 
+// The stream device-timed spans record on (lens/device.h): a torch.cuda.Stream (its .cuda_stream), a raw cudaStream_t
+// as an int, or None for the legacy default stream.
+void* stream_handle(const py::object& stream) {
+  if (stream.is_none()) return nullptr;
+  py::object raw = py::hasattr(stream, "cuda_stream") ? stream.attr("cuda_stream") : stream;
+  if (py::isinstance<py::int_>(raw) && !py::isinstance<py::bool_>(raw)) {
+    const auto value = raw.cast<long long>();
+    if (value >= 0) return reinterpret_cast<void*>(static_cast<std::uintptr_t>(value));
+  }
+  throw py::type_error(
+      "lens.set_device_stream takes a torch.cuda.Stream (anything with .cuda_stream), a raw "
+      "cudaStream_t as a non-negative int, or None; got " +
+      std::string(py::str(py::type::of(stream).attr("__name__"))));
+}
+
+void bind_device(py::module_& m) {
+  m.def(
+      "set_device_stream", [](const py::object& stream) { lens::set_device_stream(stream_handle(stream)); },
+      py::arg("stream"),
+      "The calling thread's CUDA stream for device-timed spans (DEVICE_TIMING=cuda): a torch.cuda.Stream, a raw "
+      "handle as an int, or None for the legacy default stream.");
+  m.def(
+      "device_stream", [] { return reinterpret_cast<std::uintptr_t>(lens::device_stream()); },
+      "The calling thread's stream as set (0: the legacy default stream).");
+}
+
 // Context.
 void bind_context(py::module_& m) {
   py::class_<lens::SpanContext>(m, "SpanContext", "A span's identity: trace id, span id, flags.")
@@ -607,6 +636,12 @@ void bind_configuration(py::module_& m) {
       .def_readwrite("prometheus_host", &lens::Config::prometheus_host)
       .def_readwrite("prometheus_port", &lens::Config::prometheus_port)
       .def_readwrite("straggler_interval", &lens::Config::straggler_interval)
+      .def_readwrite("device_span_groups", &lens::Config::device_span_groups)
+      .def_property(
+          "device_timing", [](const lens::Config& c) { return name_of(c.device_timing, kDeviceTimings); },
+          [](lens::Config& c, const std::string& v) {
+            c.device_timing = parse_enum(v, kDeviceTimings, "device_timing");
+          })
       .def_property_readonly("traces_sampler",
                              [](const lens::Config& c) { return std::string(lens::to_string(c.traces_sampler)); })
       .def_property_readonly("otlp_traces_endpoint", [](const lens::Config& c) { return c.otlp_traces.endpoint; })
@@ -946,4 +981,5 @@ PYBIND11_MODULE(_native, m) {
   bind_logs(m);
   bind_identity(m);
   bind_stragglers(m);
+  bind_device(m);
 }

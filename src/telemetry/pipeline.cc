@@ -12,7 +12,6 @@
 
 #include "common/log.h"
 #include "device/device_timing.h"
-#include "lens/span.h"
 
 namespace lens::internal {
 
@@ -45,21 +44,14 @@ constexpr std::int64_t kDeviceIdlePollMs = 100;
 // when shorter); what is still pending then is dropped and counted.
 constexpr std::int64_t kDeviceShutdownWaitMs = 1000;
 
-// A device span: a child of its host span named `<host name>.device`, carrying lens.device=cuda:N, recorded on the
-// export thread through the span path (so it is sampled, queued, counted and exported as any span).
-void emit_device_span(const DeviceSpan& d, std::string& name) {
+// A device span: a child of its host span named `<host name>.device`, carrying lens.device=cuda:N.
+void emit_device_span(SpanDrain& spans, const DeviceSpan& d, std::string& name) {
   name.assign(d.name);
   name += ".device";
   char device[24];
   std::snprintf(device, sizeof device, "cuda:%d", d.device);
   const Attribute attributes[] = {{"lens.device", std::string_view(device)}};
-  SpanHandle h;
-  StartOptions options;
-  options.parent = &d.host;
-  options.start_unix_nanos = d.start_unix_nanos;
-  options.ungated = true;  // its host span's group was enabled when it was recorded
-  start_span(h, SpanGroup(static_cast<std::uint8_t>(d.group)), SpanName(name), attributes, options);
-  if (h.slot != nullptr) end_span(h, false, d.end_unix_nanos);
+  record_device_span(spans, d, SpanName(name), attributes);
 }
 
 Deadline deadline_in(std::int64_t ms) { return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms); }
@@ -103,7 +95,7 @@ void Pipeline::run() {
   bool busy = false;
   std::optional<DevicePoller> device;  // made on this thread: it sets the thread's capture mode
   std::string device_span_name;
-  const DevicePoller::Emit emit = [&](const DeviceSpan& d) { emit_device_span(d, device_span_name); };
+  const DevicePoller::Emit emit = [&](const DeviceSpan& d) { emit_device_span(spans_, d, device_span_name); };
   bool device_outstanding = false;
   for (;;) {
     // While producers keep queues filling, pause briefly and drain again (their rings cost them nothing meanwhile);

@@ -444,6 +444,42 @@ __attribute__((noinline)) void end_device_span(OpenSpan& s) noexcept {
 
 }  // namespace
 
+// ---- device spans (the export thread) -----------------------------------------------------------------------
+
+void record_device_span(SpanDrain& p, const DeviceSpan& d, SpanName name,
+                        std::span<const Attribute> attributes) noexcept {
+  ThreadState* t = state_for(&p);  // the drain itself, not g_span_drain: a setup that detached still has its last ones
+  if (t == nullptr) return;        // stopped: the pipeline emits before it stops the drain
+  OpenSpan* s = take_slot(*t);
+  if (s == nullptr) {
+    ThreadCounters::bump(t->counters.produced);
+    ThreadCounters::bump(t->counters.dropped_no_slot);
+    return;
+  }
+  // Its host span's child, sampled as it was (it had a slot), its times given in Unix nanoseconds; not a span the
+  // application opened, so no group gate, no sampler and no lens.collective.seq of its own.
+  RecordHeader& r = s->header;
+  r = RecordHeader{};
+  r.trace_id = d.host.trace_id;
+  r.span_id = t->ids.span_id();
+  r.parent_span_id = d.host.span_id;
+  r.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
+  r.trace_flags = d.host.trace_flags;
+  r.bits = RecordHeader::kHasParent | RecordHeader::kStartIsUnixNanos | RecordHeader::kEndIsUnixNanos;
+  r.group = d.group;
+  std::uint32_t entry = 0;
+  const std::string_view text = name.text().substr(0, kArenaBytes / 4);
+  append_text_entry(*s, EntryTag::kName, text, &entry);
+  r.name =
+      TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
+  append_attributes(*s, p.limits, attributes);
+  r.start_tick = d.start_unix_nanos;
+  r.end_tick = d.end_unix_nanos;
+  s->generation.store(s->generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // open
+  queue_record(*t, *s);
+  release_slot(*s, t);
+}
+
 // ---- the public entry points -------------------------------------------------------------------------------
 
 void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/event_fd.h"
+#include "device/device_timing.h"
 #include "lens/config.h"
 #include "lens/sampling.h"
 #include "lens/telemetry.h"
@@ -155,5 +156,10 @@ class SpanDrain {
 
 // The drain spans are recorded into now; null when none (disabled, non-exporting, traces off, after shutdown).
 extern std::atomic<SpanDrain*> g_span_drain;
+
+// Records a device span (device/device_timing.h) from the calling thread (the export thread) into `p`: a child of its
+// host span named `name`, with `attributes`, queued and counted as any span.
+void record_device_span(SpanDrain& p, const DeviceSpan& d, SpanName name,
+                        std::span<const Attribute> attributes) noexcept;
 
 }  // namespace lens::internal
