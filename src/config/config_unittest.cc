@@ -204,6 +204,22 @@ TEST(ConfigStraggler, BadIntervalsAreErrorsNamingTheVariable) {
   EXPECT_TRUE(contains(error_of({{"MEGATRON_OTEL_STRAGGLER_INTERVAL", "4"}}), "[5, 1000000]"));
 }
 
+TEST(ConfigDevice, TimingIsOffByDefaultCudaWhenAskedAndGroupsAreASpec) {
+  EXPECT_EQ(megatron_config({}).device_timing, DeviceTiming::kNone);
+  EXPECT_TRUE(megatron_config({}).device_span_groups.empty()) << "empty: the default set, resolved at setup";
+  const Config c = megatron_config({{"MEGATRON_OTEL_DEVICE_TIMING", "CUDA"}, {"NEMO_LENS_DEVICE_SPAN_GROUPS", "layer"}});
+  EXPECT_EQ(c.device_timing, DeviceTiming::kCuda);
+  EXPECT_EQ(c.device_span_groups, "layer");
+  EXPECT_EQ(c.device_span_groups_source, "NEMO_LENS_DEVICE_SPAN_GROUPS");
+  EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_DEVICE_TIMING", "none"}}).device_timing, DeviceTiming::kNone);
+}
+
+TEST(ConfigDevice, AnUnknownTimingIsAnErrorNamingTheChoices) {
+  const std::string m = error_of({{"MEGATRON_OTEL_DEVICE_TIMING", "gpu"}});
+  EXPECT_TRUE(contains(m, "MEGATRON_OTEL_DEVICE_TIMING='gpu'")) << m;
+  EXPECT_TRUE(contains(m, "cuda")) << m;
+}
+
 TEST(ConfigNumbers, BadValuesAreErrors) {
   for (const char* bad : {"1.5", "-0.1", "nan", "NaN", "inf", "half", "0.5x", ""}) {
     if (std::string(bad).empty()) continue;

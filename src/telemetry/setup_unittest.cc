@@ -101,6 +101,22 @@ TEST_F(Setup, ATypoFailsOnEveryRankExportingOrNot) {
   }
 }
 
+TEST_F(Setup, ADeviceGroupTypoFailsOnEveryRankExportingOrNot) {
+  for (int rank : {0, 7}) {
+    Config c = enabled_megatron("all");
+    c.device_timing = DeviceTiming::kCuda;
+    c.device_span_groups = "layers";
+    c.device_span_groups_source = "MEGATRON_OTEL_DEVICE_SPAN_GROUPS";
+    try {
+      setup_telemetry(c, {.rank = rank, .world_size = 8});
+      FAIL() << rank;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("MEGATRON_OTEL_DEVICE_SPAN_GROUPS"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("did you mean 'layer'?"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(Setup, DoubleInitialisationIsAnErrorUnlessReinit) {
   Telemetry first = setup_telemetry(enabled_megatron("job"), {.rank = 0, .world_size = 1});
   EXPECT_THROW(setup_telemetry(enabled_megatron("step"), {.rank = 0, .world_size = 1}), ConfigError);
