@@ -207,7 +207,8 @@ TEST(ConfigStraggler, BadIntervalsAreErrorsNamingTheVariable) {
 TEST(ConfigDevice, TimingIsOffByDefaultCudaWhenAskedAndGroupsAreASpec) {
   EXPECT_EQ(megatron_config({}).device_timing, DeviceTiming::kNone);
   EXPECT_TRUE(megatron_config({}).device_span_groups.empty()) << "empty: the default set, resolved at setup";
-  const Config c = megatron_config({{"MEGATRON_OTEL_DEVICE_TIMING", "CUDA"}, {"NEMO_LENS_DEVICE_SPAN_GROUPS", "layer"}});
+  const Config c =
+      megatron_config({{"MEGATRON_OTEL_DEVICE_TIMING", "CUDA"}, {"NEMO_LENS_DEVICE_SPAN_GROUPS", "layer"}});
   EXPECT_EQ(c.device_timing, DeviceTiming::kCuda);
   EXPECT_EQ(c.device_span_groups, "layer");
   EXPECT_EQ(c.device_span_groups_source, "NEMO_LENS_DEVICE_SPAN_GROUPS");
