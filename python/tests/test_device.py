@@ -5,6 +5,8 @@ through ctypes to make streams and "kernels", and by lens through LENS_CUDART_LI
 
 import ctypes
 import os
+import subprocess
+import sys
 import unittest
 
 import lens
@@ -84,6 +86,18 @@ class DeviceSpans(unittest.TestCase):
                 pass
         self.assertIn("NEMO_LENS_DEVICE_SPAN_GROUPS", str(raised.exception))
         self.assertIn("layer", str(raised.exception))
+
+
+class GpuCheck(unittest.TestCase):
+    """scripts/gpu_check.sh, as docs/GPU.md tells a user to run it: here, where PyTorch has no CUDA device, it says
+    so and exits 77 (nothing checked), never a pass."""
+
+    def test_without_a_gpu_it_checks_nothing_and_says_so(self):
+        script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "gpu_check.sh")
+        result = subprocess.run([script, "--iterations", "3"], capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "LENS_GPU_PYTHON": sys.executable})
+        self.assertEqual(result.returncode, 77, result.stdout + result.stderr)
+        self.assertIn("nothing checked", result.stderr)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ OpenSpan* take_slot(ThreadState& t) noexcept {
   return &t.slots[index];
 }
 
-void release_slot(OpenSpan& s, ThreadState* releasing) noexcept {
+LENS_ALWAYS_INLINE void release_slot(OpenSpan& s, ThreadState* releasing) noexcept {
   LENS_DCHECK((s.generation.load(std::memory_order_relaxed) & 1) == 1);  // odd: it held an open span
   s.generation.store(s.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   std::uint64_t bit = std::uint64_t{1} << s.owner_slot_index;
@@ -351,7 +351,7 @@ void set_status_message(OpenSpan& s, std::string_view message) noexcept {
 // ---- ending ------------------------------------------------------------------------------------------------
 
 // Queues a finished record from `t`'s thread (its drain live) and counts the outcome.
-void queue_record(ThreadState& t, OpenSpan& s) noexcept {
+LENS_ALWAYS_INLINE void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   ThreadCounters::bump(t.counters.produced);
   SpanDrain* p = t.drain;
   LENS_DCHECK(s.header.arena_used <= kArenaBytes);
