@@ -61,6 +61,12 @@ Args parse_args(int argc, char** argv) {
   app.add_flag("--testing-startup-times", a.testing_startup_times,
                "Testing aid: print on stderr when this rank agreed on the run id and finished telemetry setup, in ms "
                "from the start of main (bench/scale.sh reads it)");
+  app.add_option(
+      "--testing-fake-cuda", a.testing_fake_cuda,
+      "Testing aid: the CUDA runtime's simulator (libcudart.so.12 of the tests); each layer's attention and "
+      "MLP also queue a simulated kernel of --testing-kernel-us on a stream of it, set as lens's device stream");
+  app.add_option("--testing-kernel-us", a.testing_kernel_us, "Testing aid: see --testing-fake-cuda (default 500)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--testing-stall-startup", a.testing_stall_startup,
                "Testing aid: --testing-slow-rank stops in startup (process group setup) until killed (a rank that "
                "dies during startup, at a known place)");

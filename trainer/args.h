@@ -58,6 +58,9 @@ struct Args {
   // Or that rank stops in startup, in process group setup, until it is killed: a death during startup whatever the
   // machine's speed (killed from outside, the rank could otherwise have finished startup first).
   bool testing_stall_startup = false;
+  // A simulated GPU (trainer/simulated_gpu.h): the simulator's path, and each simulated kernel's duration.
+  std::string testing_fake_cuda;
+  double testing_kernel_us = 500;
   bool testing_startup_times = false;
 };
 

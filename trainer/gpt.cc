@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lens/megatron.h"
+#include "simulated_gpu.h"
 
 namespace trainer {
 
@@ -44,8 +45,10 @@ torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x) {
   {
     LENS_SPAN(mg::layer, "megatron.layer.self_attention");
     h = x + attention_(norm1_(x));
+    SimulatedGpu::kernel();
   }
   LENS_SPAN(mg::layer, "megatron.layer.mlp");
+  SimulatedGpu::kernel();
   return h + mlp_(norm2_(h));
 }
 

@@ -25,6 +25,7 @@
 #include "checkpoint_worker.h"
 #include "lens/lens.h"
 #include "logger.h"
+#include "simulated_gpu.h"
 #include "startup_watch.h"
 #include "trainer.h"
 #include "whereabouts.h"
@@ -207,6 +208,7 @@ void PretrainRun::set_up_telemetry() {
                                         .resource_provider = lens::megatron::resource_provider(training_args())});
   });
   watch_.before_ending([this] { telemetry_.force_flush(); });
+  trainer::SimulatedGpu::open(args_.testing_fake_cuda, args_.testing_kernel_us);
   if (args_.testing_startup_times)
     std::fprintf(stderr, "pretrain_gpt: startup of rank %d: run id agreed at %.1f ms, telemetry set up at %.1f ms\n",
                  ranks_.rank, agreed_ms, ms_since_main());

@@ -293,6 +293,59 @@ TEST(PretrainGpt, FourPipelineStagesEachHoldTheirLayer) {
   EXPECT_FALSE(std::isnan(logged_loss(run.outputs[3], 3))) << run.outputs[3];
 }
 
+#if defined(LENS_FAKE_CUDART)
+// The sum of a counter's points in the rank's last collection (-1: no such metric).
+std::int64_t last_counter_sum(const Telemetry& t, int rank, const std::string& name) {
+  std::int64_t sum = -1;
+  for (const json& m : t.metrics.at(rank)) {
+    if (m["name"] != name) continue;
+    sum = 0;
+    for (const json& p : m["sum"]["dataPoints"]) sum += std::stoll(p["asInt"].get<std::string>());
+  }
+  return sum;
+}
+
+double duration_ms(const json& span) {
+  return static_cast<double>(std::stoll(span["endTimeUnixNano"].get<std::string>()) -
+                             std::stoll(span["startTimeUnixNano"].get<std::string>())) /
+         1e6;
+}
+
+// Device timing in the trainer's shape (docs/GPU.md): 4 ranks on the CUDA runtime's simulator, each layer's attention
+// and MLP queue a 500 us kernel on the stream the trainer set; every span of the default device groups has its device
+// child, the layers' at least their kernel's time, and nothing was skipped or dropped.
+TEST(PretrainGpt, OnASimulatedGpuEveryDeviceTimedSpanHasItsDeviceTime) {
+  Launch run = launch(
+      "device", 4,
+      small({"--otel-span-groups", "all", "--testing-fake-cuda", LENS_FAKE_CUDART, "--testing-kernel-us", "500"}),
+      {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks", "MEGATRON_OTEL_DEVICE_TIMING=cuda",
+       std::string("LENS_CUDART_LIBRARY=") + LENS_FAKE_CUDART});
+  expect_all_ranks_succeeded(run);
+  Telemetry t = read_telemetry(run);
+  for (int rank = 0; rank < 4; ++rank) {
+    for (const std::string name : {"megatron.layer.self_attention", "megatron.layer.mlp", "megatron.layer.forward",
+                                   "megatron.microbatch.forward", "megatron.forward_backward"}) {
+      std::map<std::string, const Span*> hosts;
+      for (const Span* s : t.named(name, rank)) hosts[s->data["spanId"].get<std::string>()] = s;
+      const auto devices = t.named(name + ".device", rank);
+      ASSERT_FALSE(hosts.empty()) << name << " on rank " << rank;
+      EXPECT_EQ(devices.size(), hosts.size()) << name << " on rank " << rank;
+      for (const Span* d : devices) {
+        const auto host = hosts.find(d->data["parentSpanId"].get<std::string>());
+        ASSERT_NE(host, hosts.end()) << name << ".device: a child of its host span";
+        EXPECT_EQ(d->data["traceId"], host->second->data["traceId"]);
+        EXPECT_EQ(attribute(d->data, "lens.device")["stringValue"], "cuda:0");
+        if (name.starts_with("megatron.layer.") && name != "megatron.layer.forward")
+          EXPECT_GE(duration_ms(d->data), 0.5) << name << ": its 500 us kernel";
+      }
+    }
+    EXPECT_EQ(last_counter_sum(t, rank, "lens.device.skipped"), 0) << rank;
+    EXPECT_EQ(last_counter_sum(t, rank, "lens.device.dropped"), 0) << rank;
+    EXPECT_TRUE(t.named("megatron.train_step.device", rank).empty()) << "step is not a device group by default";
+  }
+}
+#endif
+
 TEST(PretrainGpt, DefaultPresetAndDefaultStrategyExportTheProductionSpansFromTheLastRank) {
   Launch run = launch("default", 4, small());
   expect_all_ranks_succeeded(run);

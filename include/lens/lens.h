@@ -13,6 +13,7 @@
 #include "lens/config.h"
 #include "lens/context.h"
 #include "lens/control.h"
+#include "lens/device.h"
 #include "lens/groups.h"
 #include "lens/log.h"
 #include "lens/megatron.h"

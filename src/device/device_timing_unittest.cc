@@ -79,23 +79,25 @@ TEST_F(DeviceTiming, ADeviceSpanIsTheKernelsTimeAsAChildOfItsHostSpan) {
   testing::Capture c(device_config());
   void* stream = new_stream();
   set_device_stream(stream);
+  { LENS_SPAN(mg::forward_backward, "warm-up"); }  // the thread's pool made, its first events created
+  ASSERT_EQ(wait_for(c, ".device", 1).size(), 1u);
   launch(stream, 50'000);  // the stream is busy 50 ms when the span starts
   {
     LENS_SPAN(mg::forward_backward, "megatron.forward_backward");
     launch(stream, 20'000);
   }  // the host span ends at once: only launched
-  const std::vector<json> device = wait_for(c, ".device", 1);
-  ASSERT_EQ(device.size(), 1u);
+  ASSERT_EQ(wait_for(c, ".device", 2).size(), 2u);
   const json host = c.span("megatron.forward_backward");
+  const json d = c.span("megatron.forward_backward.device");
   ASSERT_FALSE(host.is_null());
-  const json& d = device[0];
+  ASSERT_FALSE(d.is_null());
   EXPECT_EQ(d["name"], "megatron.forward_backward.device");
   EXPECT_EQ(d["traceId"], host["traceId"]);
   EXPECT_EQ(d["parentSpanId"], host["spanId"]);
   EXPECT_EQ(d["kind"], 1) << "INTERNAL";
   EXPECT_EQ(attribute(d, "lens.device")["stringValue"], "cuda:0");
   EXPECT_NEAR(millis(d), 20.0, 0.2) << "the kernel's 20 ms (1 %)";
-  EXPECT_LT(millis(host), 5.0) << "the host span only launched it";
+  EXPECT_LT(millis(host), 10.0) << "the host span only launched it";
   // The device began when the stream reached the span: 50 ms after the host did (the calibration and the simulator's
   // thread wake-ups cost at most a few ms here).
   const double late_ms = static_cast<double>(nanos(d, "startTimeUnixNano") - nanos(host, "startTimeUnixNano")) / 1e6;
