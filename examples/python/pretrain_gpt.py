@@ -136,6 +136,10 @@ def parse_args(argv=None):
     add("--otel-enabled", action="store_true", help="turn telemetry on (else MEGATRON_OTEL_ENABLED decides)")
     add("--otel-service-name", default=None)
     add("--otel-span-groups", default=None)
+    add("--testing-fake-cuda", default="", help="testing aid: the CUDA runtime's simulator (libcudart.so.12 of the "
+        "tests); each layer's attention and MLP also queue a simulated kernel of --testing-kernel-us on a stream of "
+        "it, set as lens's device stream")
+    add("--testing-kernel-us", type=float, default=500.0, help="testing aid: see --testing-fake-cuda")
     args = p.parse_args(argv)
     args.rank = int(os.environ.get("RANK", "0"))
     args.world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -328,6 +332,35 @@ def context_of(tensor):
 
 # --- the model ----------------------------------------------------------------------------------------------------
 
+class SimulatedGpu:
+    """Testing aid (not Megatron's), as the C++ trainer's trainer/simulated_gpu.h: with --testing-fake-cuda, kernels of
+    --testing-kernel-us queued on one stream of the CUDA runtime's simulator, beside the CPU work, and that stream set
+    as the training thread's device stream (lens.set_device_stream), for runs with MEGATRON_OTEL_DEVICE_TIMING=cuda."""
+
+    launch = None
+
+    @classmethod
+    def open(cls, path, kernel_us):
+        if not path:
+            return
+        import ctypes
+        simulator = ctypes.CDLL(path)  # the library lens loads by the same path: one device
+        simulator.fake_cuda_stream_create.restype = ctypes.c_void_p
+        simulator.fake_cuda_launch_kernel.argtypes = [ctypes.c_void_p, ctypes.c_double]
+        stream = simulator.fake_cuda_stream_create()
+        cls.launch = staticmethod(lambda: simulator.fake_cuda_launch_kernel(stream, kernel_us))
+        try:
+            import lens  # lens's own call, not NeMo Lens's
+            lens.set_device_stream(stream)
+        except ImportError:
+            pass
+
+    @classmethod
+    def kernel(cls):
+        if cls.launch is not None:
+            cls.launch()
+
+
 class SelfAttention(nn.Module):
     def __init__(self, hidden, heads):
         super().__init__()
@@ -342,6 +375,7 @@ class SelfAttention(nn.Module):
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.heads)
         mask = torch.ones(s, s, dtype=torch.bool).triu(1)
         out = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        SimulatedGpu.kernel()
         return self.proj(out.transpose(1, 2).reshape(b, s, h))
 
 
@@ -353,6 +387,7 @@ class Mlp(nn.Module):
 
     @_otel_trace_fn(G.LAYER, "megatron.layer.mlp")
     def forward(self, x):
+        SimulatedGpu.kernel()
         return self.down(F.gelu(self.up(x)))
 
 
@@ -717,6 +752,7 @@ def main(argv=None):
     telemetry = Telemetry(args)
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
     telemetry.set_up(args, shared_run_id(telemetry))
+    SimulatedGpu.open(args.testing_fake_cuda, args.testing_kernel_us)
     prints = args.rank == args.world_size - 1
     pretrain_attributes = {"megatron.model_type": "gpt", "megatron.train_iters": args.train_iters,
                            "megatron.global_batch_size": args.global_batch_size, **GOODPUT}

@@ -18,6 +18,7 @@ SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 TRAINER = os.path.join(SOURCE, "examples", "python", "pretrain_gpt.py")
 CPP_TRAINER = os.environ.get("LENS_PRETRAIN_GPT", "")
 PYTHON_WITH_OTEL = os.environ.get("LENS_VENV_PYTHON", "")
+FAKE_CUDART = os.path.join(os.environ.get("LENS_BUILD_DIR", ""), "tests", "fake_cuda", "libcudart.so.12")
 FLAGS = ["--pipeline-model-parallel-size", "2", "--num-layers", "4", "--hidden-size", "32",
          "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "8",
          "--train-iters", "6", "--log-interval", "1", "--eval-interval", "3", "--eval-iters", "1",
@@ -36,14 +37,14 @@ def clean_env(**extra):
     return env
 
 
-def torchrun(program, flags, directory, python=True):
+def torchrun(program, flags, directory, python=True, **env_extra):
     # The Python trainer under the interpreter of .venv (Debian's torch, and opentelemetry-api from PyPI, which
     # NeMo Lens depends on and whose API the trainer calls as Megatron does): torchrun as `python -m`.
     launcher = [PYTHON_WITH_OTEL, "-m", "torch.distributed.run"] if python else ["torchrun", "--no_python"]
     launcher += ["--nproc_per_node", "4", "--redirects", "9:0", "--tee", "9:0", "--monitor_interval", "0.2",
                  "--master_port", str(free_port())]
     env = clean_env(MEGATRON_OTEL_EXPORTER="file", MEGATRON_OTEL_FILE_DIR=os.path.join(directory, "telemetry"),
-                    MEGATRON_OTEL_RANK_STRATEGY="all_ranks")
+                    MEGATRON_OTEL_RANK_STRATEGY="all_ranks", **env_extra)
     save = ["--save", os.path.join(directory, "checkpoints")]
     run = subprocess.run(launcher + [program] + flags + save, env=env, capture_output=True, text=True, timeout=240)
     if run.returncode != 0:
@@ -75,15 +76,28 @@ def shape(spans):
     return names, parents, links
 
 
+def host_spans(spans):
+    return [s for s in spans if not s["name"].endswith(".device")]
+
+
+def device_spans(spans):
+    return [s for s in spans if s["name"].endswith(".device")]
+
+
 @unittest.skipUnless(CPP_TRAINER and PYTHON_WITH_OTEL, "set by ctest: LENS_PRETRAIN_GPT (the C++ trainer), "
                      "LENS_VENV_PYTHON (an interpreter with opentelemetry-api)")
 class SameTelemetryAsTheCppTrainer(unittest.TestCase):
+    """Both trainers, the same flags, on the CUDA runtime's simulator with device timing on (docs/GPU.md): the same
+    spans, device spans included."""
+
     @classmethod
     def setUpClass(cls):
         cls.python_dir = tempfile.TemporaryDirectory(prefix="lens-pretrain-py-")
         cls.cpp_dir = tempfile.TemporaryDirectory(prefix="lens-pretrain-cpp-")
-        cls.python_out = torchrun(TRAINER, FLAGS, cls.python_dir.name)
-        torchrun(CPP_TRAINER, FLAGS, cls.cpp_dir.name, python=False)
+        flags = FLAGS + ["--testing-fake-cuda", FAKE_CUDART, "--testing-kernel-us", "300"]
+        device = dict(MEGATRON_OTEL_DEVICE_TIMING="cuda", LENS_CUDART_LIBRARY=FAKE_CUDART)
+        cls.python_out = torchrun(TRAINER, flags, cls.python_dir.name, **device)
+        torchrun(CPP_TRAINER, flags, cls.cpp_dir.name, python=False, **device)
         cls.python_spans, cls.python_resources = telemetry(cls.python_dir.name)
         cls.cpp_spans, cls.cpp_resources = telemetry(cls.cpp_dir.name)
 
@@ -93,8 +107,9 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
         cls.cpp_dir.cleanup()
 
     def test_the_same_span_names_parentage_and_links(self):
-        python_names, python_parents, python_links = shape(self.python_spans)
-        cpp_names, cpp_parents, cpp_links = shape(self.cpp_spans)
+        # Device spans apart (the next test): one span differs in how each trainer opens it.
+        python_names, python_parents, python_links = shape(host_spans(self.python_spans))
+        cpp_names, cpp_parents, cpp_links = shape(host_spans(self.cpp_spans))
         self.assertEqual(python_names, cpp_names)
         self.assertEqual(python_parents, cpp_parents)
         self.assertEqual(python_links, cpp_links)
@@ -110,6 +125,25 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
         self.assertEqual(len(run_ids), 1)
         ranks = {r["dl.rank"]["intValue"] for r in self.python_resources}
         self.assertEqual(ranks, {"0", "1", "2", "3"})
+
+    def test_the_device_timed_spans_have_their_device_time(self):
+        # The same device spans, but for the pipeline's linked receive: the Python trainer opens it through the
+        # OpenTelemetry API as Megatron does, a span of no group, which is never device-timed (docs/GPU.md).
+        python_devices, cpp_devices = (shape(device_spans(spans))[0] for spans in (self.python_spans, self.cpp_spans))
+        self.assertEqual(python_devices, cpp_devices - collections.Counter(
+            {"megatron.pp.recv_forward.linked.device": cpp_devices["megatron.pp.recv_forward.linked.device"]}))
+        self.assertIn("megatron.layer.mlp.device", python_devices)
+        for spans in (self.python_spans, self.cpp_spans):
+            by_id = {s["spanId"]: s for s in spans}
+            devices = [s for s in spans if s["name"].endswith(".device")]
+            hosts = [s for s in spans if s["name"] in ("megatron.layer.self_attention", "megatron.layer.mlp",
+                                                       "megatron.layer.forward", "megatron.forward_backward")]
+            self.assertEqual(len([d for d in devices if by_id[d["parentSpanId"]] in hosts]), len(hosts))
+            for d in devices:
+                host = by_id[d["parentSpanId"]]
+                self.assertEqual(d["name"], host["name"] + ".device")
+                if host["name"] in ("megatron.layer.self_attention", "megatron.layer.mlp"):
+                    self.assertGreaterEqual(int(d["endTimeUnixNano"]) - int(d["startTimeUnixNano"]), 300_000)
 
     def test_nothing_dropped_and_the_log_lines(self):
         self.assertEqual(len(re.findall(r"lens: spans: \d+ produced, \d+ exported, 0 dropped", self.python_out)), 4)
