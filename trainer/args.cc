@@ -42,6 +42,10 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--eval-iters", a.eval_iters, "Batches per evaluation")->check(CLI::PositiveNumber);
   app.add_option("--log-interval", a.log_interval, "Iterations between log lines")->check(CLI::PositiveNumber);
   app.add_flag("--log-throughput", a.log_throughput, "Log tokens/s and TFLOP/s");
+  app.add_option("--peak-tflops", a.peak_tflops,
+                 "The GPU's peak TFLOP/s for megatron.training.mfu (default: from NVML's device name with "
+                 "--bf16/--fp16, docs/GPU.md)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--bf16", a.bf16, "Accepted for Megatron compatibility; this CPU trainer computes in fp32");
   app.add_flag("--fp16", a.fp16, "Accepted for Megatron compatibility; this CPU trainer computes in fp32");
   app.add_option("--ckpt-format", a.ckpt_format, "Checkpoint format")->check(CLI::IsMember({"torch"}));

@@ -42,6 +42,8 @@ struct Args {
   std::int64_t eval_iters = 4;
   std::int64_t log_interval = 10;
   bool log_throughput = false;
+  // The GPU's peak TFLOP/s for megatron.training.mfu (0: from NVML's device name, docs/GPU.md).
+  double peak_tflops = 0;
   bool bf16 = false, fp16 = false;
   std::string ckpt_format = "torch";
   // Telemetry (override the MEGATRON_OTEL_* environment).

@@ -133,6 +133,8 @@ class PretrainRun {
   c10::intrusive_ptr<c10d::Store> store_;
   trainer::StartupWatch watch_;  // a rank that dies before training starts is named at once
   lens::Telemetry telemetry_;
+  // megatron.training.mfu's denominator: --peak-tflops, else the rank's GPU by NVML (an exporting rank's), else none.
+  std::optional<double> peak_tflops_;
 
   trainer::Corpus corpus_;
   std::unique_ptr<trainer::Parallel> parallel_;
@@ -209,6 +211,12 @@ void PretrainRun::set_up_telemetry() {
   });
   watch_.before_ending([this] { telemetry_.force_flush(); });
   trainer::SimulatedGpu::open(args_.testing_fake_cuda, args_.testing_kernel_us);
+  if (args_.peak_tflops > 0) {
+    peak_tflops_ = args_.peak_tflops;
+  } else if (telemetry_.is_exporting()) {
+    if (const auto gpu = lens::detect_gpu_identity(ranks_.local_rank))
+      peak_tflops_ = lens::megatron::peak_tflops(gpu->name, args_.bf16 || args_.fp16);
+  }
   if (args_.testing_startup_times)
     std::fprintf(stderr, "pretrain_gpt: startup of rank %d: run id agreed at %.1f ms, telemetry set up at %.1f ms\n",
                  ranks_.rank, agreed_ms, ms_since_main());
@@ -346,7 +354,8 @@ void PretrainRun::log_interval(std::int64_t iteration, const Trainer::StepResult
                                            .skipped_iters = std::int64_t{0},
                                            .learning_rate = step.learning_rate,
                                            .tokens_per_sec = tokens_per_sec,
-                                           .memory_allocated_gb = peak_memory_gb()});
+                                           .memory_allocated_gb = peak_memory_gb(),
+                                           .mfu = peak_tflops_ ? std::optional(tflops / *peak_tflops_) : std::nullopt});
   if (prints_) log_line(args_, iteration, step, 1000.0 * per_iteration, tokens_per_sec, tflops);
   interval_start_ = Clock::now();
   interval_iterations_ = 0;

@@ -375,7 +375,34 @@ TEST(PretrainGpt, TrainingMetricsCarryTheLoggedLoss) {
     EXPECT_EQ(m["sum"]["dataPoints"][0]["asInt"], "0") << m.dump();
   }
   EXPECT_GE(skipped_points, 1) << "megatron.training.skipped_iters is exported at 0";
+  bool mfu = false;
+  for (const json& m : t.metrics[3]) mfu |= m["name"] == "megatron.training.mfu";
+  EXPECT_FALSE(mfu) << "no GPU known and no --peak-tflops: no MFU";
 }
+
+#if defined(LENS_FAKE_NVML)
+// megatron.training.mfu: the logged TFLOP/s over the peak, given (--peak-tflops) or from the GPU NVML names (a fake
+// NVML here, whose GPUs are H200s: 989.5 dense BF16 TFLOP/s).
+TEST(PretrainGpt, MfuIsTheThroughputOverThePeakGivenOrOfTheGpu) {
+  for (const bool given : {true, false}) {
+    std::vector<std::string> flags = small({"--log-throughput", "--bf16"});
+    if (given) flags.insert(flags.end(), {"--peak-tflops", "0.001"});
+    Launch run =
+        launch(given ? "mfu-given" : "mfu-nvml", 4, flags,
+               {std::string("LENS_NVML_LIBRARY=") + (given ? "/nonexistent/libnvidia-ml.so.1" : LENS_FAKE_NVML)});
+    expect_all_ranks_succeeded(run);
+    Telemetry t = read_telemetry(run);
+    double mfu = -1, tflops = -1;
+    for (const json& m : t.metrics[3]) {
+      if (m["name"] == "megatron.training.mfu") mfu = m["gauge"]["dataPoints"][0]["asDouble"].get<double>();
+      if (m["name"] == "megatron.training.throughput_tflops")
+        tflops = m["gauge"]["dataPoints"][0]["asDouble"].get<double>();
+    }
+    ASSERT_GT(tflops, 0) << given;
+    EXPECT_NEAR(mfu, tflops / (given ? 0.001 : 989.5), 1e-9 * tflops) << given;
+  }
+}
+#endif
 
 // LOGS_ENABLED=1: every line the trainer writes through its logger is a log record (issue 15: before, one
 // extra record per interval was all that reached the logs signal), carrying the span current where it was

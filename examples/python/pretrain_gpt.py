@@ -130,6 +130,8 @@ def parse_args(argv=None):
     add("--eval-iters", type=int, default=4)
     add("--log-interval", type=int, default=10)
     add("--log-throughput", action="store_true")
+    add("--peak-tflops", type=float, default=0.0, help="the GPU's peak TFLOP/s for megatron.training.mfu (default: "
+        "from NVML's device name with --bf16/--fp16)")
     add("--bf16", action="store_true", help="accepted for Megatron compatibility; this CPU trainer computes in fp32")
     add("--fp16", action="store_true", help="accepted for Megatron compatibility; this CPU trainer computes in fp32")
     add("--ckpt-format", choices=("torch",), default="torch")
@@ -211,6 +213,10 @@ class Telemetry:
         resource_attrs = build_telemetry_resource_attrs(args) if config.enabled else {}  # NVML only when on
         self.handle = self.setup_telemetry(config, rank=args.rank, world_size=args.world_size,
                                            resource_attributes=resource_attrs)
+        # megatron.training.mfu's denominator: --peak-tflops, else the rank's GPU as NVML names it, else none.
+        from lens.megatron import peak_tflops
+        gpu = resource_attrs.get("dl.gpu.name") if self.handle.is_exporting else None
+        self.peak_tflops = args.peak_tflops or (peak_tflops(gpu, args.bf16 or args.fp16) if gpu else None)
         if config.enabled and config.logs_enabled and self.handle.is_exporting:
             setup_logging_bridge()
         self.names = span_names(config.span_names)
@@ -293,6 +299,8 @@ class Telemetry:
     def record_metrics(self, **values):
         if self.handle is not None:
             from lens.megatron import record_training_metrics
+            if getattr(self, "peak_tflops", None):
+                values["mfu"] = values["throughput_tflops"] / self.peak_tflops
             record_training_metrics(self.handle.meter, **values)
 
     def shutdown(self):

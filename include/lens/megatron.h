@@ -135,9 +135,21 @@ struct TrainingMetrics {
   std::optional<double> learning_rate{};        // megatron.training.learning_rate (gauge)
   std::optional<double> tokens_per_sec{};       // megatron.training.tokens_per_sec (gauge)
   std::optional<double> memory_allocated_gb{};  // megatron.training.memory_allocated_gb (gauge)
+  std::optional<double> mfu{};                  // megatron.training.mfu (gauge, 0-1): throughput over the GPU's peak
 };
 
-// Records the eight megatron.training.* instruments of CONTRACT §8 (exact names, kinds, units, descriptions), no
+// A GPU's peak dense tensor throughput for half-precision (BF16/FP16) training, in TFLOP/s, by NVML's device name
+// (e.g. "NVIDIA H100 80GB HBM3"), from NVIDIA's data sheets for current data-centre GPUs (docs/GPU.md lists them);
+// nullopt for a GPU not in the table, or for fp32 training (give the peak: --peak-tflops).
+//
+//   if (auto peak = lens::megatron::peak_tflops(gpu->name, args.bf16 || args.fp16)) metrics.mfu = tflops / *peak;
+#if !defined(LENS_DISABLED)
+LENS_API std::optional<double> peak_tflops(std::string_view device_name, bool half_precision);
+#else
+inline std::optional<double> peak_tflops(std::string_view, bool) { return std::nullopt; }
+#endif
+
+// Records the nine megatron.training.* instruments of CONTRACT §8 (exact names, kinds, units, descriptions), no
 // metric attributes: identity rides the resource. Call it every --log-interval iterations.
 #if !defined(LENS_DISABLED)
 LENS_API void record_training_metrics(const TrainingMetrics& metrics);

@@ -32,7 +32,11 @@ MegatronSpanGroup = _catalogue_class("MegatronSpanGroup", SpanGroup, _native.meg
 
 # The training-metric keywords of record_training_metrics (megatron.training.<keyword>).
 TRAINING_METRICS = ("step_duration_ms", "loss", "throughput_tflops", "grad_norm", "skipped_iters", "learning_rate",
-                    "tokens_per_sec", "memory_allocated_gb")
+                    "tokens_per_sec", "memory_allocated_gb", "mfu")
+
+# A GPU's peak dense BF16/FP16 TFLOP/s by NVML's device name, or None (fp32 training, or a GPU not in the table):
+# megatron.training.mfu = throughput_tflops / peak (docs/GPU.md).
+peak_tflops = _native.peak_tflops
 
 # What build_telemetry_resource_attrs reads from Megatron's arguments (an argparse.Namespace or a dict).
 TRAINING_ARGS = ("local_rank", "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",

@@ -870,8 +870,16 @@ void bind_metrics(py::module_& m) {
     take("learning_rate", t.learning_rate);
     take("tokens_per_sec", t.tokens_per_sec);
     take("memory_allocated_gb", t.memory_allocated_gb);
+    take("mfu", t.mfu);
     lens::megatron::record_training_metrics(t);
   });
+  m.def(
+      "peak_tflops",
+      [](const std::string& device_name, bool half_precision) {
+        return lens::megatron::peak_tflops(device_name, half_precision);
+      },
+      py::arg("device_name"), py::arg("half_precision") = true,
+      "A GPU's peak dense BF16/FP16 TFLOP/s by NVML's device name (docs/GPU.md), or None.");
 }
 
 // Logs.

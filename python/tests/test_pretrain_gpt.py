@@ -94,7 +94,7 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
     def setUpClass(cls):
         cls.python_dir = tempfile.TemporaryDirectory(prefix="lens-pretrain-py-")
         cls.cpp_dir = tempfile.TemporaryDirectory(prefix="lens-pretrain-cpp-")
-        flags = FLAGS + ["--testing-fake-cuda", FAKE_CUDART, "--testing-kernel-us", "300"]
+        flags = FLAGS + ["--testing-fake-cuda", FAKE_CUDART, "--testing-kernel-us", "300", "--peak-tflops", "0.001"]
         device = dict(MEGATRON_OTEL_DEVICE_TIMING="cuda", LENS_CUDART_LIBRARY=FAKE_CUDART)
         cls.python_out = torchrun(TRAINER, flags, cls.python_dir.name, **device)
         torchrun(CPP_TRAINER, flags, cls.cpp_dir.name, python=False, **device)
@@ -144,6 +144,20 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
                 self.assertEqual(d["name"], host["name"] + ".device")
                 if host["name"] in ("megatron.layer.self_attention", "megatron.layer.mlp"):
                     self.assertGreaterEqual(int(d["endTimeUnixNano"]) - int(d["startTimeUnixNano"]), 300_000)
+
+    def test_mfu_is_the_throughput_over_the_given_peak(self):
+        for directory in (self.python_dir.name, self.cpp_dir.name):
+            for path in glob.glob(os.path.join(directory, "telemetry", "*", "rank*.metrics.jsonl")):
+                last = {}
+                with open(path, encoding="utf-8") as lines:
+                    for line in lines:
+                        for resource_metrics in json.loads(line)["resourceMetrics"]:
+                            for scope in resource_metrics["scopeMetrics"]:
+                                for metric in scope["metrics"]:
+                                    if "gauge" in metric:
+                                        last[metric["name"]] = metric["gauge"]["dataPoints"][-1].get("asDouble")
+                tflops = last["megatron.training.throughput_tflops"]
+                self.assertAlmostEqual(last["megatron.training.mfu"], tflops / 0.001, delta=1e-9 * tflops, msg=path)
 
     def test_nothing_dropped_and_the_log_lines(self):
         self.assertEqual(len(re.findall(r"lens: spans: \d+ produced, \d+ exported, 0 dropped", self.python_out)), 4)

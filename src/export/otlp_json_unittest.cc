@@ -143,7 +143,7 @@ TEST(OtlpJson, ConsoleExporterWritesOneRequestPerLineOnStdout) {
 namespace lens {
 namespace {
 
-// The file exporter's metrics line, field by field: the eight megatron.training.* instruments and lens's own.
+// The file exporter's metrics line, field by field: the nine megatron.training.* instruments and lens's own.
 TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
   std::string dir = ::testing::TempDir() + "lens-otlp-metrics-" + std::to_string(::getpid());
   Config c = exporter_config(Exporter::kFile, dir);
@@ -156,7 +156,8 @@ TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
                                      .skipped_iters = 1,
                                      .learning_rate = 1e-4,
                                      .tokens_per_sec = 52000.0,
-                                     .memory_allocated_gb = 61.5});
+                                     .memory_allocated_gb = 61.5,
+                                     .mfu = 0.42});
   { LENS_SPAN(mg::job, "one"); }
   ASSERT_TRUE(t.shutdown());
   std::ifstream in(dir + "/json-run/rank0.metrics.jsonl");
@@ -181,6 +182,8 @@ TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
     EXPECT_FALSE(by_name[gauge].contains("unit")) << gauge;  // only the step duration declares a unit
   }
   EXPECT_EQ(by_name["megatron.training.loss"]["description"], "Training loss value at each log interval.");
+  EXPECT_EQ(by_name["megatron.training.mfu"]["unit"], "1");
+  EXPECT_EQ(by_name["megatron.training.mfu"]["gauge"]["dataPoints"][0]["asDouble"], 0.42);
   EXPECT_EQ(by_name["megatron.training.loss"]["gauge"]["dataPoints"][0]["asDouble"], 2.5);
   const json& skipped = by_name["megatron.training.skipped_iters"];
   EXPECT_EQ(skipped["sum"]["isMonotonic"], true);
