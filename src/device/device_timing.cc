@@ -19,6 +19,10 @@ std::atomic<std::uint64_t> g_device_group_bits{0};
 namespace {
 
 std::atomic<const CudaRuntime*> g_cuda{nullptr};
+// NVTX: the library once loaded (never cleared, so a range pushed before a shutdown is still popped after it), and
+// whether spans push ranges now.
+std::atomic<const Nvtx*> g_nvtx{nullptr};
+std::atomic<bool> g_nvtx_ranges{false};
 
 // A pair's life: taken by a span's start (open), handed over at its end (ended), given back by the export thread once
 // emitted or dropped (free). Only the export thread frees an ended pair; only the owning thread takes a free one.
@@ -147,13 +151,16 @@ void give_back(DevicePair& p) noexcept { p.state.store(kFree, std::memory_order_
 
 // ---- setup -----------------------------------------------------------------------------------------------------
 
-void start_device_timing(const CudaRuntime* cuda, std::uint64_t group_bits) noexcept {
+void start_device_timing(const CudaRuntime* cuda, std::uint64_t group_bits, const Nvtx* nvtx) noexcept {
+  if (nvtx != nullptr) g_nvtx.store(nvtx, std::memory_order_release);
+  g_nvtx_ranges.store(cuda != nullptr && group_bits != 0 && nvtx != nullptr, std::memory_order_relaxed);
   g_cuda.store(group_bits != 0 ? cuda : nullptr, std::memory_order_release);
   g_device_group_bits.store(cuda != nullptr ? group_bits : 0, std::memory_order_relaxed);
 }
 
 void stop_device_timing() noexcept {
   g_device_group_bits.store(0, std::memory_order_relaxed);
+  g_nvtx_ranges.store(false, std::memory_order_relaxed);
   g_cuda.store(nullptr, std::memory_order_release);
 }
 
@@ -226,6 +233,17 @@ void device_span_end(DevicePair* pair, const HostSpanIdentity& host) noexcept {
 }
 
 void device_span_abandon(DevicePair* pair) noexcept { give_back(*pair); }
+
+bool device_nvtx_push(std::string_view name, bool nul_terminated) noexcept {
+  const Nvtx* n = g_nvtx.load(std::memory_order_acquire);
+  if (n == nullptr || !g_nvtx_ranges.load(std::memory_order_relaxed)) return false;
+  n->push(name, nul_terminated);
+  return true;
+}
+
+void device_nvtx_pop() noexcept {
+  if (const Nvtx* n = g_nvtx.load(std::memory_order_acquire)) n->pop();
+}
 
 // ---- the device's clock ----------------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@
 
 #include "common/clock.h"
 #include "device/cuda_runtime.h"
+#include "device/nvtx.h"
 #include "lens/context.h"
 
 namespace lens::internal {
@@ -39,8 +40,9 @@ inline bool device_timed(std::uint64_t group_bit) noexcept {
   return (g_device_group_bits.load(std::memory_order_relaxed) & group_bit) != 0;
 }
 
-// Turns device timing on for `group_bits` with `cuda` (null or no bits: off), and off again.
-void start_device_timing(const CudaRuntime* cuda, std::uint64_t group_bits) noexcept;
+// Turns device timing on for `group_bits` with `cuda` (null or no bits: off), with NVTX ranges where `nvtx` is
+// given, and off again.
+void start_device_timing(const CudaRuntime* cuda, std::uint64_t group_bits, const Nvtx* nvtx = nullptr) noexcept;
 void stop_device_timing() noexcept;
 // The runtime device timing uses now, null when it is off.
 const CudaRuntime* device_timing_runtime() noexcept;
@@ -66,6 +68,10 @@ struct HostSpanIdentity {
 void device_span_end(DevicePair* pair, const HostSpanIdentity& host) noexcept;
 // A span whose end is not recorded (truncated at shutdown): its pair goes back to the pool, not emitted.
 void device_span_abandon(DevicePair* pair) noexcept;
+// NVTX (device/nvtx.h), where loaded: a range pushed on the calling thread at a device-timed span's start (false:
+// none), popped at its end on the same thread.
+bool device_nvtx_push(std::string_view name, bool nul_terminated) noexcept;
+void device_nvtx_pop() noexcept;
 
 // ---- the export thread ---------------------------------------------------------------------------------------
 // A completed pair: the host span's identity and the device's start and end, in Unix nanoseconds.

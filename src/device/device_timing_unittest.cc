@@ -66,12 +66,16 @@ class DeviceTiming : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("LENS_CUDART_LIBRARY", LENS_FAKE_CUDART, 1);
+    setenv("LENS_NVTX_LIBRARY", "/nonexistent/libnvToolsExt.so.1", 1);  // NVTX's own test loads its stand-in
     internal::reset_cuda_runtime_for_testing();
+    internal::reset_nvtx_for_testing();
   }
   void TearDown() override {
     set_device_stream(nullptr);
     unsetenv("LENS_CUDART_LIBRARY");
+    unsetenv("LENS_NVTX_LIBRARY");
     internal::reset_cuda_runtime_for_testing();
+    internal::reset_nvtx_for_testing();
   }
 };
 
@@ -187,6 +191,26 @@ TEST_F(DeviceTiming, APairThatNeverCompletesIsDroppedAndCountedAtShutdownWithinT
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3)) << "it waited about 1 s, no longer";
   EXPECT_EQ(internal::device_counts().dropped_incomplete, dropped + 1);
   EXPECT_EQ(c.exporter().spans, 1u) << "the host span only";
+}
+
+TEST_F(DeviceTiming, NvtxRangesNameTheDeviceTimedSpansInALensDomain) {
+  setenv("LENS_NVTX_LIBRARY", LENS_FAKE_NVTX, 1);
+  internal::reset_nvtx_for_testing();
+  testing::Capture c(device_config("layer"));
+  set_device_stream(new_stream());
+  void* nvtx = dlopen(LENS_FAKE_NVTX, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(nvtx, nullptr) << "loaded by the setup";
+  auto events = reinterpret_cast<const char* (*)()>(dlsym(nvtx, "fake_nvtx_events_on_this_thread"));
+  reinterpret_cast<void (*)()>(dlsym(nvtx, "fake_nvtx_clear_this_thread"))();
+  {
+    LENS_SPAN(mg::forward_backward, "megatron.forward_backward");  // not device-timed here: no range
+    LENS_SPAN(mg::layer, "megatron.layer.forward");
+    const std::string name = "megatron.layer." + std::to_string(7);  // copied: NUL-terminated for NVTX
+    LENS_SPAN(mg::layer, name);
+  }
+  EXPECT_STREQ(events(), "push(lens:megatron.layer.forward) push(lens:megatron.layer.7) pop(lens) pop(lens) ");
+  EXPECT_EQ(reinterpret_cast<int (*)()>(dlsym(nvtx, "fake_nvtx_depth_on_this_thread"))(), 0);
+  EXPECT_EQ(wait_for(c, ".device", 2).size(), 2u) << "and timed on the device as before";
 }
 
 TEST_F(DeviceTiming, WithoutARuntimeSpansKeepHostTimeOnly) {

@@ -1,7 +1,7 @@
-#include "lens/megatron.h"
-
 #include <optional>
 #include <string_view>
+
+#include "lens/megatron.h"
 #include "lens/metrics.h"
 
 namespace lens::megatron {

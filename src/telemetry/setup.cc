@@ -91,7 +91,7 @@ void start_device_timing_for(const TelemetryState& s) {
     return;
   }
   s.pipeline->poll_device(cuda);
-  start_device_timing(cuda, s.device_span_groups.bits());
+  start_device_timing(cuda, s.device_span_groups.bits(), nvtx());  // NVTX ranges too, where its library loads
 }
 
 void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world_size, std::optional<int> local_rank) {

@@ -431,8 +431,20 @@ bool step_sampled(SpanDrain& p, SpanGroup group, const SpanContext* parent, cons
   return parent == nullptr || parent->is_sampled();
 }
 
-// Records the device end of a span timed on the device, as close to its host end as the span path allows.
+// A span of a device-timed group: an NVTX range where NVTX is loaded, and its start event, after its host start.
+__attribute__((noinline)) void start_device_span(OpenSpan& s, SpanName name) noexcept {
+  s.device_timed = true;
+  s.nvtx_pushed = device_nvtx_push(name.text(), name.is_static());  // a literal ends with its NUL
+  s.device = device_span_start();
+}
+
+// Records the device end of a span timed on the device, as close to its host end as the span path allows, and pops
+// its NVTX range on the thread that pushed it (a span ended on another thread leaves it: NVTX's stack is per thread).
 __attribute__((noinline)) void end_device_span(OpenSpan& s) noexcept {
+  s.device_timed = false;
+  if (s.nvtx_pushed && s.owner == t_state) device_nvtx_pop();
+  s.nvtx_pushed = false;
+  if (s.device == nullptr) return;
   const RecordHeader& r = s.header;
   const bool name_is_static = r.name.pointer != nullptr;
   const std::string_view name =
@@ -542,14 +554,14 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   r.status_message_entry = 0;
   if (options.start_unix_nanos != 0) r.bits |= RecordHeader::kStartIsUnixNanos;
   set_name_attributes_and_open(h, *s, *p, group, name, attributes, options.start_unix_nanos);
-  if (__builtin_expect(device_timed(group.bit()), 0)) s->device = device_span_start();
+  if (__builtin_expect(device_timed(group.bit()), 0)) start_device_span(*s, name);
 }
 
 void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
   std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
   if (!owns(h)) return;  // truncated at shutdown: already exported
   OpenSpan& s = *h.slot;
-  if (__builtin_expect(s.device != nullptr, 0)) end_device_span(s);
+  if (__builtin_expect(s.device_timed, 0)) end_device_span(s);
   SpanDrain* p = s.owner->drain;
   if (by_exception) {
     if (s.header.status_code != static_cast<std::uint8_t>(StatusCode::kOk)) {

@@ -179,10 +179,10 @@ void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
     }
     s.header.end_tick = now;
     s.header.bits |= RecordHeader::kTruncated;
-    if (s.device != nullptr) {  // its device end will never be recorded
-      device_span_abandon(s.device);
-      s.device = nullptr;
-    }  // the exporters add the attribute and the event
+    if (s.device != nullptr) device_span_abandon(s.device);  // its device end will never be recorded
+    s.device = nullptr;
+    s.device_timed = s.nvtx_pushed = false;  // an NVTX range of a parked thread stays open: NVTX's stack is per thread
+                                             // // the exporters add the attribute and the event
     ThreadCounters::bump(t.counters.produced);
     s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
     if (t.queue.push(s.header, s.arena) == SpanQueue::Push::kDropped)

@@ -25,7 +25,11 @@ struct DevicePair;
 struct OpenSpan {
   RecordHeader header;
   ThreadState* owner = nullptr;
-  DevicePair* device = nullptr;  // its CUDA events, when its group is timed on the device; null again once ended
+  // A span of a device-timed group (device/device_timing.h): its CUDA events (null when skipped) and whether it pushed
+  // an NVTX range; all reset when it ends.
+  bool device_timed = false;
+  bool nvtx_pushed = false;
+  DevicePair* device = nullptr;
   // Odd while the slot holds an open span, even while it is free: bumped when a span starts here (last, once the
   // header is written) and when it ends or is truncated. A Span whose handle holds another value no longer owns the
   // slot; a hang snapshot reads the slot as a seqlock (SpanDrain::open_spans).
