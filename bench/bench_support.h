@@ -2,6 +2,9 @@
 // drops batches on arrival, so the figures are the training thread's cost, not the encoder's.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
 #include <memory>
 
 #include "lens/megatron.h"
@@ -37,6 +40,30 @@ inline Telemetry fresh_setup(std::string groups) {
   Config config;
   config.span_groups = std::move(groups);
   return setup_discarding(std::move(config));
+}
+
+// Runs `body` once an iteration. kept: in bursts of kBurst with an untimed flush between them, so every span is kept
+// and the figure is what a user pays; else a tight loop, where the producer may outrun the export thread and part of
+// the figure is the drop path. Sets the `drop_ratio` counter either way.
+inline constexpr std::int64_t kBurst = 1000;
+template <typename Body>
+void spans_in_bursts(benchmark::State& state, Telemetry& t, bool kept, Body body) {
+  t.force_flush();
+  const SpanStats before = t.span_stats();
+  std::int64_t n = 0;
+  for (auto _ : state) {
+    body();
+    if (kept && ++n == kBurst) {
+      state.PauseTiming();
+      t.force_flush();
+      n = 0;
+      state.ResumeTiming();
+    }
+  }
+  t.force_flush();
+  const SpanStats after = t.span_stats();
+  const double produced = static_cast<double>(after.produced - before.produced);
+  state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(after.dropped() - before.dropped()) / produced : 0;
 }
 
 }  // namespace lens::bench

@@ -23,8 +23,6 @@ namespace mg = lens::megatron::group;
 using lens::internal::cuda_runtime;
 using lens::internal::CudaRuntime;
 
-constexpr std::int64_t kBurst = 1000;
-
 lens::Telemetry set_up(bool device_timing) {
   setenv("LENS_CUDART_LIBRARY", LENS_FAKE_CUDART, 1);
   lens::Config config;
@@ -49,22 +47,9 @@ std::uint64_t device_skips() {
 void layer_spans(benchmark::State& state, bool device_timing) {
   lens::Telemetry t = set_up(device_timing);
   lens::set_device_stream(simulator_stream());
-  const lens::SpanStats before = t.span_stats();
   const std::uint64_t skipped_before = device_skips();
-  std::int64_t n = 0;
-  for (auto _ : state) {
-    { LENS_SPAN(mg::layer, "megatron.layer.forward"); }
-    if (++n == kBurst) {
-      state.PauseTiming();
-      t.force_flush();
-      n = 0;
-      state.ResumeTiming();
-    }
-  }
-  t.force_flush();
-  const lens::SpanStats after = t.span_stats();
+  lens::bench::spans_in_bursts(state, t, true, [] { LENS_SPAN(mg::layer, "megatron.layer.forward"); });
   const auto spans = static_cast<double>(state.iterations());
-  state.counters["drop_ratio"] = static_cast<double>(after.dropped() - before.dropped()) / spans;
   state.counters["device_skip_ratio"] = static_cast<double>(device_skips() - skipped_before) / spans;
   lens::set_device_stream(nullptr);
   t.shutdown();

@@ -53,28 +53,9 @@ BENCHMARK(BM_Baseline_RelaxedAtomicLoad);
 // Each span case runs two ways (the `kept` argument): kept:1, in bursts of kBurst spans with an untimed flush
 // between them, so every span is kept and the figure is what a user pays; kept:0, a tight loop, where the
 // producer outruns the export thread and part of the figure is the drop path. Both print `drop_ratio`.
-constexpr std::int64_t kBurst = 1000;
-
 template <typename Body>
 void span_case(benchmark::State& state, Body body) {
-  lens::Telemetry& t = lens::bench::set_up();
-  const bool kept = state.range(0) != 0;
-  t.force_flush();
-  const lens::SpanStats before = t.span_stats();
-  std::int64_t n = 0;
-  for (auto _ : state) {
-    body();
-    if (kept && ++n == kBurst) {
-      state.PauseTiming();
-      t.force_flush();
-      n = 0;
-      state.ResumeTiming();
-    }
-  }
-  t.force_flush();
-  const lens::SpanStats after = t.span_stats();
-  const double produced = static_cast<double>(after.produced - before.produced);
-  state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(after.dropped() - before.dropped()) / produced : 0;
+  lens::bench::spans_in_bursts(state, lens::bench::set_up(), state.range(0) != 0, body);
 }
 
 #define LENS_SPAN_CASE(name) BENCHMARK(name)->ArgName("kept")->Arg(1)->Arg(0)

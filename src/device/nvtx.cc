@@ -9,20 +9,13 @@
 #include <mutex>
 #include <vector>
 
+#include "device/loaded_library.h"
+
 namespace lens::internal {
 
 namespace {
 
-template <typename F>
-bool bind(void* library, const char* symbol, F*& out) {
-  out = reinterpret_cast<F*>(dlsym(library, symbol));
-  return out != nullptr;
-}
-
-struct Loaded {
-  std::unique_ptr<Nvtx> nvtx;
-  std::string why;
-};
+using Loaded = LoadedLibrary<Nvtx>::Loaded;
 
 Loaded load() {
   const char* override_path = std::getenv("LENS_NVTX_LIBRARY");
@@ -31,17 +24,18 @@ Loaded load() {
   if (library == nullptr) return {nullptr, "no NVTX: " + name + " not found"};
   auto n = std::make_unique<Nvtx>();
   n->library = name;
-  for (auto [symbol, ok] : {std::pair{"nvtxDomainCreateA", bind(library, "nvtxDomainCreateA", n->domain_create)},
-                            {"nvtxDomainRangePushEx", bind(library, "nvtxDomainRangePushEx", n->range_push)},
-                            {"nvtxDomainRangePop", bind(library, "nvtxDomainRangePop", n->range_pop)}})
+  for (auto [symbol, ok] : {std::pair{"nvtxDomainCreateA", bind_symbol(library, "nvtxDomainCreateA", n->domain_create)},
+                            {"nvtxDomainRangePushEx", bind_symbol(library, "nvtxDomainRangePushEx", n->range_push)},
+                            {"nvtxDomainRangePop", bind_symbol(library, "nvtxDomainRangePop", n->range_pop)}})
     if (!ok) return {nullptr, name + " lacks " + symbol};  // kept open, as the CUDA runtime
   n->domain = n->domain_create("lens");
   return {std::move(n), {}};
 }
 
-std::mutex g_mutex;  // guards g_loaded and g_tried
-Loaded g_loaded;
-bool g_tried = false;
+LoadedLibrary<Nvtx>& loaded() {
+  static auto* library = new LoadedLibrary<Nvtx>(load);  // never destroyed: threads may still hold the table
+  return *library;
+}
 
 }  // namespace
 
@@ -59,22 +53,8 @@ void Nvtx::push(std::string_view name, bool nul_terminated) const noexcept {
   range_push(domain, &a);
 }
 
-const Nvtx* nvtx(std::string* why) {
-  std::lock_guard lock(g_mutex);
-  if (!g_tried) {
-    g_loaded = load();
-    g_tried = true;
-  }
-  if (why != nullptr) *why = g_loaded.why;
-  return g_loaded.nvtx.get();
-}
+const Nvtx* nvtx(std::string* why) { return loaded().get(why); }
 
-void reset_nvtx_for_testing() {
-  std::lock_guard lock(g_mutex);
-  static std::vector<std::unique_ptr<Nvtx>> retired;  // still valid for anyone holding it
-  if (g_loaded.nvtx != nullptr) retired.push_back(std::move(g_loaded.nvtx));
-  g_loaded = {};
-  g_tried = false;
-}
+void reset_nvtx_for_testing() { loaded().reset_for_testing(); }
 
 }  // namespace lens::internal
