@@ -440,7 +440,9 @@ void* stream_handle(const py::object& stream) {
   py::object raw = py::hasattr(stream, "cuda_stream") ? stream.attr("cuda_stream") : stream;
   if (py::isinstance<py::int_>(raw) && !py::isinstance<py::bool_>(raw)) {
     const auto value = raw.cast<long long>();
-    if (value >= 0) return reinterpret_cast<void*>(static_cast<std::uintptr_t>(value));
+    // A cudaStream_t handed over from Python is an integer (torch.cuda.Stream.cuda_stream).
+    if (value >= 0)
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(value));  // NOLINT(performance-no-int-to-ptr)
   }
   throw py::type_error(
       "lens.set_device_stream takes a torch.cuda.Stream (anything with .cuda_stream), a raw "

@@ -24,9 +24,11 @@ std::atomic<const CudaRuntime*> g_cuda{nullptr};
 std::atomic<const Nvtx*> g_nvtx{nullptr};
 std::atomic<bool> g_nvtx_ranges{false};
 
-// A pair's life: taken by a span's start (open), handed over at its end (ended), given back by the export thread once
-// emitted or dropped (free). Only the export thread frees an ended pair; only the owning thread takes a free one.
-enum PairState : std::uint8_t { kFree = 0, kOpen = 1, kEnded = 2 };
+// A pair's life: taken by a span's start (open), handed over at its end (ended), claimed by a poller (polled: one
+// export thread at a time, should a pipeline that gave up at shutdown still poll beside the next one), then given
+// back once emitted or dropped (free), or handed back (ended) while the GPU is not done. Only the owning thread takes a
+// free pair.
+enum PairState : std::uint8_t { kFree = 0, kOpen = 1, kEnded = 2, kPolled = 3 };
 
 struct Counters {
   std::atomic<std::uint64_t> skipped_pool_exhausted{0}, skipped_capturing{0}, skipped_error{0};
@@ -146,6 +148,12 @@ bool has_events(const CudaRuntime& cuda, DevicePair& p) noexcept {
 }
 
 void give_back(DevicePair& p) noexcept { p.state.store(kFree, std::memory_order_release); }
+
+// Claims an ended pair for the calling poller.
+bool claim(DevicePair& p) noexcept {
+  std::uint8_t ended = kEnded;
+  return p.state.compare_exchange_strong(ended, kPolled, std::memory_order_acquire, std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -346,8 +354,13 @@ bool DevicePoller::poll(const Emit& emit) {
   for (PairPool* pool : all_pools()) {
     for (std::uint32_t i = 0; i < kPairsPerThread; ++i) {
       DevicePair& pair = pool->pairs[i];
-      const std::uint8_t state = pair.state.load(std::memory_order_acquire);
-      if (state == kOpen || (state == kEnded && !try_emit(pair, now, emit))) outstanding = true;
+      const std::uint8_t state = pair.state.load(std::memory_order_relaxed);
+      if (state == kOpen || state == kPolled) {
+        outstanding = true;
+      } else if (state == kEnded && claim(pair) && !try_emit(pair, now, emit)) {
+        pair.state.store(kEnded, std::memory_order_release);  // the GPU is not done: next time
+        outstanding = true;
+      }
     }
   }
   return outstanding;
@@ -371,7 +384,7 @@ std::uint64_t DevicePoller::finish(std::chrono::steady_clock::time_point until, 
   for (PairPool* pool : all_pools()) {
     for (std::uint32_t i = 0; i < kPairsPerThread; ++i) {
       DevicePair& pair = pool->pairs[i];
-      if (pair.state.load(std::memory_order_acquire) != kEnded) continue;
+      if (!claim(pair)) continue;
       give_back(pair);  // a later record of its events starts them afresh
       ++dropped;
     }
