@@ -181,16 +181,20 @@ class StragglerTest(unittest.TestCase):
     def test_unslowed_runs_name_no_straggler(self):
         # Four ranks on this machine's 2 cores: the noise a rule must stay quiet in, at the default window of 20
         # steps. (Windows of 10 steps, which the tests above use to see more windows, once caught the scheduler
-        # starving a rank for most of a window: 1.38x, its peer waiting for it.)
+        # starving a rank for most of a window: 1.38x, its peer waiting for it.) The verdict is what users see
+        # (the log record, lens.straggler.flagged, which the alert reads, and lens report): none. A score alone may
+        # pass 1.3 in this noise (1.34 once, in CI, its peers not waiting for it), and is bounded looser.
         for attempt in range(3):
             with self.subTest(attempt=attempt):
                 directory = os.path.join(self.tmp.name, f"telemetry{attempt}")
                 finish(start_job(directory, groups="all", env={"MEGATRON_OTEL_RANK_STRATEGY": "all_ranks",
                                                                "MEGATRON_OTEL_STRAGGLER_INTERVAL": "20"}))
                 self.assertEqual(straggler_logs(directory), [])
+                flagged = last_gauges(directory, "lens.straggler.flagged")
+                self.assertEqual(flagged, {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0})
                 scores = last_gauges(directory, "lens.straggler.score")
                 self.assertEqual(sorted(scores), [0, 1, 2, 3])
-                self.assertLess(max(scores.values()), 1.3, scores)
+                self.assertLess(max(scores.values()), 1.6, scores)
                 self.assertEqual(report(directory)["named"], [])
 
     def test_scoring_off_records_nothing(self):
