@@ -11,12 +11,13 @@
 namespace lens::internal {
 
 MetricSchedule::MetricSchedule(bool push, std::int64_t interval_ms, Temporality temporality, const Resource& resource,
-                               TelemetryExporter& exporter, SpanCounts span_counts)
+                               TelemetryExporter& exporter, SpanCounts span_counts, MoreMetrics more)
     : push_(push),
       interval_(interval_ms),
       resource_(resource),
       exporter_(exporter),
       span_counts_(std::move(span_counts)),
+      more_(std::move(more)),
       start_unix_nanos_(unix_nanos_now()),
       push_collector_(temporality),
       next_push_(std::chrono::steady_clock::now() + interval_) {}
@@ -49,6 +50,7 @@ std::vector<MetricData> MetricSchedule::collect_for_pull() {
 std::vector<MetricData> MetricSchedule::collect(MetricCollector& collector) {
   std::vector<MetricData> metrics = collector.collect();
   append_span_metrics(span_counts_(), start_unix_nanos_, metrics);
+  if (more_) more_(start_unix_nanos_, metrics);
   return metrics;
 }
 

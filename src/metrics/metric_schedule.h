@@ -21,11 +21,14 @@ class MetricSchedule {
  public:
   // What lens counts of its own spans, read at each collection (lens.spans.*, lens.queue.fill).
   using SpanCounts = std::function<SpanStats()>;
+  // More metrics read at each collection, from outside the instruments (the GPU's, resource/gpu_metrics.h): they
+  // are appended to `out`, with `start_unix_nanos` as the start of any sum. Called from the collecting thread.
+  using MoreMetrics = std::function<void(std::uint64_t start_unix_nanos, std::vector<MetricData>& out)>;
 
   // `push`: exported every `interval_ms` (not with Prometheus, which pulls). `resource` and `exporter` belong to
   // the pipeline, which outlives the schedule's use of them.
   MetricSchedule(bool push, std::int64_t interval_ms, Temporality temporality, const Resource& resource,
-                 TelemetryExporter& exporter, SpanCounts span_counts);
+                 TelemetryExporter& exporter, SpanCounts span_counts, MoreMetrics more = {});
   MetricSchedule(const MetricSchedule&) = delete;
   MetricSchedule& operator=(const MetricSchedule&) = delete;
 
@@ -49,6 +52,7 @@ class MetricSchedule {
   const Resource& resource_;
   TelemetryExporter& exporter_;
   const SpanCounts span_counts_;
+  const MoreMetrics more_;
   const std::uint64_t start_unix_nanos_;
 
   MetricCollector push_collector_;                            // the export thread's only

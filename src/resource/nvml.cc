@@ -19,6 +19,14 @@ struct nvmlPciInfo_t {
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
 };
+struct nvmlUtilization_t {
+  unsigned int gpu, memory;  // percent
+};
+struct nvmlMemory_t {
+  unsigned long long total, free, used;  // bytes
+};
+constexpr int kNvmlTemperatureGpu = 0;  // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
+constexpr int kNvmlClockSm = 1;         // nvmlClockType_t NVML_CLOCK_SM
 
 struct Nvml {
   void* library = nullptr;
@@ -30,6 +38,12 @@ struct Nvml {
   nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*serial)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*pci_info)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
+  // The readings: optional, each (a library without one gives no such reading).
+  nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  nvmlReturn_t (*power_milliwatts)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned int*) = nullptr;
+  nvmlReturn_t (*clock_mhz)(nvmlDevice_t, int, unsigned int*) = nullptr;
 };
 
 template <typename F>
@@ -58,6 +72,11 @@ Nvml* nvml() {
               bind(library, "nvmlDeviceGetHandleByIndex_v2", n->handle_by_index) &&
               bind(library, "nvmlDeviceGetName", n->name) && bind(library, "nvmlDeviceGetUUID", n->uuid) &&
               bind(library, "nvmlDeviceGetSerial", n->serial) && bind(library, "nvmlDeviceGetPciInfo_v3", n->pci_info);
+    bind(library, "nvmlDeviceGetUtilizationRates", n->utilization);
+    bind(library, "nvmlDeviceGetMemoryInfo", n->memory);
+    bind(library, "nvmlDeviceGetPowerUsage", n->power_milliwatts);
+    bind(library, "nvmlDeviceGetTemperature", n->temperature);
+    bind(library, "nvmlDeviceGetClockInfo", n->clock_mhz);
     if (!ok || n->init() != kNvmlSuccess) {
       dlclose(library);
       delete n;
@@ -73,6 +92,13 @@ std::optional<std::string> text(nvmlReturn_t (*get)(nvmlDevice_t, char*, unsigne
   if (get(device, buffer, sizeof buffer) != kNvmlSuccess) return std::nullopt;
   buffer[sizeof buffer - 1] = '\0';
   return std::string(buffer);
+}
+
+nvmlDevice_t device_at(Nvml* n, int index) {
+  nvmlDevice_t device = nullptr;
+  if (n == nullptr || index < 0 || n->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess)
+    return nullptr;
+  return device;
 }
 
 }  // namespace
@@ -97,9 +123,8 @@ std::optional<int> nvml_device_count() {
 
 std::optional<GpuIdentity> nvml_device_identity(int index) {
   Nvml* n = nvml();
-  nvmlDevice_t device = nullptr;
-  if (n == nullptr || index < 0 || n->handle_by_index(static_cast<unsigned int>(index), &device) != kNvmlSuccess)
-    return std::nullopt;
+  nvmlDevice_t device = device_at(n, index);
+  if (device == nullptr) return std::nullopt;
   GpuIdentity g;
   g.index = index;
   auto name = text(n->name, device), uuid = text(n->uuid, device), serial = text(n->serial, device);
@@ -111,6 +136,26 @@ std::optional<GpuIdentity> nvml_device_identity(int index) {
   pci.busId[sizeof pci.busId - 1] = '\0';
   g.pci_bus_id = pci.busId;
   return g;
+}
+
+std::optional<GpuSample> nvml_device_sample(int index) {
+  Nvml* n = nvml();
+  nvmlDevice_t device = device_at(n, index);
+  if (device == nullptr) return std::nullopt;
+  GpuSample s;
+  unsigned int value = 0;
+  if (nvmlUtilization_t u{}; n->utilization && n->utilization(device, &u) == kNvmlSuccess)
+    s.utilization = u.gpu / 100.0;
+  if (nvmlMemory_t m{}; n->memory && n->memory(device, &m) == kNvmlSuccess) {
+    s.memory_used = m.used;
+    s.memory_total = m.total;
+  }
+  if (n->power_milliwatts && n->power_milliwatts(device, &value) == kNvmlSuccess) s.power_watts = value / 1000.0;
+  if (n->temperature && n->temperature(device, kNvmlTemperatureGpu, &value) == kNvmlSuccess)
+    s.temperature_celsius = value;
+  if (n->clock_mhz && n->clock_mhz(device, kNvmlClockSm, &value) == kNvmlSuccess)
+    s.sm_clock_hz = std::int64_t{value} * 1'000'000;
+  return s;
 }
 
 }  // namespace lens::internal

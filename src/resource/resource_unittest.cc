@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "lens/megatron.h"
+#include "resource/gpu_metrics.h"
 #include "resource/nvml.h"
 #include "resource/resource.h"
 
@@ -237,6 +240,97 @@ TEST_F(FakeNvml, MegatronAttributesAndNvmlOnlyOnExportingRanks) {
   EXPECT_EQ(str(a, "dl.gpu.name"), "NVIDIA H200");
   EXPECT_EQ(num(a, "dl.gpu.index"), 0);
   EXPECT_EQ(str(a, "nemo.lens.job_uuid").size(), 36u);
+}
+
+const internal::MetricData* metric(const std::vector<internal::MetricData>& all, std::string_view name) {
+  for (const internal::MetricData& m : all)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+// Issue 34: the rank's GPU (CUDA_VISIBLE_DEVICES' entry for its local rank) read at each collection, by
+// OpenTelemetry's hardware names, with the GPU's identity on every point.
+TEST_F(FakeNvml, TheRanksGpuIsReadAsMetricsAtEachCollection) {
+  use(LENS_FAKE_NVML);
+  std::unique_ptr<internal::GpuMetrics> gpu =
+      internal::GpuMetrics::for_rank(lookup({{"CUDA_VISIBLE_DEVICES", "2,3"}}), 1);
+  ASSERT_NE(gpu, nullptr);
+  std::vector<internal::MetricData> out;
+  gpu->append(1234, out);
+  ASSERT_EQ(out.size(), 6u);
+  const internal::MetricData* utilization = metric(out, "hw.gpu.utilization");
+  ASSERT_NE(utilization, nullptr);
+  EXPECT_EQ(utilization->unit, "1");
+  EXPECT_EQ(utilization->kind, InstrumentKind::kGauge);
+  EXPECT_DOUBLE_EQ(utilization->points.at(0).double_value, 0.83);  // device 3
+  EXPECT_EQ(str(utilization->points[0].attributes, "hw.id"), "GPU-00000000-1111-2222-3333-000000000003");
+  EXPECT_EQ(str(utilization->points[0].attributes, "hw.model"), "NVIDIA H200");
+  EXPECT_EQ(str(utilization->points[0].attributes, "hw.type"), "gpu");
+  EXPECT_EQ(str(utilization->points[0].attributes, "hw.gpu.task"), "general");
+  EXPECT_EQ(num(utilization->points[0].attributes, "dl.gpu.index"), 3);
+  constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+  const internal::MetricData* used = metric(out, "hw.gpu.memory.usage");
+  ASSERT_NE(used, nullptr);
+  EXPECT_EQ(used->unit, "By");
+  EXPECT_EQ(used->kind, InstrumentKind::kUpDownCounter);
+  EXPECT_FALSE(used->monotonic);
+  EXPECT_EQ(used->points.at(0).int_value, 43 * kGiB);
+  EXPECT_EQ(used->points[0].start_unix_nanos, 1234u);
+  EXPECT_EQ(metric(out, "hw.gpu.memory.limit")->points.at(0).int_value, 141 * kGiB);
+  EXPECT_DOUBLE_EQ(metric(out, "hw.power")->points.at(0).double_value, 512.5);
+  EXPECT_EQ(metric(out, "hw.power")->unit, "W");
+  EXPECT_EQ(metric(out, "hw.temperature")->points.at(0).int_value, 61);
+  EXPECT_EQ(metric(out, "hw.temperature")->unit, "Cel");
+  EXPECT_EQ(metric(out, "dl.gpu.clock.sm")->points.at(0).int_value, 1'980'000'000);
+  EXPECT_EQ(metric(out, "dl.gpu.clock.sm")->unit, "Hz");
+  EXPECT_EQ(str(metric(out, "hw.power")->points[0].attributes, "hw.id"), "GPU-00000000-1111-2222-3333-000000000003");
+}
+
+TEST_F(FakeNvml, AReadingNvmlRefusesIsLeftOutNotZero) {
+  use(LENS_FAKE_NVML);
+  std::unique_ptr<internal::GpuMetrics> gpu = internal::GpuMetrics::for_rank(lookup({}), 0);
+  ASSERT_NE(gpu, nullptr);
+  ::setenv("FAKE_NVML_FAIL", "power", 1);
+  std::vector<internal::MetricData> out;
+  gpu->append(0, out);
+  EXPECT_EQ(metric(out, "hw.power"), nullptr);
+  EXPECT_EQ(out.size(), 5u);
+  ::setenv("FAKE_NVML_FAIL", "device", 1);  // the GPU gone between collections: nothing, no error
+  out.clear();
+  gpu->append(0, out);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(FakeNvml, NoNvmlNoSuchGpuOrAGpuByUuidGiveNoGpuMetrics) {
+  use("/nonexistent/libnvidia-ml.so.1");
+  EXPECT_EQ(internal::GpuMetrics::for_rank(lookup({}), 0), nullptr);
+  use(LENS_FAKE_NVML);
+  EXPECT_EQ(internal::GpuMetrics::for_rank(lookup({}), 4), nullptr);  // the fake has 4
+  EXPECT_EQ(internal::GpuMetrics::for_rank(lookup({{"CUDA_VISIBLE_DEVICES", "GPU-8a3c2d7e"}}), 0), nullptr);
+}
+
+// Through a setup: an exporting rank with metrics on exports its GPU's readings with its other metrics.
+TEST_F(FakeNvml, AnExportingRankExportsItsGpusMetrics) {
+  use(LENS_FAKE_NVML);
+  Config c;
+  c.enabled = true;
+  c.traces_enabled = false;
+  c.logs_enabled = false;
+  c.file_dir = ::testing::TempDir() + "lens-gpu-metrics";
+  std::vector<std::string> batches;
+  Telemetry t = setup_telemetry(c, {.rank = 0,
+                                    .world_size = 1,
+                                    .local_rank = 2,
+                                    .reinit = true,
+                                    .metric_sink = [&](const std::string& json) {
+                                      batches.push_back(json);
+                                      return true;
+                                    }});
+  ASSERT_TRUE(t.force_flush());
+  t.shutdown();
+  ASSERT_FALSE(batches.empty());
+  EXPECT_NE(batches[0].find("\"hw.gpu.utilization\""), std::string::npos) << batches[0];
+  EXPECT_NE(batches[0].find("GPU-00000000-1111-2222-3333-000000000002"), std::string::npos);
 }
 
 // Issue 15: slurm.sluid, slurm.array.sluid and the resiliency extension's nvrx.* keys were missing.

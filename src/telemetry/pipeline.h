@@ -24,6 +24,7 @@
 #include "lens/telemetry.h"
 #include "logs/log_queue.h"
 #include "metrics/metric_schedule.h"
+#include "resource/gpu_metrics.h"
 #include "signals/exporter.h"
 #include "trace/span_drain.h"
 
@@ -41,6 +42,7 @@ struct PipelineSettings {
   int collective_group = -1;   // the catalogue's `communication` group: its spans carry lens.collective.seq
   StepSampling step_sampling;  // trace-ratio sampling by step (trace/span_drain.h says when)
   HangSettings hang;           // hang.path empty: no snapshots
+  std::shared_ptr<const GpuMetrics> gpu;  // the rank's GPU, read at each metric collection; null: none
 };
 
 class Pipeline {

@@ -22,6 +22,7 @@
 #include "groups/switch.h"
 #include "lens/log.h"
 #include "lens/telemetry.h"
+#include "resource/gpu_metrics.h"
 #include "resource/resource.h"
 #include "sampling/build.h"
 #include "telemetry/setup_internal.h"
@@ -223,6 +224,7 @@ Pipeline* build_pipeline(TelemetryState& s, std::unique_ptr<TelemetryExporter> e
   settings.metrics = push_metrics;
   settings.metric_interval_ms = c.metric_export_interval_ms;
   settings.temporality = c.metrics_temporality;
+  if (c.metrics_enabled) settings.gpu = GpuMetrics::for_rank(process_env(), s.ranks.local_rank);
   return new Pipeline(std::move(settings), std::move(exporter), std::move(sampler));
 }
 

@@ -4,7 +4,8 @@
 pretrain_gpt on 2 data-parallel ranks (the loss is averaged over the replicas, so both ranks report the same
 figures): rank 0 serves its metrics on its Prometheus endpoint, rank 1 sends them over OTLP. Rank 1 is stopped at
 iteration 21 (a testing aid), so both ranks hold iteration 20's figures while Prometheus scrapes them; then the
-values Prometheus holds for each path must be equal."""
+values Prometheus holds for each path must be equal. Both ranks read the same GPU of NVML's stand-in (issue 34), so
+its metrics must arrive both ways too, under the names OpenTelemetry's Prometheus translation gives them."""
 
 import glob
 import os
@@ -22,7 +23,10 @@ FLAGS = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2
          "--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", "100000", "--log-interval", "5",
          "--otel-enabled", "--otel-span-groups", "per_step", "--testing-slow-rank", "1",
          "--testing-stall-iteration", "21"]
-METRICS = ["megatron_training_loss", "megatron_training_learning_rate", "megatron_training_grad_norm"]
+FAKE_NVML = os.environ.get("LENS_FAKE_NVML", "")
+GPU_METRICS = ["hw_gpu_utilization_ratio", "hw_gpu_memory_usage_bytes", "hw_gpu_memory_limit_bytes", "hw_power_watts",
+               "hw_temperature_celsius", "dl_gpu_clock_sm_hertz"] if FAKE_NVML else []
+METRICS = ["megatron_training_loss", "megatron_training_learning_rate", "megatron_training_grad_norm", *GPU_METRICS]
 
 
 @unittest.skipUnless(TRAINER and PROMETHEUS and os.access(peers.OTELCOL, os.X_OK),
@@ -42,8 +46,11 @@ class PrometheusTwoPathsTest(peers.PeerTest):
                 "MEGATRON_OTEL_FILE_DIR": os.path.join(self.dir, "telemetry"),  # its files in the test's directory
                 "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
                 "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.grpc_port}"}
+        if FAKE_NVML:  # local ranks 0 and 1 both on GPU 2
+            base["LENS_NVML_LIBRARY"] = FAKE_NVML
         per_rank = [{"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
-                     "OTEL_EXPORTER_PROMETHEUS_PORT": str(endpoint_port)}, {}]
+                     "OTEL_EXPORTER_PROMETHEUS_PORT": str(endpoint_port), "CUDA_VISIBLE_DEVICES": "2"},
+                    {"CUDA_VISIBLE_DEVICES": "3,2"}]
         ranks = [subprocess.Popen([TRAINER, *FLAGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   env={**base, **per_rank[r], "RANK": str(r), "LOCAL_RANK": str(r)})
                  for r in range(2)]
@@ -57,6 +64,11 @@ class PrometheusTwoPathsTest(peers.PeerTest):
             lens_value, collector_value = values[name]
             self.assertEqual(lens_value, collector_value, (name, outputs[0][-2000:]))
         self.assertNotEqual(values["megatron_training_loss"][0], "0")
+        if GPU_METRICS:  # the stand-in's GPU 2: 82 % busy, 42 GiB used, 512.5 W, SM clock 1980 MHz
+            self.assertEqual(values["hw_gpu_utilization_ratio"][0], "0.82")
+            self.assertEqual(values["hw_gpu_memory_usage_bytes"][0], str(42 << 30))
+            self.assertEqual(values["hw_power_watts"][0], "512.5")
+            self.assertEqual(values["dl_gpu_clock_sm_hertz"][0], "1980000000")
 
     def values(self, prometheus, name):
         """(lens's endpoint, the Collector) last value of `name`, or None where Prometheus has none yet."""

@@ -1,5 +1,6 @@
 // A stand-in for libnvidia-ml.so.1, so the NVML code path (dlopen included) runs without a GPU. Four devices.
-// FAKE_NVML_FAIL=init|device makes that call fail; built twice, once without nvmlDeviceGetPciInfo_v3 (a library
+// Readings: device i is 80+i % busy, uses (40+i) GiB of 141 GiB, draws 512.5 W at 61 C with its SM clock at 1980 MHz.
+// FAKE_NVML_FAIL=init|device|power makes that call fail; built twice, once without nvmlDeviceGetPciInfo_v3 (a library
 // that lacks a symbol). fake_nvml_calls counts every entry, so a test can prove NVML was never touched.
 #include <cstdio>
 #include <cstdlib>
@@ -56,4 +57,38 @@ int nvmlDeviceGetPciInfo_v3(void* device, nvmlPciInfo_t* pci) {
   return 0;
 }
 #endif
+
+struct nvmlUtilization_t {
+  unsigned int gpu, memory;
+};
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
+int nvmlDeviceGetUtilizationRates(void* device, nvmlUtilization_t* u) {
+  u->gpu = 80 + index_of(device);
+  u->memory = 30;
+  return 0;
+}
+int nvmlDeviceGetMemoryInfo(void* device, nvmlMemory_t* m) {
+  constexpr unsigned long long kGiB = 1ull << 30;
+  m->total = 141 * kGiB;
+  m->used = (40 + index_of(device)) * kGiB;
+  m->free = m->total - m->used;
+  return 0;
+}
+int nvmlDeviceGetPowerUsage(void*, unsigned int* milliwatts) {
+  if (failing("power")) return 3;  // NVML_ERROR_NOT_SUPPORTED
+  *milliwatts = 512500;
+  return 0;
+}
+int nvmlDeviceGetTemperature(void*, int sensor, unsigned int* celsius) {
+  if (sensor != 0) return 2;
+  *celsius = 61;
+  return 0;
+}
+int nvmlDeviceGetClockInfo(void*, int type, unsigned int* mhz) {
+  if (type != 1) return 2;  // only the SM clock is modelled
+  *mhz = 1980;
+  return 0;
+}
 }

@@ -1,0 +1,99 @@
+#include "resource/gpu_metrics.h"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "resource/resource.h"
+
+namespace lens::internal {
+
+namespace {
+
+void say_once(const char* why) {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) log_info("no GPU metrics (hw.gpu.*): %s", why);
+}
+
+MetricPoint point_at(const MetricAttributes& attributes, std::uint64_t start, std::uint64_t now) {
+  MetricPoint p;
+  p.attributes = attributes;
+  p.start_unix_nanos = start;
+  p.time_unix_nanos = now;
+  return p;
+}
+
+}  // namespace
+
+std::unique_ptr<GpuMetrics> GpuMetrics::for_rank(const EnvLookup& env, int local_rank) {
+  std::optional<int> index = gpu_index_for(env, local_rank);
+  if (!index) {
+    say_once("CUDA_VISIBLE_DEVICES names this rank's GPU by UUID or not at all");
+    return nullptr;
+  }
+  if (!nvml_device_count()) {
+    say_once("NVML (libnvidia-ml.so.1) is not loadable here");
+    return nullptr;
+  }
+  std::optional<GpuIdentity> gpu = nvml_device_identity(*index);
+  if (!gpu) {
+    say_once("NVML does not know this rank's GPU");
+    return nullptr;
+  }
+  return std::make_unique<GpuMetrics>(*gpu);
+}
+
+GpuMetrics::GpuMetrics(const GpuIdentity& gpu)
+    : index_(gpu.index),
+      attributes_{{"dl.gpu.index", std::int64_t{gpu.index}},
+                  {"hw.id", gpu.uuid},
+                  {"hw.model", gpu.name},
+                  {"hw.type", std::string("gpu")}} {}
+
+void GpuMetrics::append(std::uint64_t start_unix_nanos, std::vector<MetricData>& out) const {
+  if (std::optional<GpuSample> s = nvml_device_sample(index_))
+    append_gpu_sample(*s, attributes_, start_unix_nanos, unix_nanos_now(), out);
+}
+
+void append_gpu_sample(const GpuSample& s, const MetricAttributes& gpu, std::uint64_t start_unix_nanos,
+                       std::uint64_t now_unix_nanos, std::vector<MetricData>& out) {
+  // A gauge has no start; the memory sums (UpDownCounters, as the conventions make them) start with the pipeline.
+  auto gauge = [&](const char* name, const char* unit, const char* description, auto value,
+                   MetricAttributes attributes) {
+    constexpr bool kInteger = std::is_integral_v<decltype(value)>;
+    MetricData d{name, unit, description, InstrumentKind::kGauge, kInteger, false, false, {}, {}};
+    MetricPoint p = point_at(attributes, 0, now_unix_nanos);
+    if constexpr (kInteger)
+      p.int_value = value;
+    else
+      p.double_value = value;
+    d.points.push_back(std::move(p));
+    out.push_back(std::move(d));
+  };
+  auto sum = [&](const char* name, const char* description, std::uint64_t bytes) {
+    MetricData d{name, "By", description, InstrumentKind::kUpDownCounter, true, false, false, {}, {}};
+    MetricPoint p = point_at(gpu, start_unix_nanos, now_unix_nanos);
+    p.int_value = static_cast<std::int64_t>(bytes);
+    d.points.push_back(std::move(p));
+    out.push_back(std::move(d));
+  };
+  if (s.utilization) {
+    MetricAttributes general = gpu;
+    general.emplace_back("hw.gpu.task", std::string("general"));
+    std::sort(general.begin(), general.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    gauge("hw.gpu.utilization", "1", "Fraction of the last sample period a kernel ran on the GPU.", *s.utilization,
+          std::move(general));
+  }
+  if (s.memory_used) sum("hw.gpu.memory.usage", "GPU memory in use.", *s.memory_used);
+  if (s.memory_total) sum("hw.gpu.memory.limit", "GPU memory in all.", *s.memory_total);
+  if (s.power_watts) gauge("hw.power", "W", "The GPU's power draw.", *s.power_watts, gpu);
+  if (s.temperature_celsius) gauge("hw.temperature", "Cel", "The GPU die's temperature.", *s.temperature_celsius, gpu);
+  if (s.sm_clock_hz) gauge("dl.gpu.clock.sm", "Hz", "The GPU's SM clock.", *s.sm_clock_hz, gpu);
+}
+
+}  // namespace lens::internal
