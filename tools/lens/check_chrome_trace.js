@@ -23,6 +23,7 @@ if (!trace.metadata || Number.isNaN(Date.parse(trace.metadata.startTime)))
 const uncategorised = events.filter((e) => e.ph !== 'M' && !e.cat).length;
 if (uncategorised) problems.push(`${uncategorised} events have no category`);
 const names = new Map();  // pid -> process name
+const threadNames = new Map();  // "pid/tid" -> thread name
 const tracks = new Map();  // "pid/tid" -> complete events
 const flows = new Map();  // id -> {s, f}
 // Nanosecond-exact times: ts is written with three decimals.
@@ -30,6 +31,7 @@ const ns = (ts) => Math.round(ts * 1000);
 
 for (const e of events) {
   if (e.ph === 'M' && e.name === 'process_name') names.set(e.pid, e.args.name);
+  if (e.ph === 'M' && e.name === 'thread_name') threadNames.set(`${e.pid}/${e.tid}`, e.args.name);
   if (e.ph === 'X') {
     const key = `${e.pid}/${e.tid}`;
     if (!tracks.has(key)) tracks.set(key, []);
@@ -91,6 +93,12 @@ async function main() {
     processes: ranks.sort((a, b) => a.pid - b.pid),
     tracks: tracks.size,
     complete_events: [...tracks.values()].reduce((n, t) => n + t.length, 0),
+    // a rank's GPU track (docs/GPU.md): its device spans, on threads named "device..." that hold nothing else
+    device_events: Object.fromEntries([...names.keys()].map((pid) => [names.get(pid),
+      [...tracks].filter(([key]) => key.startsWith(`${pid}/`) && (threadNames.get(key) || '').startsWith('device'))
+        .reduce((n, [, spans]) => n + spans.length, 0)])),
+    device_tracks_hold_only_device_spans: [...tracks].every(([key, spans]) =>
+      (threadNames.get(key) || '').startsWith('device') === spans.every((x) => x.name.endsWith('.device'))),
     flows: flows.size,
     devtools_bound_flows: bound.length,
     backwards_flows: backwards,

@@ -31,6 +31,8 @@ async function main() {
         title: document.title,
         rank_lanes: [...document.querySelectorAll('[data-rank-lane]')].map((g) => Number(g.dataset.rankLane)),
         spans_drawn: document.querySelectorAll('.timeline rect').length,
+        device_spans_drawn: document.querySelectorAll('.timeline rect.device').length,
+        device_labels: document.querySelectorAll('.timeline .device-label').length,
         links_drawn: document.querySelectorAll('.timeline line.link').length,
         // as a person sees it: a link line that slants back to the left runs backwards in time
         links_backwards: [...document.querySelectorAll('.timeline line.link')]

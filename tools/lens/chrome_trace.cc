@@ -89,6 +89,12 @@ std::string iso8601_utc(std::uint64_t unix_ns) {
 }
 
 // One end of flow `id`: "s" where it leaves, "f" where it arrives (bound to the span that starts there).
+// The host's lanes, then the device's (the GPU's track, below the host's).
+std::string lane_name(int lane, int host_lanes) {
+  if (lane < host_lanes) return lane == 0 ? "spans" : "overlapping spans " + std::to_string(lane);
+  return lane == host_lanes ? "device" : "device, overlapping " + std::to_string(lane - host_lanes);
+}
+
 std::string flow_event(const char* phase, const std::string& id, int pid, int tid, const std::string& ts) {
   return std::string("{\"ph\":\"") + phase + "\"," + (phase[0] == 'f' ? "\"bp\":\"e\"," : "") + "\"cat\":\"" +
          kCategory + "\",\"name\":\"link\",\"id\":" + id + ",\"pid\":" + std::to_string(pid) +
@@ -137,10 +143,13 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
     event(meta + "}}");
     event("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
           ",\"args\":{\"sort_index\":" + std::to_string(i + 1) + "}}");
-    for (int lane = 0; lane < p.lanes; ++lane)
-      event("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + std::to_string(lane + 1) +
-            ",\"args\":{\"name\":\"" +
-            (lane == 0 ? std::string("spans") : "overlapping spans " + std::to_string(lane)) + "\"}}");
+    for (int lane = 0; lane < p.lanes; ++lane) {
+      const std::string tid = std::to_string(lane + 1);
+      event("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + tid + ",\"args\":{\"name\":\"" +
+            lane_name(lane, p.host_lanes) + "\"}}");
+      event("{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":" + pid + ",\"tid\":" + tid +
+            ",\"args\":{\"sort_index\":" + tid + "}}");
+    }
     for (const TimelineSpan& s : p.spans) {
       const std::string tid = std::to_string(s.lane + 1);
       std::string e = "{\"ph\":\"X\",\"cat\":\"";

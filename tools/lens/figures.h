@@ -34,11 +34,19 @@ struct RunFigures {
   int world_size = 0, pipeline_parallel_size = 0, data_parallel_size = 0;
 };
 
-// One span name over all ranks.
+// The GPU's time for one span name (its `<name>.device` spans, docs/GPU.md) over all ranks.
+struct DeviceTimeFigures {
+  std::uint64_t count = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0, mean_ms = 0;
+};
+
+// One span name over all ranks: its host time, and beside it the device's where the span was device-timed.
 struct SpanFigures {
   std::string name;
   std::uint64_t count = 0;
-  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0, mean_ms = 0;
+  std::optional<DeviceTimeFigures> device;
+  Figure launch_overhead_ms;  // host mean - device mean: positive where the host is slower than the GPU it feeds
 };
 
 // One iteration over the ranks that have its step span.
@@ -54,6 +62,9 @@ struct PhaseRow {
   double steps = 0, step_ms = 0;
   std::array<Figure, kPhaseCount> phase_ms{};
   double other_ms = 0;
+  // The device time of the phase's device spans (by the step their start falls in; none where no device span of
+  // the phase was read), and the host's time less it where both exist.
+  std::array<Figure, kPhaseCount> device_phase_ms{}, launch_overhead_ms{};
 };
 
 struct PhaseFigures {

@@ -22,6 +22,12 @@ json run_json(const RunFigures& r) {
           {"data_parallel_size", r.data_parallel_size}};
 }
 
+json device_time_json(const std::optional<DeviceTimeFigures>& d) {
+  if (!d) return nullptr;
+  return {{"count", d->count}, {"p50_ms", d->p50_ms}, {"p90_ms", d->p90_ms}, {"p99_ms", d->p99_ms},
+          {"max_ms", d->max_ms}, {"mean_ms", d->mean_ms}};
+}
+
 json spans_json(const std::vector<SpanFigures>& spans) {
   json out = json::array();
   for (const SpanFigures& s : spans)
@@ -30,7 +36,10 @@ json spans_json(const std::vector<SpanFigures>& spans) {
                    {"p50_ms", s.p50_ms},
                    {"p90_ms", s.p90_ms},
                    {"p99_ms", s.p99_ms},
-                   {"max_ms", s.max_ms}});
+                   {"max_ms", s.max_ms},
+                   {"mean_ms", s.mean_ms},
+                   {"device", device_time_json(s.device)},
+                   {"launch_overhead_ms", figure_json(s.launch_overhead_ms)}});
   return out;
 }
 
@@ -47,7 +56,14 @@ json steps_json(const std::vector<StepFigures>& steps) {
 
 json phase_row_json(const PhaseRow& r) {
   json row = {{"steps", r.steps}, {"step_ms", r.step_ms}, {"other_ms", r.other_ms}};
-  for (int k = 0; k < kPhaseCount; ++k) row[std::string(kPhaseNames[k]) + "_ms"] = figure_json(r.phase_ms[k]);
+  json device = json::object(), overhead = json::object();
+  for (int k = 0; k < kPhaseCount; ++k) {
+    row[std::string(kPhaseNames[k]) + "_ms"] = figure_json(r.phase_ms[k]);
+    device[kPhaseNames[k]] = figure_json(r.device_phase_ms[k]);
+    overhead[kPhaseNames[k]] = figure_json(r.launch_overhead_ms[k]);
+  }
+  row["device_ms"] = device;
+  row["launch_overhead_ms"] = overhead;
   return row;
 }
 

@@ -82,13 +82,17 @@ std::string timeline_svg(const Timeline& t) {
             "\" transform=\"translate(0," + fixed(y, 1) + ")\"><rect x=\"0\" y=\"0\" width=\"" + fixed(kWidth, 0) +
             "\" height=\"" + fixed(height, 1) + "\" fill=\"#f7f7f7\"/><text x=\"4\" y=\"14\" class=\"lane-label\">" +
             escape(rank_process_name(p->origin)) + "</text>";
+    if (p->host_lanes < p->lanes)  // the GPU's track: its device spans, below the host's
+      body += "<text x=\"4\" y=\"" + fixed(4 + lane_top[static_cast<std::size_t>(p->host_lanes)] * kRow + 10, 1) +
+              "\" class=\"lane-label device-label\">device</text>";
     for (std::size_t i = 0; i < p->spans.size(); ++i) {
       const TimelineSpan& s = p->spans[i];
       const std::string& name = t.names[s.name];
       const double x = x_of(s.start_ns), w = std::max(0.5, x_of(s.end_ns) - x);
       const double top = 4 + (lane_top[static_cast<std::size_t>(s.lane)] + depth_of[i]) * kRow;
-      body += "<rect x=\"" + fixed(x, 2) + "\" y=\"" + fixed(top, 1) + "\" width=\"" + fixed(w, 2) + "\" height=\"" +
-              fixed(kRow - 2, 0) + "\" fill=\"" + colour_of(name) + "\"><title>" + escape(name) + " " +
+      body += std::string("<rect") + (s.device ? " class=\"device\"" : "") + " x=\"" + fixed(x, 2) + "\" y=\"" +
+              fixed(top, 1) + "\" width=\"" + fixed(w, 2) + "\" height=\"" + fixed(kRow - 2, 0) + "\" fill=\"" +
+              colour_of(s.device ? host_of_device_span(name) : name) + "\"><title>" + escape(name) + " " +
               fixed(static_cast<double>(s.end_ns - s.start_ns) / 1e6, 3) + " ms</title></rect>";
       if (s.span_id != 0) drawn[s.span_id] = {&s, y + top + kRow / 2};
     }
@@ -181,11 +185,17 @@ std::string phases_section(const PhaseFigures& phases) {
   std::vector<std::string> head = {"rank", "steps", "step ms"};
   for (const char* name : kPhaseNames) head.push_back(std::string(name) + " ms");
   head.push_back("other ms");
+  const auto& d = phases.mean_per_step.device_phase_ms;
+  const bool device = std::any_of(d.begin(), d.end(), [](const Figure& f) { return f.has_value(); });
+  if (device)
+    for (const char* name : kPhaseNames) head.push_back(std::string(name) + " device ms"), head.push_back(std::string(name) + " overhead ms");
   std::vector<std::vector<std::string>> rows;
   auto row_of = [&](const std::string& who, const PhaseRow& r) {
     std::vector<std::string> row = {who, cell(r.steps), cell(r.step_ms)};
     for (const Figure& phase : r.phase_ms) row.push_back(cell(phase));
     row.push_back(cell(r.other_ms));
+    if (device)
+      for (int k = 0; k < kPhaseCount; ++k) row.push_back(cell(r.device_phase_ms[k])), row.push_back(cell(r.launch_overhead_ms[k]));
     rows.push_back(row);
   };
   for (const auto& [rank, r] : phases.per_rank) row_of(std::to_string(rank), r);
@@ -265,9 +275,17 @@ std::string bubble_section(const std::vector<BubbleRow>& bubble) {
 std::string spans_section(const std::vector<SpanFigures>& spans) {
   std::vector<std::vector<std::string>> rows;
   rows.reserve(spans.size());
-  for (const SpanFigures& s : spans)
+  const bool device = std::any_of(spans.begin(), spans.end(), [](const SpanFigures& s) { return s.device.has_value(); });
+  for (const SpanFigures& s : spans) {
     rows.push_back({s.name, std::to_string(s.count), cell(s.p50_ms), cell(s.p90_ms), cell(s.p99_ms), cell(s.max_ms)});
-  return table("spans", {"name", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"}, rows);
+    if (device && s.device)
+      rows.back().insert(rows.back().end(), {cell(s.device->p50_ms), cell(s.device->max_ms), cell(s.launch_overhead_ms)});
+    else if (device)
+      rows.back().insert(rows.back().end(), 3, cell(Figure{}));
+  }
+  std::vector<std::string> head = {"name", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"};
+  if (device) head.insert(head.end(), {"device p50 ms", "device max ms", "launch overhead ms"});
+  return table("spans", head, rows);
 }
 
 constexpr const char* kStyle =
@@ -291,8 +309,8 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
           std::to_string(f.read.spans) + " spans read</p>";
   page += "<h2>Timeline of iterations " + escape(steps_shown) +
           "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, green "
-          "optimizer; dashed lines: links from a sending stage to the receiving one. Hover a span for its name and "
-          "duration.</p>" +
+          "optimizer; dashed lines: links from a sending stage to the receiving one; under \"device\", what the rank's GPU "
+          "ran for its device-timed spans (docs/GPU.md). Hover a span for its name and duration.</p>" +
           timeline_svg(timeline);
   std::vector<std::pair<std::string, std::vector<double>>> step_series;  // in rank order
   for (const auto& [rank, values] : f.step_ms_by_rank) {

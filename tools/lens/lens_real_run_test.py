@@ -13,6 +13,7 @@ import unittest
 from lens_report_test import ARTIFACTS, TempDirTest, check_chrome_trace, check_page_against_figures, lens, open_page
 
 TRAINER = os.environ.get("LENS_PRETRAIN_GPT")
+FAKE_CUDART = os.environ.get("LENS_FAKE_CUDART", "")  # the CUDA runtime's simulator: device spans (docs/GPU.md)
 
 
 def train(directory, world, flags, threads=None, env=None, groups="all"):
@@ -50,17 +51,25 @@ SMALL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2
 @unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
 class RealRunTest(TempDirTest):
     def test_every_span_is_accounted_for_in_both_name_modes_and_trace_layouts(self):
+        # On the CUDA runtime's simulator, each layer's attention and MLP a 300 us kernel: device spans beside the
+        # host's (issue 34), counted once, in no host phase, on a device track of each rank.
+        device = ["--testing-fake-cuda", FAKE_CUDART, "--testing-kernel-us", "300"] if FAKE_CUDART else []
+        device_env = {"MEGATRON_OTEL_DEVICE_TIMING": "cuda", "LENS_CUDART_LIBRARY": FAKE_CUDART} if FAKE_CUDART else {}
         for names, layout in (("documented", "segment"), ("megatron", "step")):
             with self.subTest(names=names, layout=layout), tempfile.TemporaryDirectory() as tmp:
                 telemetry = train(tmp, 2, SMALL + ["--pipeline-model-parallel-size", "2", "--micro-batch-size", "2",
                                                    "--global-batch-size", "8", "--train-iters", "4",
-                                                   "--log-interval", "1"],
-                                  env={"MEGATRON_OTEL_SPAN_NAMES": names, "MEGATRON_OTEL_TRACE_LAYOUT": layout})
+                                                   "--log-interval", "1", *device],
+                                  env={"MEGATRON_OTEL_SPAN_NAMES": names, "MEGATRON_OTEL_TRACE_LAYOUT": layout,
+                                       **device_env})
                 f = report(telemetry)
                 self.assertEqual((f["run"]["world_size"], f["run"]["pipeline_parallel_size"]), (2, 2))
                 self.assertEqual([(s["iteration"], s["ranks"]) for s in f["steps"]], [(i, 2) for i in (1, 2, 3, 4)])
                 self.assertEqual([entry["iteration"] for entry in f["loss"]], [1, 2, 3, 4])
-                counted = sum(s["count"] for s in f["spans"])
+                device_spans = sum(s["device"]["count"] for s in f["spans"] if s["device"])
+                if device:
+                    self.check_device_time(f)
+                counted = sum(s["count"] for s in f["spans"]) + device_spans
                 self.assertEqual(counted, f["read"]["spans"])
                 self.assertEqual((f["lost"]["spans_exported"], f["lost"]["spans_dropped"]), (counted, 0))
                 self.assertEqual(f["read"]["problems"], [])
@@ -72,11 +81,42 @@ class RealRunTest(TempDirTest):
                 self.assertEqual(lens("convert", telemetry, "--to", "chrome-json", "-o", trace).returncode, 0)
                 status, summary = check_chrome_trace(trace)
                 self.assertEqual((status, summary["problems"]), (0, []))
+                self.assertTrue(summary["device_tracks_hold_only_device_spans"])
+                if device:  # every device span on its rank's device track
+                    self.assertEqual(sum(summary["device_events"].values()), device_spans)
+                    self.assertEqual(sorted(summary["device_events"]), ["rank 0 (pp 0, dp 0)", "rank 1 (pp 1, dp 0)"])
+                    self.assertTrue(all(summary["device_events"].values()), summary["device_events"])
+                if device and layout == "step":  # the page, in a real browser: a device track a rank
+                    page_path = os.path.join(tmp, "report.html")
+                    self.assertEqual(lens("report", telemetry, "--html", page_path).returncode, 0)
+                    page = open_page(page_path, os.path.join(ARTIFACTS, "lens_report_device.png"))
+                    check_page_against_figures(self, page, report(telemetry))
+                    self.assertEqual(page["device_labels"], 2)
+                    self.assertGreater(page["device_spans_drawn"], 0)
                 # a flow for every linked receive (and, in the step layout, for each step's link to its segment)
                 linked = {s["name"]: s["count"] for s in f["spans"]}["megatron.pp.recv_forward.linked"]
                 self.assertGreater(linked, 0)
                 self.assertEqual(summary["flows"], linked + (8 if layout == "step" else 0))
                 self.assertEqual((summary["devtools_bound_flows"], summary["backwards_flows"]), (summary["flows"], 0))
+
+    def check_device_time(self, f):
+        """Device time beside host time: each device-timed name's device figures and launch overhead, no `.device`
+        name of its own, and the phases' device time and overhead."""
+        by_name = {s["name"]: s for s in f["spans"]}
+        self.assertFalse([name for name in by_name if name.endswith(".device")])
+        for name in ("megatron.layer.self_attention", "megatron.layer.mlp"):
+            s = by_name[name]
+            self.assertEqual(s["device"]["count"], s["count"], name)
+            self.assertGreaterEqual(s["device"]["p50_ms"], 0.3, name)  # its 300 us kernel
+            self.assertAlmostEqual(s["launch_overhead_ms"], s["mean_ms"] - s["device"]["mean_ms"], places=9)
+        steps = [by_name[n] for n in ("megatron.train_step", "megatron.train.iteration") if n in by_name]
+        self.assertEqual([s["device"] for s in steps], [None])  # the step's group is not a device group by default
+        for row in f["phases"]["per_rank"]:
+            for phase in ("forward", "backward"):
+                self.assertGreater(row["device_ms"][phase], 0, (phase, row))
+                self.assertAlmostEqual(row["launch_overhead_ms"][phase],
+                                       row[phase + "_ms"] - row["device_ms"][phase], places=9)
+            self.assertIsNone(row["device_ms"]["optimizer"])  # no device group
 
     def test_what_per_step_groups_cannot_measure_is_said_not_printed_as_zero(self):
         # per_step exports steps, forward-backward, optimizer and communication, not micro-batches: forward and

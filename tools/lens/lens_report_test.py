@@ -426,14 +426,22 @@ def cells_match(test, row, want):
             test.assertEqual(text, str(value))
 
 
+PHASES = ["forward", "backward", "pipeline_receive_wait", "grad_sync_wait", "optimizer"]
+
+
 def check_page_against_figures(test, page, f):
     test.assertEqual(page["errors"], [])
     test.assertEqual(page["requests"], [])  # nothing fetched: the page is all in its file
     test.assertEqual(sorted(page["rank_lanes"]), sorted(f["run"]["ranks"]))
     phase_keys = ["steps", "step_ms", "forward_ms", "backward_ms", "pipeline_receive_wait_ms", "grad_sync_wait_ms",
                   "optimizer_ms", "other_ms"]
-    rows = [[r["rank"]] + [r[k] for k in phase_keys] for r in f["phases"]["per_rank"]]
-    rows.append(["all"] + [f["phases"]["mean_per_step"][k] for k in phase_keys])
+    device = any(v is not None for v in f["phases"]["mean_per_step"]["device_ms"].values())
+
+    def cells(r):  # with device time: each phase's device time and launch overhead after the host's
+        device_cells = [r[kind][phase] for phase in PHASES for kind in ("device_ms", "launch_overhead_ms")]
+        return [r[k] for k in phase_keys] + (device_cells if device else [])
+    rows = [[r["rank"]] + cells(r) for r in f["phases"]["per_rank"]]
+    rows.append(["all"] + cells(f["phases"]["mean_per_step"]))
     test.assertEqual(len(page["phases"]), len(rows))
     for got, want in zip(page["phases"], rows):
         cells_match(test, got, want)
@@ -690,6 +698,54 @@ def write_group_change_run(directory):
     with open(os.path.join(run, "rank0.traces.jsonl"), "a") as f:
         f.write("\n".join(changes) + "\n")
     return run
+
+
+class DeviceTimeTest(TempDirTest):
+    """Issue 34: device spans (`<name>.device`, docs/GPU.md) beside their host spans, with known answers. One rank,
+    two 100 ms steps; in each a forward of 10 ms on the host whose device span runs 30 ms from 5 ms after it (the GPU
+    behind the host), and a receive wait of 8 ms on the host, 2 ms on the device, whose device span starts inside the
+    step and ends after it. Device spans count in no host phase, and each in the step it starts in."""
+
+    def write(self):
+        run = os.path.join(self.tmp.name, "run-dev")
+        os.makedirs(run)
+        lines = []
+        for iteration in (1, 2):
+            t = iteration * 1000
+            lines.append(spans_line(0, [
+                span("megatron.microbatch.forward", t + 10, 10),
+                span("megatron.microbatch.forward.device", t + 15, 30, lens_device="cuda:0"),
+                span("megatron.p2p.recv_forward", t + 80, 8),
+                span("megatron.p2p.recv_forward.device", t + 99, 2, lens_device="cuda:0"),
+                span("megatron.train_step", t, 100, megatron_iteration=iteration)], world=1))
+        with open(os.path.join(run, "rank0.traces.jsonl"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return run
+
+    def test_device_time_is_beside_host_time_by_name_and_phase_with_the_launch_overhead(self):
+        run = self.write()
+        result = lens("report", run, "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        f = json.loads(result.stdout)
+        by_name = {s["name"]: s for s in f["spans"]}
+        self.assertNotIn("megatron.microbatch.forward.device", by_name)  # beside its host span, not a name of its own
+        forward = by_name["megatron.microbatch.forward"]
+        self.assertEqual((forward["count"], forward["mean_ms"]), (2, 10))
+        self.assertEqual((forward["device"]["count"], forward["device"]["p50_ms"], forward["device"]["mean_ms"]),
+                         (2, 30, 30))
+        self.assertEqual(forward["launch_overhead_ms"], -20)  # the GPU took 20 ms longer than the launch
+        self.assertIsNone(by_name["megatron.train_step"]["device"])
+        self.assertIsNone(by_name["megatron.train_step"]["launch_overhead_ms"])
+        mean = f["phases"]["mean_per_step"]
+        self.assertEqual((mean["forward_ms"], mean["pipeline_receive_wait_ms"]), (10, 8))  # the host's alone
+        self.assertEqual(mean["device_ms"], {"forward": 30, "backward": None, "pipeline_receive_wait": 2,
+                                             "grad_sync_wait": None, "optimizer": None})
+        self.assertEqual((mean["launch_overhead_ms"]["forward"], mean["launch_overhead_ms"]["pipeline_receive_wait"]),
+                         (-20, 6))
+        self.assertEqual(mean["other_ms"], 82)  # 100 - 10 - 8: device time is not taken from the host's step
+        text = lens("report", run).stdout
+        self.assertIn("launch overhead (host - device): forward -20.00", text)
+        self.assertRegex(text, r"megatron.microbatch.forward\s+2\s+30.00\s+30.00\s+10.00\s+30.00\s+-20.00")
 
 
 class GoldenOutputTest(TempDirTest):

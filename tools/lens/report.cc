@@ -22,6 +22,7 @@ double ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 void Durations::add(std::uint64_t ns) {
   ++count_;
+  total_ += static_cast<double>(ns);
   max_ = std::max(max_, ns);
   if (buckets_.empty() && exact_.size() < kExactLimit) {
     exact_.push_back(ns);
@@ -92,6 +93,10 @@ void Report::span(const SpanRow& s) {
   clock_links_.add(s);
   Process& p = processes_[s.origin];
   if (p.key.empty()) p.rank = o.rank, p.key = process_key(o);
+  if (const std::string_view host = host_of_device_span(s.name); !host.empty()) {
+    device_span(p, host, s);
+    return;
+  }
   if (s.truncated) ++truncated_;
   note_time(p, s);
   if (s.group_change && s.iteration >= 0) {
@@ -108,15 +113,29 @@ void Report::span(const SpanRow& s) {
   } else if (const int kind = event_kind(s.name); kind >= 0) {
     events_.push_back({kind, o.rank, s.start_ns, s.end_ns, s.iteration, &p});
   }
-  auto it = durations_.find(s.name);
-  if (it == durations_.end()) {
+  durations_of(durations_, s.name).add(s.duration_ns());
+}
+
+Durations& Report::durations_of(std::map<std::string, Durations, std::less<>>& by_name, std::string_view name) {
+  auto it = by_name.find(name);
+  if (it == by_name.end()) {
     // Memory follows the names, which a file can make endless (200 k names took 362 MB): past kMaxSpanNames,
     // spans of new names are counted under one.
-    const bool room = durations_.size() < kMaxSpanNames;
+    const bool room = by_name.size() < kMaxSpanNames;
     if (!room) ++spans_of_other_names_;
-    it = durations_.try_emplace(room ? std::string(s.name) : std::string(kOtherSpanNames)).first;
+    it = by_name.try_emplace(room ? std::string(name) : std::string(kOtherSpanNames)).first;
   }
-  it->second.add(s.duration_ns());
+  return it->second;
+}
+
+// A device span: beside its host span's name, and in the phase of its host span, never in a phase of its own.
+void Report::device_span(Process& p, std::string_view host_name, const SpanRow& s) {
+  durations_of(device_durations_, host_name).add(s.duration_ns());
+  const int part = step_part(host_name);
+  if (part == kNoPart || part == kForwardBackward) return;
+  device_parts_seen_[static_cast<std::size_t>(part)] = true;
+  const Pending item{s.start_ns, s.end_ns, part, -1, true};
+  if (!place(p, item)) p.pending.emplace(item.start_ns, item);
 }
 
 void Report::note_time(Process& p, const SpanRow& s) {
@@ -154,11 +173,13 @@ bool Report::place(Process& p, const Pending& item) {
                                 [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
   if (after == p.steps.begin()) return false;
   const StepWindow& w = *std::prev(after);
-  if (item.end_ns > w.end_ns) return false;
+  if (item.device ? item.start_ns > w.end_ns : item.end_ns > w.end_ns) return false;
   if (!steps_.contains(w.iteration)) return true;
   StepRecord& r = records_[w.iteration][p.rank];
   const std::uint64_t ns = item.end_ns > item.start_ns ? item.end_ns - item.start_ns : 0;
-  if (item.kind == kForwardBackward) {
+  if (item.device) {
+    r.device_phase_ns[static_cast<std::size_t>(item.kind)] += ns;
+  } else if (item.kind == kForwardBackward) {
     r.forward_backward_ns += ns;
     r.forward_backward_start_ns = item.start_ns;
     r.forward_backward_end_ns = item.end_ns;
@@ -228,7 +249,7 @@ std::string Report::not_measured(int part) const {
 
 PhaseFigures Report::phase_figures() const {
   struct RankSums {
-    std::array<double, kPhaseCount> phase{};
+    std::array<double, kPhaseCount> phase{}, device{};
     double step = 0, n = 0;
   };
   std::map<int, RankSums> sums;
@@ -238,7 +259,10 @@ PhaseFigures Report::phase_figures() const {
       RankSums& t = sums[rank];
       ++t.n;
       t.step += ms(r.step_ns);
-      for (int k = 0; k < kPhaseCount; ++k) t.phase[k] += ms(r.phase_ns[k]);
+      for (int k = 0; k < kPhaseCount; ++k) {
+        t.phase[k] += ms(r.phase_ns[k]);
+        t.device[k] += ms(r.device_phase_ns[k]);
+      }
     }
   PhaseFigures out;
   for (int k = 0; k < kPhaseCount; ++k) out.not_measured[k] = not_measured(k);
@@ -248,6 +272,8 @@ PhaseFigures Report::phase_figures() const {
     double accounted = 0;
     for (int k = 0; k < kPhaseCount; ++k) {
       if (out.not_measured[k].empty()) row.phase_ms[k] = t.n > 0 ? t.phase[k] / t.n : 0.0;
+      if (device_parts_seen_[k]) row.device_phase_ms[k] = t.n > 0 ? t.device[k] / t.n : 0.0;
+      if (row.phase_ms[k] && row.device_phase_ms[k]) row.launch_overhead_ms[k] = *row.phase_ms[k] - *row.device_phase_ms[k];
       accounted += t.phase[k];
     }
     row.other_ms = t.n > 0 ? std::max(0.0, t.step - accounted) / t.n : 0.0;
@@ -256,7 +282,7 @@ PhaseFigures Report::phase_figures() const {
   RankSums all;
   for (const auto& [rank, t] : sums) {
     out.per_rank[rank] = row_of(t);
-    for (int k = 0; k < kPhaseCount; ++k) all.phase[k] += t.phase[k];
+    for (int k = 0; k < kPhaseCount; ++k) all.phase[k] += t.phase[k], all.device[k] += t.device[k];
     all.step += t.step;
     all.n += t.n;
   }
@@ -491,7 +517,20 @@ std::vector<SpanFigures> Report::span_figures() {
                    .p50_ms = ms(d.percentile(0.50)),
                    .p90_ms = ms(d.percentile(0.90)),
                    .p99_ms = ms(d.percentile(0.99)),
-                   .max_ms = ms(d.max())});
+                   .max_ms = ms(d.max()),
+                   .mean_ms = d.mean() / 1e6});
+  for (auto& [name, d] : device_durations_) {
+    auto host = std::lower_bound(out.begin(), out.end(), name,
+                                 [](const SpanFigures& f, const std::string& n) { return f.name < n; });
+    if (host == out.end() || host->name != name) host = out.insert(host, SpanFigures{.name = name});  // host not read
+    host->device = DeviceTimeFigures{.count = d.count(),
+                                     .p50_ms = ms(d.percentile(0.50)),
+                                     .p90_ms = ms(d.percentile(0.90)),
+                                     .p99_ms = ms(d.percentile(0.99)),
+                                     .max_ms = ms(d.max()),
+                                     .mean_ms = d.mean() / 1e6};
+    if (host->count > 0) host->launch_overhead_ms = host->mean_ms - host->device->mean_ms;
+  }
   return out;
 }
 

@@ -30,6 +30,7 @@ class Durations {
   void add(std::uint64_t ns);
   std::uint64_t count() const noexcept { return count_; }
   std::uint64_t max() const noexcept { return max_; }
+  double mean() const noexcept { return count_ > 0 ? total_ / static_cast<double>(count_) : 0.0; }
   // Nearest-rank percentile, q in (0, 1].
   std::uint64_t percentile(double q);
 
@@ -38,6 +39,7 @@ class Durations {
   bool sorted_ = true;
   std::map<int, std::uint64_t> buckets_;  // once past the limit
   std::uint64_t count_ = 0, max_ = 0;
+  double total_ = 0;
 };
 
 // The most distinct span names a report keeps (a run of lens's has about 60); spans of further names are counted
@@ -56,6 +58,7 @@ struct StepRecord {
   std::uint64_t forward_backward_ns = 0;
   std::uint64_t forward_backward_start_ns = 0, forward_backward_end_ns = 0;  // in the rank's clock
   std::array<std::uint64_t, kPhaseCount> phase_ns{};
+  std::array<std::uint64_t, kPhaseCount> device_phase_ns{};  // the phase's device spans
   std::int64_t microbatches = -1;
 };
 
@@ -89,6 +92,7 @@ class Report : public RunVisitor {
     std::uint64_t start_ns, end_ns;  // in the rank's clock
     int kind;                        // a Phase, or kForwardBackward
     std::int64_t microbatches;
+    bool device = false;  // a device span of the phase: its step is the one it starts in (the GPU runs behind)
   };
   // When a process trained (megatron.* spans only: a checkpoint worker's are not the job's), for goodput.
   struct StepTime {
@@ -120,6 +124,8 @@ class Report : public RunVisitor {
 
   void identity(const Origin& o);
   void step(Process& p, const SpanRow& s);
+  void device_span(Process& p, std::string_view host_name, const SpanRow& s);
+  Durations& durations_of(std::map<std::string, Durations, std::less<>>& by_name, std::string_view name);
   bool place(Process& p, const Pending& item);
   void settle();
   // The parts of figures(), each from the records.
@@ -148,11 +154,13 @@ class Report : public RunVisitor {
   ClockLinks clock_links_;
   int world_size_ = 0, pipeline_size_ = 0, data_parallel_size_ = 0, tensor_size_ = 1;
   std::map<std::string, Durations, std::less<>> durations_;
+  std::map<std::string, Durations, std::less<>> device_durations_;  // by the host span's name
   std::map<const Origin*, Process> processes_;
   // By iteration, then rank: a record for each step seen (memory follows the steps in the files, not the largest
   // iteration number one claims).
   std::map<std::int64_t, std::map<int, StepRecord>> records_;
   std::array<bool, kPhaseCount + 1> parts_seen_{};  // by step_part(): a span of that kind was read
+  std::array<bool, kPhaseCount> device_parts_seen_{};  // a device span of that phase was read
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
   std::uint64_t truncated_ = 0;

@@ -80,7 +80,19 @@ constexpr const char* colour_of(std::string_view name) noexcept {
   return kOtherColour;
 }
 
+// A device span (docs/GPU.md) is its host span's name and this suffix: the time the GPU spent on what the host span
+// launched. It counts toward no phase of the host's; the report puts it beside its host span's.
+inline constexpr std::string_view kDeviceSuffix = ".device";
+
+// The host span's name of a device span; empty for any other span.
+constexpr std::string_view host_of_device_span(std::string_view name) noexcept {
+  if (name.size() <= kDeviceSuffix.size() || !name.ends_with(kDeviceSuffix)) return {};
+  return name.substr(0, name.size() - kDeviceSuffix.size());
+}
+
 static_assert(step_part("megatron.p2p.recv_forward") == kPipelineReceiveWait);
+static_assert(host_of_device_span("megatron.layer.forward.device") == "megatron.layer.forward");
+static_assert(host_of_device_span(".device").empty() && host_of_device_span("megatron.layer.forward").empty());
 static_assert(step_part("megatron.grad_sync.start") == kNoPart);
 static_assert(std::string_view(colour_of("megatron.forward_backward")) == kOtherColour);
 

@@ -1,6 +1,7 @@
 #include "text.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -15,7 +16,8 @@ using Line = std::function<void(const std::string&)>;
 
 std::string format_ms(double v) {
   char text[32];
-  std::snprintf(text, sizeof text, v >= 100 ? "%.0f" : v >= 1 ? "%.2f" : "%.3f", v);
+  const double size = std::fabs(v);  // a launch overhead may be negative
+  std::snprintf(text, sizeof text, size >= 100 ? "%.0f" : size >= 1 ? "%.2f" : "%.3f", v);
   return text;
 }
 
@@ -130,6 +132,14 @@ void render_phases(const PhaseFigures& phases, const Line& line) {
     std::string text = "  not measured (-): ";
     line(text.append(names).append(": ").append(why).append("; 'other' holds their time"));
   }
+  if (std::none_of(mean.device_phase_ms.begin(), mean.device_phase_ms.end(), [](const Figure& f) { return f; })) return;
+  std::string device = "  on the device (its spans by the step they start in):", overhead = "  launch overhead (host - device):";
+  for (int k = 0; k < kPhaseCount; ++k) {
+    device += std::string(" ") + kPhaseNames[k] + " " + ms_or_dash(mean.device_phase_ms[k]);
+    overhead += std::string(" ") + kPhaseNames[k] + " " + ms_or_dash(mean.launch_overhead_ms[k]);
+  }
+  line(device);
+  line(overhead);
 }
 
 void render_goodput(const GoodputFigures& g, const Line& line) {
@@ -265,6 +275,20 @@ void render_span_table(const std::vector<SpanFigures>& spans, const Line& line) 
     std::snprintf(buffer, sizeof buffer, "  %-46s %9llu %10s %10s %10s %10s", s.name.c_str(),
                   static_cast<unsigned long long>(s.count), format_ms(s.p50_ms).c_str(), format_ms(s.p90_ms).c_str(),
                   format_ms(s.p99_ms).c_str(), format_ms(s.max_ms).c_str());
+    line(buffer);
+  }
+  if (std::none_of(spans.begin(), spans.end(), [](const SpanFigures& s) { return s.device.has_value(); })) return;
+  line("");
+  line("device time beside host time, all ranks (ms; docs/GPU.md): launch overhead = host mean - device mean");
+  std::snprintf(buffer, sizeof buffer, "  %-46s %9s %10s %10s %10s %10s %10s", "name", "count", "device p50",
+                "device max", "host mean", "dev. mean", "overhead");
+  line(buffer);
+  for (const SpanFigures& s : spans) {
+    if (!s.device) continue;
+    std::snprintf(buffer, sizeof buffer, "  %-46s %9llu %10s %10s %10s %10s %10s", s.name.c_str(),
+                  static_cast<unsigned long long>(s.device->count), format_ms(s.device->p50_ms).c_str(),
+                  format_ms(s.device->max_ms).c_str(), s.count > 0 ? format_ms(s.mean_ms).c_str() : "-",
+                  format_ms(s.device->mean_ms).c_str(), ms_or_dash(s.launch_overhead_ms).c_str());
     line(buffer);
   }
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "span_kinds.h"
+
 namespace lens_tools {
 
 LinkArrow link_arrow(const TimelineSpan& sender, const TimelineSpan& receiver) {
@@ -21,8 +23,11 @@ bool Timeline::kept(const std::string& key, const SpanRow& s) const {
   if (windows_.empty()) return true;
   auto it = windows_.find(key);
   if (it == windows_.end()) return false;
-  return std::any_of(it->second.begin(), it->second.end(),
-                     [&](const StepWindow& w) { return s.start_ns >= w.start_ns && s.end_ns <= w.end_ns; });
+  // A device span runs behind the host: it belongs to the step it starts in.
+  const bool device = !host_of_device_span(s.name).empty();
+  return std::any_of(it->second.begin(), it->second.end(), [&](const StepWindow& w) {
+    return s.start_ns >= w.start_ns && (device ? s.start_ns : s.end_ns) <= w.end_ns;
+  });
 }
 
 std::uint32_t Timeline::name_index(std::string_view name) {
@@ -48,6 +53,7 @@ void Timeline::span(const SpanRow& s) {
   t.parent_span_id = parse_span_id(s.parent_span_id);
   for (std::string_view link : s.linked_span_ids) t.linked_span_ids.push_back(parse_span_id(link));
   t.args_json = s.args_json;
+  t.device = !host_of_device_span(s.name).empty();
   first_ns = std::min(first_ns, t.start_ns);
   last_ns = std::max(last_ns, t.end_ns);
 }
@@ -73,8 +79,10 @@ void Timeline::lay_out() {
       return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;
     });
     // Each lane is a stack of the spans open on it; a span goes to the first lane where it nests in what is open.
-    std::vector<std::vector<std::uint64_t>> open_ends;
+    // The host's lanes and the device's apart; the device's follow the host's.
+    std::vector<std::vector<std::uint64_t>> host_ends, device_ends;
     for (TimelineSpan& s : p.spans) {
+      auto& open_ends = s.device ? device_ends : host_ends;
       std::size_t lane = 0;
       for (;; ++lane) {
         if (lane == open_ends.size()) open_ends.emplace_back();
@@ -85,7 +93,10 @@ void Timeline::lay_out() {
       open_ends[lane].push_back(s.end_ns);
       s.lane = static_cast<int>(lane);
     }
-    p.lanes = static_cast<int>(open_ends.size());
+    p.host_lanes = static_cast<int>(host_ends.size());
+    p.lanes = p.host_lanes + static_cast<int>(device_ends.size());
+    for (TimelineSpan& s : p.spans)
+      if (s.device) s.lane += p.host_lanes;
   }
 }
 

@@ -1,6 +1,7 @@
 // The spans a picture of a run draws: every span of each process, or only those inside chosen steps, kept with
 // their ids, links and attributes, and laid out on tracks where they nest strictly (a span that overlaps another
-// without nesting in it, such as concurrent grad_sync.start buckets, goes to a lane of its own). What `lens convert`
+// without nesting in it, such as concurrent grad_sync.start buckets, goes to a lane of its own). Device spans
+// (docs/GPU.md) go to lanes of their own below the host's: a rank's GPU track, what the device did and when. What `lens convert`
 // writes as Chrome JSON and the HTML page's timeline draws. Memory: the spans kept (a second read of the files).
 #pragma once
 
@@ -24,12 +25,14 @@ struct TimelineSpan {
   std::vector<std::uint64_t> linked_span_ids;
   std::string args_json;  // JSON members, without braces
   int lane = 0;           // 0: the process's main track
+  bool device = false;    // a device span (`<name>.device`, docs/GPU.md): on the process's device lanes
 };
 
 struct TimelineProcess {
   Origin origin;                    // rank, pid, resource (resource_args)
   std::vector<TimelineSpan> spans;  // sorted by start, then longest first, once laid out
-  int lanes = 0;
+  int lanes = 0;                    // all: the host's, then the device's
+  int host_lanes = 0;               // lanes [host_lanes, lanes) hold device spans: the GPU's own track
 };
 
 class Timeline : public RunVisitor {
