@@ -30,10 +30,9 @@ std::string sanitize(std::string_view name) {
 // The OpenTelemetry-to-Prometheus unit words; annotations such as {span} add nothing.
 std::string unit_word(const MetricData& m) {
   static const std::pair<const char*, const char*> kUnits[] = {
-      {"ms", "milliseconds"}, {"s", "seconds"},      {"us", "microseconds"}, {"ns", "nanoseconds"},
-      {"min", "minutes"},     {"h", "hours"},        {"By", "bytes"},        {"KiBy", "kibibytes"},
-      {"MiBy", "mebibytes"},  {"GiBy", "gibibytes"}, {"%", "percent"},         {"Cel", "celsius"},
-      {"W", "watts"},         {"Hz", "hertz"}};
+      {"ms", "milliseconds"}, {"s", "seconds"},   {"us", "microseconds"}, {"ns", "nanoseconds"}, {"min", "minutes"},
+      {"h", "hours"},         {"By", "bytes"},    {"KiBy", "kibibytes"},  {"MiBy", "mebibytes"}, {"GiBy", "gibibytes"},
+      {"%", "percent"},       {"Cel", "celsius"}, {"W", "watts"},         {"Hz", "hertz"}};
   if (m.unit.empty() || m.unit.front() == '{') return {};
   if (m.unit == "1") return m.kind == InstrumentKind::kGauge ? "ratio" : "";
   for (auto [unit, word] : kUnits)

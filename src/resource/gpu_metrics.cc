@@ -64,7 +64,7 @@ void append_gpu_sample(const GpuSample& s, const MetricAttributes& gpu, std::uin
                        std::uint64_t now_unix_nanos, std::vector<MetricData>& out) {
   // A gauge has no start; the memory sums (UpDownCounters, as the conventions make them) start with the pipeline.
   auto gauge = [&](const char* name, const char* unit, const char* description, auto value,
-                   MetricAttributes attributes) {
+                   const MetricAttributes& attributes) {
     constexpr bool kInteger = std::is_integral_v<decltype(value)>;
     MetricData d{name, unit, description, InstrumentKind::kGauge, kInteger, false, false, {}, {}};
     MetricPoint p = point_at(attributes, 0, now_unix_nanos);
@@ -87,7 +87,7 @@ void append_gpu_sample(const GpuSample& s, const MetricAttributes& gpu, std::uin
     general.emplace_back("hw.gpu.task", std::string("general"));
     std::sort(general.begin(), general.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     gauge("hw.gpu.utilization", "1", "Fraction of the last sample period a kernel ran on the GPU.", *s.utilization,
-          std::move(general));
+          general);
   }
   if (s.memory_used) sum("hw.gpu.memory.usage", "GPU memory in use.", *s.memory_used);
   if (s.memory_total) sum("hw.gpu.memory.limit", "GPU memory in all.", *s.memory_total);

@@ -318,14 +318,11 @@ TEST_F(FakeNvml, AnExportingRankExportsItsGpusMetrics) {
   c.logs_enabled = false;
   c.file_dir = ::testing::TempDir() + "lens-gpu-metrics";
   std::vector<std::string> batches;
-  Telemetry t = setup_telemetry(c, {.rank = 0,
-                                    .world_size = 1,
-                                    .local_rank = 2,
-                                    .reinit = true,
-                                    .metric_sink = [&](const std::string& json) {
-                                      batches.push_back(json);
-                                      return true;
-                                    }});
+  Telemetry t = setup_telemetry(
+      c, {.rank = 0, .world_size = 1, .local_rank = 2, .reinit = true, .metric_sink = [&](const std::string& json) {
+            batches.push_back(json);
+            return true;
+          }});
   ASSERT_TRUE(t.force_flush());
   t.shutdown();
   ASSERT_FALSE(batches.empty());

@@ -78,11 +78,12 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
               .step_sampling = settings_.step_sampling},
              std::move(sampler), settings_.resource, *exporter_, wake_),
       logs_(settings_.log_batch, settings_.resource, *exporter_, wake_),
-      metrics_(settings_.metrics, settings_.metric_interval_ms, settings_.temporality, settings_.resource, *exporter_,
-               [this] { return stats(); },
-               [gpu = settings_.gpu](std::uint64_t start, std::vector<MetricData>& out) {
-                 if (gpu) gpu->append(start, out);
-               }),
+      metrics_(
+          settings_.metrics, settings_.metric_interval_ms, settings_.temporality, settings_.resource, *exporter_,
+          [this] { return stats(); },
+          [gpu = settings_.gpu](std::uint64_t start, std::vector<MetricData>& out) {
+            if (gpu) gpu->append(start, out);
+          }),
       hang_(settings_.hang, spans_) {
   // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
   // inherited from this thread's at creation.

@@ -144,11 +144,15 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
     event("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
           ",\"args\":{\"sort_index\":" + std::to_string(i + 1) + "}}");
     for (int lane = 0; lane < p.lanes; ++lane) {
-      const std::string tid = std::to_string(lane + 1);
-      event("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + tid + ",\"args\":{\"name\":\"" +
-            lane_name(lane, p.host_lanes) + "\"}}");
-      event("{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":" + pid + ",\"tid\":" + tid +
-            ",\"args\":{\"sort_index\":" + tid + "}}");
+      const std::string track = "\"pid\":" + pid + ",\"tid\":" + std::to_string(lane + 1);
+      std::string thread_name = "{\"ph\":\"M\",\"name\":\"thread_name\",";
+      event(thread_name.append(track)
+                .append(",\"args\":{\"name\":\"")
+                .append(lane_name(lane, p.host_lanes))
+                .append("\"}}"));
+      std::string sort_index = "{\"ph\":\"M\",\"name\":\"thread_sort_index\",";
+      event(
+          sort_index.append(track).append(",\"args\":{\"sort_index\":").append(std::to_string(lane + 1)).append("}}"));
     }
     for (const TimelineSpan& s : p.spans) {
       const std::string tid = std::to_string(s.lane + 1);

@@ -24,8 +24,8 @@ json run_json(const RunFigures& r) {
 
 json device_time_json(const std::optional<DeviceTimeFigures>& d) {
   if (!d) return nullptr;
-  return {{"count", d->count}, {"p50_ms", d->p50_ms}, {"p90_ms", d->p90_ms}, {"p99_ms", d->p99_ms},
-          {"max_ms", d->max_ms}, {"mean_ms", d->mean_ms}};
+  return {{"count", d->count},   {"p50_ms", d->p50_ms}, {"p90_ms", d->p90_ms},
+          {"p99_ms", d->p99_ms}, {"max_ms", d->max_ms}, {"mean_ms", d->mean_ms}};
 }
 
 json spans_json(const std::vector<SpanFigures>& spans) {

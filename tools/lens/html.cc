@@ -188,14 +188,16 @@ std::string phases_section(const PhaseFigures& phases) {
   const auto& d = phases.mean_per_step.device_phase_ms;
   const bool device = std::any_of(d.begin(), d.end(), [](const Figure& f) { return f.has_value(); });
   if (device)
-    for (const char* name : kPhaseNames) head.push_back(std::string(name) + " device ms"), head.push_back(std::string(name) + " overhead ms");
+    for (const char* name : kPhaseNames)
+      head.push_back(std::string(name) + " device ms"), head.push_back(std::string(name) + " overhead ms");
   std::vector<std::vector<std::string>> rows;
   auto row_of = [&](const std::string& who, const PhaseRow& r) {
     std::vector<std::string> row = {who, cell(r.steps), cell(r.step_ms)};
     for (const Figure& phase : r.phase_ms) row.push_back(cell(phase));
     row.push_back(cell(r.other_ms));
     if (device)
-      for (int k = 0; k < kPhaseCount; ++k) row.push_back(cell(r.device_phase_ms[k])), row.push_back(cell(r.launch_overhead_ms[k]));
+      for (int k = 0; k < kPhaseCount; ++k)
+        row.push_back(cell(r.device_phase_ms[k])), row.push_back(cell(r.launch_overhead_ms[k]));
     rows.push_back(row);
   };
   for (const auto& [rank, r] : phases.per_rank) row_of(std::to_string(rank), r);
@@ -275,11 +277,13 @@ std::string bubble_section(const std::vector<BubbleRow>& bubble) {
 std::string spans_section(const std::vector<SpanFigures>& spans) {
   std::vector<std::vector<std::string>> rows;
   rows.reserve(spans.size());
-  const bool device = std::any_of(spans.begin(), spans.end(), [](const SpanFigures& s) { return s.device.has_value(); });
+  const bool device =
+      std::any_of(spans.begin(), spans.end(), [](const SpanFigures& s) { return s.device.has_value(); });
   for (const SpanFigures& s : spans) {
     rows.push_back({s.name, std::to_string(s.count), cell(s.p50_ms), cell(s.p90_ms), cell(s.p99_ms), cell(s.max_ms)});
     if (device && s.device)
-      rows.back().insert(rows.back().end(), {cell(s.device->p50_ms), cell(s.device->max_ms), cell(s.launch_overhead_ms)});
+      rows.back().insert(rows.back().end(),
+                         {cell(s.device->p50_ms), cell(s.device->max_ms), cell(s.launch_overhead_ms)});
     else if (device)
       rows.back().insert(rows.back().end(), 3, cell(Figure{}));
   }
@@ -307,11 +311,12 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
           " ranks seen of " + std::to_string(f.run.world_size) + " (pipeline " +
           std::to_string(f.run.pipeline_parallel_size) + " x data " + std::to_string(f.run.data_parallel_size) + "), " +
           std::to_string(f.read.spans) + " spans read</p>";
-  page += "<h2>Timeline of iterations " + escape(steps_shown) +
-          "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, green "
-          "optimizer; dashed lines: links from a sending stage to the receiving one; under \"device\", what the rank's GPU "
-          "ran for its device-timed spans (docs/GPU.md). Hover a span for its name and duration.</p>" +
-          timeline_svg(timeline);
+  page +=
+      "<h2>Timeline of iterations " + escape(steps_shown) +
+      "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, green "
+      "optimizer; dashed lines: links from a sending stage to the receiving one; under \"device\", what the rank's GPU "
+      "ran for its device-timed spans (docs/GPU.md). Hover a span for its name and duration.</p>" +
+      timeline_svg(timeline);
   std::vector<std::pair<std::string, std::vector<double>>> step_series;  // in rank order
   for (const auto& [rank, values] : f.step_ms_by_rank) {
     std::vector<double> v;

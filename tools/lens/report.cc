@@ -273,7 +273,8 @@ PhaseFigures Report::phase_figures() const {
     for (int k = 0; k < kPhaseCount; ++k) {
       if (out.not_measured[k].empty()) row.phase_ms[k] = t.n > 0 ? t.phase[k] / t.n : 0.0;
       if (device_parts_seen_[k]) row.device_phase_ms[k] = t.n > 0 ? t.device[k] / t.n : 0.0;
-      if (row.phase_ms[k] && row.device_phase_ms[k]) row.launch_overhead_ms[k] = *row.phase_ms[k] - *row.device_phase_ms[k];
+      if (row.phase_ms[k] && row.device_phase_ms[k])
+        row.launch_overhead_ms[k] = *row.phase_ms[k] - *row.device_phase_ms[k];
       accounted += t.phase[k];
     }
     row.other_ms = t.n > 0 ? std::max(0.0, t.step - accounted) / t.n : 0.0;
@@ -511,18 +512,23 @@ std::vector<EvaluationFigures> Report::evaluation_figures() const {
 
 std::vector<SpanFigures> Report::span_figures() {
   std::vector<SpanFigures> out;
-  for (auto& [name, d] : durations_)
-    out.push_back({.name = name,
-                   .count = d.count(),
-                   .p50_ms = ms(d.percentile(0.50)),
-                   .p90_ms = ms(d.percentile(0.90)),
-                   .p99_ms = ms(d.percentile(0.99)),
-                   .max_ms = ms(d.max()),
-                   .mean_ms = d.mean() / 1e6});
+  for (auto& [name, d] : durations_) {
+    SpanFigures& f = out.emplace_back();
+    f.name = name;
+    f.count = d.count();
+    f.p50_ms = ms(d.percentile(0.50));
+    f.p90_ms = ms(d.percentile(0.90));
+    f.p99_ms = ms(d.percentile(0.99));
+    f.max_ms = ms(d.max());
+    f.mean_ms = d.mean() / 1e6;
+  }
   for (auto& [name, d] : device_durations_) {
     auto host = std::lower_bound(out.begin(), out.end(), name,
                                  [](const SpanFigures& f, const std::string& n) { return f.name < n; });
-    if (host == out.end() || host->name != name) host = out.insert(host, SpanFigures{.name = name});  // host not read
+    if (host == out.end() || host->name != name) {  // its host spans were not read: a row of device time only
+      host = out.insert(host, SpanFigures{});
+      host->name = name;
+    }
     host->device = DeviceTimeFigures{.count = d.count(),
                                      .p50_ms = ms(d.percentile(0.50)),
                                      .p90_ms = ms(d.percentile(0.90)),

@@ -159,7 +159,7 @@ class Report : public RunVisitor {
   // By iteration, then rank: a record for each step seen (memory follows the steps in the files, not the largest
   // iteration number one claims).
   std::map<std::int64_t, std::map<int, StepRecord>> records_;
-  std::array<bool, kPhaseCount + 1> parts_seen_{};  // by step_part(): a span of that kind was read
+  std::array<bool, kPhaseCount + 1> parts_seen_{};     // by step_part(): a span of that kind was read
   std::array<bool, kPhaseCount> device_parts_seen_{};  // a device span of that phase was read
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;

@@ -133,7 +133,8 @@ void render_phases(const PhaseFigures& phases, const Line& line) {
     line(text.append(names).append(": ").append(why).append("; 'other' holds their time"));
   }
   if (std::none_of(mean.device_phase_ms.begin(), mean.device_phase_ms.end(), [](const Figure& f) { return f; })) return;
-  std::string device = "  on the device (its spans by the step they start in):", overhead = "  launch overhead (host - device):";
+  std::string device = "  on the device (its spans by the step they start in):",
+              overhead = "  launch overhead (host - device):";
   for (int k = 0; k < kPhaseCount; ++k) {
     device += std::string(" ") + kPhaseNames[k] + " " + ms_or_dash(mean.device_phase_ms[k]);
     overhead += std::string(" ") + kPhaseNames[k] + " " + ms_or_dash(mean.launch_overhead_ms[k]);

@@ -1,8 +1,9 @@
 // The spans a picture of a run draws: every span of each process, or only those inside chosen steps, kept with
 // their ids, links and attributes, and laid out on tracks where they nest strictly (a span that overlaps another
 // without nesting in it, such as concurrent grad_sync.start buckets, goes to a lane of its own). Device spans
-// (docs/GPU.md) go to lanes of their own below the host's: a rank's GPU track, what the device did and when. What `lens convert`
-// writes as Chrome JSON and the HTML page's timeline draws. Memory: the spans kept (a second read of the files).
+// (docs/GPU.md) go to lanes of their own below the host's: a rank's GPU track, what the device did and when. What `lens
+// convert` writes as Chrome JSON and the HTML page's timeline draws. Memory: the spans kept (a second read of the
+// files).
 #pragma once
 
 #include <cstdint>
