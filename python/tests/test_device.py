@@ -7,6 +7,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import textwrap
 import unittest
 
 import lens
@@ -86,6 +87,38 @@ class DeviceSpans(unittest.TestCase):
                 pass
         self.assertIn("NEMO_LENS_DEVICE_SPAN_GROUPS", str(raised.exception))
         self.assertIn("layer", str(raised.exception))
+
+
+class RuntimeFoundByName(unittest.TestCase):
+    """The runtime as a user's machine has it: no LENS_CUDART_LIBRARY, `libcudart.so.12` found by dlopen's search
+    (LD_LIBRARY_PATH here; the CUDA toolkit's or PyTorch's library directory there). A process of its own: the
+    loader reads LD_LIBRARY_PATH when a process starts."""
+
+    CHILD = textwrap.dedent("""
+        import ctypes
+        import lens
+        from lens.helpers import managed_span
+        from lens.megatron import MegatronSpanGroup
+        from support import Run
+        fake = ctypes.CDLL("libcudart.so.12")  # by name, as lens loads it: the same library, one device
+        fake.fake_cuda_stream_create.restype = ctypes.c_void_p
+        fake.fake_cuda_launch_kernel.argtypes = [ctypes.c_void_p, ctypes.c_double]
+        stream = fake.fake_cuda_stream_create()
+        with Run("all", MegatronSpanGroup, NEMO_LENS_DEVICE_TIMING="cuda") as run:
+            lens.set_device_stream(stream)
+            with managed_span(MegatronSpanGroup.LAYER, "megatron.layer.forward"):
+                fake.fake_cuda_launch_kernel(stream, 2000.0)
+        print(sorted(s["name"] for s in run.spans))
+    """)
+
+    def test_libcudart_so_12_on_the_library_path_is_found(self):
+        env = {k: v for k, v in os.environ.items() if k != "LENS_CUDART_LIBRARY"}
+        env["LD_LIBRARY_PATH"] = os.path.dirname(FAKE_CUDART)
+        result = subprocess.run([sys.executable, "-c", self.CHILD], cwd=os.path.dirname(os.path.abspath(__file__)),
+                                env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("'megatron.layer.forward.device'", result.stdout)
+        self.assertNotIn("device timing (DEVICE_TIMING=cuda) is off", result.stderr)
 
 
 class GpuCheck(unittest.TestCase):

@@ -366,7 +366,7 @@ bool DevicePoller::poll(const Emit& emit) {
   return outstanding;
 }
 
-std::uint64_t DevicePoller::finish(std::chrono::steady_clock::time_point until, const Emit& emit) {
+void DevicePoller::finish(std::chrono::steady_clock::time_point until, const Emit& emit) {
   auto pending = [&] {
     std::uint64_t n = 0;
     for (PairPool* pool : all_pools())
@@ -376,7 +376,7 @@ std::uint64_t DevicePoller::finish(std::chrono::steady_clock::time_point until, 
   };
   for (;;) {
     poll(emit);
-    if (pending() == 0) return 0;
+    if (pending() == 0) return;
     if (std::chrono::steady_clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -390,7 +390,6 @@ std::uint64_t DevicePoller::finish(std::chrono::steady_clock::time_point until, 
     }
   }
   g_counts.dropped_incomplete.fetch_add(dropped, std::memory_order_relaxed);
-  return dropped;
 }
 
 DeviceCounts device_counts() noexcept {

@@ -120,8 +120,8 @@ class DevicePoller {
   // Emits every pair whose events completed, never waiting; true while pairs are still outstanding (open or pending).
   bool poll(const Emit& emit);
   // At shutdown: polls until nothing is pending or `until`; a pair still pending then is dropped and counted
-  // (incomplete). Returns the pairs dropped.
-  std::uint64_t finish(std::chrono::steady_clock::time_point until, const Emit& emit);
+  // (incomplete, in device_counts()).
+  void finish(std::chrono::steady_clock::time_point until, const Emit& emit);
 
  private:
   // Emits `pair` when complete; false while it is not.

@@ -316,6 +316,7 @@ TEST_F(FakeNvml, AnExportingRankExportsItsGpusMetrics) {
   c.enabled = true;
   c.traces_enabled = false;
   c.logs_enabled = false;
+  c.exporter = Exporter::kFile;  // a build without gRPC has no default exporter
   c.file_dir = ::testing::TempDir() + "lens-gpu-metrics";
   std::vector<std::string> batches;
   Telemetry t = setup_telemetry(

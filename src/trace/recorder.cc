@@ -340,6 +340,20 @@ void append_text_entry(OpenSpan& s, EntryTag tag, std::string_view text, std::ui
   w.commit();
 }
 
+// Copies `name` into the arena, cut to a quarter of it (a runaway name must not fill it), and points the header at
+// the copy; false, the name left as it was, when the arena has no room (only a span renamed late: a new one's is
+// empty).
+bool set_copied_name(OpenSpan& s, std::string_view name) noexcept {
+  constexpr std::uint32_t kNoRoom = ~std::uint32_t{0};
+  std::uint32_t entry = kNoRoom;
+  const std::string_view text = name.substr(0, kArenaBytes / 4);
+  append_text_entry(s, EntryTag::kName, text, &entry);
+  if (entry == kNoRoom) return false;
+  s.header.name =
+      TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
+  return true;
+}
+
 // Sets (or, when there is no room, leaves unset) the status description.
 void set_status_message(OpenSpan& s, std::string_view message) noexcept {
   std::uint32_t entry = 0;
@@ -389,11 +403,7 @@ void set_name_attributes_and_open(SpanHandle& h, OpenSpan& s, SpanDrain& p, Span
   if (name.is_static()) {
     r.name = TextRef{name.text().data(), 0, static_cast<std::uint32_t>(name.text().size())};
   } else {
-    std::uint32_t entry = 0;
-    std::string_view text = name.text().substr(0, kArenaBytes / 4);  // a runaway name must not fill the arena
-    append_text_entry(s, EntryTag::kName, text, &entry);
-    r.name =
-        TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
+    set_copied_name(s, name.text());  // the arena is empty: it fits
   }
   if (attributes.size() != 0) append_attributes(s, p.limits, attributes);
   if (group.id() == p.collective_group) append_collective_sequence(s, p);
@@ -479,11 +489,7 @@ void record_device_span(SpanDrain& p, const DeviceSpan& d, SpanName name,
   r.trace_flags = d.host.trace_flags;
   r.bits = RecordHeader::kHasParent | RecordHeader::kStartIsUnixNanos | RecordHeader::kEndIsUnixNanos;
   r.group = d.group;
-  std::uint32_t entry = 0;
-  const std::string_view text = name.text().substr(0, kArenaBytes / 4);
-  append_text_entry(*s, EntryTag::kName, text, &entry);
-  r.name =
-      TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
+  set_copied_name(*s, name.text());  // the arena is empty: it fits
   append_attributes(*s, p.limits, attributes);
   r.start_tick = d.start_unix_nanos;
   r.end_tick = d.end_unix_nanos;
@@ -594,13 +600,7 @@ void update_name(SpanHandle& h, SpanName name) noexcept {
   // The name is read by hang snapshots as a seqlock: move the generation on before and after, so a snapshot
   // that overlaps the change sees it move and leaves the span out rather than read half a name.
   s.generation.exchange(h.generation + 2, std::memory_order_acq_rel);  // later writes stay after it (no fence: TSan)
-  constexpr std::uint32_t kNoRoom = ~std::uint32_t{0};
-  std::uint32_t entry = kNoRoom;
-  std::string_view text = name.text().substr(0, kArenaBytes / 4);
-  append_text_entry(s, EntryTag::kName, text, &entry);
-  if (entry != kNoRoom)  // else the arena is full: the old name stays
-    s.header.name =
-        TextRef{nullptr, static_cast<std::uint32_t>(entry + sizeof(TextHead)), static_cast<std::uint32_t>(text.size())};
+  set_copied_name(s, name.text());                                     // no room: the old name stays
   h.generation += 4;
   LENS_DCHECK((h.generation & 1) == 1);  // still open, moved on twice so a snapshot that overlapped sees it
   s.generation.store(h.generation, std::memory_order_release);

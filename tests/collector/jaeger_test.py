@@ -5,8 +5,10 @@ scripts/setup-deps.sh), read back through Jaeger's query API.
 exporting OTLP/gRPC straight to Jaeger, once per trace layout. Jaeger holds every span the ranks counted as
 exported; each span's parent is in its trace with the parent's name the tree of CONTRACT §6 gives; each linked
 pipeline receive is linked to a send of the other stage; in the step layout each iteration is one trace that
-spans all 4 ranks. The Jaeger build from the Go module proxy carries a placeholder page instead of its UI (the UI's
-assets are built with npm and are not in the module), so the check is through the API alone."""
+spans all 4 ranks. In the segment layout the ranks run on the CUDA runtime's simulator with device timing (issue
+34): each `<name>.device` span arrives as its host span's child. The Jaeger build from the Go module proxy carries a
+placeholder page instead of its UI (the UI's assets are built with npm and are not in the module), so the check is
+through the API alone."""
 
 import collections
 import os
@@ -21,6 +23,7 @@ FLAGS = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2
          "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", "8",
          "--train-iters", "4", "--log-interval", "1", "--otel-enabled", "--otel-span-groups", "all"]
 ITERATIONS = 4
+FAKE_CUDART = os.environ.get("LENS_FAKE_CUDART", "")
 STATS = re.compile(r"spans: (\d+) produced, (\d+) exported, (\d+) dropped")
 
 # The parents a span may have in the tree every layout keeps (CONTRACT §6).
@@ -31,11 +34,11 @@ PARENTS = {"megatron.forward_backward": {"megatron.train_step"},
            "megatron.layer.forward": {"megatron.microbatch.forward"}}
 
 
-def train(directory, world, env):
+def train(directory, world, env, flags=()):
     """pretrain_gpt on `world` ranks; returns each rank's (produced, exported, dropped) spans from its shutdown
     line."""
     stats = []
-    for output in peers.run_ranks(TRAINER, FLAGS, world, env, directory):
+    for output in peers.run_ranks(TRAINER, [*FLAGS, *flags], world, env, directory):
         found = STATS.findall(output)
         if not found:
             raise AssertionError(f"no span counts in a rank's output: {output[-2000:]}")
@@ -60,12 +63,17 @@ class JaegerTest(peers.PeerTest):
                 return traces
             time.sleep(0.2)
 
-    def check_layout(self, layout):
+    def check_layout(self, layout, device=False):
         jaeger = self.start(peers.Jaeger(self.dir))
         service = f"lens-{layout}"
-        stats = train(self.dir, 4, {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{jaeger.grpc_port}",
-                                    "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_SERVICE_NAME": service,
-                                    "MEGATRON_OTEL_TRACE_LAYOUT": layout, "MEGATRON_OTEL_RUN_ID": f"jaeger-{layout}"})
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{jaeger.grpc_port}",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_SERVICE_NAME": service,
+               "MEGATRON_OTEL_TRACE_LAYOUT": layout, "MEGATRON_OTEL_RUN_ID": f"jaeger-{layout}"}
+        flags = []
+        if device:  # each layer's attention and MLP a 200 us kernel on the simulator
+            env.update({"MEGATRON_OTEL_DEVICE_TIMING": "cuda", "LENS_CUDART_LIBRARY": FAKE_CUDART})
+            flags = ["--testing-fake-cuda", FAKE_CUDART, "--testing-kernel-us", "200"]
+        stats = train(self.dir, 4, env, flags)
         for produced, exported, dropped in stats:
             self.assertEqual((exported, dropped), (produced, 0), stats)
         exported = sum(s[1] for s in stats)
@@ -102,9 +110,28 @@ class JaegerTest(peers.PeerTest):
         return traces, spans
 
     def test_segment_layout(self):
-        traces, spans = self.check_layout("segment")
+        traces, spans = self.check_layout("segment", device=bool(FAKE_CUDART))
         steps = [s for _, s, _ in spans.values() if s["operationName"] == "megatron.train_step"]
         self.assertEqual(len(steps), 4 * ITERATIONS)
+        if FAKE_CUDART:
+            self.check_device_spans(spans)
+
+    def check_device_spans(self, spans):
+        """Every device span is its host span's child (the name less `.device`), INTERNAL, on cuda:0; every layer
+        span has one."""
+        devices = [(s, rank) for _, s, rank in spans.values() if s["operationName"].endswith(".device")]
+        self.assertTrue(devices, "no device span in Jaeger")
+        for span, rank in devices:
+            parents = [r for r in span.get("references", []) if r["refType"] == "CHILD_OF"]
+            self.assertEqual(len(parents), 1, span)
+            _, host, host_rank = spans[parents[0]["spanID"]]
+            self.assertEqual(host["operationName"] + ".device", span["operationName"])
+            self.assertEqual(host_rank, rank)
+            self.assertEqual(tag(span["tags"], "lens.device"), "cuda:0")
+            self.assertEqual(tag(span["tags"], "span.kind"), "internal")
+        for name in ("megatron.layer.self_attention", "megatron.layer.mlp"):
+            hosts = sum(1 for _, s, _ in spans.values() if s["operationName"] == name)
+            self.assertEqual(sum(1 for s, _ in devices if s["operationName"] == name + ".device"), hosts, name)
 
     def test_step_layout_one_trace_per_iteration_across_every_rank(self):
         traces, spans = self.check_layout("step")
