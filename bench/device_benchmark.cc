@@ -1,6 +1,8 @@
 // The training thread's cost of a device-timed span (docs/GPU.md): the same `layer` span with device timing off and on,
 // on the CUDA runtime's simulator (tests/support/fake_cudart.cc, whose cudaEventRecord takes a lock and wakes its
-// stream's thread), and the simulator's own calls alone, so lens's share is the difference. Spans run in bursts of
+// stream's thread), and the simulator's own calls alone, so lens's share is the difference; and with NVTX ranges, on a
+// stand-in that only counts its stack's depth (NVIDIA's library with no tool attached does about as little), so the
+// difference is lens's NVTX part and two calls into the library. Spans run in bursts of
 // 1,000 with an untimed flush between them, so every pair is polled back; `drop_ratio` and `device_skip_ratio` say
 // what was not kept.
 //
@@ -14,6 +16,7 @@
 #include "bench_support.h"
 #include "device/cuda_runtime.h"
 #include "device/device_timing.h"
+#include "device/nvtx.h"
 #include "lens/device.h"
 #include "lens/span.h"
 
@@ -23,8 +26,10 @@ namespace mg = lens::megatron::group;
 using lens::internal::cuda_runtime;
 using lens::internal::CudaRuntime;
 
-lens::Telemetry set_up(bool device_timing) {
+lens::Telemetry set_up(bool device_timing, bool nvtx = false) {
   setenv("LENS_CUDART_LIBRARY", LENS_FAKE_CUDART, 1);
+  setenv("LENS_NVTX_LIBRARY", nvtx ? LENS_FAKE_NVTX_NOOP : "/nonexistent/libnvToolsExt.so.1", 1);
+  lens::internal::reset_nvtx_for_testing();
   lens::Config config;
   config.span_groups = "all";
   config.device_timing = device_timing ? lens::DeviceTiming::kCuda : lens::DeviceTiming::kNone;
@@ -44,8 +49,13 @@ std::uint64_t device_skips() {
   return d.skipped_pool_exhausted + d.skipped_capturing + d.skipped_error;
 }
 
-void layer_spans(benchmark::State& state, bool device_timing) {
-  lens::Telemetry t = set_up(device_timing);
+void layer_spans(benchmark::State& state, bool device_timing, bool nvtx = false) {
+  lens::Telemetry t = set_up(device_timing, nvtx);
+  if (nvtx && lens::internal::nvtx() == nullptr) {
+    t.shutdown();
+    state.SkipWithError("no NVTX stand-in");
+    return;
+  }
   lens::set_device_stream(simulator_stream());
   const std::uint64_t skipped_before = device_skips();
   lens::bench::spans_in_bursts(state, t, true, [] { LENS_SPAN(mg::layer, "megatron.layer.forward"); });
@@ -60,6 +70,9 @@ BENCHMARK(BM_Device_LayerSpan_HostOnly);
 
 void BM_Device_LayerSpan_DeviceTimed(benchmark::State& state) { layer_spans(state, true); }
 BENCHMARK(BM_Device_LayerSpan_DeviceTimed);
+
+void BM_Device_LayerSpan_DeviceTimedWithNvtx(benchmark::State& state) { layer_spans(state, true, true); }
+BENCHMARK(BM_Device_LayerSpan_DeviceTimedWithNvtx);
 
 // What a device-timed span asks of the runtime, without lens: the capture check and the record, at each end.
 void BM_Device_SimulatorCallsAlone(benchmark::State& state) {

@@ -57,10 +57,8 @@ std::vector<MetricData> MetricSchedule::collect(MetricCollector& collector) {
 namespace {
 
 MetricPoint point(std::int64_t value, std::uint64_t start_unix_nanos, std::uint64_t now) {
-  MetricPoint p;
+  MetricPoint p = point_at(start_unix_nanos, now);
   p.int_value = value;
-  p.start_unix_nanos = start_unix_nanos;
-  p.time_unix_nanos = now;
   return p;
 }
 

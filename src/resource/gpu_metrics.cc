@@ -20,14 +20,6 @@ void say_once(const char* why) {
   if (!said.exchange(true)) log_info("no GPU metrics (hw.gpu.*): %s", why);
 }
 
-MetricPoint point_at(const MetricAttributes& attributes, std::uint64_t start, std::uint64_t now) {
-  MetricPoint p;
-  p.attributes = attributes;
-  p.start_unix_nanos = start;
-  p.time_unix_nanos = now;
-  return p;
-}
-
 }  // namespace
 
 std::unique_ptr<GpuMetrics> GpuMetrics::for_rank(const EnvLookup& env, int local_rank) {
@@ -67,7 +59,7 @@ void append_gpu_sample(const GpuSample& s, const MetricAttributes& gpu, std::uin
                    const MetricAttributes& attributes) {
     constexpr bool kInteger = std::is_integral_v<decltype(value)>;
     MetricData d{name, unit, description, InstrumentKind::kGauge, kInteger, false, false, {}, {}};
-    MetricPoint p = point_at(attributes, 0, now_unix_nanos);
+    MetricPoint p = point_at(0, now_unix_nanos, attributes);
     if constexpr (kInteger)
       p.int_value = value;
     else
@@ -77,7 +69,7 @@ void append_gpu_sample(const GpuSample& s, const MetricAttributes& gpu, std::uin
   };
   auto sum = [&](const char* name, const char* description, std::uint64_t bytes) {
     MetricData d{name, "By", description, InstrumentKind::kUpDownCounter, true, false, false, {}, {}};
-    MetricPoint p = point_at(gpu, start_unix_nanos, now_unix_nanos);
+    MetricPoint p = point_at(start_unix_nanos, now_unix_nanos, gpu);
     p.int_value = static_cast<std::int64_t>(bytes);
     d.points.push_back(std::move(p));
     out.push_back(std::move(d));

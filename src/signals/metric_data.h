@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lens/metrics.h"
@@ -22,6 +23,16 @@ struct MetricPoint {
   double sum = 0, min = 0, max = 0;
   std::uint64_t start_unix_nanos = 0, time_unix_nanos = 0;
 };
+
+// A point taken at `now_unix_nanos`, of a sum that started at `start_unix_nanos` (0 for a gauge, which has no start).
+inline MetricPoint point_at(std::uint64_t start_unix_nanos, std::uint64_t now_unix_nanos,
+                            MetricAttributes attributes = {}) {
+  MetricPoint p;
+  p.attributes = std::move(attributes);
+  p.start_unix_nanos = start_unix_nanos;
+  p.time_unix_nanos = now_unix_nanos;
+  return p;
+}
 
 struct MetricData {
   std::string name, unit, description;
