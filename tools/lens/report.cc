@@ -87,67 +87,102 @@ void Report::identity(const Origin& o) {
   tensor_size_ = std::max(tensor_size_, o.tensor_size);
 }
 
-void Report::span(const SpanRow& s) {
+Report::Process& Report::process_of(const SpanRow& s) {
+  if (s.origin == last_origin_) return *last_process_;
+  // Who wrote it, taken once a batch (what identity() keeps does not change with the spans of one origin).
   const Origin& o = *s.origin;
   identity(o);
-  clock_links_.add(s);
   Process& p = processes_[s.origin];
   if (p.key.empty()) p.rank = o.rank, p.key = process_key(o);
-  if (const std::string_view host = host_of_device_span(s.name); !host.empty()) {
-    device_span(p, host, s);
+  last_origin_ = s.origin;
+  last_process_ = &p;
+  return p;
+}
+
+Report::NameClass Report::classify(std::string_view name) {
+  NameClass c;
+  if (const std::string_view host = host_of_device_span(name); !host.empty()) {
+    c.device = true;
+    c.durations = &durations_of(device_durations_, host, c.other_name);
+    c.part = step_part(host);
+    return c;
+  }
+  c.durations = &durations_of(durations_, name, c.other_name);
+  c.megatron = name.starts_with("megatron.");
+  c.step = is_step_span(name);
+  c.part = step_part(name);
+  c.event = event_kind(name);
+  return c;
+}
+
+const Report::NameClass& Report::name_class(std::string_view name) {
+  if (auto it = name_classes_.find(name); it != name_classes_.end()) return it->second;
+  if (name_classes_.size() >= kMaxNameClasses) return unkept_class_ = classify(name);
+  // A durations entry never moves (a node of a std::map) and a name past kMaxSpanNames stays past it: a class
+  // stays true for the rest of the read.
+  return name_classes_.emplace(std::string(name), classify(name)).first->second;
+}
+
+void Report::span(const SpanRow& s) {
+  clock_links_.add(s);
+  Process& p = process_of(s);
+  const NameClass& c = name_class(s.name);
+  if (c.other_name) ++spans_of_other_names_;
+  if (c.device) {
+    device_span(p, c, s);
     return;
   }
   if (s.truncated) ++truncated_;
-  note_time(p, s);
+  note_time(p, c, s);
   if (s.group_change && s.iteration >= 0) {
     auto& [change, ranks] = group_changes_[s.iteration];
     change = *s.group_change;
-    ranks.insert(o.rank);
+    ranks.insert(p.rank);
   }
-  if (is_step_span(s.name) && s.iteration >= 0 && s.iteration < kMaxIterations) {
+  if (c.step && s.iteration >= 0 && s.iteration < kMaxIterations) {
     if (!s.truncated) step(p, s);  // a step cut short by shutdown is not a step's time
-  } else if (const int part = step_part(s.name); part != kNoPart) {
-    parts_seen_[static_cast<std::size_t>(part)] = true;
-    const Pending item{s.start_ns, s.end_ns, part, s.num_microbatches};
+  } else if (c.part != kNoPart) {
+    parts_seen_[static_cast<std::size_t>(c.part)] = true;
+    const Pending item{s.start_ns, s.end_ns, c.part, s.num_microbatches};
     if (!place(p, item)) p.pending.emplace(item.start_ns, item);
-  } else if (const int kind = event_kind(s.name); kind >= 0) {
-    events_.push_back({kind, o.rank, s.start_ns, s.end_ns, s.iteration, &p});
+  } else if (c.event >= 0) {
+    events_.push_back({c.event, p.rank, s.start_ns, s.end_ns, s.iteration, &p});
   }
-  durations_of(durations_, s.name).add(s.duration_ns());
+  c.durations->add(s.duration_ns());
 }
 
-Durations& Report::durations_of(std::map<std::string, Durations, std::less<>>& by_name, std::string_view name) {
+Durations& Report::durations_of(std::map<std::string, Durations, std::less<>>& by_name, std::string_view name,
+                                bool& other_name) {
   auto it = by_name.find(name);
+  other_name = false;
   if (it == by_name.end()) {
     // Memory follows the names, which a file can make endless (200 k names took 362 MB): past kMaxSpanNames,
     // spans of new names are counted under one.
-    const bool room = by_name.size() < kMaxSpanNames;
-    if (!room) ++spans_of_other_names_;
-    it = by_name.try_emplace(room ? std::string(name) : std::string(kOtherSpanNames)).first;
+    other_name = by_name.size() >= kMaxSpanNames;
+    it = by_name.try_emplace(other_name ? std::string(kOtherSpanNames) : std::string(name)).first;
   }
   return it->second;
 }
 
 // A device span: beside its host span's name, and in the phase of its host span, never in a phase of its own.
-void Report::device_span(Process& p, std::string_view host_name, const SpanRow& s) {
-  durations_of(device_durations_, host_name).add(s.duration_ns());
-  const int part = step_part(host_name);
-  if (part == kNoPart || part == kForwardBackward) return;
-  device_parts_seen_[static_cast<std::size_t>(part)] = true;
-  const Pending item{s.start_ns, s.end_ns, part, -1, true};
+void Report::device_span(Process& p, const NameClass& c, const SpanRow& s) {
+  c.durations->add(s.duration_ns());
+  if (c.part == kNoPart || c.part == kForwardBackward) return;
+  device_parts_seen_[static_cast<std::size_t>(c.part)] = true;
+  const Pending item{s.start_ns, s.end_ns, c.part, -1, true};
   if (!place(p, item)) p.pending.emplace(item.start_ns, item);
 }
 
-void Report::note_time(Process& p, const SpanRow& s) {
-  if (!s.name.starts_with("megatron.") || s.end_ns < s.start_ns) return;
+void Report::note_time(Process& p, const NameClass& c, const SpanRow& s) {
+  if (!c.megatron || s.end_ns < s.start_ns) return;
   Timeline& t = p.timeline;
   t.first_ns = std::min(t.first_ns, s.start_ns);
   t.last_ns = std::max(t.last_ns, s.end_ns);
-  if (is_step_span(s.name) && s.iteration >= 0 && s.iteration < kMaxIterations && !s.truncated)
+  if (c.step && s.iteration >= 0 && s.iteration < kMaxIterations && !s.truncated)
     t.steps.push_back({s.iteration, s.start_ns, s.end_ns});
-  else if (const int kind = event_kind(s.name); kind == kSave)
+  else if (c.event == kSave)
     t.save_ns += s.end_ns - s.start_ns;
-  else if (kind == kEvaluate)
+  else if (c.event == kEvaluate)
     t.evaluate_ns += s.end_ns - s.start_ns;
 }
 

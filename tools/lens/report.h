@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "clocks.h"
@@ -122,10 +123,33 @@ class Report : public RunVisitor {
     const Process* process;
   };
 
+  // What the report does with the spans of one name, worked out at the name's first span: a run has a few dozen
+  // names and millions of spans, and matching each span's name against every rule was a third of the report's work.
+  struct NameClass {
+    Durations* durations = nullptr;  // where its durations go (under kOtherSpanNames past kMaxSpanNames)
+    bool other_name = false;         // counted under kOtherSpanNames
+    bool device = false;             // a device span: beside its host span's name, in its host span's phase
+    bool megatron = false;           // a megatron.* span: when the process trained (goodput)
+    bool step = false;               // a step span
+    int part = kNoPart;              // step_part() (of the host span's name for a device span)
+    int event = -1;                  // an EventKind
+  };
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const noexcept { return std::hash<std::string_view>{}(name); }
+  };
+  // Classes kept, at most: past it (a file of endless names) a name is classified at each span, as before.
+  static constexpr std::size_t kMaxNameClasses = 2 * kMaxSpanNames;
+
+  const NameClass& name_class(std::string_view name);
+  NameClass classify(std::string_view name);
+  Process& process_of(const SpanRow& s);
   void identity(const Origin& o);
   void step(Process& p, const SpanRow& s);
-  void device_span(Process& p, std::string_view host_name, const SpanRow& s);
-  Durations& durations_of(std::map<std::string, Durations, std::less<>>& by_name, std::string_view name);
+  void device_span(Process& p, const NameClass& c, const SpanRow& s);
+  // The durations of `name` (kOtherSpanNames' past kMaxSpanNames names: `other_name` is then set).
+  Durations& durations_of(std::map<std::string, Durations, std::less<>>& by_name, std::string_view name,
+                          bool& other_name);
   bool place(Process& p, const Pending& item);
   void settle();
   // The parts of figures(), each from the records.
@@ -134,7 +158,7 @@ class Report : public RunVisitor {
   PhaseFigures phase_figures() const;
   StragglerFigures straggler_figures() const;
   GoodputFigures goodput_figures() const;
-  void note_time(Process& p, const SpanRow& s);
+  void note_time(Process& p, const NameClass& c, const SpanRow& s);
   std::vector<BubbleRow> bubble_figures(const ClockFigures& clocks) const;
   std::vector<CheckpointFigures> checkpoint_figures() const;
   std::vector<EvaluationFigures> evaluation_figures() const;
@@ -156,6 +180,10 @@ class Report : public RunVisitor {
   std::map<std::string, Durations, std::less<>> durations_;
   std::map<std::string, Durations, std::less<>> device_durations_;  // by the host span's name
   std::map<const Origin*, Process> processes_;
+  const Origin* last_origin_ = nullptr;  // spans come in batches of one process: its Process, looked up once
+  Process* last_process_ = nullptr;
+  std::unordered_map<std::string, NameClass, NameHash, std::equal_to<>> name_classes_;
+  NameClass unkept_class_;  // the class of a name past kMaxNameClasses, made again at each of its spans
   // By iteration, then rank: a record for each step seen (memory follows the steps in the files, not the largest
   // iteration number one claims).
   std::map<std::int64_t, std::map<int, StepRecord>> records_;

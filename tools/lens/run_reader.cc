@@ -717,7 +717,8 @@ class RowRecorder final : public RunVisitor {
 // were read; the visitor takes them in that order.
 struct Block {
   std::size_t file = 0;
-  std::vector<Line> lines;
+  std::vector<Line> lines;  // the first line_count are this block's; the rest keep their buffers to be read into
+  std::size_t line_count = 0;
   ReadStats stats;                       // the worker's counts, and the reader's: a file opened or not
   std::vector<ReadProblem> after_lines;  // what kept the file from being read to its end (its last block's)
   std::uint64_t done_bytes = 0;          // of the whole read, once this block is visited
@@ -793,7 +794,9 @@ class ParallelRead {
     }
     if (block == nullptr) block = std::make_unique<Block>();
     block->file = file;
-    block->lines.clear();
+    block->line_count = 0;
+    for (Line& line : block->lines)  // a buffer is kept for the next lines unless a rare long line made it large
+      if (line.text.capacity() > kBlockBytes) std::string().swap(line.text);
     block->stats = {};
     block->after_lines.clear();
     block->done_bytes = 0;
@@ -827,8 +830,12 @@ class ParallelRead {
       ReadStats file;  // opened or not, read to the end or not
       done += read_lines(files_[f], file, line, [&](Line& l, std::uint64_t file_bytes) {
         bytes += l.text.size();
-        block->lines.push_back(std::move(l));
-        l = Line{block->lines.back().number, {}, true, false};
+        if (block->line_count == block->lines.size()) block->lines.emplace_back();
+        Line& kept = block->lines[block->line_count++];
+        kept.number = l.number;
+        kept.complete = l.complete;
+        kept.overlong = l.overlong;
+        kept.text.swap(l.text);  // `l` reads on into the buffer of a line the block held before: no allocation
         if (bytes >= kBlockBytes) {
           block->done_bytes = done + file_bytes;
           hand_out(std::move(block));
@@ -871,12 +878,11 @@ class ParallelRead {
       parser.count_into(block->stats);
       const std::string& path = files_[block->file];
       try {
-        for (Line& line : block->lines) parse_line(parser, block->stats, path, line);
+        for (std::size_t i = 0; i < block->line_count; ++i) parse_line(parser, block->stats, path, block->lines[i]);
       } catch (const std::exception& e) {  // out of memory: this block's problem, the rest is still read
         block->stats.problems.push_back({path, 0, std::string("could not be read: ") + e.what()});
       }
       for (ReadProblem& p : block->after_lines) block->stats.problems.push_back(std::move(p));
-      std::vector<Line>().swap(block->lines);
       {
         std::lock_guard lock(mutex_);
         block->parsed = true;
