@@ -79,6 +79,10 @@ LENS_ABI_NAMESPACE_BEGIN
 namespace internal {
 LENS_API void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
                          const StartOptions& options) noexcept;
+// start_span, and the span made the thread's current one when it has a context (as push_context(h.context, &h)):
+// LENS_SPAN's two steps in one call. Returns where the context went (null: nowhere), for pop_context.
+LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
+                                         std::span<const Attribute> attributes, const StartOptions& options) noexcept;
 // end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
 LENS_API void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos = 0) noexcept;
 // Renames an open span (OpenTelemetry's update_name). Handles copied from `h` before the call stop owning it.
@@ -165,6 +169,12 @@ class Span {
   }
 
  protected:
+  // start(), the span then the thread's current one: where its context went, for pop_context (null: nowhere).
+  internal::ThreadState* start_as_current(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
+                                          const StartOptions& options) noexcept {
+    uncaught_ = std::uncaught_exceptions();
+    return internal::start_current_span(h_, group, name, internal::as_span(attributes), options);
+  }
   const internal::SpanHandle& handle() const noexcept { return h_; }
   void end_now(bool by_exception) noexcept {
     if (h_.slot) internal::end_span(h_, by_exception);
@@ -203,8 +213,7 @@ class ScopedSpan : public Span {
 
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
              const StartOptions& options = {}) noexcept {
-    Span::start(group, name, attributes, options);
-    if (context().is_valid()) pushed_to_ = internal::push_context(context(), &handle());
+    pushed_to_ = start_as_current(group, name, attributes, options);
   }
 
  private:

@@ -500,16 +500,20 @@ void record_device_span(SpanDrain& p, const DeviceSpan& d, SpanName name,
 
 // ---- the public entry points -------------------------------------------------------------------------------
 
-void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
-                const StartOptions& options) noexcept {
+namespace {
+
+// start_span's work; returns the thread's state (null: no pipeline), where start_current_span pushes the context.
+LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup group, SpanName name,
+                                                     std::span<const Attribute> attributes,
+                                                     const StartOptions& options) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
-  if (p == nullptr) return;
+  if (p == nullptr) return nullptr;
   ThreadState* t = state_for(p);
-  if (t == nullptr) return;
+  if (t == nullptr) return nullptr;
   const bool enabled = options.ungated ? g_enabled_group_bits.load(std::memory_order_relaxed) != 0 : is_enabled(group);
   if (!enabled) {
     start_position(h, *t, *p, group, name, attributes);
-    return;
+    return t;
   }
 
   const SpanContext* parent = nullptr;
@@ -533,14 +537,14 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
                           static_cast<std::uint8_t>(random | (sampled ? SpanContext::kSampledFlag : 0)), false};
   if (!sampled) {
     ThreadCounters::bump(t->counters.sampled_out);
-    return;
+    return t;
   }
   OpenSpan* s = take_slot(*t);
   if (s == nullptr) {
     ThreadCounters::bump(t->counters.produced);
     ThreadCounters::bump(t->counters.dropped_no_slot);
     h.context = {};  // its children attach to its parent instead of to a span that will not exist
-    return;
+    return t;
   }
   RecordHeader& r = s->header;
   r.arena_used = 0;
@@ -561,6 +565,28 @@ void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const A
   if (options.start_unix_nanos != 0) r.bits |= RecordHeader::kStartIsUnixNanos;
   set_name_attributes_and_open(h, *s, *p, group, name, attributes, options.start_unix_nanos);
   if (__builtin_expect(device_timed(group.bit()), 0)) start_device_span(*s, name);
+  return t;
+}
+
+LENS_ALWAYS_INLINE ThreadState* push_context_to(ThreadState* t, const SpanContext& context, const SpanHandle* span,
+                                                bool attached) noexcept {
+  if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
+  t->contexts[t->context_depth++] = ContextEntry{context, span, attached};
+  return t;
+}
+
+}  // namespace
+
+void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
+                const StartOptions& options) noexcept {
+  start_span_on_thread(h, group, name, attributes, options);
+}
+
+ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
+                                const StartOptions& options) noexcept {
+  ThreadState* t = start_span_on_thread(h, group, name, attributes, options);
+  // A span with no context (no pipeline, a position, refused a slot) is not current: its children keep its parent.
+  return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
 void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
@@ -667,10 +693,7 @@ std::string_view exception_type_name(const std::exception& e) noexcept {
 }
 
 ThreadState* push_context(const SpanContext& context, const SpanHandle* span, bool attached) noexcept {
-  ThreadState* t = current_state();
-  if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
-  t->contexts[t->context_depth++] = ContextEntry{context, span, attached};
-  return t;
+  return push_context_to(current_state(), context, span, attached);
 }
 
 CurrentKind current_kind(SpanHandle* span) noexcept {

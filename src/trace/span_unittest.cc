@@ -194,6 +194,13 @@ TEST(TextArgs, OnlyConstArraysAreKeptByPointerAndBuffersEndAtTheirText) {
   static const char kPadded[32] = "padded";
   EXPECT_EQ(TextArg(kPadded).text(), "padded");
   EXPECT_FALSE(TextArg(std::string("copied")).is_static());
+  // Issue 33: an array that ends with a NUL is measured by strlen; one that does not is never read past its end.
+  static constexpr char kNoNul[4] = {'a', 'b', 'c', 'd'};
+  EXPECT_EQ(TextArg(kNoNul).text(), "abc");  // at most its size - 1 bytes, as before
+  char unterminated[3] = {'x', 'y', 'z'};
+  EXPECT_EQ(TextArg(unterminated).text(), "xy");
+  static_assert(TextArg("two\0parts").text() == "two");  // up to the first NUL, also when folded at compile time
+  EXPECT_EQ(TextArg(kPadded).text().size(), 6u);
 }
 
 // The buffer is gone (and its stack reused) before the span is exported: the name and key were copied.

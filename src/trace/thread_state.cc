@@ -30,39 +30,6 @@ IdGenerator::IdGenerator() noexcept {
   for (int i = 0; i < 4; ++i) s_[i] = seed[i] ? seed[i] : 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(i);
 }
 
-std::uint64_t IdGenerator::next() noexcept {
-  const std::uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
-  const std::uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = std::rotl(s_[3], 45);
-  return result;
-}
-
-TraceId IdGenerator::trace_id() noexcept {
-  TraceId id;
-  std::uint64_t hi, lo;
-  do {
-    hi = next();
-    lo = next();
-  } while (hi == 0 && lo == 0);
-  std::memcpy(id.bytes.data(), &hi, 8);
-  std::memcpy(id.bytes.data() + 8, &lo, 8);
-  return id;
-}
-
-SpanId IdGenerator::span_id() noexcept {
-  SpanId id;
-  std::uint64_t v;
-  do v = next();
-  while (v == 0);
-  std::memcpy(id.bytes.data(), &v, 8);
-  return id;
-}
-
 ThreadState::ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget)
     : drain(owner), tid(::gettid()), slots(new OpenSpan[kMaxOpenSpans]), queue(batch_size, budget) {
   for (int i = 0; i < kMaxOpenSpans; ++i) {

@@ -7,7 +7,9 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "lens/context.h"
@@ -60,13 +62,37 @@ struct ThreadCounters {
   }
 };
 
-// xoshiro256**: fast, 256-bit state, seeded from the OS (getrandom) per thread.
+// xoshiro256**: fast, 256-bit state, seeded from the OS (getrandom) per thread. Inline: a span draws one or two ids,
+// and a call each cost as much as the draw (issue 33's breakdown).
 class IdGenerator {
  public:
   IdGenerator() noexcept;  // seeds from OS entropy
-  std::uint64_t next() noexcept;
-  TraceId trace_id() noexcept;  // never all-zero
-  SpanId span_id() noexcept;    // never all-zero
+  std::uint64_t next() noexcept {
+    const std::uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
+    const std::uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = std::rotl(s_[3], 45);
+    return result;
+  }
+  TraceId trace_id() noexcept {  // never all-zero
+    std::uint64_t hi = next(), lo = next();
+    while (__builtin_expect(hi == 0 && lo == 0, 0)) hi = next(), lo = next();
+    TraceId id;
+    std::memcpy(id.bytes.data(), &hi, 8);
+    std::memcpy(id.bytes.data() + 8, &lo, 8);
+    return id;
+  }
+  SpanId span_id() noexcept {  // never all-zero
+    std::uint64_t v = next();
+    while (__builtin_expect(v == 0, 0)) v = next();
+    SpanId id;
+    std::memcpy(id.bytes.data(), &v, 8);
+    return id;
+  }
 
  private:
   std::uint64_t s_[4];
