@@ -37,6 +37,18 @@ void ClockLinks::add(const SpanRow& s) {
     if (const std::uint64_t id = parse_span_id(link)) receives_.push_back({host_index(o.host), s.end_ns, id});
 }
 
+void ClockLinks::merge(ClockLinks&& later) {
+  std::vector<int> host_now;  // the later one's host index -> this one's
+  for (const std::string& host : later.hosts_) host_now.push_back(host_index(host));
+  if (later.reference_rank_ >= 0 && (reference_rank_ < 0 || later.reference_rank_ < reference_rank_))
+    reference_rank_ = later.reference_rank_, reference_ = later.reference_;
+  for (const auto& [id, send] : later.sends_)
+    sends_.insert_or_assign(id, Send{host_now[static_cast<std::size_t>(send.host)], send.start_ns});
+  for (const Receive& r : later.receives_)
+    receives_.push_back({host_now[static_cast<std::size_t>(r.host)], r.end_ns, r.linked});
+  last_origin_ = nullptr;
+}
+
 namespace {
 
 // What the links between two hosts say of d = offset(a) - offset(b): d <= upper (links a -> b: a receive on b ended

@@ -28,6 +28,8 @@ class ClockLinks {
  public:
   // A send (a span a link may point to) or a span with links, of a process whose resource names its host.
   void add(const SpanRow& span);
+  // Adds the links of spans read after this one's (a report merged from several threads' reads).
+  void merge(ClockLinks&& later);
   ClockFigures estimate() const;
 
  private:

@@ -1,6 +1,7 @@
 """`lens report` on runs written by a fixture with known answers, and on bad input: every figure exact, every
 problem reported with file and line while the rest is still read, exit codes scripts can use."""
 
+import glob
 import gzip
 import json
 import os
@@ -777,6 +778,77 @@ class GoldenOutputTest(TempDirTest):
                     result = lens("report", run, *flags, *extra)
                     self.assertEqual(result.returncode, 0, result.stderr)
                     self.check(name, form, result.stdout)
+
+    def test_every_number_of_threads_gives_the_same_output(self):
+        # Issue 33: with several files each thread reads a run of them into a report of its own, merged after.
+        for name, (write, extra) in self.CASES.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                run = write(tmp)
+                for threads in ("1", "2", "3", "8"):
+                    with self.subTest(case=name, threads=threads):
+                        result = lens("report", run, "--json", "--threads", threads, *extra)
+                        self.assertEqual(result.returncode, 0, result.stderr)
+                        self.check(name, "json", result.stdout)
+
+
+class ThreadsTest(TempDirTest):
+    """Issue 33: files read by several threads, each into a report of its own, give the one report's figures, also
+    when a process's spans are cut between files that two threads read (a step span in one, its children in the
+    file before), as a Collector's rotated files cut them."""
+
+    def cut_into_files(self, run, parts):
+        lines = []
+        for path in sorted(glob.glob(os.path.join(run, "*.jsonl"))):
+            with open(path) as f:
+                for line in f:
+                    # A line a span, so that a cut can fall between any two spans of a process.
+                    batch = json.loads(line)
+                    for rs in batch["resourceSpans"]:
+                        for ss in rs["scopeSpans"]:
+                            for one in ss["spans"]:
+                                lines.append(json.dumps({"resourceSpans": [
+                                    {"resource": rs["resource"], "scopeSpans": [{"spans": [one]}]}]}))
+            os.remove(path)
+        size = -(-len(lines) // parts)
+        for i in range(parts):  # otelcol-0.json, otelcol-1.json, ...: read in this order
+            with open(os.path.join(run, f"otelcol-{i}.json"), "w") as f:
+                f.write("".join(line + "\n" for line in lines[i * size:(i + 1) * size]))
+
+    def test_a_process_cut_between_threads_gives_the_same_figures(self):
+        run = write_pipeline_run(self.tmp.name)
+        self.cut_into_files(run, 5)
+        one = lens("report", run, "--json", "--threads", "1")
+        self.assertEqual(one.returncode, 0, one.stderr)
+        figures = json.loads(one.stdout)
+        self.assertEqual(figures["read"]["files"], 5)
+        self.assertEqual([s["ranks"] for s in figures["steps"]][:4], [P * D] * 4)
+        for threads in ("2", "3", "5", "8"):
+            with self.subTest(threads=threads):
+                result = lens("report", run, "--json", "--threads", threads)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(result.stdout, one.stdout)
+
+    def test_names_past_the_limit_are_those_of_one_report(self):
+        # The first file fills most of the 10,000 names; the second file's own names overflow while it still has
+        # spans of a name the first one kept: that name's count must stay whole.
+        run = os.path.join(self.tmp.name, "run")
+        os.makedirs(run)
+        for rank, names in ((0, [f"a.{i}" for i in range(8000)] + [f"c.{i}" for i in range(3000)]),
+                            (1, [f"c.{i}" for i in range(3000)] + [f"b.{i}" for i in range(8000)] + ["a.5"] * 10)):
+            spans = [span(name, 1000 + i, 0.1 + i % 7) for i, name in enumerate(names)]
+            with open(os.path.join(run, f"rank{rank}.traces.jsonl"), "w") as f:
+                f.write("".join(spans_line(rank, spans[k:k + 512]) + "\n" for k in range(0, len(spans), 512)))
+        outputs = {}
+        for threads in ("1", "2"):
+            result = lens("report", run, "--json", "--threads", threads)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            outputs[threads] = result.stdout
+        self.assertEqual(outputs["2"], outputs["1"])
+        figures = json.loads(outputs["2"])
+        counts = {s["name"]: s["count"] for s in figures["spans"]}
+        self.assertEqual(counts["a.5"], 11)
+        self.assertEqual(counts["(other span names)"], 10_000)
+        self.assertEqual(figures["read"]["spans_of_other_names"], 10_000)
 
 
 if __name__ == "__main__":

@@ -201,8 +201,8 @@ int report(const ReportOptions& o) {
   }
   lens_tools::Report r(range);
   Progress progress;
-  const lens_tools::ReadStats read = lens_tools::read_run(
-      files, r, {.links = true, .progress = std::ref(progress), .run_id = o.run, .threads = o.threads});
+  const lens_tools::ReadStats read =
+      r.read(files, {.links = true, .progress = std::ref(progress), .run_id = o.run, .threads = o.threads});
   if (const int status = one_run_only("report", read, o.run, o.inputs)) return status;
   const lens_tools::Figures figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
@@ -251,7 +251,7 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
   if (!steps.empty()) {  // the steps' windows first: a read of the step spans
     lens_tools::Report r(range);
     const lens_tools::ReadStats read =
-        lens_tools::read_run(files, r, {.detail = false, .progress = {}, .run_id = run, .threads = threads});
+        r.read(files, {.detail = false, .progress = {}, .run_id = run, .threads = threads});
     if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
     windows = r.windows(range);
     if (windows.empty()) {

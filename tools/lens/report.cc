@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <filesystem>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "watch/straggler_rule.h"
 
@@ -20,22 +24,45 @@ double ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 }  // namespace
 
+namespace {
+int bucket_of(std::uint64_t ns) {
+  return ns == 0 ? -1 : static_cast<int>(std::floor(std::log(ns) / std::log(kBucketBase)));
+}
+}  // namespace
+
 void Durations::add(std::uint64_t ns) {
   ++count_;
-  total_ += static_cast<double>(ns);
+  total_ += ns;
   max_ = std::max(max_, ns);
   if (buckets_.empty() && exact_.size() < kExactLimit) {
     exact_.push_back(ns);
     sorted_ = false;
     return;
   }
-  if (!exact_.empty()) {  // past the limit: move the exact values into the histogram once
-    for (std::uint64_t v : exact_)
-      ++buckets_[v == 0 ? -1 : static_cast<int>(std::floor(std::log(v) / std::log(kBucketBase)))];
-    exact_.clear();
-    exact_.shrink_to_fit();
+  to_buckets();  // past the limit: the exact values move into the histogram once
+  ++buckets_[bucket_of(ns)];
+}
+
+void Durations::to_buckets() {
+  for (std::uint64_t v : exact_) ++buckets_[bucket_of(v)];
+  exact_.clear();
+  exact_.shrink_to_fit();
+}
+
+void Durations::merge(Durations&& other) {
+  if (other.count_ == 0) return;
+  count_ += other.count_;
+  total_ += other.total_;
+  max_ = std::max(max_, other.max_);
+  // Exact while all of them fit, as add() keeps them; else all in the histogram, where add() would have put them.
+  if (buckets_.empty() && other.buckets_.empty() && exact_.size() + other.exact_.size() <= kExactLimit) {
+    exact_.insert(exact_.end(), other.exact_.begin(), other.exact_.end());
+    sorted_ = false;
+    return;
   }
-  ++buckets_[ns == 0 ? -1 : static_cast<int>(std::floor(std::log(ns) / std::log(kBucketBase)))];
+  to_buckets();
+  other.to_buckets();
+  for (const auto& [bucket, n] : other.buckets_) buckets_[bucket] += n;
 }
 
 std::uint64_t Durations::percentile(double q) {
@@ -92,8 +119,9 @@ Report::Process& Report::process_of(const SpanRow& s) {
   // Who wrote it, taken once a batch (what identity() keeps does not change with the spans of one origin).
   const Origin& o = *s.origin;
   identity(o);
-  Process& p = processes_[s.origin];
-  if (p.key.empty()) p.rank = o.rank, p.key = process_key(o);
+  std::string key = process_key(o);
+  Process& p = processes_[key];
+  if (p.key.empty()) p.rank = o.rank, p.key = std::move(key);
   last_origin_ = s.origin;
   last_process_ = &p;
   return p;
@@ -159,7 +187,7 @@ Durations& Report::durations_of(std::map<std::string, Durations, std::less<>>& b
     // Memory follows the names, which a file can make endless (200 k names took 362 MB): past kMaxSpanNames,
     // spans of new names are counted under one.
     other_name = by_name.size() >= kMaxSpanNames;
-    it = by_name.try_emplace(other_name ? std::string(kOtherSpanNames) : std::string(name)).first;
+    it = by_name.try_emplace(other_name ? std::string(kOtherSpanNames) : std::string(name), by_name.size()).first;
   }
   return it->second;
 }
@@ -194,12 +222,15 @@ void Report::step(Process& p, const SpanRow& s) {
                                 [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
   p.steps.insert(where, window);  // nearly always at the end
   if (steps_.contains(s.iteration)) records_[s.iteration][p.rank].step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
-  // Claim what waited for this step; what ended before the step two back belongs to no step (an evaluation's
-  // micro-batches, the first iteration's setup) and is let go, so that pending stays small.
-  const std::uint64_t horizon = p.steps.size() >= 3 ? p.steps[p.steps.size() - 3].start_ns : 0;
+  // Claim what waited for this step; what started between the first step read and the step two back belongs to no
+  // step (an evaluation's micro-batches) and is let go, so that pending stays small. What started before the first
+  // step read is kept: a thread that reads a process's later files (Report::read) has its earlier steps in another
+  // report, which claims those spans when the two merge.
   for (auto it = p.pending.lower_bound(window.start_ns); it != p.pending.end() && it->first <= window.end_ns;)
     it = place(p, it->second) ? p.pending.erase(it) : std::next(it);
-  p.pending.erase(p.pending.begin(), p.pending.lower_bound(horizon));
+  if (p.steps.size() >= 3)  // steps are in start order: the first starts no later than the one two back
+    p.pending.erase(p.pending.lower_bound(p.steps.front().start_ns),
+                    p.pending.lower_bound(p.steps[p.steps.size() - 3].start_ns));
 }
 
 // Adds `item` to the record of the step of `p` that contains it; false when no known step does.
@@ -254,7 +285,7 @@ int Report::replica_of(int rank) const { return rank / std::max(1, tensor_size_)
 
 std::map<std::string, std::vector<StepWindow>> Report::windows(StepRange range) const {
   std::map<std::string, std::vector<StepWindow>> out;
-  for (const auto& [origin, p] : processes_)
+  for (const auto& [key, p] : processes_)
     for (const StepWindow& w : p.steps)
       if (range.contains(w.iteration)) out[p.key].push_back(w);
   return out;
@@ -398,7 +429,7 @@ StragglerFigures Report::straggler_figures() const {
 GoodputFigures Report::goodput_figures() const {
   GoodputFigures out;
   std::map<int, std::vector<const Timeline*>> by_rank;
-  for (const auto& [origin, p] : processes_)
+  for (const auto& [key, p] : processes_)
     if (!p.timeline.steps.empty()) by_rank[p.rank].push_back(&p.timeline);
   if (by_rank.empty()) {
     out.not_measured = "no step spans (megatron.train_step: span group `step` off)";
@@ -682,6 +713,201 @@ Figures Report::figures(const ReadStats& read, bool series) {
             .spans_of_other_names = spans_of_other_names_,
             .problems = read.problems};
   return f;
+}
+
+// ---- reading in parallel: a report per run of files, merged ----------------------------------------------------
+
+namespace {
+
+// Consecutive runs of `files`, at most `parts`, of about equal bytes; empty when one file holds more than 2/(parts+1)
+// of the bytes (a Collector's one large file: its lines are better parsed in parallel than given to one thread).
+std::vector<std::pair<std::size_t, std::size_t>> runs_of_files(const std::vector<std::string>& files,
+                                                               std::size_t parts) {
+  std::vector<std::uintmax_t> bytes;
+  std::uintmax_t total = 0, largest = 0;
+  for (const std::string& f : files) {
+    std::error_code error;
+    const std::uintmax_t size = std::filesystem::file_size(f, error);
+    bytes.push_back(error ? 0 : size);
+    total += bytes.back();
+    largest = std::max(largest, bytes.back());
+  }
+  parts = std::min(parts, files.size());
+  if (parts < 2 || largest * (parts + 1) > total * 2) return {};
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  std::uintmax_t so_far = 0;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    so_far += bytes[i];
+    const std::size_t left = files.size() - i - 1, runs_left = parts - runs.size() - 1;
+    // Close the run once it holds its share of the bytes, or when each run still to come needs one of the files left.
+    if (runs_left > 0 && (so_far * parts >= total * (runs.size() + 1) || left == runs_left)) {
+      runs.emplace_back(begin, i + 1);
+      begin = i + 1;
+    }
+  }
+  runs.emplace_back(begin, files.size());
+  return runs;
+}
+
+}  // namespace
+
+ReadStats Report::read(const std::vector<std::string>& files, const ReadOptions& options) {
+  const auto runs = runs_of_files(files, reading_threads(options));
+  if (runs.empty()) return read_run(files, *this, options);
+  const std::size_t n = runs.size();
+  std::vector<Report> later(n - 1, Report(steps_));  // runs 1..n-1; run 0 is read into this one
+  std::vector<ReadStats> stats(n);
+  std::vector<std::exception_ptr> errors(n);
+  // Progress: the sum of every thread's bytes, said by one thread at a time.
+  std::mutex progress_mutex;
+  std::vector<std::uint64_t> done(n);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      ReadOptions own = options;
+      own.threads = 1;
+      if (options.progress)
+        own.progress = [&, i](std::uint64_t bytes) {
+          std::lock_guard lock(progress_mutex);
+          done[i] = bytes;
+          std::uint64_t all = 0;
+          for (std::uint64_t d : done) all += d;
+          options.progress(all);
+        };
+      try {
+        const std::vector<std::string> run(files.begin() + static_cast<std::ptrdiff_t>(runs[i].first),
+                                           files.begin() + static_cast<std::ptrdiff_t>(runs[i].second));
+        stats[i] = read_run(run, i == 0 ? *this : later[i - 1], own);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  // A later thread that met more than kMaxSpanNames names counted some under kOtherSpanNames that the one report may
+  // list by name (an earlier file's names come first): a run of endless names (not lens's) is read again, by one.
+  for (const Report& r : later)
+    if (r.spans_of_other_names_ > 0) {
+      *this = Report(steps_);
+      return read_run(files, *this, options);
+    }
+  for (std::size_t i = 1; i < n; ++i) {
+    merge(std::move(later[i - 1]));
+    merge_read_stats(stats[0], std::move(stats[i]));
+  }
+  return std::move(stats[0]);
+}
+
+void Report::merge_durations(std::map<std::string, Durations, std::less<>>& into,
+                             std::map<std::string, Durations, std::less<>>&& later) {
+  // In the order the later report first read its names: the names kept are the first kMaxSpanNames of the run.
+  std::vector<std::map<std::string, Durations, std::less<>>::iterator> in_order;
+  for (auto it = later.begin(); it != later.end(); ++it) in_order.push_back(it);
+  std::sort(in_order.begin(), in_order.end(), [](auto a, auto b) { return a->second.order() < b->second.order(); });
+  for (auto it : in_order) {
+    const std::string& name = it->first;
+    Durations& d = it->second;
+    if (auto found = into.find(name); found != into.end()) {
+      found->second.merge(std::move(d));
+    } else if (name != kOtherSpanNames && into.size() >= kMaxSpanNames) {
+      spans_of_other_names_ += d.count();  // a name the one report would have counted under kOtherSpanNames
+      into.try_emplace(std::string(kOtherSpanNames), into.size()).first->second.merge(std::move(d));
+    } else {
+      into.try_emplace(name, into.size()).first->second.merge(std::move(d));
+    }
+  }
+}
+
+void Report::merge_process(Process& into, Process&& later) {
+  Timeline& t = into.timeline;
+  t.first_ns = std::min(t.first_ns, later.timeline.first_ns);
+  t.last_ns = std::max(t.last_ns, later.timeline.last_ns);
+  t.steps.insert(t.steps.end(), later.timeline.steps.begin(), later.timeline.steps.end());
+  t.save_ns += later.timeline.save_ns;
+  t.evaluate_ns += later.timeline.evaluate_ns;
+  // Steps by start, an earlier file's first among equal starts (as step() inserts them).
+  std::vector<StepWindow> steps;
+  steps.reserve(into.steps.size() + later.steps.size());
+  std::merge(into.steps.begin(), into.steps.end(), later.steps.begin(), later.steps.end(), std::back_inserter(steps),
+             [](const StepWindow& a, const StepWindow& b) { return a.start_ns < b.start_ns; });
+  into.steps = std::move(steps);
+  // What waited in either for a step the other read (a process's files cut between two threads): placed by settle().
+  into.pending.merge(later.pending);
+}
+
+void Report::merge(Report&& later) {
+  run_ids_.merge(later.run_ids_);
+  services_.merge(later.services_);
+  ranks_.merge(later.ranks_);
+  host_of_rank_.merge(later.host_of_rank_);  // an earlier file's host stays, as identity() keeps the first
+  clock_links_.merge(std::move(later.clock_links_));
+  world_size_ = std::max(world_size_, later.world_size_);
+  pipeline_size_ = std::max(pipeline_size_, later.pipeline_size_);
+  data_parallel_size_ = std::max(data_parallel_size_, later.data_parallel_size_);
+  tensor_size_ = std::max(tensor_size_, later.tensor_size_);
+  spans_of_other_names_ += later.spans_of_other_names_;
+  merge_durations(durations_, std::move(later.durations_));
+  merge_durations(device_durations_, std::move(later.device_durations_));
+  std::map<const Process*, const Process*> moved;  // the later report's processes, where they are now
+  while (!later.processes_.empty()) {
+    auto node = later.processes_.extract(later.processes_.begin());
+    const Process* was = &node.mapped();
+    if (auto found = processes_.find(node.key()); found != processes_.end()) {
+      merge_process(found->second, std::move(node.mapped()));
+      moved[was] = &found->second;
+    } else {
+      moved[was] = &processes_.insert(std::move(node)).position->second;  // the node moves, not the Process
+    }
+  }
+  last_origin_ = nullptr;
+  last_process_ = nullptr;
+  name_classes_.clear();
+  for (auto& [iteration, by_rank] : later.records_) {
+    auto& mine = records_[iteration];
+    for (auto& [rank, r] : by_rank) {
+      auto [at, fresh] = mine.try_emplace(rank, r);
+      if (fresh) continue;
+      StepRecord& into = at->second;
+      if (r.step_ns != 0) into.step_ns = r.step_ns;  // a step read later replaces, as in step()
+      into.forward_backward_ns += r.forward_backward_ns;
+      if (r.forward_backward_ns != 0) {
+        into.forward_backward_start_ns = r.forward_backward_start_ns;
+        into.forward_backward_end_ns = r.forward_backward_end_ns;
+      }
+      for (std::size_t k = 0; k < kPhaseCount; ++k) {
+        into.phase_ns[k] += r.phase_ns[k];
+        into.device_phase_ns[k] += r.device_phase_ns[k];
+      }
+      into.microbatches = std::max(into.microbatches, r.microbatches);
+    }
+  }
+  for (std::size_t k = 0; k < parts_seen_.size(); ++k) parts_seen_[k] = parts_seen_[k] || later.parts_seen_[k];
+  for (std::size_t k = 0; k < device_parts_seen_.size(); ++k)
+    device_parts_seen_[k] = device_parts_seen_[k] || later.device_parts_seen_[k];
+  for (Event e : later.events_) {
+    e.process = moved.at(e.process);
+    events_.push_back(e);
+  }
+  first_iteration_ = std::min(first_iteration_, later.first_iteration_);
+  truncated_ += later.truncated_;
+  for (auto& [iteration, entry] : later.group_changes_) {
+    auto& [change, ranks] = group_changes_[iteration];
+    change = entry.first;
+    ranks.merge(entry.second);
+  }
+  for (const auto& [key, value] : later.counters_) {
+    LastValue& last = counters_[key];
+    if (value.time_ns >= last.time_ns) last = value;
+  }
+  for (const auto& [iteration, value] : later.loss_) loss_[iteration] = value;
+  for (auto& [name, by_rank] : later.training_)
+    for (auto& [rank, points] : by_rank) {
+      auto& mine = training_[name][rank];
+      mine.insert(mine.end(), points.begin(), points.end());
+    }
 }
 
 }  // namespace lens_tools

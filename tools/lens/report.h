@@ -28,19 +28,27 @@ namespace lens_tools {
 class Durations {
  public:
   static constexpr std::size_t kExactLimit = 1 << 16;
+  explicit Durations(std::size_t order = 0) : order_(order) {}
   void add(std::uint64_t ns);
+  // Adds another's durations: the same figures as if they had been added here one by one.
+  void merge(Durations&& other);
   std::uint64_t count() const noexcept { return count_; }
   std::uint64_t max() const noexcept { return max_; }
-  double mean() const noexcept { return count_ > 0 ? total_ / static_cast<double>(count_) : 0.0; }
+  double mean() const noexcept { return count_ > 0 ? static_cast<double>(total_) / static_cast<double>(count_) : 0.0; }
   // Nearest-rank percentile, q in (0, 1].
   std::uint64_t percentile(double q);
+  // When its name was first read, among the names of its map (what keeps the first kMaxSpanNames in a merge).
+  std::size_t order() const noexcept { return order_; }
 
  private:
+  void to_buckets();
+
   std::vector<std::uint64_t> exact_;
   bool sorted_ = true;
   std::map<int, std::uint64_t> buckets_;  // once past the limit
   std::uint64_t count_ = 0, max_ = 0;
-  double total_ = 0;
+  unsigned __int128 total_ = 0;  // exact, so that the mean does not depend on the order of the adds
+  std::size_t order_ = 0;
 };
 
 // The most distinct span names a report keeps (a run of lens's has about 60); spans of further names are counted
@@ -74,6 +82,13 @@ class Report : public RunVisitor {
   explicit Report(StepRange steps = {}) : steps_(steps) {}
   void span(const SpanRow& span) override;
   void metric(const MetricPoint& point) override;
+
+  // Reads `files` into this report. With more than one thread (ReadOptions::threads) and files of comparable size,
+  // each thread reads a run of consecutive files into a report of its own, start to end, and the reports are merged
+  // in the files' order: no line or row crosses a core. Otherwise read_run (one file's lines parsed in parallel).
+  ReadStats read(const std::vector<std::string>& files, const ReadOptions& options);
+  // Adds a report of files read after this one's: the figures are those of one report that read them all.
+  void merge(Report&& later);
 
   // The figures (what --json prints, the text form and the HTML page show). `series`: also every rank's step
   // time by iteration (the HTML page's chart).
@@ -143,6 +158,9 @@ class Report : public RunVisitor {
 
   const NameClass& name_class(std::string_view name);
   NameClass classify(std::string_view name);
+  void merge_durations(std::map<std::string, Durations, std::less<>>& into,
+                       std::map<std::string, Durations, std::less<>>&& later);
+  static void merge_process(Process& into, Process&& later);
   Process& process_of(const SpanRow& s);
   void identity(const Origin& o);
   void step(Process& p, const SpanRow& s);
@@ -179,7 +197,7 @@ class Report : public RunVisitor {
   int world_size_ = 0, pipeline_size_ = 0, data_parallel_size_ = 0, tensor_size_ = 1;
   std::map<std::string, Durations, std::less<>> durations_;
   std::map<std::string, Durations, std::less<>> device_durations_;  // by the host span's name
-  std::map<const Origin*, Process> processes_;
+  std::map<std::string, Process> processes_;                        // by process_key()
   const Origin* last_origin_ = nullptr;  // spans come in batches of one process: its Process, looked up once
   Process* last_process_ = nullptr;
   std::unordered_map<std::string, NameClass, NameHash, std::equal_to<>> name_classes_;

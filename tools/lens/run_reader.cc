@@ -550,7 +550,9 @@ std::uint64_t read_lines(const std::string& path, ReadStats& stats, Line& line, 
   return reader.bytes();
 }
 
-void merge_stats(ReadStats& into, ReadStats&& part) {
+}  // namespace
+
+void merge_read_stats(ReadStats& into, ReadStats&& part) {
   into.files += part.files;
   into.lines += part.lines;
   into.bytes += part.bytes;
@@ -561,6 +563,8 @@ void merge_stats(ReadStats& into, ReadStats&& part) {
   for (const auto& run : part.run_ids)
     if (into.run_ids.size() < kMaxRunIds) into.run_ids.insert(run);
 }
+
+namespace {
 
 // What the visitor threw, carried past parse_line's catch (a line's problem is the parser's, not the visitor's).
 struct VisitorFailed {
@@ -745,7 +749,7 @@ class ParallelRead {
       while (std::unique_ptr<Block> block = next_parsed()) {
         visit(*block);
         done = block->done_bytes;
-        merge_stats(stats, std::move(block->stats));
+        merge_read_stats(stats, std::move(block->stats));
         give_back(std::move(block));
         if (options_.progress) options_.progress(done);
       }
@@ -959,16 +963,16 @@ class ParallelRead {
 };
 
 // The threads that parse (1: a serial read).
-std::size_t parsing_threads(const ReadOptions& options) {
+}  // namespace
+
+std::size_t reading_threads(const ReadOptions& options) {
   const std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
                                                   : std::max<std::size_t>(std::thread::hardware_concurrency(), 1);
   return std::min(threads, kMaxReadingThreads);
 }
 
-}  // namespace
-
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {
-  const std::size_t threads = parsing_threads(options);
+  const std::size_t threads = reading_threads(options);
   if (threads <= 1 || files.empty()) return read_serially(files, visitor, options);
   return ParallelRead(files, visitor, options, threads).run();
 }

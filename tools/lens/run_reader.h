@@ -132,6 +132,12 @@ inline std::uint64_t parse_span_id(std::string_view hex) {
 // `"key":raw_value` added to a list of JSON members (nothing when raw_value is empty).
 void append_json_member(std::string& members, std::string_view key, std::string_view raw_value);
 
+// Adds a read's counts and problems to another's (a read of the files after its own).
+void merge_read_stats(ReadStats& into, ReadStats&& part);
+
+// The threads a read with these options uses (ReadOptions::threads; 0: one a core), at most kMaxReadingThreads.
+std::size_t reading_threads(const ReadOptions& options);
+
 // Reads every file: in parallel with more than one reading thread, blocks of lines parsed by each; the visitor is
 // called on the calling thread only, in the order of `files`. An exception from the visitor (or from `progress`)
 // stops the read, whose threads are joined, and reaches the caller.
