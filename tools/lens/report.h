@@ -47,7 +47,8 @@ class Durations {
   bool sorted_ = true;
   std::map<int, std::uint64_t> buckets_;  // once past the limit
   std::uint64_t count_ = 0, max_ = 0;
-  unsigned __int128 total_ = 0;  // exact, so that the mean does not depend on the order of the adds
+  __extension__ using Total = unsigned __int128;  // GCC's and Clang's: ISO C++ has no 128-bit integer
+  Total total_ = 0;                               // exact, so that the mean does not depend on the order of the adds
   std::size_t order_ = 0;
 };
 
