@@ -239,8 +239,8 @@ def gpt(o, ranks, workdir):
 
 
 def table(figures):
-    rows = ["| figure | 4 ranks | " + " | ".join(f"{r} ranks" for r in figures["sizes"][1:]) + " |",
-            "| --- | --- |" + " --- |" * (len(figures["sizes"]) - 1)]
+    rows = ["| figure | " + " | ".join(f"{r} ranks" for r in figures["sizes"]) + " |",
+            "| --- |" + " --- |" * len(figures["sizes"])]
 
     def row(name, values):
         rows.append(f"| {name} | " + " | ".join(str(v) for v in values) + " |")
@@ -290,11 +290,14 @@ def main():
     parser.add_argument("--peers-bin", default=os.path.join(ROOT, "tests", "peers", "bin"), help="otelcol-lens")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("--check", action="store_true", help="exit 1 when a promise breaks")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="run --ranks and --gpt-ranks only, not beside 4 (the promises, not the comparison)")
     o = parser.parse_args()
     o.scale_rank = os.path.join(o.build, "bench", "scale_rank")
     o.trainer = os.path.join(o.build, "trainer", "pretrain_gpt")
     o.lens = os.path.join(o.build, "tools", "lens")
-    sizes = [4, o.ranks]
+    sizes = [o.ranks] if o.no_baseline else [4, o.ranks]
+    gpt_sizes = [o.gpt_ranks] if o.no_baseline else [4, o.gpt_ranks]
     figures = {"sizes": sizes, "machine": f"{os.cpu_count()} cores", "lens_only": [], "receiver_down": [],
                "files": [], "report": [], "collector": [], "gpt": []}
     with tempfile.TemporaryDirectory(prefix="lens-scale-") as workdir:
@@ -308,7 +311,7 @@ def main():
                 run_dir = glob.glob(os.path.join(figures["files"][-1]["dir"], "*"))[0]
                 figures["report"].append(report_over(o, run_dir))
                 figures["collector"].append(collector_cpu(o, ranks, workdir))
-            for ranks in (4, o.gpt_ranks):
+            for ranks in gpt_sizes:
                 print(f"scale: pretrain_gpt, {ranks} ranks", file=sys.stderr, flush=True)
                 figures["gpt"].append(gpt(o, ranks, workdir))
         except Failed as e:

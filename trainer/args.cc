@@ -74,6 +74,10 @@ Args parse_args(int argc, char** argv) {
   app.add_flag("--testing-stall-startup", a.testing_stall_startup,
                "Testing aid: --testing-slow-rank stops in startup (process group setup) until killed (a rank that "
                "dies during startup, at a known place)");
+  app.add_option("--testing-rendezvous-timeout-s", a.testing_rendezvous_timeout_s,
+                 "Testing aid: the rendezvous store's timeout (default 120); a rank that never joins is named 20 s "
+                 "before it")
+      ->check(CLI::Range(30, 3600));
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

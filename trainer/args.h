@@ -60,6 +60,8 @@ struct Args {
   // Or that rank stops in startup, in process group setup, until it is killed: a death during startup whatever the
   // machine's speed (killed from outside, the rank could otherwise have finished startup first).
   bool testing_stall_startup = false;
+  // The rendezvous store's timeout (2 minutes); a rank that never joins is named 20 s before it.
+  int testing_rendezvous_timeout_s = 120;
   // A simulated GPU (trainer/simulated_gpu.h): the simulator's path, and each simulated kernel's duration.
   std::string testing_fake_cuda;
   double testing_kernel_us = 500;

@@ -45,7 +45,7 @@ c10::intrusive_ptr<c10d::Store> make_store(const Topology& t, StoreRole role) {
   options.isServer = role == StoreRole::kRendezvous && hosts_rendezvous_store(t);
   options.numWorkers = static_cast<std::size_t>(t.world_size);
   options.waitWorkers = false;
-  options.timeout = std::chrono::minutes(2);
+  options.timeout = t.rendezvous_timeout;
   auto store = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
   return c10::make_intrusive<c10d::PrefixStore>("pretrain_gpt/", store);
 }

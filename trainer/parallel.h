@@ -17,6 +17,8 @@ namespace trainer {
 struct Topology {
   int rank = 0, world_size = 1;
   int pipeline_size = 1, data_parallel_size = 1;
+  // How long a rank waits in the rendezvous store for a key another rank has not set (c10d's timeout).
+  std::chrono::seconds rendezvous_timeout{120};
   int stage() const { return rank / data_parallel_size; }
   int data_rank() const { return rank % data_parallel_size; }
   bool first_stage() const { return stage() == 0; }

@@ -150,7 +150,11 @@ class PretrainRun {
 
 trainer::Topology topology_of(const Args& args, const lens::RankInfo& ranks) {
   const int dp = trainer::validate(args, ranks.world_size);
-  return {ranks.rank, ranks.world_size, args.pipeline_model_parallel_size, dp};
+  return {.rank = ranks.rank,
+          .world_size = ranks.world_size,
+          .pipeline_size = args.pipeline_model_parallel_size,
+          .data_parallel_size = dp,
+          .rendezvous_timeout = std::chrono::seconds(args.testing_rendezvous_timeout_s)};
 }
 
 lens::Config config_of(const Args& args) {

@@ -59,6 +59,7 @@ void StartupWatch::finished() {
 void StartupWatch::run() {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
+  const std::chrono::seconds join_deadline = topology_.rendezvous_timeout - kJoinMargin;
   std::vector<std::int64_t> beats(topology_.world_size, 0);
   std::vector<Clock::time_point> changed(topology_.world_size, started);
   try {
@@ -78,9 +79,9 @@ void StartupWatch::run() {
             give_verdict("rank " + std::to_string(r) + " (" + text_or(*store_, key("who", r), "?") +
                          ") stopped answering during startup, in " +
                          text_or(*store_, key("step", r), "its first step") + ": it has died or hangs; see its output");
-          } else if (beat == 0 && now - started > kJoin) {
+          } else if (beat == 0 && now - started > join_deadline) {
             give_verdict("rank " + std::to_string(r) + " never joined the rendezvous within " +
-                         std::to_string(kJoin.count()) + " s");
+                         std::to_string(join_deadline.count()) + " s");
           }
         }
       }

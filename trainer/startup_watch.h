@@ -3,8 +3,8 @@
 // beats for this rank in the rendezvous store, from a connection of its own; rank 0's reads every rank's beat,
 // every rank's reads the verdict (O(ranks) store operations a beat): a beat that stops for kSilence ends every rank at
 // once with a message naming it (rank, host, pid, and the step of startup it was in); one that never beat at all
-// is named after kJoin. The watch ends when every rank has finished startup (from then on, Gloo's connections
-// notice a dead peer).
+// is named kJoinMargin before the store's timeout. The watch ends when every rank has finished startup (from then
+// on, Gloo's connections notice a dead peer).
 //
 //   trainer::StartupWatch watch(topology, store);
 //   watch.enter("telemetry setup");
@@ -30,9 +30,9 @@ namespace trainer {
 class StartupWatch {
  public:
   static constexpr std::chrono::seconds kSilence{15};
-  // Before the rendezvous store's own timeout (2 minutes, make_store), which would end the ranks waiting for the
-  // missing one with c10d's message first, naming no one.
-  static constexpr std::chrono::seconds kJoin{100};
+  // How long before the rendezvous store's own timeout (Topology::rendezvous_timeout, 2 minutes) a rank that never
+  // joined is named: the store's timeout would end the ranks waiting for it with c10d's message, naming no one.
+  static constexpr std::chrono::seconds kJoinMargin{20};
   static constexpr std::chrono::milliseconds kBeat{1000};
   static constexpr std::int64_t kFinishedBeat = std::int64_t{1} << 40;  // added to a rank's beat when it is done
 
