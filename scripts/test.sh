@@ -12,12 +12,16 @@ echo "test: the tests)"
 
 jobs=$(nproc)
 summary=()
-build() {  # build <dir> <cmake args...>: warnings are errors
-  local dir=$1
+phase() {  # phase <title>: a line with the time since the start, so that a slow phase shows in CI's log
+  printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
+}
+build() {  # build <dir> [--target <target>]... <cmake args...>: warnings are errors; every target unless named
+  local dir=$1 targets=()
   shift
-  echo "== configure and build $dir"
+  while [ "${1:-}" = "--target" ]; do targets+=("$1" "$2"); shift 2; done
+  phase "configure and build $dir"
   cmake -S . -B "$dir" -G Ninja -Wno-dev -DLENS_WERROR=ON "$@" >/dev/null
-  cmake --build "$dir" -j "$jobs"
+  cmake --build "$dir" -j "$jobs" "${targets[@]}"
 }
 run_tests() {  # run_tests <dir> <title> <labels that must run> -- <ctest args...>
   local dir=$1 title=$2 labels=()
@@ -25,6 +29,7 @@ run_tests() {  # run_tests <dir> <title> <labels that must run> -- <ctest args..
   while [ "$1" != "--" ]; do labels+=("$1"); shift; done
   shift
   rm -f "$dir/junit.xml"
+  phase "tests of $dir"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit junit.xml "$@"
   summary+=("$(./scripts/tests_per_label.py "$dir" "$dir/junit.xml" "$title" "${labels[@]}")") || {
     printf '%s\n' "${summary[@]}"
@@ -32,7 +37,7 @@ run_tests() {  # run_tests <dir> <title> <labels that must run> -- <ctest args..
   }
 }
 
-echo "== full build and tests"
+phase "full build and tests"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 mapfile -t promised <build/lens_promised_labels.txt
 run_tests build "full" "${promised[@]}" --
@@ -48,25 +53,26 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   fi
 fi
 
-echo "== style: clang-format, clang-tidy, flake8 and the include and architecture checks on every folder"
+phase "style: clang-format, clang-tidy, flake8 and the include and architecture checks on every folder"
 ./scripts/style.sh build
 
-echo "== core and concurrent tests under ASan+UBSan (a race that frees memory shows here as a use after free)"
+phase "core and concurrent tests under ASan+UBSan (a race that frees memory shows here as a use after free)"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_tests build-asan "asan" core concurrent -- -L "core|concurrent"
 
-echo "== concurrent tests under TSan"
-build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=thread
+phase "concurrent tests under TSan (their program only: the core tests' would be built and never run)"
+build build-tsan --target lens_concurrency_tests -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=thread
 TSAN_OPTIONS=halt_on_error=1 run_tests build-tsan "tsan" concurrent -- -L concurrent
 
-echo "== the parsers under libFuzzer (clang, ASan+UBSan; 60 s)"
+phase "the parsers under libFuzzer (clang, ASan+UBSan; 60 s)"
 build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=address,undefined -DLENS_FUZZ=ON
 run_tests build-fuzz "fuzz" fuzz -- -L fuzz
 
-echo "== tests run per label (full build; asan: core and concurrent under ASan+UBSan; tsan: concurrent under TSan;"
+phase "tests run per label (full build; asan: core and concurrent under ASan+UBSan; tsan: concurrent under TSan;"
 echo "   fuzz: libFuzzer)"
 printf '%s\n' "${summary[@]}"
 printf '%s\n' "${summary[@]}" | awk '/ passed, / { p += $2; f += $4; s += $6 }
   END { printf "total: %d passed, %d failed, %d skipped\n", p, f, s }'
+phase "done"

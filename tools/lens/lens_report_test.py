@@ -24,11 +24,12 @@ def attr(key, value):
     return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
 
 
-def resource(rank, world=2, pid=None, pipeline=1, run_id="run-7"):
+def resource(rank, world=2, pid=None, pipeline=1, run_id="run-7", host=None):
     return {"attributes": [attr("service.name", "megatron-lm"), attr("nemo.run.id", run_id), attr("dl.rank", rank),
                            attr("process.pid", pid if pid is not None else 100 + rank),
                            attr("dl.world_size", world), attr("dl.pipeline_parallel.size", pipeline),
-                           attr("dl.data_parallel.size", world // pipeline)]}
+                           attr("dl.data_parallel.size", world // pipeline)]
+            + ([attr("host.name", host)] if host else [])}
 
 
 _ids = iter(range(1, 1 << 62))
@@ -827,6 +828,52 @@ class ThreadsTest(TempDirTest):
                 result = lens("report", run, "--json", "--threads", threads)
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertEqual(result.stdout, one.stdout)
+
+    def same_at_every_number_of_threads(self, run, threads=("2", "3", "5")):
+        one = lens("report", run, "--json", "--threads", "1")
+        self.assertEqual(one.returncode, 0, one.stderr)
+        for n in threads:
+            with self.subTest(threads=n):
+                result = lens("report", run, "--json", "--threads", n)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(result.stdout, one.stdout)
+        return json.loads(one.stdout)
+
+    def test_hosts_clocks_put_together_from_threads_are_one_reports(self):
+        # Stage 0 on node0, stage 1 on node1, whose clock is 10 ms behind: its linked receives end before the sends
+        # they link to begin. The sends and the receives fall to different threads' files.
+        by_rank, _ = pipeline_spans()
+        run = os.path.join(self.tmp.name, "run")
+        os.makedirs(run)
+        for rank, lines in by_rank.items():
+            stage = rank // D
+            with open(os.path.join(run, f"rank{rank}.traces.jsonl"), "w") as f:
+                for spans in lines:
+                    for one in spans:
+                        for key in ("startTimeUnixNano", "endTimeUnixNano"):
+                            one[key] = str(int(one[key]) - 10 * MS * stage)
+                    f.write(spans_line(rank, spans, world=P * D, pipeline=P, host=f"node{stage}") + "\n")
+        self.cut_into_files(run, 5)
+        clocks = self.same_at_every_number_of_threads(run)["clocks"]
+        self.assertEqual(clocks["reference_host"], "node0")
+        node1 = {h["host"]: h for h in clocks["hosts"]}["node1"]
+        self.assertEqual(node1["links"], D * 2 * 4)  # each replica's two warm-up receives in each of 4 iterations
+        self.assertGreaterEqual(node1["at_least_ms"], 7)  # a receive ends 2 ms after its send's start, less 10 ms
+        self.assertTrue(clocks["corrected"])
+
+    def test_durations_past_the_exact_values_are_merged_as_one_report_adds_them(self):
+        # More durations of one name than a report keeps exactly (65,536) in each of two files: each thread's
+        # report holds them in buckets, and the merged percentiles are those of one report.
+        run = os.path.join(self.tmp.name, "run")
+        os.makedirs(run)
+        for rank in (0, 1):
+            spans = [span("megatron.microbatch.forward", i, 0.5 + ((i * 7919 + rank) % 9973) / 97)
+                     for i in range(70_000)]
+            with open(os.path.join(run, f"rank{rank}.traces.jsonl"), "w") as f:
+                f.write("".join(spans_line(rank, spans[k:k + 1024]) + "\n" for k in range(0, len(spans), 1024)))
+        figures = self.same_at_every_number_of_threads(run, threads=("2",))
+        forward = {s["name"]: s for s in figures["spans"]}["megatron.microbatch.forward"]
+        self.assertEqual(forward["count"], 140_000)
 
     def test_names_past_the_limit_are_those_of_one_report(self):
         # The first file fills most of the 10,000 names; the second file's own names overflow while it still has
