@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "test: installs what is missing, builds four configurations (full, ASan+UBSan, TSan, libFuzzer), checks the"
-echo "test: style and runs every test; about 20 minutes on 2 cores from scratch (packages, the Go test peers, four builds,"
-echo "test: the tests)"
+echo "test: style and runs every test; about 40 minutes on 2 cores from scratch (packages, the Go test peers, four"
+echo "test: builds, the tests; each phase's start is timed in the log)"
 ./scripts/setup-deps.sh
 
 jobs=$(nproc)

@@ -172,9 +172,15 @@ class StragglerTest(unittest.TestCase):
             finish(ranks)
         logs = straggler_logs(directory)  # rank 3 exports (single_rank) and scores
         self.assertGreaterEqual(len(windows_flagging(logs, 1)), 3, logs)
-        self.assertEqual({named for named, _, _ in logs}, {1}, logs)
-        self.assertEqual({(name, int(a["dl.rank"])) for name, a in straggler_events(directory)},
-                         {("megatron.train", 1)})
+        # Four Python ranks and the pauser share two cores, and rank 3 also exports: another rank came out at 1.30x
+        # its peers in one window of a CI run (the paused one at 1.35-1.64x in every window). One window, never two.
+        events = straggler_events(directory)
+        self.assertEqual({name for name, _ in events}, {"megatron.train"})
+        event_ranks = [int(a["dl.rank"]) for _, a in events]
+        self.assertIn(1, event_ranks, events)
+        for other in ({named for named, _, _ in logs} | set(event_ranks)) - {1}:
+            self.assertLessEqual(len(windows_flagging(logs, other)), 1, logs)
+            self.assertLessEqual(event_ranks.count(other), 1, events)
         # Its iteration boundaries are the heartbeat's, as the C++ trainer's are.
         self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: ITERATIONS})
 
