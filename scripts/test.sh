@@ -62,7 +62,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_tests build-asan "asan" core concurrent -- -L "core|concurrent"
 
 phase "concurrent tests under TSan (their program only: the core tests' would be built and never run)"
-build build-tsan --target lens_concurrency_tests -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENS_CORE_ONLY=ON -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=thread
+build build-tsan --target lens_concurrency_tests -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLENS_CORE_ONLY=ON \
+  -DLENS_WITH_GRPC=OFF -DLENS_SANITIZE=thread
 TSAN_OPTIONS=halt_on_error=1 run_tests build-tsan "tsan" concurrent -- -L concurrent
 
 phase "the parsers under libFuzzer (clang, ASan+UBSan; 60 s)"
