@@ -68,6 +68,9 @@ struct ThreadState;
 struct SpanHandle {
   OpenSpan* slot = nullptr;  // null: not recording (group off, sampled out, no room)
   std::uint32_t generation = 0;
+  // std::uncaught_exceptions() on the starting thread when the span took its slot: a scope left with more
+  // uncaught was left by an exception (a span started in a destructor during unwinding was not).
+  std::uint32_t uncaught_at_start = 0;
   SpanContext context;  // valid when the span exists, recording or sampled out
 };
 }  // namespace internal
@@ -85,6 +88,10 @@ LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanNam
                                          std::span<const Attribute> attributes, const StartOptions& options) noexcept;
 // end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
 LENS_API void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos = 0) noexcept;
+// A span's object destroyed: its context popped from `pushed_to` (null: none was pushed), then the span ended, by an
+// exception when the ending thread has more uncaught than when it started (the count read from the thread's state,
+// not through std::uncaught_exceptions(), a call into libstdc++ and its thread-local: 52 instructions a span).
+LENS_API void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept;
 // Renames an open span (OpenTelemetry's update_name). Handles copied from `h` before the call stop owning it.
 LENS_API void update_name(SpanHandle& h, SpanName name) noexcept;
 LENS_API void set_attributes(SpanHandle& h, std::span<const Attribute> attributes) noexcept;
@@ -116,20 +123,17 @@ class Span {
        const StartOptions& options = {}) noexcept {
     if (internal::is_recorded(group)) start(group, name, attributes, options);  // enabled, or a position
   }
-  Span(Span&& other) noexcept : h_(std::exchange(other.h_, {})), uncaught_(other.uncaught_) {}
+  Span(Span&& other) noexcept : h_(std::exchange(other.h_, {})) {}
   Span& operator=(Span&& other) noexcept {
     if (this != &other) {
       end();
       h_ = std::exchange(other.h_, {});
-      uncaught_ = other.uncaught_;
     }
     return *this;
   }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
-  ~Span() {
-    if (h_.slot) internal::end_span(h_, std::uncaught_exceptions() > uncaught_);
-  }
+  ~Span() { end_at_scope_exit(nullptr); }
 
   // True while the span records (its group was on and the sampler kept it); false for a position kept only for a
   // hang snapshot (a slot and no ids).
@@ -164,7 +168,6 @@ class Span {
   // Starts an inert span (the LENS_SPAN macro, after it checked the group).
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
              const StartOptions& options = {}) noexcept {
-    uncaught_ = std::uncaught_exceptions();
     internal::start_span(h_, group, name, internal::as_span(attributes), options);
   }
 
@@ -172,7 +175,6 @@ class Span {
   // start(), the span then the thread's current one: where its context went, for pop_context (null: nowhere).
   internal::ThreadState* start_as_current(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
                                           const StartOptions& options) noexcept {
-    uncaught_ = std::uncaught_exceptions();
     return internal::start_current_span(h_, group, name, internal::as_span(attributes), options);
   }
   const internal::SpanHandle& handle() const noexcept { return h_; }
@@ -180,10 +182,15 @@ class Span {
     if (h_.slot) internal::end_span(h_, by_exception);
     h_.slot = nullptr;
   }
+  // The destructor's end: the context popped from `pushed_to` (start_as_current's), then the span ended, by an
+  // exception if one is leaving the scope. One call for both.
+  void end_at_scope_exit(internal::ThreadState* pushed_to) noexcept {
+    if (h_.slot || pushed_to) internal::end_scope(h_, pushed_to);
+    h_.slot = nullptr;
+  }
 
  private:
   internal::SpanHandle h_;
-  int uncaught_ = 0;
 };
 
 // Makes a context the thread's current one for a scope: spans started inside become its children. Use it to
@@ -207,9 +214,7 @@ class ScopedSpan : public Span {
   ScopedSpan() noexcept = default;
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
-  ~ScopedSpan() {  // the Span base ends the span afterwards
-    if (pushed_to_) internal::pop_context(pushed_to_);
-  }
+  ~ScopedSpan() { end_at_scope_exit(pushed_to_); }  // the Span base then has nothing left to end
 
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
              const StartOptions& options = {}) noexcept {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <span>
 #include <string_view>
 #include <typeinfo>
@@ -397,8 +398,9 @@ void append_collective_sequence(OpenSpan& s, SpanDrain& p) noexcept {
 
 // What both kinds of start share once the header's ids are set: the name, the attributes (and a communication
 // span's sequence number), the start time, and the slot published as open.
-void set_name_attributes_and_open(SpanHandle& h, OpenSpan& s, SpanDrain& p, SpanGroup group, SpanName name,
-                                  std::span<const Attribute> attributes, std::uint64_t start_unix_nanos = 0) noexcept {
+LENS_ALWAYS_INLINE void set_name_attributes_and_open(SpanHandle& h, OpenSpan& s, SpanDrain& p, SpanGroup group,
+                                                     SpanName name, std::span<const Attribute> attributes,
+                                                     std::uint64_t start_unix_nanos = 0) noexcept {
   RecordHeader& r = s.header;
   if (name.is_static()) {
     r.name = TextRef{name.text().data(), 0, static_cast<std::uint32_t>(name.text().size())};
@@ -426,6 +428,7 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
   s->header.bits = RecordHeader::kPositionOnly;
   s->header.group = group.id();
   h.context = {};
+  h.uncaught_at_start = *t.uncaught_exceptions;
   set_name_attributes_and_open(h, *s, p, group, name, attributes);
 }
 
@@ -546,6 +549,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
     h.context = {};  // its children attach to its parent instead of to a span that will not exist
     return t;
   }
+  h.uncaught_at_start = *t->uncaught_exceptions;
   RecordHeader& r = s->header;
   r.arena_used = 0;
   r.trace_id = h.context.trace_id;
@@ -575,6 +579,11 @@ LENS_ALWAYS_INLINE ThreadState* push_context_to(ThreadState* t, const SpanContex
   return t;
 }
 
+// The state the push went to, even if telemetry was shut down or set up again since.
+LENS_ALWAYS_INLINE void pop_context_from(ThreadState* pushed_to) noexcept {
+  if (pushed_to != nullptr && pushed_to->context_depth > 0) --pushed_to->context_depth;
+}
+
 }  // namespace
 
 void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
@@ -589,13 +598,22 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, s
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
-void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
-  std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
-  if (!owns(h)) return;  // truncated at shutdown: already exported
+namespace {
+
+// Where the record of a span ending on this thread goes: this thread's state in the span's drain, null once it stopped.
+LENS_ALWAYS_INLINE ThreadState* ending_state(const OpenSpan& s) noexcept {
+  SpanDrain* p = s.owner->drain;
+  return p->stopped() ? nullptr : state_for(p);
+}
+
+// Ends an owned span on the calling thread (`t`: ending_state's), at `end` (ticks, or Unix nanoseconds when
+// end_unix_nanos says so).
+LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t end, bool by_exception,
+                                  std::uint64_t end_unix_nanos) noexcept {
   OpenSpan& s = *h.slot;
   if (__builtin_expect(s.device_timed, 0)) end_device_span(s);
   SpanDrain* p = s.owner->drain;
-  if (by_exception) {
+  if (__builtin_expect(by_exception, 0)) {
     if (s.header.status_code != static_cast<std::uint8_t>(StatusCode::kOk)) {
       s.header.status_code = static_cast<std::uint8_t>(StatusCode::kError);
       set_status_message(s, "exception");
@@ -608,7 +626,6 @@ void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) no
   s.header.end_tick = end;
   if (end_unix_nanos != 0) s.header.bits |= RecordHeader::kEndIsUnixNanos;
   // The record goes to the ending thread's queue (a Span may end on another thread than it started).
-  ThreadState* t = p->stopped() ? nullptr : state_for(p);
   if (s.header.bits & RecordHeader::kPositionOnly) {
     // Kept only while open, for a hang snapshot (on a rank that exports nothing, every span is one).
   } else if (t == nullptr) {
@@ -618,6 +635,24 @@ void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) no
   }
   release_slot(s, t);
   h.slot = nullptr;
+}
+
+}  // namespace
+
+void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
+  std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
+  if (!owns(h)) return;  // truncated at shutdown: already exported
+  end_owned(h, ending_state(*h.slot), end, by_exception, end_unix_nanos);
+}
+
+void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
+  std::uint64_t end = now_ticks();
+  pop_context_from(pushed_to);
+  if (!owns(h)) return;  // not recording, or truncated at shutdown: already exported
+  ThreadState* t = ending_state(*h.slot);
+  // The ending thread's count against the starting thread's, as std::uncaught_exceptions() compares them.
+  const unsigned int uncaught = t != nullptr ? *t->uncaught_exceptions : std::uncaught_exceptions();
+  end_owned(h, t, end, uncaught > h.uncaught_at_start, 0);
 }
 
 void update_name(SpanHandle& h, SpanName name) noexcept {
@@ -706,10 +741,7 @@ CurrentKind current_kind(SpanHandle* span) noexcept {
   return CurrentKind::kSpan;
 }
 
-void pop_context(ThreadState* pushed_to) noexcept {
-  // The state the push went to, even if telemetry was shut down or set up again since.
-  if (pushed_to != nullptr && pushed_to->context_depth > 0) --pushed_to->context_depth;
-}
+void pop_context(ThreadState* pushed_to) noexcept { pop_context_from(pushed_to); }
 
 ThreadState* current_thread_state_if_any() noexcept { return t_state; }
 void forget_thread_state() noexcept { t_state = nullptr; }

@@ -100,7 +100,8 @@ class SpanQueue {
     LENS_DCHECK(write_at_ + size + 4 * (tail_records_ + 1) <= tail_capacity_);  // never into the index
     std::uint8_t* at = tail_->data() + write_at_;
     std::memcpy(at, &header, sizeof header);
-    std::memcpy(at + sizeof header, arena, header.arena_used);
+    // A span without attributes has an empty arena: no call into memcpy for nothing (about 15 instructions).
+    if (header.arena_used != 0) std::memcpy(at + sizeof header, arena, header.arena_used);
     std::memcpy(tail_->index_entry(tail_records_), &write_at_, 4);
     write_at_ += size;
     tail_->written.store(++tail_records_, std::memory_order_release);

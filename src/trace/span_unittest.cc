@@ -384,6 +384,35 @@ TEST(Spans, ExceptionLeavingAScopeIsRecordedAndPropagatesUnchanged) {
   EXPECT_EQ(attribute(failed["events"][0], "exception.message")["stringValue"], "negative batch");
 }
 
+TEST(Spans, OnlyTheExceptionThatLeavesAScopeFailsItsSpan) {
+  Capture c;
+  struct CleanUp {  // a destructor that runs while an exception unwinds the stack, and opens spans of its own
+    ~CleanUp() {
+      LENS_SPAN(mg::step, "cleanup");
+      try {
+        LENS_SPAN(mg::step, "cleanup.failed");
+        throw std::runtime_error("second");
+      } catch (const std::runtime_error&) {
+      }
+    }
+  };
+  std::thread fresh([] {  // a thread of its own: its state, and where it reads the count, made at its first span
+    try {
+      LENS_SPAN(mg::step, "outer");
+      CleanUp clean_up;
+      throw std::runtime_error("first");
+    } catch (const std::runtime_error&) {
+    }
+    LENS_SPAN(mg::step, "after");
+  });
+  fresh.join();
+
+  EXPECT_EQ(c.span("outer")["status"]["code"], 2);
+  EXPECT_EQ(c.span("cleanup")["status"], json::object());    // started during the unwinding, ended normally
+  EXPECT_EQ(c.span("cleanup.failed")["status"]["code"], 2);  // one more exception than when it started
+  EXPECT_EQ(c.span("after")["status"], json::object());
+}
+
 TEST(Spans, TracedChecksTheGroupAtEachCall) {
   Capture c(testing::capture_config("job"));
   int calls = 0;

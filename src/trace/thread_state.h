@@ -118,6 +118,8 @@ struct ThreadState {
   ContextEntry contexts[kMaxContextDepth];
   int context_depth = 0;
   IdGenerator ids;
+  // This thread's count of uncaught exceptions, where std::uncaught_exceptions() reads it (uncaught_exceptions_of).
+  const unsigned int* uncaught_exceptions;
   SpanQueue queue;
   ThreadCounters counters;
   // Set when the thread ends; the export thread frees the state once its queue is drained and no span it
@@ -128,6 +130,11 @@ struct ThreadState {
     return (free_slots | remote_free.load(std::memory_order_acquire)) == ~std::uint64_t{0};
   }
 };
+
+// Where the calling thread's C++ runtime counts its uncaught exceptions (the Itanium C++ ABI's per-thread exception
+// globals, which libstdc++ and libc++abi keep): its address is fixed for the thread's life, so a span reads the count
+// with one load instead of a call into libstdc++ that finds its thread-local through __tls_get_addr.
+const unsigned int* uncaught_exceptions_of_this_thread() noexcept;
 
 // The calling thread's state, whatever pipeline it belongs to (null before its first span), and forgetting it
 // (a forked child starts afresh). recorder.cc owns the thread-local.
