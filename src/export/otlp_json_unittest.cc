@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
+#include <string>
 
 #include "export/json_lines_exporter.h"
 #include "support/capture.h"
@@ -16,9 +18,27 @@
 namespace lens {
 namespace {
 
+namespace fs = std::filesystem;
 namespace mg = megatron::group;
 using testing::attribute;
 using testing::json;
+
+// A directory of the test's own: empty when it starts (the file exporter appends, and a pid comes back across runs:
+// a stale file from an earlier run made FileExporterWritesWholeLinesOfValidRequests read 4 lines), gone after it.
+class FreshDirectory {
+ public:
+  explicit FreshDirectory(const std::string& name)
+      : path_(::testing::TempDir() + name + "-" + std::to_string(::getpid())) {
+    fs::remove_all(path_);
+  }
+  ~FreshDirectory() { fs::remove_all(path_); }
+  FreshDirectory(const FreshDirectory&) = delete;
+  FreshDirectory& operator=(const FreshDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Checks one ExportTraceServiceRequest the way a strict OTLP/JSON reader would.
 void check_request(const json& request) {
@@ -74,14 +94,15 @@ void record_some_spans() {
 }
 
 TEST(OtlpJson, FileExporterWritesWholeLinesOfValidRequests) {
-  std::string dir = ::testing::TempDir() + "lens-otlp-json-" + std::to_string(::getpid());
-  Telemetry t = setup_telemetry(exporter_config(Exporter::kFile, dir), {.rank = 0, .world_size = 1, .reinit = true});
+  const FreshDirectory dir("lens-otlp-json");
+  Telemetry t =
+      setup_telemetry(exporter_config(Exporter::kFile, dir.path()), {.rank = 0, .world_size = 1, .reinit = true});
   record_some_spans();
   ASSERT_TRUE(t.force_flush());
   record_some_spans();
   ASSERT_TRUE(t.shutdown());
 
-  std::ifstream in(dir + "/json-run/rank0.traces.jsonl");
+  std::ifstream in(dir.path() + "/json-run/rank0.traces.jsonl");
   ASSERT_TRUE(in.good());
   std::string line;
   int lines = 0, spans = 0;
@@ -145,8 +166,8 @@ namespace {
 
 // The file exporter's metrics line, field by field: the nine megatron.training.* instruments and lens's own.
 TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
-  std::string dir = ::testing::TempDir() + "lens-otlp-metrics-" + std::to_string(::getpid());
-  Config c = exporter_config(Exporter::kFile, dir);
+  const FreshDirectory dir("lens-otlp-metrics");
+  Config c = exporter_config(Exporter::kFile, dir.path());
   c.metrics_temporality = Temporality::kDelta;
   Telemetry t = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
   megatron::record_training_metrics({.step_duration_ms = 310.0,
@@ -160,7 +181,7 @@ TEST(OtlpJsonMetrics, TrainingAndSelfMetricsInTheMetricsFile) {
                                      .mfu = 0.42});
   { LENS_SPAN(mg::job, "one"); }
   ASSERT_TRUE(t.shutdown());
-  std::ifstream in(dir + "/json-run/rank0.metrics.jsonl");
+  std::ifstream in(dir.path() + "/json-run/rank0.metrics.jsonl");
   std::string line, last;
   while (std::getline(in, line)) last = line;
   ASSERT_FALSE(last.empty());

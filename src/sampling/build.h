@@ -21,6 +21,11 @@ class TraceIdRatioRule {
   std::uint64_t bound_ = 0;
 };
 
+// True for a sampler that keeps every root span and follows a parent's sampled flag: the default
+// (parentbased_always_on), also behind an open rank gate. The span path decides for it inline, without its virtual
+// calls (about 20 instructions a span).
+bool keeps_roots_and_follows_parents(const Sampler& sampler) noexcept;
+
 // The sampler OTEL_TRACES_SAMPLER names.
 std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio);
 // That sampler, wrapped by the SAMPLING_STRATEGY factory when one is set. Throws ConfigError.

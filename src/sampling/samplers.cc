@@ -58,6 +58,7 @@ class ParentBased final : public Sampler {
     return p.parent->is_sampled() ? SamplingDecision::kRecordAndSample : SamplingDecision::kDrop;
   }
   std::string description() const override { return "ParentBased{root:" + root_->description() + "}"; }
+  const Sampler& root() const noexcept { return *root_; }
 
  private:
   std::unique_ptr<Sampler> root_;
@@ -72,6 +73,8 @@ class RankGate final : public Sampler {
   std::string description() const override {
     return std::string("RankAware{rank:") + (open_ ? "open" : "closed") + ",sampler:" + inner_->description() + "}";
   }
+  // The sampler that decides, when the gate lets it (null when the gate is closed).
+  const Sampler* deciding() const noexcept { return open_ ? inner_.get() : nullptr; }
 
  private:
   bool open_;
@@ -111,6 +114,13 @@ std::vector<std::string> sampling_strategy_names() { return registry().names(); 
 bool has_sampling_strategy(std::string_view name) { return registry().contains(name); }
 
 namespace internal {
+
+bool keeps_roots_and_follows_parents(const Sampler& sampler) noexcept {
+  if (const auto* gate = dynamic_cast<const RankGate*>(&sampler))
+    return gate->deciding() != nullptr && keeps_roots_and_follows_parents(*gate->deciding());
+  const auto* parent_based = dynamic_cast<const ParentBased*>(&sampler);
+  return parent_based != nullptr && dynamic_cast<const AlwaysOn*>(&parent_based->root()) != nullptr;
+}
 
 std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio) {
   switch (kind) {

@@ -97,6 +97,28 @@ TEST(Samplers, RankGate) {
   EXPECT_EQ(root_decision(*make_rank_gate_sampler(true, make_always_on_sampler()), 0), kKeep);
 }
 
+TEST(Samplers, OnlyAParentBasedAlwaysOnIsDecidedInline) {
+  using internal::keeps_roots_and_follows_parents;
+  EXPECT_TRUE(keeps_roots_and_follows_parents(*internal::build_sampler(Config{}, {})));  // the default
+  EXPECT_TRUE(keeps_roots_and_follows_parents(*make_parent_based_sampler(make_always_on_sampler())));
+  EXPECT_TRUE(keeps_roots_and_follows_parents(
+      *make_rank_gate_sampler(true, make_parent_based_sampler(make_always_on_sampler()))));
+  // Each of these decides otherwise for some span: it is asked.
+  EXPECT_FALSE(keeps_roots_and_follows_parents(*make_always_on_sampler()));  // keeps an unsampled parent's child
+  EXPECT_FALSE(keeps_roots_and_follows_parents(*make_parent_based_sampler(make_always_off_sampler())));
+  EXPECT_FALSE(keeps_roots_and_follows_parents(*make_parent_based_sampler(make_trace_id_ratio_sampler(0.5))));
+  EXPECT_FALSE(keeps_roots_and_follows_parents(
+      *make_rank_gate_sampler(false, make_parent_based_sampler(make_always_on_sampler()))));
+  struct Own final : Sampler {  // a strategy's own sampler
+    SamplingDecision should_sample(const SamplingParameters&) const noexcept override {
+      return SamplingDecision::kRecordAndSample;
+    }
+    std::string description() const override { return "Own"; }
+  };
+  EXPECT_FALSE(keeps_roots_and_follows_parents(Own{}));
+  EXPECT_FALSE(keeps_roots_and_follows_parents(*make_parent_based_sampler(std::make_unique<Own>())));
+}
+
 TEST(Samplers, ADecisionDoesNotAllocate) {
   Config c;
   c.traces_sampler = TracesSampler::kParentBasedTraceIdRatio;

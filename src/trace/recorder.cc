@@ -444,6 +444,14 @@ bool step_sampled(SpanDrain& p, SpanGroup group, const SpanContext* parent, cons
   return parent == nullptr || parent->is_sampled();
 }
 
+// The sampler's decision (`parent`: null or valid); the default sampler's made inline, without its virtual calls.
+LENS_ALWAYS_INLINE bool sampler_keeps(const SpanDrain& p, const SpanContext* parent, const TraceId& trace_id,
+                                      SpanName name) noexcept {
+  if (p.sampler_keeps_roots_and_follows_parents) return parent == nullptr || parent->is_sampled();
+  return p.sampler->should_sample(SamplingParameters{parent, trace_id, name.text()}) ==
+         SamplingDecision::kRecordAndSample;
+}
+
 // A span of a device-timed group: an NVTX range where NVTX is loaded, and its start event, after its host start.
 __attribute__((noinline)) void start_device_span(OpenSpan& s, SpanName name) noexcept {
   s.device_timed = true;
@@ -528,15 +536,14 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
       parent = &t->contexts[t->context_depth - 1].context;
   }
   const TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
-  SamplingParameters params{parent, trace_id, name.text()};
   const bool sampled = p->step_sampling.step_group >= 0
                            ? step_sampled(*p, group, parent, given_trace ? options.trace_id : nullptr)
-                           : p->sampler->should_sample(params) == SamplingDecision::kRecordAndSample;
+                           : sampler_keeps(*p, parent, trace_id, name);
   // A derived trace id is not random (W3C's random flag): the same run and iteration give the same id.
   std::uint8_t random = parent        ? (parent->trace_flags & SpanContext::kRandomFlag)
                         : given_trace ? std::uint8_t{0}
                                       : SpanContext::kRandomFlag;
-  h.context = SpanContext{params.trace_id, t->ids.span_id(),
+  h.context = SpanContext{trace_id, t->ids.span_id(),
                           static_cast<std::uint8_t>(random | (sampled ? SpanContext::kSampledFlag : 0)), false};
   if (!sampled) {
     ThreadCounters::bump(t->counters.sampled_out);
@@ -595,6 +602,13 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, s
                                 const StartOptions& options) noexcept {
   ThreadState* t = start_span_on_thread(h, group, name, attributes, options);
   // A span with no context (no pipeline, a position, refused a slot) is not current: its children keep its parent.
+  return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
+}
+
+ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
+                                std::span<const Attribute> attributes) noexcept {
+  static constexpr StartOptions kDefaults{};  // a constant: the inlined start drops every check of the options
+  ThreadState* t = start_span_on_thread(h, group, name, attributes, kDefaults);
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 

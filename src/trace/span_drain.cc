@@ -15,6 +15,7 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
                      TelemetryExporter& exporter, WakeUp& wake)
     : owned_sampler_(std::move(sampler_in)),
       sampler(owned_sampler_.get()),
+      sampler_keeps_roots_and_follows_parents(keeps_roots_and_follows_parents(*sampler)),
       limits(settings.limits),
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
       collective_group(settings.collective_group),

@@ -74,6 +74,7 @@ class SpanDrain {
 
  public:
   const Sampler* const sampler;
+  const bool sampler_keeps_roots_and_follows_parents;  // decided inline (sampling/build.h)
   const Limits limits;
   const std::size_t batch_size;
   const int collective_group;

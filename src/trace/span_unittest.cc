@@ -497,6 +497,27 @@ TEST(Sampling, SampledOutSpansAreNotExportedAndTheirChildrenFollow) {
   EXPECT_EQ(c.telemetry().span_stats().sampled_out, 2u);
 }
 
+TEST(Sampling, TheDefaultSamplerKeepsRootsAndFollowsEveryParent) {
+  Capture c;  // parentbased_always_on, the decision the span path makes inline
+  const SpanContext sampled_remote{TraceId{{1}}, SpanId{{2}}, SpanContext::kSampledFlag, true};
+  const SpanContext unsampled_remote{TraceId{{3}}, SpanId{{4}}, 0, true};
+  {
+    ContextScope scope(unsampled_remote);
+    LENS_SPAN(mg::job, "under.unsampled");
+    LENS_SPAN(mg::step, "under.unsampled.child");
+    EXPECT_FALSE(current_context().is_sampled());
+  }
+  {
+    ContextScope scope(sampled_remote);
+    LENS_SPAN(mg::job, "under.sampled");
+  }
+  { LENS_SPAN(mg::job, "root"); }
+  EXPECT_EQ(c.spans().size(), 2u);
+  EXPECT_EQ(c.span("under.sampled")["parentSpanId"], "0200000000000000");
+  EXPECT_FALSE(c.span("root").contains("parentSpanId"));
+  EXPECT_EQ(c.telemetry().span_stats().sampled_out, 2u);
+}
+
 TEST(Shutdown, OpenSpansAreEndedInnermostFirstAsTruncated) {
   auto shared = std::make_shared<internal::MemoryExporter::Shared>();
   Telemetry t = internal::setup(testing::capture_config(), {.rank = 0, .world_size = 1, .reinit = true},
