@@ -484,6 +484,12 @@ TEST(PretrainGpt, InconsistentArgumentsAreClearErrorsBeforeAnyProcessGroup) {
   run = launch("bucket", 1, {"--ddp-bucket-size", "0"});
   EXPECT_EQ(run.exit_codes[0], 2);
   EXPECT_NE(run.outputs[0].find("--ddp-bucket-size"), std::string::npos) << run.outputs[0];
+  for (const char* seconds : {"29", "3601"}) {  // the rendezvous timeout's range: a store that can time out, once
+    run = launch("rendezvous_timeout", 1, {"--testing-rendezvous-timeout-s", seconds});
+    EXPECT_EQ(run.exit_codes[0], 2) << run.outputs[0];
+    EXPECT_NE(run.outputs[0].find("--testing-rendezvous-timeout-s"), std::string::npos) << run.outputs[0];
+    EXPECT_NE(run.outputs[0].find("not in range 30 to 3600"), std::string::npos) << run.outputs[0];
+  }
 }
 
 // --overlap-grad-reduce: the gradients are all-reduced in several buckets, each started during the last

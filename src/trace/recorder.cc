@@ -660,9 +660,9 @@ void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) no
 }
 
 void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
-  std::uint64_t end = now_ticks();
   pop_context_from(pushed_to);
-  if (!owns(h)) return;  // not recording, or truncated at shutdown: already exported
+  if (!owns(h)) return;  // sampled out (no clock read for it), or truncated at shutdown: already exported
+  std::uint64_t end = now_ticks();
   ThreadState* t = ending_state(*h.slot);
   // The ending thread's count against the starting thread's, as std::uncaught_exceptions() compares them.
   const unsigned int uncaught = t != nullptr ? *t->uncaught_exceptions : std::uncaught_exceptions();
