@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,9 @@ namespace lens::testing {
 
 using nlohmann::json;
 
+// Where capture_config's process records go: the test's own directory, removed when its Capture ends.
+inline std::string capture_directory() { return ::testing::TempDir() + "lens-capture-" + std::to_string(::getpid()); }
+
 inline Config capture_config(std::string spec = "all") {
   Config c;
   c.catalogue = megatron::catalogue();
@@ -27,7 +31,7 @@ inline Config capture_config(std::string spec = "all") {
   c.span_groups = std::move(spec);
   c.span_batch.schedule_delay_ms = 60000;  // exports happen on flush, when the test says
   // Hang snapshots are on by default: the rank's process record goes to a directory of the test's, not ./telemetry.
-  c.file_dir = ::testing::TempDir() + "lens-capture-" + std::to_string(::getpid());
+  c.file_dir = capture_directory();
   return c;
 }
 
@@ -37,8 +41,14 @@ class Capture {
       : shared_(std::make_shared<internal::MemoryExporter::Shared>()),
         telemetry_(internal::setup(
             config, {.rank = 0, .world_size = 1, .resource_attributes = std::move(resource), .reinit = true},
-            std::make_unique<internal::MemoryExporter>(shared_))) {}
-  ~Capture() { telemetry_.shutdown(); }
+            std::make_unique<internal::MemoryExporter>(shared_))),
+        owns_directory_(config.file_dir == capture_directory()) {}
+  ~Capture() {
+    telemetry_.shutdown();
+    // Every test process leaves one otherwise (thousands in /tmp after a few runs), and a later process with the
+    // same pid would find its files.
+    if (owns_directory_) std::filesystem::remove_all(capture_directory());
+  }
 
   Telemetry& telemetry() { return telemetry_; }
   internal::MemoryExporter::Shared& exporter() { return *shared_; }
@@ -69,6 +79,7 @@ class Capture {
  private:
   std::shared_ptr<internal::MemoryExporter::Shared> shared_;
   Telemetry telemetry_;
+  bool owns_directory_;
 };
 
 // The value of attribute `key` in an OTLP/JSON attribute list (null when absent).
