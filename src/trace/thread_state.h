@@ -118,7 +118,8 @@ struct ThreadState {
   ContextEntry contexts[kMaxContextDepth];
   int context_depth = 0;
   IdGenerator ids;
-  // This thread's count of uncaught exceptions, where std::uncaught_exceptions() reads it (uncaught_exceptions_of).
+  // This thread's count of uncaught exceptions, where std::uncaught_exceptions() reads it
+  // (uncaught_exceptions_of_this_thread).
   const unsigned int* uncaught_exceptions;
   SpanQueue queue;
   ThreadCounters counters;
