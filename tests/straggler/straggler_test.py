@@ -166,12 +166,16 @@ class StragglerTest(unittest.TestCase):
 
     @unittest.skipUnless(PYTHON_WITH_OTEL and PYTHON_PACKAGE, "set by ctest: LENS_VENV_PYTHON, LENS_PYTHON_PACKAGE")
     def test_the_python_trainer_names_a_rank_paused_from_outside(self):
+        # Six windows, named in four at least: on these shared cores a window of the paused rank comes out under
+        # 1.3x now and then (2 of 32 here, 1.38-1.89x the others); a CI run, whose pauses had a fixed period about
+        # as long as its steps, named it in 2 of 4.
         directory = os.path.join(self.tmp.name, "telemetry")
-        ranks = start_job(directory, python=True)
+        iterations = 60
+        ranks = start_job(directory, python=True, iterations=iterations)
         with Pauser(ranks[1].pid, share=0.4, period=0.05):
             finish(ranks)
         logs = straggler_logs(directory)  # rank 3 exports (single_rank) and scores
-        self.assertGreaterEqual(len(windows_flagging(logs, 1)), 3, logs)
+        self.assertGreaterEqual(len(windows_flagging(logs, 1)), 4, logs)
         # Four Python ranks and the pauser share two cores, and rank 3 also exports: another rank came out at 1.30x
         # its peers in one window of a CI run (the paused one at 1.35-1.64x in every window). One window, never two.
         events = straggler_events(directory)
@@ -182,7 +186,7 @@ class StragglerTest(unittest.TestCase):
             self.assertLessEqual(len(windows_flagging(logs, other)), 1, logs)
             self.assertLessEqual(event_ranks.count(other), 1, events)
         # Its iteration boundaries are the heartbeat's, as the C++ trainer's are.
-        self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: ITERATIONS})
+        self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: iterations})
 
     def test_unslowed_runs_name_no_straggler(self):
         # Four ranks on this machine's 2 cores: the noise a rule must stay quiet in, at the default window of 20

@@ -762,9 +762,8 @@ ReadStats Report::read(const std::vector<std::string>& files, const ReadOptions&
   // Progress: the sum of every thread's bytes, said by one thread at a time.
   std::mutex progress_mutex;
   std::vector<std::uint64_t> done(n);
-  std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
+  const auto read_one = [&](std::size_t i) {
+    try {
       ReadOptions own = options;
       own.threads = 1;
       if (options.progress)
@@ -775,15 +774,20 @@ ReadStats Report::read(const std::vector<std::string>& files, const ReadOptions&
           for (std::uint64_t d : done) all += d;
           options.progress(all);
         };
-      try {
-        const std::vector<std::string> run(files.begin() + static_cast<std::ptrdiff_t>(runs[i].first),
-                                           files.begin() + static_cast<std::ptrdiff_t>(runs[i].second));
-        stats[i] = read_run(run, i == 0 ? *this : later[i - 1], own);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  }
+      const std::vector<std::string> run(files.begin() + static_cast<std::ptrdiff_t>(runs[i].first),
+                                         files.begin() + static_cast<std::ptrdiff_t>(runs[i].second));
+      stats[i] = read_run(run, i == 0 ? *this : later[i - 1], own);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  // Runs 1.. on threads of their own while the process lets them start; run 0, and each run whose thread did not
+  // start, on this one.
+  std::vector<std::thread> threads;
+  std::size_t started = 1;
+  while (started < n && try_start_thread(threads, [&read_one, i = started] { read_one(i); })) ++started;
+  read_one(0);
+  for (std::size_t i = started; i < n; ++i) read_one(i);
   for (std::thread& t : threads) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);

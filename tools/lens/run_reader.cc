@@ -1,6 +1,8 @@
 #include "run_reader.h"
 
+#include <pthread.h>
 #include <simdjson.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -233,6 +235,24 @@ class OriginTable {
   std::map<std::string, Origin> origins_;
 };
 
+// simdjson 3.0.1's On Demand parser takes its string buffer from `new (std::nothrow)` and does not check it: out of
+// memory (a `ulimit -v`), the next string it unescapes is written through a null pointer. The buffer is private; an
+// explicit instantiation may name a private member ([temp.spec.general]), and this one hands it to the check in
+// FileParser::line. It fails to compile, not to check, should simdjson rename it.
+struct StringBufferOfParser {
+  using Member = std::unique_ptr<std::uint8_t[]> simdjson::ondemand::parser::*;
+  friend Member string_buffer_member(StringBufferOfParser);
+};
+template <StringBufferOfParser::Member member>
+struct ExposeStringBuffer {
+  friend StringBufferOfParser::Member string_buffer_member(StringBufferOfParser) { return member; }
+};
+template struct ExposeStringBuffer<&simdjson::ondemand::parser::string_buf>;
+
+bool has_string_buffer(const simdjson::ondemand::parser& parser) {
+  return parser.*string_buffer_member(StringBufferOfParser{}) != nullptr;
+}
+
 class FileParser {
  public:
   FileParser(RunVisitor& visitor, ReadStats& stats, const ReadOptions& options)
@@ -246,6 +266,8 @@ class FileParser {
       text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
     simdjson::padded_string_view json(text.data(), text.size(), text.capacity());
     auto doc = parser_.iterate(json);
+    if (doc.error() == simdjson::SUCCESS && !has_string_buffer(parser_))
+      throw simdjson::simdjson_error(simdjson::MEMALLOC);
     object root = doc.get_object();
     for (auto field : root) {
       std::string_view key = field.unescaped_key();  // once a line: said in a problem when unknown
@@ -717,6 +739,9 @@ class RowRecorder final : public RunVisitor {
   const Origin* last_origin_ = nullptr;
 };
 
+constexpr std::size_t kBlockBytes = 1 << 20;
+constexpr std::size_t kBlocksPerWorker = 4;
+
 // A run of lines of one file (about kBlockBytes), parsed by one worker. Blocks are numbered in the order they
 // were read; the visitor takes them in that order.
 struct Block {
@@ -741,8 +766,7 @@ class ParallelRead {
       : files_(files), visitor_(visitor), options_(options), workers_(workers) {}
 
   ReadStats run() {
-    threads_.emplace_back([this] { read(); });
-    for (std::size_t i = 0; i < workers_; ++i) threads_.emplace_back([this] { parse(); });
+    if (!start_threads()) return read_serially(files_, visitor_, options_);
     ReadStats stats;
     std::uint64_t done = 0;
     try {
@@ -758,17 +782,26 @@ class ParallelRead {
       throw;
     }
     stop_and_join();
-    if (reader_error_) std::rethrow_exception(reader_error_);
+    if (error_) std::rethrow_exception(error_);
     stats.bytes = done;
     return stats;
   }
 
  private:
-  static constexpr std::size_t kBlockBytes = 1 << 20;
-  static constexpr std::size_t kBlocksPerWorker = 4;
-
   // Thrown on the reader thread when the read was stopped: it unwinds the file being read.
   struct Stopped {};
+
+  // The workers the process lets start (workers_ becomes their number: it bounds the blocks read ahead), then the
+  // reader; false, with none left running, without the reader and one worker.
+  bool start_threads() {
+    threads_.reserve(workers_ + 1);
+    const std::size_t wanted = workers_;
+    workers_ = 0;
+    while (workers_ < wanted && try_start_thread(threads_, [this] { parse(); })) ++workers_;
+    if (workers_ > 0 && try_start_thread(threads_, [this] { read(); })) return true;
+    stop_and_join();
+    return false;
+  }
 
   void stop_and_join() {
     {
@@ -816,7 +849,7 @@ class ParallelRead {
     } catch (const Stopped&) {
     } catch (...) {
       std::lock_guard lock(mutex_);
-      reader_error_ = std::current_exception();
+      error_ = std::current_exception();
     }
     std::lock_guard lock(mutex_);
     read_all_ = true;
@@ -864,8 +897,23 @@ class ParallelRead {
     parse_wait_.notify_one();
   }
 
-  // A worker thread.
+  // A worker thread. What it cannot do outside a block's lines (out of memory) stops the read and reaches the caller.
   void parse() {
+    try {
+      parse_blocks();
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        stopped_ = true;
+      }
+      read_wait_.notify_all();
+      parse_wait_.notify_all();
+      visit_wait_.notify_all();
+    }
+  }
+
+  void parse_blocks() {
     RowRecorder recorder;
     ReadStats unused;
     FileParser parser(recorder, unused, options_);
@@ -898,9 +946,10 @@ class ParallelRead {
   // The calling thread: the oldest block, once parsed; null when every block was visited.
   std::unique_ptr<Block> next_parsed() {
     std::unique_lock lock(mutex_);
-    visit_wait_.wait(lock,
-                     [&] { return (!blocks_.empty() && blocks_.front()->parsed) || (blocks_.empty() && read_all_); });
-    if (blocks_.empty()) return nullptr;
+    visit_wait_.wait(lock, [&] {
+      return (!blocks_.empty() && blocks_.front()->parsed) || (blocks_.empty() && read_all_) || stopped_;
+    });
+    if (blocks_.empty() || stopped_) return nullptr;
     std::unique_ptr<Block> block = std::move(blocks_.front());
     blocks_.pop_front();
     read_wait_.notify_one();
@@ -947,7 +996,7 @@ class ParallelRead {
   const std::vector<std::string>& files_;
   RunVisitor& visitor_;
   const ReadOptions& options_;
-  const std::size_t workers_;
+  std::size_t workers_;  // set before the reader starts
   OriginTable origins_;  // the calling thread's
   SpanRow row_;
 
@@ -957,18 +1006,35 @@ class ParallelRead {
   std::deque<Block*> to_parse_;
   bool read_all_ = false;
   bool stopped_ = false;                       // the calling thread is done: every other thread ends
-  std::exception_ptr reader_error_;            // what ended the reader thread early
+  std::exception_ptr error_;                   // what ended the reader or a worker early
   std::vector<std::thread> threads_;           // the reader's and the workers', joined before run() returns
   std::vector<std::unique_ptr<Block>> spare_;  // visited, to be filled again
 };
 
-// The threads that parse (1: a serial read).
+// A limit on the address space (`ulimit -v`, as some login nodes set) counts what each thread reserves: its whole
+// stack (8 MiB by default), the heap glibc's malloc gives it (64 MiB on 64-bit) and the blocks it holds. The reading
+// threads are as many as take half of it: without the bound, the threads' reservations alone filled a 160 MiB limit.
+std::size_t threads_the_address_space_holds() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kMaxReadingThreads;
+  std::size_t stack = 0;
+  pthread_attr_t attributes;
+  if (pthread_getattr_default_np(&attributes) == 0) {
+    pthread_attr_getstacksize(&attributes, &stack);
+    pthread_attr_destroy(&attributes);
+  }
+  if (stack == 0) stack = std::size_t{8} << 20;
+  constexpr std::size_t kMallocArenaBytes = std::size_t{64} << 20;
+  const std::size_t per_thread = stack + kMallocArenaBytes + 2 * kBlocksPerWorker * kBlockBytes;  // text and rows
+  return std::max<std::size_t>(limit.rlim_cur / 2 / per_thread, 1);
+}
+
 }  // namespace
 
 std::size_t reading_threads(const ReadOptions& options) {
   const std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
                                                   : std::max<std::size_t>(std::thread::hardware_concurrency(), 1);
-  return std::min(threads, kMaxReadingThreads);
+  return std::min({threads, kMaxReadingThreads, threads_the_address_space_holds()});
 }
 
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {

@@ -7,11 +7,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace lens_tools {
@@ -109,11 +112,25 @@ struct ReadOptions {
   std::string run_id;  // when set, only what the resource says is of this run (nemo.run.id) reaches the visitor
   // Threads that parse the lines (blocks of about 1 MiB each), beside one that reads them and the calling thread,
   // which hands the rows to the visitor in the files' order: the result is the same at any number. 0: one a core;
-  // 1: no other thread (the calling thread reads, parses and visits). At most kMaxReadingThreads.
+  // 1: no other thread (the calling thread reads, parses and visits). At most kMaxReadingThreads, and fewer under a
+  // limit on the address space (each thread reserves about 80 MiB of it).
   int threads = 0;
 };
 
 inline constexpr std::size_t kMaxReadingThreads = 64;
+
+// Starts `body` on a thread added to `threads`; false when the process may start no more (its limit on threads or on
+// address space: each thread's stack is reserved there), with `threads` as it was. A read asks for a thread a core
+// and goes on with those it got, rather than leave the started ones joinable for std::terminate.
+template <typename Body>
+bool try_start_thread(std::vector<std::thread>& threads, Body&& body) {
+  try {
+    threads.emplace_back(std::forward<Body>(body));
+    return true;
+  } catch (const std::exception&) {  // std::system_error (EAGAIN) or std::bad_alloc
+    return false;
+  }
+}
 
 // A span id of 16 hex digits as a number; 0 (no span) for anything else.
 inline std::uint64_t parse_span_id(std::string_view hex) {
@@ -135,7 +152,8 @@ void append_json_member(std::string& members, std::string_view key, std::string_
 // Adds a read's counts and problems to another's (a read of the files after its own).
 void merge_read_stats(ReadStats& into, ReadStats&& part);
 
-// The threads a read with these options uses (ReadOptions::threads; 0: one a core), at most kMaxReadingThreads.
+// The threads a read with these options uses (ReadOptions::threads; 0: one a core), at most kMaxReadingThreads and
+// as many as take half of a limit on the address space.
 std::size_t reading_threads(const ReadOptions& options);
 
 // Reads every file: in parallel with more than one reading thread, blocks of lines parsed by each; the visitor is

@@ -3,18 +3,27 @@
 #include "run_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace lens_tools {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Set: the next array asked of `new (std::nothrow)` is refused, as a full address space refuses it. simdjson's On
+// Demand parser asks for its buffers so (the replacement below, for this test program only).
+std::atomic<bool> refuse_next_nothrow_array{false};
 
 // Every row as text: its process, name, times, iteration and ids.
 class Transcript final : public RunVisitor {
@@ -46,7 +55,7 @@ std::string span_json(int rank, int i) {
 
 // A run of `ranks` files of `lines` lines of `spans` spans each, and a line that is not OTLP in rank 0's.
 fs::path write_run(const std::string& name, int ranks, int lines, int spans) {
-  const fs::path dir = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
+  fs::path dir = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (int rank = 0; rank < ranks; ++rank) {
@@ -149,5 +158,60 @@ TEST(ParallelRead, AVisitorsExceptionStopsTheReadAndReachesTheCaller) {
   fs::remove_all(dir);
 }
 
+// A line whose parser got no buffer for its strings (out of memory) is a problem in its place, and the next lines,
+// for which the parser asks again, are read: simdjson 3.0.1 went on with a null buffer and wrote through it.
+TEST(ParallelRead, ALineWithoutMemoryForItsParserIsAProblemAndTheNextLinesAreRead) {
+  const fs::path dir = write_run("lens_read_no_memory", 1, 3, 5);
+  std::vector<std::string> files = telemetry_files({dir.string()});
+  Transcript t;
+  ReadOptions options;
+  options.threads = 1;
+  refuse_next_nothrow_array = true;
+  const ReadStats stats = read_run(files, t, options);
+  EXPECT_FALSE(refuse_next_nothrow_array) << "the parser asked for no buffer";
+  ASSERT_EQ(stats.problems.size(), 2u);
+  EXPECT_EQ(stats.problems[0].line, 1u);
+  EXPECT_NE(stats.problems[0].what.find("out of memory"), std::string::npos) << stats.problems[0].what;
+  EXPECT_EQ(stats.problems[1].what, "not OTLP/JSON: a line with \"notOtlp\"");
+  EXPECT_EQ(t.rows.size(), 2u * 5) << "the two lines of spans after it";
+  fs::remove_all(dir);
+}
+
+// A thread the system refuses (here: an address space with no room for another stack) is said, not left joinable for
+// std::terminate; the caller reads on with the threads it has. glibc reuses the stacks of ended threads, so threads
+// are started until one is refused.
+TEST(ParallelRead, AThreadTheSystemRefusesIsSaidNotStarted) {
+  EXPECT_EXIT(
+      {
+        std::ifstream statm("/proc/self/statm");
+        std::size_t pages = 0;
+        statm >> pages;
+        rlimit limit{};
+        limit.rlim_cur = limit.rlim_max = pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) + (1 << 20);
+        ::setrlimit(RLIMIT_AS, &limit);
+        std::atomic<bool> end{false};
+        std::vector<std::thread> threads;
+        std::size_t started = 0;
+        while (started < 100 && try_start_thread(threads, [&end] {
+                 while (!end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+               }))
+          ++started;
+        end = true;
+        for (std::thread& t : threads) t.join();
+        std::_Exit(started < 100 && threads.size() == started ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace lens_tools
+
+// Refuses what refuse_next_nothrow_array says, once; otherwise the allocation the standard library makes.
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  if (lens_tools::refuse_next_nothrow_array.exchange(false)) return nullptr;
+  try {
+    return ::operator new[](size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
