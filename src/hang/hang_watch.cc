@@ -1,23 +1,15 @@
 #include "hang/hang_watch.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/signal_free_thread.h"
 
 namespace lens::internal {
 
 void HangWatch::start() {
   if (!on() || thread_.joinable()) return;
-  // The thread takes no signals (the hang signal's handler runs on whichever thread the kernel picks, and only
-  // rings wake_): its mask, inherited at creation, blocks them all.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);
-  thread_ = std::thread([this] { run(); });
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  thread_ = start_signal_free_thread([this] { run(); });  // the hang signal rings wake_ from another thread
 }
 
 void HangWatch::request_snapshot() noexcept {

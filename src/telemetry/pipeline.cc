@@ -1,8 +1,5 @@
 #include "telemetry/pipeline.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +8,7 @@
 #include <string_view>
 
 #include "common/log.h"
+#include "common/signal_free_thread.h"
 #include "device/device_timing.h"
 
 namespace lens::internal {
@@ -85,13 +83,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
             if (gpu) gpu->append(start, out);
           }),
       hang_(settings_.hang, spans_) {
-  // The background thread takes no signals: a SIGTERM handled there would wait for itself. Its mask is
-  // inherited from this thread's at creation.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);
-  thread_ = std::thread([this] { run(); });
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  thread_ = start_signal_free_thread([this] { run(); });  // a SIGTERM handled there would wait for itself
 }
 
 void Pipeline::run() {
