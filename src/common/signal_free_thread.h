@@ -3,21 +3,26 @@
 // A signal a process handles (SIGTERM's flush, the hang signal) runs on whichever thread the kernel picks among
 // those that do not block it; lens's own threads must never be that thread (a SIGTERM handled on the export thread
 // would wait for itself). A thread inherits its mask at creation, so the caller blocks every signal around the
-// start and restores its own mask after, also when the start throws (std::system_error: the process may start no
-// more threads), so a failed start never leaves a training thread deaf to SIGTERM.
+// start and restores its own mask after, also when the start fails, so a failed start never leaves a training
+// thread deaf to SIGTERM. A start the system refuses (the process is at its limit on threads, or its limit on
+// address space leaves no room for a stack) is a lens::ConfigError that names the thread: setup's one exception.
 //
-//   thread_ = lens::internal::start_signal_free_thread([this] { run(); });
+//   thread_ = lens::internal::start_signal_free_thread("the export thread", [this] { run(); });
 #pragma once
 
 #include <signal.h>
 
+#include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
+
+#include "lens/config_error.h"
 
 namespace lens::internal {
 
 template <typename Body>
-std::thread start_signal_free_thread(Body&& body) {
+std::thread start_signal_free_thread(const char* thread_name, Body&& body) {
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
@@ -25,7 +30,13 @@ std::thread start_signal_free_thread(Body&& body) {
     const sigset_t& mask;
     ~RestoreMask() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
   } restore{previous};
-  return std::thread(std::forward<Body>(body));
+  try {
+    return std::thread(std::forward<Body>(body));
+  } catch (const std::system_error& e) {
+    throw ConfigError(std::string("lens: cannot start ") + thread_name + ": " + e.what() +
+                      " (the process may start no more threads: see its limits on processes and on address space, "
+                      "ulimit -u and -v)");
+  }
 }
 
 }  // namespace lens::internal

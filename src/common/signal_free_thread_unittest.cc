@@ -6,6 +6,8 @@
 #include <signal.h>
 
 #include <stdexcept>
+#include <string>
+#include <system_error>
 
 namespace lens::internal {
 namespace {
@@ -25,7 +27,7 @@ bool same_signals(const sigset_t& a, const sigset_t& b) {
 TEST(SignalFreeThread, BlocksEverySignalAndLeavesTheCallersMask) {
   const sigset_t before = mask_of_this_thread();
   bool blocks_term = false, blocks_usr1 = false;
-  start_signal_free_thread([&] {
+  start_signal_free_thread("a test thread", [&] {
     const sigset_t mask = mask_of_this_thread();
     blocks_term = sigismember(&mask, SIGTERM) == 1;
     blocks_usr1 = sigismember(&mask, SIGUSR1) == 1;
@@ -45,8 +47,32 @@ struct ThrowsWhenMoved {
 
 TEST(SignalFreeThread, AStartThatThrowsLeavesTheCallersMask) {
   const sigset_t before = mask_of_this_thread();
-  EXPECT_THROW(start_signal_free_thread(ThrowsWhenMoved{}), std::runtime_error);
+  EXPECT_THROW(start_signal_free_thread("a test thread", ThrowsWhenMoved{}), std::runtime_error);
   EXPECT_TRUE(same_signals(mask_of_this_thread(), before)) << "SIGTERM would stay blocked on the training thread";
+}
+
+// What std::thread throws when the system refuses a thread (EAGAIN) becomes lens's error, naming the thread and the
+// limits that refuse one.
+struct RefusedBySystem {
+  RefusedBySystem() = default;
+  RefusedBySystem(RefusedBySystem&&) {  // NOLINT: thrown on purpose
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+  }
+  void operator()() const {}
+};
+
+TEST(SignalFreeThread, AThreadTheSystemRefusesIsAConfigErrorThatNamesIt) {
+  const sigset_t before = mask_of_this_thread();
+  try {
+    start_signal_free_thread("the export thread", RefusedBySystem{});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("lens: cannot start the export thread: Resource temporarily unavailable", 0),
+              0)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("ulimit -u and -v"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(same_signals(mask_of_this_thread(), before));
 }
 
 }  // namespace

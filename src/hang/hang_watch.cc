@@ -9,7 +9,8 @@ namespace lens::internal {
 
 void HangWatch::start() {
   if (!on() || thread_.joinable()) return;
-  thread_ = start_signal_free_thread([this] { run(); });  // the hang signal rings wake_ from another thread
+  thread_ = start_signal_free_thread("the hang watch thread",
+                                     [this] { run(); });  // the hang signal rings wake_ from another thread
 }
 
 void HangWatch::request_snapshot() noexcept {

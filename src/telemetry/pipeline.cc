@@ -83,7 +83,8 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
             if (gpu) gpu->append(start, out);
           }),
       hang_(settings_.hang, spans_) {
-  thread_ = start_signal_free_thread([this] { run(); });  // a SIGTERM handled there would wait for itself
+  thread_ = start_signal_free_thread("the export thread",
+                                     [this] { run(); });  // a SIGTERM handled there would wait for itself
 }
 
 void Pipeline::run() {

@@ -238,6 +238,42 @@ Pipeline* build_position_pipeline(const TelemetryState& s) {
                       make_sdk_sampler(TracesSampler::kAlwaysOn, 1.0));
 }
 
+// What setup builds before it touches the live setup: which rank exports, its resource, pipeline and endpoints.
+void build_state(TelemetryState& s, SetupOptions& options, std::unique_ptr<TelemetryExporter> exporter) {
+  const Config& config = s.config;
+  if (!config.active()) return;
+  decide(s, options.rank, options.world_size, options.local_rank);
+  if (s.exporting) {
+    // Built only on exporting ranks (CONTRACT §3: no resource detection elsewhere).
+    s.run_id = resolve_run_id(config, process_env());
+    if (options.resource_provider)
+      for (auto& kv : options.resource_provider()) s.resource_attributes.push_back(std::move(kv));
+    s.resource = build_resource(config, s.ranks, s.run_id, s.resource_attributes, process_env());
+    if (config.traces_enabled || config.metrics_enabled || config.logs_enabled)
+      s.pipeline = build_pipeline(s, std::move(exporter));
+    if (s.pipeline && config.metrics_enabled && config.metrics_exporter == SignalExporter::kPrometheus)
+      serve_prometheus(s);
+    if (config.control && s.ranks.rank == 0)  // throws when it cannot bind or write its file
+      s.control = std::make_unique<ControlEndpoint>(
+          config, (std::filesystem::path(config.file_dir) / run_directory_name(s.run_id)).string(), s.ranks.world_size);
+  } else if (config.hang_snapshots() && config.traces_enabled) {
+    // A hang does not care which ranks export: this one keeps where its threads are (CONTRACT §3).
+    s.run_id = resolve_run_id(config, process_env());
+    s.pipeline = build_position_pipeline(s);
+  }
+}
+
+// A setup that failed after its pipeline started: the thread ends and the pipeline is kept reachable, as a retired
+// one is (setup's error reaches the caller, and nothing of it keeps running).
+void abandon_built_state(TelemetryState& s) {
+  stop_prometheus(s);
+  s.control.reset();
+  if (s.pipeline == nullptr) return;
+  s.pipeline->shutdown(std::chrono::steady_clock::now() + kDefaultShutdownTimeout);
+  retired_pipelines().push_back(s.pipeline);
+  s.pipeline = nullptr;
+}
+
 }  // namespace
 
 struct TelemetryAccess {
@@ -275,27 +311,11 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
         "SetupOptions{.reinit = true} to replace it");
   }
   // Decide and build before touching the live setup, so a bad setting leaves it running as it was.
-  if (config.active()) {
-    decide(*state, options.rank, options.world_size, options.local_rank);
-    if (state->exporting) {
-      // Built only on exporting ranks (CONTRACT §3: no resource detection elsewhere).
-      state->run_id = resolve_run_id(config, process_env());
-      if (options.resource_provider)
-        for (auto& kv : options.resource_provider()) state->resource_attributes.push_back(std::move(kv));
-      state->resource = build_resource(config, state->ranks, state->run_id, state->resource_attributes, process_env());
-      if (config.traces_enabled || config.metrics_enabled || config.logs_enabled)
-        state->pipeline = build_pipeline(*state, std::move(exporter));
-      if (state->pipeline && config.metrics_enabled && config.metrics_exporter == SignalExporter::kPrometheus)
-        serve_prometheus(*state);
-      if (config.control && state->ranks.rank == 0)  // throws when it cannot bind or write its file
-        state->control = std::make_unique<ControlEndpoint>(
-            config, (std::filesystem::path(config.file_dir) / run_directory_name(state->run_id)).string(),
-            state->ranks.world_size);
-    } else if (config.hang_snapshots() && config.traces_enabled) {
-      // A hang does not care which ranks export: this one keeps where its threads are (CONTRACT §3).
-      state->run_id = resolve_run_id(config, process_env());
-      state->pipeline = build_position_pipeline(*state);
-    }
+  try {
+    build_state(*state, options, std::move(exporter));
+  } catch (...) {
+    abandon_built_state(*state);
+    throw;
   }
   if (l.state) {
     std::shared_ptr<TelemetryState> previous = l.state;
@@ -328,7 +348,11 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     // In this order: the process record the watch writes tells `lens hang --signal` to signal this process, and
     // without the handler the signal's default action would end it.
     install_hang_signal(config.hang_signal);
-    state->pipeline->start_hang_watch();
+    try {
+      state->pipeline->start_hang_watch();
+    } catch (const ConfigError& e) {  // the live setup has changed already: the job goes on without snapshots
+      log_setup_warning("%s: rank %d writes no hang snapshots; the job goes on", e.what(), state->ranks.rank);
+    }
   }
   reset_control_state();
   reset_iteration_progress();

@@ -1,5 +1,15 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <vector>
 
 #include "export/otlp_exporter.h"
 #include "lens/megatron.h"
@@ -176,6 +186,76 @@ TEST_F(Setup, AnExportRankTheJobDoesNotHaveIsAnErrorOnEveryRank) {
   c.rank_strategy = "all_ranks";  // the export rank means nothing to other strategies
   c.export_rank = 9;
   EXPECT_TRUE(setup_telemetry(c, {.rank = 0, .world_size = 4, .reinit = true}).is_exporting());
+}
+
+// A control endpoint that cannot start fails setup after the pipeline's thread started: that thread ends with the
+// error, rather than run for good with nothing to export.
+TEST_F(Setup, ASetupThatFailsLateLeavesNoThreadRunning) {
+  const int threads_before = thread_count();
+  Config c = enabled_megatron();
+  c.control = true;
+  c.control_address = "no port";
+  EXPECT_THROW(setup_telemetry(c, {.rank = 0, .world_size = 1}), ConfigError);
+  EXPECT_EQ(thread_count(), threads_before);
+  EXPECT_TRUE(enabled_span_groups().empty());
+}
+
+std::size_t address_space_in_use() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+void limit_address_space(std::size_t bytes) {
+  rlimit limit{};
+  limit.rlim_cur = limit.rlim_max = bytes;
+  ::setrlimit(RLIMIT_AS, &limit);
+}
+
+// A process at its limit on threads (or whose limit on address space leaves no room for a stack) gets a ConfigError
+// that names the thread from setup: before, a bare std::system_error. The live setup and the caller's signal mask
+// stay as they were. In a child process: it fills its address space with threads that sleep (glibc reuses the
+// stacks of ended threads, so only new ones are refused), then leaves room for setup's allocations, not a stack.
+TEST_F(Setup, AnExportThreadTheSystemRefusesIsAClearErrorAndTheLiveSetupStays) {
+  EXPECT_EXIT(
+      {
+        Telemetry live = setup_telemetry(enabled_megatron("job"), {.rank = 0, .world_size = 1, .reinit = true});
+        sigset_t before;
+        pthread_sigmask(SIG_SETMASK, nullptr, &before);
+        limit_address_space(address_space_in_use() + (std::size_t{1} << 20));
+        std::atomic<bool> end{false};
+        std::vector<std::thread> sleepers;
+        for (int i = 0; i < 1000; ++i) {
+          try {
+            sleepers.emplace_back([&end] {
+              while (!end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            });
+          } catch (const std::system_error&) {
+            break;
+          }
+        }
+        limit_address_space(address_space_in_use() + (std::size_t{6} << 20));  // under a stack (8 MiB)
+        int failed = 0;
+        try {
+          setup_telemetry(enabled_megatron("step"), {.rank = 0, .world_size = 1, .reinit = true});
+          failed = 1;
+        } catch (const ConfigError& e) {
+          if (std::string(e.what()).find("lens: cannot start the export thread") == std::string::npos) failed = 2;
+          std::fprintf(stderr, "%s\n", e.what());
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "not a ConfigError: %s\n", e.what());
+          failed = 3;
+        }
+        sigset_t after;
+        pthread_sigmask(SIG_SETMASK, nullptr, &after);
+        if (sigismember(&after, SIGTERM) != sigismember(&before, SIGTERM)) failed = 4;
+        if (!live.is_exporting() || !is_enabled(mg::job) || is_enabled(mg::step)) failed = 5;
+        end = true;
+        for (std::thread& t : sleepers) t.join();
+        std::_Exit(failed);
+      },
+      ::testing::ExitedWithCode(0), "lens: cannot start the export thread: .*ulimit -u and -v");
 }
 
 // grpc is the default protocol: a build with gRPC sets up (nothing is sent at setup, so no collector is needed);
