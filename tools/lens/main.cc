@@ -319,7 +319,7 @@ int lens_main(int argc, char** argv) {
       ->option_text("ID");
   rep->add_option("--threads", o.threads,
                   "Threads that read the files, each its own (the figures are the same at any number); default: one a "
-                  "core. Fewer under a limit on the address space (ulimit -v): about 80 MiB each")
+                  "core. Fewer under a limit on the address space (ulimit -v): about 84 MiB each")
       ->check(CLI::Range(1, static_cast<int>(lens_tools::kMaxReadingThreads)))
       ->option_text("N");
   rep->add_option("--html", o.html,

@@ -57,74 +57,131 @@ bool is_telemetry_file(const fs::path& p) {
   return name.ends_with(".json") && begins_as_otlp(p);
 }
 
-// Lines of a plain or gzip file (zlib reads a plain file as it is).
-class LineReader {
+constexpr std::size_t kBlockBytes = 1 << 20;
+
+// Whole lines of one file as they were read, in one buffer followed by simdjson's padding: each line is parsed where
+// it lies, never copied (issue 33: copying each line out of the read buffer was a pass over every byte). A line
+// longer than kMaxLineBytes is not kept: `overlong_at` holds where it stood, before the line that starts there.
+struct LineBlock {
+  std::unique_ptr<char[]> data;
+  std::size_t capacity = 0;  // without the padding
+  std::size_t size = 0;
+  std::vector<std::size_t> overlong_at;
+  bool last_line_complete = true;  // false when the file's last line, the block's, has no newline
+
+  // Room for `wanted` bytes, keeping what is held: doubles, so that a long line is copied a few times, not once a
+  // read.
+  void reserve(std::size_t wanted) {
+    if (wanted <= capacity) return;
+    const std::size_t grown_capacity = std::max(wanted, 2 * capacity);
+    auto grown = std::make_unique_for_overwrite<char[]>(grown_capacity + simdjson::SIMDJSON_PADDING);
+    if (size > 0) std::memcpy(grown.get(), data.get(), size);
+    std::memset(grown.get() + grown_capacity, 0, simdjson::SIMDJSON_PADDING);  // read past a line's end, never used
+    data = std::move(grown);
+    capacity = grown_capacity;
+  }
+  // Empty; the memory a rare long line took is given back.
+  void clear() {
+    size = 0;
+    overlong_at.clear();
+    last_line_complete = true;
+    if (capacity > 4 * kBlockBytes) {
+      data.reset();
+      capacity = 0;
+    }
+  }
+};
+
+// A plain or gzip file (zlib reads a plain file as it is) as blocks of about kBlockBytes of whole lines. zlib reads a
+// plain file, or inflates a gzip one, straight into the block for what is left of a read past twice its own buffer;
+// only the start of a line that a block does not end is copied, to begin the next block.
+class BlockReader {
  public:
-  explicit LineReader(const std::string& path) : file_(gzopen(path.c_str(), "rb")) {
+  explicit BlockReader(const std::string& path) : file_(gzopen(path.c_str(), "rb")) {
     if (file_ != nullptr) gzbuffer(file_, kZlibBufferBytes);
   }
-  ~LineReader() {
+  ~BlockReader() {
     if (file_ != nullptr) gzclose(file_);
   }
-  LineReader(const LineReader&) = delete;
-  LineReader& operator=(const LineReader&) = delete;
+  BlockReader(const BlockReader&) = delete;
+  BlockReader& operator=(const BlockReader&) = delete;
 
   bool ok() const { return file_ != nullptr; }
   std::uint64_t bytes() const { return bytes_; }
   // Why reading stopped before the end (a truncated or corrupt gzip stream); empty when it reached the end.
   const std::string& error() const { return error_; }
 
-  // The next line, without its newline; false at the end. `complete` is false for a last line with no newline.
-  // A line longer than kMaxLineBytes is read past, not kept: `line` is then empty and `overlong` true.
-  bool next(std::string& line, bool& complete, bool& overlong) {
-    line.clear();
-    overlong = false;
-    for (;;) {
-      const void* newline = std::memchr(buffer_.get() + start_, '\n', size_ - start_);
-      if (newline != nullptr) {
-        const auto end = static_cast<std::size_t>(static_cast<const char*>(newline) - buffer_.get());
-        keep(line, overlong, end - start_);
-        start_ = end + 1;
-        complete = true;
-        return true;
-      }
-      keep(line, overlong, size_ - start_);
-      start_ = size_ = 0;
-      const int n = gzread(file_, buffer_.get(), static_cast<unsigned>(kBufferBytes));
-      int code = Z_OK;
-      const char* message = gzerror(file_, &code);
-      if (code != Z_OK && code != Z_STREAM_END && error_.empty()) error_ = message != nullptr ? message : "read error";
-      if (n <= 0) {
-        complete = false;
-        return !line.empty() || overlong;
-      }
-      size_ = static_cast<std::size_t>(n);
-      bytes_ += static_cast<std::uint64_t>(n);
+  // The next lines into `out` (its buffer is kept to read into next time); false, with `out` empty, at the end.
+  bool next(LineBlock& out) {
+    while (!at_end_ && !(held_.size >= kBlockBytes && line_start_ > 0)) read_more();
+    std::swap(out, held_);
+    held_.clear();
+    out.last_line_complete = true;
+    if (!at_end_) {  // the start of the line `out` does not end begins the next block
+      const std::size_t tail = out.size - line_start_;
+      held_.reserve(std::max(kBlockBytes, tail));
+      std::memcpy(held_.data.get(), out.data.get() + line_start_, tail);
+      held_.size = tail;
+      out.size = line_start_;
+      line_start_ = 0;
+    } else {
+      out.last_line_complete = out.size == 0 || out.data[out.size - 1] == '\n';
+      line_start_ = 0;
     }
+    return out.size > 0 || !out.overlong_at.empty();
   }
 
  private:
-  // Appends the next `n` bytes of the buffer to `line`, unless that makes it longer than kMaxLineBytes: then the
-  // line is dropped and the rest of it skipped (memory stays bounded by the cap, whatever a file holds).
-  void keep(std::string& line, bool& overlong, std::size_t n) {
-    if (!overlong && line.size() + n > kMaxLineBytes) {
-      overlong = true;
-      std::string().swap(line);
+  void read_more() {
+    // Up to a block's bytes; past them, a megabyte more at a time while one line fills the block.
+    const std::size_t wanted = held_.size < kBlockBytes ? kBlockBytes - held_.size : kReadBytes;
+    held_.reserve(held_.size + wanted);
+    char* fresh = held_.data.get() + held_.size;
+    const int n = gzread(file_, fresh, static_cast<unsigned>(wanted));
+    int code = Z_OK;
+    const char* message = gzerror(file_, &code);
+    if (code != Z_OK && code != Z_STREAM_END && error_.empty()) error_ = message != nullptr ? message : "read error";
+    if (n <= 0) {
+      at_end_ = true;
+      return;
     }
-    if (!overlong) line.append(buffer_.get() + start_, n);
+    bytes_ += static_cast<std::uint64_t>(n);
+    auto fresh_bytes = static_cast<std::size_t>(n);
+    if (!skipping_ && held_.size - line_start_ + fresh_bytes > kMaxLineBytes && line_is_overlong(fresh, fresh_bytes)) {
+      held_.overlong_at.push_back(line_start_);
+      skipping_ = true;
+    }
+    if (skipping_) {  // the overlong line is dropped, and the rest of it skipped: memory stays bounded
+      const void* newline = std::memchr(fresh, '\n', fresh_bytes);
+      held_.size = line_start_;
+      if (newline == nullptr) return;
+      skipping_ = false;
+      const std::size_t past = static_cast<std::size_t>(static_cast<const char*>(newline) - fresh) + 1;
+      std::memmove(held_.data.get() + line_start_, fresh + past, fresh_bytes - past);
+      fresh = held_.data.get() + line_start_;
+      fresh_bytes -= past;
+    }
+    held_.size += fresh_bytes;
+    if (const void* last = memrchr(fresh, '\n', fresh_bytes); last != nullptr)
+      line_start_ = static_cast<std::size_t>(static_cast<const char*>(last) - held_.data.get()) + 1;
   }
 
-  // zlib reads a plain file, or inflates a gzip one, straight into the caller's buffer for what is left of a read
-  // past twice its own buffer, once it has handed over what that held; with reads not much larger than its buffer,
-  // it copied every byte once more (issue 33: 7 % of a report's instructions).
+  // Whether the line being read, with the `n` bytes just read at `fresh`, is longer than kMaxLineBytes.
+  bool line_is_overlong(const char* fresh, std::size_t n) const {
+    const void* newline = std::memchr(fresh, '\n', n);
+    const std::size_t end =
+        held_.size + (newline != nullptr ? static_cast<std::size_t>(static_cast<const char*>(newline) - fresh) : n);
+    return end - line_start_ > kMaxLineBytes;
+  }
+
   static constexpr unsigned kZlibBufferBytes = 1 << 16;
-  static constexpr std::size_t kBufferBytes = 1 << 20;
+  static constexpr std::size_t kReadBytes = 1 << 20;
 
   gzFile file_;
-  // Read into, never cleared (an std::string was zero-filled at every read: a memset of every byte read).
-  std::unique_ptr<char[]> buffer_ = std::make_unique_for_overwrite<char[]>(kBufferBytes);
-  std::size_t size_ = 0;
-  std::size_t start_ = 0;
+  LineBlock held_;              // read, past the lines handed out: the start of a line, and what follows
+  std::size_t line_start_ = 0;  // in held_: where the line that no newline has ended yet begins
+  bool skipping_ = false;       // inside an overlong line: what is read is dropped up to its newline
+  bool at_end_ = false;
   std::uint64_t bytes_ = 0;
   std::string error_;
 };
@@ -265,11 +322,8 @@ class FileParser {
   // Counts into `stats` from now on (a worker's parser counts each block of lines apart).
   void count_into(ReadStats& stats) { stats_ = &stats; }
 
-  // Parses `text` in place: its capacity is grown to hold simdjson's padding, so a line is never copied again.
-  void line(std::string& text) {
-    if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING)
-      text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-    simdjson::padded_string_view json(text.data(), text.size(), text.capacity());
+  // Parses a line where it lies: what follows it in its block (the next lines, then the padding) is simdjson's.
+  void line(simdjson::padded_string_view json) {
     auto doc = parser_.iterate(json);
     if (doc.error() == simdjson::SUCCESS && !has_string_buffer(parser_))
       throw simdjson::simdjson_error(simdjson::MEMALLOC);
@@ -532,49 +586,51 @@ std::string inputs_text(const std::vector<std::string>& inputs) {
 
 namespace {
 
-// One line of a file as the reader found it.
-struct Line {
-  std::uint64_t number = 0;
-  std::string text;
-  bool complete = true, overlong = false;
-};
-
-// Parses one line (or says why it is not read) into `stats`.
-void parse_line(FileParser& parser, ReadStats& stats, const std::string& path, Line& line) {
-  ++stats.lines;
-  if (line.overlong) {
-    stats.problems.push_back({path, line.number,
-                              "a line longer than " + std::to_string(kMaxLineBytes >> 20) +
-                                  " MiB: not read (no OTLP batch lens or a Collector writes is)"});
-    return;
+// Parses the lines of `block` (or says why one is not read) into `stats`, numbering them from `first_line`; returns
+// how many lines the block held.
+std::uint64_t parse_block(FileParser& parser, ReadStats& stats, const std::string& path, const LineBlock& block,
+                          std::uint64_t first_line) {
+  std::uint64_t number = first_line;
+  std::size_t overlong = 0;
+  const auto overlong_lines_at = [&](std::size_t at) {  // in their place, before the line that starts there
+    for (; overlong < block.overlong_at.size() && block.overlong_at[overlong] == at; ++overlong) {
+      ++stats.lines;
+      stats.problems.push_back({path, number++,
+                                "a line longer than " + std::to_string(kMaxLineBytes >> 20) +
+                                    " MiB: not read (no OTLP batch lens or a Collector writes is)"});
+    }
+  };
+  const char* const data = block.data.get();
+  for (std::size_t start = 0; start < block.size;) {
+    overlong_lines_at(start);
+    const void* newline = std::memchr(data + start, '\n', block.size - start);
+    const std::size_t end =
+        newline != nullptr ? static_cast<std::size_t>(static_cast<const char*>(newline) - data) : block.size;
+    ++stats.lines;
+    const std::uint64_t line = number++;
+    if (end > start) {
+      try {
+        parser.line(simdjson::padded_string_view(data + start, end - start,
+                                                 block.capacity + simdjson::SIMDJSON_PADDING - start));
+      } catch (const std::exception& e) {
+        const bool complete = newline != nullptr || block.last_line_complete;
+        stats.problems.push_back(
+            {path, line, complete ? e.what() : std::string("a truncated last line (") + e.what() + ")"});
+      }
+    }
+    start = end + 1;
   }
-  if (line.text.empty()) return;
-  try {
-    parser.line(line.text);
-  } catch (const std::exception& e) {
-    std::string what = line.complete ? e.what() : std::string("a truncated last line (") + e.what() + ")";
-    stats.problems.push_back({path, line.number, what});
-  }
+  overlong_lines_at(block.size);
+  return number - first_line;
 }
 
-// Reads one file's lines into `line`, calling on_line(line) for each; what keeps the file from being opened or
-// read to its end goes to `stats`. Returns the bytes read.
-template <typename OnLine>
-std::uint64_t read_lines(const std::string& path, ReadStats& stats, Line& line, OnLine&& on_line) {
-  LineReader reader(path);
-  if (!reader.ok()) {
-    stats.problems.push_back({path, 0, "cannot be opened"});
-    return 0;
-  }
-  ++stats.files;
-  line.number = 0;
-  while (reader.next(line.text, line.complete, line.overlong)) {
-    ++line.number;
-    on_line(line, reader.bytes());
-  }
-  if (!reader.error().empty())
-    stats.problems.push_back({path, line.number + 1, "cannot be read past here: " + reader.error()});
-  return reader.bytes();
+void say_not_opened(ReadStats& stats, const std::string& path) {
+  stats.problems.push_back({path, 0, "cannot be opened"});
+}
+
+// What kept a file from being read to its end, after its `lines` lines.
+void say_not_read_past(ReadStats& stats, const std::string& path, std::uint64_t lines, const std::string& error) {
+  if (!error.empty()) stats.problems.push_back({path, lines + 1, "cannot be read past here: " + error});
 }
 
 }  // namespace
@@ -627,13 +683,22 @@ ReadStats read_serially(const std::vector<std::string>& files, RunVisitor& visit
   VisitorOnTheParsersThread passing(visitor);
   FileParser parser(passing, stats, options);
   std::uint64_t done = 0;
-  Line line;
+  LineBlock block;
   try {
     for (const std::string& path : files) {
-      done += read_lines(path, stats, line, [&](Line& l, std::uint64_t bytes) {
-        parse_line(parser, stats, path, l);
-        if (progress && (l.number & 63) == 0) progress(done + bytes);
-      });
+      BlockReader reader(path);
+      if (!reader.ok()) {
+        say_not_opened(stats, path);
+        continue;
+      }
+      ++stats.files;
+      std::uint64_t lines = 0;
+      while (reader.next(block)) {
+        lines += parse_block(parser, stats, path, block, lines + 1);
+        if (progress) progress(done + reader.bytes());
+      }
+      say_not_read_past(stats, path, lines, reader.error());
+      done += reader.bytes();
     }
   } catch (const VisitorFailed& failed) {
     std::rethrow_exception(failed.error);
@@ -744,18 +809,19 @@ class RowRecorder final : public RunVisitor {
   const Origin* last_origin_ = nullptr;
 };
 
-constexpr std::size_t kBlockBytes = 1 << 20;
 constexpr std::size_t kBlocksPerWorker = 4;
 
 // A run of lines of one file (about kBlockBytes), parsed by one worker. Blocks are numbered in the order they
-// were read; the visitor takes them in that order.
+// were read; the visitor takes them in that order. A file's last block holds no lines: it says whether the file
+// could be opened and read to its end.
 struct Block {
   std::size_t file = 0;
-  std::vector<Line> lines;  // the first line_count are this block's; the rest keep their buffers to be read into
-  std::size_t line_count = 0;
-  ReadStats stats;                       // the worker's counts, and the reader's: a file opened or not
-  std::vector<ReadProblem> after_lines;  // what kept the file from being read to its end (its last block's)
-  std::uint64_t done_bytes = 0;          // of the whole read, once this block is visited
+  LineBlock lines;
+  std::uint64_t line_count = 0;  // the worker's: its problems are numbered from 1, and the file's lines before
+                                 // them added on the calling thread (ParallelRead::number_problems)
+  std::string read_error;        // on a file's last block: what kept the file from being read to its end
+  ReadStats stats;               // the worker's counts, and the reader's: a file opened or not
+  std::uint64_t done_bytes = 0;  // of the whole read, once this block is visited
   ParsedRows rows;
   bool parsed = false;
 };
@@ -777,6 +843,7 @@ class ParallelRead {
     try {
       while (std::unique_ptr<Block> block = next_parsed()) {
         visit(*block);
+        number_problems(*block);
         done = block->done_bytes;
         merge_read_stats(stats, std::move(block->stats));
         give_back(std::move(block));
@@ -836,11 +903,10 @@ class ParallelRead {
     }
     if (block == nullptr) block = std::make_unique<Block>();
     block->file = file;
+    block->lines.clear();  // its buffer is kept to be read into, unless a rare long line made it large
     block->line_count = 0;
-    for (Line& line : block->lines)  // a buffer is kept for the next lines unless a rare long line made it large
-      if (line.text.capacity() > kBlockBytes) std::string().swap(line.text);
+    block->read_error.clear();
     block->stats = {};
-    block->after_lines.clear();
     block->done_bytes = 0;
     block->rows.clear();
     block->parsed = false;
@@ -864,32 +930,23 @@ class ParallelRead {
 
   void read_files() {
     std::uint64_t done = 0;
-    std::unique_ptr<Block> block;
-    std::size_t bytes = 0;
-    Line line;
     for (std::size_t f = 0; f < files_.size(); ++f) {
-      block = empty_block(f);
-      ReadStats file;  // opened or not, read to the end or not
-      done += read_lines(files_[f], file, line, [&](Line& l, std::uint64_t file_bytes) {
-        bytes += l.text.size();
-        if (block->line_count == block->lines.size()) block->lines.emplace_back();
-        Line& kept = block->lines[block->line_count++];
-        kept.number = l.number;
-        kept.complete = l.complete;
-        kept.overlong = l.overlong;
-        kept.text.swap(l.text);  // `l` reads on into the buffer of a line the block held before: no allocation
-        if (bytes >= kBlockBytes) {
-          block->done_bytes = done + file_bytes;
+      BlockReader reader(files_[f]);
+      std::unique_ptr<Block> block = empty_block(f);
+      if (!reader.ok()) {
+        say_not_opened(block->stats, files_[f]);
+      } else {
+        ++block->stats.files;
+        while (reader.next(block->lines)) {
+          block->done_bytes = done + reader.bytes();
           hand_out(std::move(block));
           block = empty_block(f);
-          bytes = 0;
         }
-      });
+        block->read_error = reader.error();
+      }
+      done += reader.bytes();
       block->done_bytes = done;
-      block->stats.files += file.files;
-      block->after_lines = std::move(file.problems);  // after the problems of the file's last lines, as read serially
       hand_out(std::move(block));
-      bytes = 0;
     }
   }
 
@@ -935,11 +992,11 @@ class ParallelRead {
       parser.count_into(block->stats);
       const std::string& path = files_[block->file];
       try {
-        for (std::size_t i = 0; i < block->line_count; ++i) parse_line(parser, block->stats, path, block->lines[i]);
+        block->line_count = parse_block(parser, block->stats, path, block->lines, 1);
       } catch (const std::exception& e) {  // out of memory: this block's problem, the rest is still read
         block->stats.problems.push_back({path, 0, std::string("could not be read: ") + e.what()});
       }
-      for (ReadProblem& p : block->after_lines) block->stats.problems.push_back(std::move(p));
+      say_not_read_past(block->stats, path, block->line_count, block->read_error);
       {
         std::lock_guard lock(mutex_);
         block->parsed = true;
@@ -959,6 +1016,17 @@ class ParallelRead {
     blocks_.pop_front();
     read_wait_.notify_one();
     return block;
+  }
+
+  // A worker numbers a block's lines from 1: the lines of its file in the blocks before it are added here, in order.
+  void number_problems(Block& block) {
+    if (block.file != numbered_file_) {
+      numbered_file_ = block.file;
+      lines_before_ = 0;
+    }
+    for (ReadProblem& p : block.stats.problems)
+      if (p.line > 0) p.line += lines_before_;  // 0: no line (a file that cannot be opened)
+    lines_before_ += block.line_count;
   }
 
   // Hands a block's rows to the visitor, each with the read's own Origin of its process.
@@ -1004,6 +1072,8 @@ class ParallelRead {
   std::size_t workers_;  // set before the reader starts
   OriginTable origins_;  // the calling thread's
   SpanRow row_;
+  std::size_t numbered_file_ = std::numeric_limits<std::size_t>::max();  // number_problems's, on the calling thread
+  std::uint64_t lines_before_ = 0;
 
   std::mutex mutex_;  // guards everything below, and each block's `parsed`
   std::condition_variable read_wait_, parse_wait_, visit_wait_;
@@ -1017,7 +1087,8 @@ class ParallelRead {
 };
 
 // A limit on the address space (`ulimit -v`, as some login nodes set) counts what each thread reserves: its whole
-// stack (8 MiB by default), the heap glibc's malloc gives it (64 MiB on 64-bit) and the blocks it holds. The reading
+// stack (8 MiB by default), the heap glibc's malloc gives it (64 MiB on 64-bit) and the blocks it holds (each about
+// 2 MiB of text read ahead and 1 MiB of rows). The reading
 // threads are as many as take half of it: without the bound, the threads' reservations alone filled a 160 MiB limit.
 std::size_t threads_the_address_space_holds() {
   rlimit limit{};
@@ -1030,7 +1101,7 @@ std::size_t threads_the_address_space_holds() {
   }
   if (stack == 0) stack = std::size_t{8} << 20;
   constexpr std::size_t kMallocArenaBytes = std::size_t{64} << 20;
-  const std::size_t per_thread = stack + kMallocArenaBytes + 2 * kBlocksPerWorker * kBlockBytes;  // text and rows
+  const std::size_t per_thread = stack + kMallocArenaBytes + 3 * kBlocksPerWorker * kBlockBytes;
   return std::max<std::size_t>(limit.rlim_cur / 2 / per_thread, 1);
 }
 

@@ -113,7 +113,7 @@ struct ReadOptions {
   // Threads that parse the lines (blocks of about 1 MiB each), beside one that reads them and the calling thread,
   // which hands the rows to the visitor in the files' order: the result is the same at any number. 0: one a core;
   // 1: no other thread (the calling thread reads, parses and visits). At most kMaxReadingThreads, and fewer under a
-  // limit on the address space (each thread reserves about 80 MiB of it).
+  // limit on the address space (each thread reserves about 84 MiB of it).
   int threads = 0;
 };
 

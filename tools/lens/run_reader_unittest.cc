@@ -121,6 +121,42 @@ TEST(ParallelRead, ALargeFileIsCutIntoBlocksAndReadInOrder) {
   fs::remove_all(dir);
 }
 
+// Lines are parsed where they were read, in blocks of about 1 MiB: a problem is still said at its line of the file,
+// whichever block held it and whatever the threads. Bad lines fall in different blocks; a line longer than
+// kMaxLineBytes spans several blocks' worth of reads and is skipped; the last line has no newline.
+TEST(ParallelRead, AProblemIsSaidAtItsLineOfTheFileWhicheverBlockHeldIt) {
+  const fs::path dir = fs::temp_directory_path() / ("lens_read_numbered." + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string batch =
+      R"({"resourceSpans":[{"resource":{"attributes":[{"key":"nemo.run.id","value":{"stringValue":"r"}}]},)"
+      R"("scopeSpans":[{"spans":[)";
+  for (int i = 0; i < 300; ++i) batch += (i ? "," : "") + span_json(0, i);
+  batch += "]}]}]}";
+  {
+    std::ofstream out(dir / "rank0.traces.jsonl");
+    for (int line = 1; line <= 120; ++line) {  // about 30 KB a line: 3.6 MB
+      if (line == 2 || line == 37 || line == 90)
+        out << "{\"notOtlp\":" << line << "}\n";
+      else if (line == 60)
+        out << std::string(kMaxLineBytes + 1, ' ') << "\n";
+      else
+        out << batch << "\n";
+    }
+    out << batch.substr(0, batch.size() / 2);  // line 121, cut short
+  }
+  const Read serial = read(dir, 1, false);
+  EXPECT_EQ(serial.stats.lines, 121u);
+  EXPECT_EQ(serial.stats.spans, 116u * 300);
+  ASSERT_EQ(serial.stats.problems.size(), 5u);
+  const std::uint64_t expected_lines[] = {2, 37, 60, 90, 121};
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(serial.stats.problems[i].line, expected_lines[i]) << i;
+  EXPECT_NE(serial.stats.problems[2].what.find("a line longer than 64 MiB"), std::string::npos);
+  EXPECT_NE(serial.stats.problems[4].what.find("a truncated last line"), std::string::npos);
+  expect_same(serial, read(dir, 3, false));
+  fs::remove_all(dir);
+}
+
 TEST(ParallelRead, AFileThatCannotBeOpenedIsAProblemInItsPlace) {
   const fs::path dir = write_run("lens_read_missing", 3, 2, 5);
   std::vector<std::string> files = telemetry_files({dir.string()});
