@@ -649,7 +649,7 @@ void merge_read_stats(ReadStats& into, ReadStats&& part) {
 
 namespace {
 
-// What the visitor threw, carried past parse_line's catch (a line's problem is the parser's, not the visitor's).
+// What the visitor threw, carried past parse_block's catch (a line's problem is the parser's, not the visitor's).
 struct VisitorFailed {
   std::exception_ptr error;
 };

@@ -1,8 +1,8 @@
 // Reading a run's files: lens's OTLP/JSON Lines (rank<R>.traces.jsonl, .metrics.jsonl) and an OpenTelemetry
-// Collector's file exporter output (the same format), plain or gzip. One line at a time, with simdjson's On-Demand
-// parser: memory holds one line, never the run. What the report needs of each span and metric point is handed to
-// a visitor; what cannot be read (a truncated line, a file of another kind) is reported with file and line, and the
-// rest is still read.
+// Collector's file exporter output (the same format), plain or gzip. In blocks of about 1 MiB of whole lines, each
+// parsed where it was read with simdjson's On-Demand parser: memory holds a few blocks, never the run. What the report
+// needs of each span and metric point is handed to a visitor; what cannot be read (a truncated line, a file of another
+// kind) is reported with file and line, and the rest is still read.
 #pragma once
 
 #include <cstddef>
