@@ -206,9 +206,7 @@ void Report::note_time(Process& p, const NameClass& c, const SpanRow& s) {
   Timeline& t = p.timeline;
   t.first_ns = std::min(t.first_ns, s.start_ns);
   t.last_ns = std::max(t.last_ns, s.end_ns);
-  if (c.step && s.iteration >= 0 && s.iteration < kMaxIterations && !s.truncated)
-    t.steps.push_back({s.iteration, s.start_ns, s.end_ns});
-  else if (c.event == kSave)
+  if (c.event == kSave)
     t.save_ns += s.end_ns - s.start_ns;
   else if (c.event == kEvaluate)
     t.evaluate_ns += s.end_ns - s.start_ns;
@@ -218,10 +216,12 @@ void Report::step(Process& p, const SpanRow& s) {
   if (s.loss) loss_[s.iteration] = *s.loss;
   first_iteration_ = std::min(first_iteration_, s.iteration);
   const StepWindow window{s.start_ns, s.end_ns, s.iteration};
+  // A quarter more room at a time, not twice (a vector's own growth): a process holds a window an iteration.
+  if (p.steps.size() == p.steps.capacity()) p.steps.reserve(p.steps.size() + p.steps.size() / 4 + 16);
   auto where = std::upper_bound(p.steps.begin(), p.steps.end(), window.start_ns,
                                 [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
   p.steps.insert(where, window);  // nearly always at the end
-  if (steps_.contains(s.iteration)) records_[s.iteration][p.rank].step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
+  if (steps_.contains(s.iteration)) records_.at(s.iteration, p.rank).step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
   // Claim what waited for this step; what started between the first step read and the step two back belongs to no
   // step (an evaluation's micro-batches) and is let go, so that pending stays small. What started before the first
   // step read is kept: a thread that reads a process's later files (Report::read) has its earlier steps in another
@@ -241,15 +241,18 @@ bool Report::place(Process& p, const Pending& item) {
   const StepWindow& w = *std::prev(after);
   if (item.device ? item.start_ns > w.end_ns : item.end_ns > w.end_ns) return false;
   if (!steps_.contains(w.iteration)) return true;
-  StepRecord& r = records_[w.iteration][p.rank];
   const std::uint64_t ns = item.end_ns > item.start_ns ? item.end_ns - item.start_ns : 0;
-  if (item.device) {
-    r.device_phase_ns[static_cast<std::size_t>(item.kind)] += ns;
-  } else if (item.kind == kForwardBackward) {
+  if (item.device) {  // the step's record was made with its window (step())
+    device_records_.at(w.iteration, p.rank).phase_ns[static_cast<std::size_t>(item.kind)] += ns;
+    return true;
+  }
+  StepRecord& r = records_.at(w.iteration, p.rank);
+  if (item.kind == kForwardBackward) {
     r.forward_backward_ns += ns;
     r.forward_backward_start_ns = item.start_ns;
     r.forward_backward_end_ns = item.end_ns;
-    r.microbatches = std::max(r.microbatches, item.microbatches);
+    r.microbatches = static_cast<std::int32_t>(
+        std::clamp<std::int64_t>(std::max<std::int64_t>(r.microbatches, item.microbatches), -1, INT32_MAX));
   } else {
     r.phase_ns[static_cast<std::size_t>(item.kind)] += ns;
   }
@@ -319,15 +322,18 @@ PhaseFigures Report::phase_figures() const {
     double step = 0, n = 0;
   };
   std::map<int, RankSums> sums;
+  const DevicePhaseRecord no_device_spans;
   for (const auto& [iteration, by_rank] : records_)
-    for (const auto& [rank, r] : by_rank) {
+    for (const StepRecord& r : by_rank) {
       if (r.step_ns == 0) continue;
-      RankSums& t = sums[rank];
+      RankSums& t = sums[r.rank];
       ++t.n;
       t.step += ms(r.step_ns);
+      const DevicePhaseRecord* device = device_records_.empty() ? nullptr : device_records_.find(iteration, r.rank);
+      if (device == nullptr) device = &no_device_spans;
       for (int k = 0; k < kPhaseCount; ++k) {
         t.phase[k] += ms(r.phase_ns[k]);
-        t.device[k] += ms(r.device_phase_ns[k]);
+        t.device[k] += ms(device->phase_ns[k]);
       }
     }
   PhaseFigures out;
@@ -372,10 +378,10 @@ StragglerFigures Report::straggler_figures() const {
   std::map<std::int64_t, std::map<int, Steps>> windows;  // window index -> rank -> its steps
   std::map<int, std::set<int>> stage_ranks;
   for (const auto& [iteration, by_rank] : records_)
-    for (const auto& [rank, r] : by_rank) {
-      stage_ranks[stage_of(rank)].insert(rank);
+    for (const StepRecord& r : by_rank) {
+      stage_ranks[stage_of(r.rank)].insert(r.rank);
       if (r.step_ns == 0) continue;
-      Steps& steps = windows[(iteration - 1) / StragglerRule::kWindowSteps][rank];
+      Steps& steps = windows[(iteration - 1) / StragglerRule::kWindowSteps][r.rank];
       steps.compute.push_back(static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]));
       steps.wait.push_back(static_cast<double>(r.phase_ns[kPipelineReceiveWait] + r.phase_ns[kGradSyncWait]));
     }
@@ -428,23 +434,30 @@ StragglerFigures Report::straggler_figures() const {
 // its startup; an iteration run by a later process too was redone in the earlier one; gaps are restarts.
 GoodputFigures Report::goodput_figures() const {
   GoodputFigures out;
-  std::map<int, std::vector<const Timeline*>> by_rank;
+  // The steps a process trained: its step windows that end after they start (what note_time() times).
+  const auto trained = [](const StepWindow& w) { return w.end_ns >= w.start_ns; };
+  std::map<int, std::vector<const Process*>> by_rank;
   for (const auto& [key, p] : processes_)
-    if (!p.timeline.steps.empty()) by_rank[p.rank].push_back(&p.timeline);
+    if (std::any_of(p.steps.begin(), p.steps.end(), trained)) by_rank[p.rank].push_back(&p);
   if (by_rank.empty()) {
     out.not_measured = "no step spans (megatron.train_step: span group `step` off)";
     return out;
   }
-  auto& [rank, timelines] = *by_rank.begin();
-  std::sort(timelines.begin(), timelines.end(), [](auto* a, auto* b) { return a->first_ns < b->first_ns; });
+  auto& [rank, processes] = *by_rank.begin();
+  std::sort(processes.begin(), processes.end(),
+            [](auto* a, auto* b) { return a->timeline.first_ns < b->timeline.first_ns; });
   out.rank = rank;
-  out.attempts = static_cast<int>(timelines.size());
+  out.attempts = static_cast<int>(processes.size());
   std::map<std::int64_t, std::pair<std::uint64_t, std::uint64_t>> last_run;  // iteration -> (end, duration)
   std::uint64_t all_steps_ns = 0, startup_ns = 0, save_ns = 0, evaluate_ns = 0, restarts_ns = 0;
   std::uint64_t previous_last = 0;
-  for (const Timeline* t : timelines) {
+  std::size_t step_count = 0;
+  for (const Process* p : processes) {
+    const Timeline* t = &p->timeline;
     std::uint64_t first_step = UINT64_MAX;
-    for (const StepTime& st : t->steps) {
+    for (const StepWindow& st : p->steps) {
+      if (!trained(st)) continue;
+      ++step_count;
       const std::uint64_t ns = st.end_ns - st.start_ns;
       all_steps_ns += ns;
       first_step = std::min(first_step, st.start_ns);
@@ -459,10 +472,8 @@ GoodputFigures Report::goodput_figures() const {
   }
   std::uint64_t goodput_ns = 0;
   for (const auto& [iteration, run] : last_run) goodput_ns += run.second;
-  std::size_t step_count = 0;
-  for (const Timeline* t : timelines) step_count += t->steps.size();
   out.redone_iterations = static_cast<std::int64_t>(step_count - last_run.size());
-  const std::uint64_t wall_ns = timelines.back()->last_ns - timelines.front()->first_ns;
+  const std::uint64_t wall_ns = processes.back()->timeline.last_ns - processes.front()->timeline.first_ns;
   const std::uint64_t redone_ns = all_steps_ns - goodput_ns;
   auto s = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e9; };
   out.wall_s = s(wall_ns);
@@ -490,22 +501,22 @@ std::vector<BubbleRow> Report::bubble_figures(const ClockFigures& clocks) const 
   std::map<int, std::vector<double>> measured, microbatches;
   for (const auto& [iteration, by_rank] : records_) {
     std::map<int, std::pair<std::int64_t, std::int64_t>> window;  // replica -> [first start, last end]
-    for (const auto& [rank, r] : by_rank) {
+    for (const StepRecord& r : by_rank) {
       if (r.forward_backward_ns == 0) continue;
-      const std::int64_t offset = offset_of_rank[rank];
+      const std::int64_t offset = offset_of_rank[r.rank];
       const std::int64_t start = static_cast<std::int64_t>(r.forward_backward_start_ns) + offset;
       const std::int64_t end = static_cast<std::int64_t>(r.forward_backward_end_ns) + offset;
-      auto [w, fresh] = window.try_emplace(replica_of(rank), start, end);
+      auto [w, fresh] = window.try_emplace(replica_of(r.rank), start, end);
       w->second.first = std::min(w->second.first, start);
       w->second.second = std::max(w->second.second, end);
     }
-    for (const auto& [rank, r] : by_rank) {
+    for (const StepRecord& r : by_rank) {
       if (r.forward_backward_ns == 0) continue;
-      const auto& [first, last] = window.at(replica_of(rank));
+      const auto& [first, last] = window.at(replica_of(r.rank));
       const double compute = static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]);
       const double span = static_cast<double>(std::max<std::int64_t>(last - first, 1));
-      measured[stage_of(rank)].push_back(std::clamp(1.0 - compute / span, 0.0, 1.0));
-      if (r.microbatches > 0) microbatches[stage_of(rank)].push_back(static_cast<double>(r.microbatches));
+      measured[stage_of(r.rank)].push_back(std::clamp(1.0 - compute / span, 0.0, 1.0));
+      if (r.microbatches > 0) microbatches[stage_of(r.rank)].push_back(static_cast<double>(r.microbatches));
     }
   }
   std::vector<BubbleRow> out;
@@ -610,17 +621,17 @@ std::vector<SpanFigures> Report::span_figures() {
 std::vector<StepFigures> Report::step_figures(std::map<int, std::vector<Figure>>* by_rank) const {
   std::set<int> ranks_with_steps;
   for (const auto& [iteration, records] : records_)
-    for (const auto& [rank, r] : records) ranks_with_steps.insert(rank);
+    for (const StepRecord& r : records) ranks_with_steps.insert(r.rank);
   std::vector<StepFigures> out;
   std::vector<double> times;
   for (const auto& [iteration, records] : records_) {
     times.clear();
     int slowest = -1;
     std::uint64_t longest = 0;
-    for (const auto& [rank, r] : records) {
+    for (const StepRecord& r : records) {
       if (r.step_ns == 0) continue;
       times.push_back(ms(r.step_ns));
-      if (slowest < 0 || r.step_ns > longest) slowest = rank, longest = r.step_ns;
+      if (slowest < 0 || r.step_ns > longest) slowest = r.rank, longest = r.step_ns;
     }
     if (times.empty()) continue;
     out.push_back({.iteration = iteration,
@@ -630,8 +641,8 @@ std::vector<StepFigures> Report::step_figures(std::map<int, std::vector<Figure>>
                    .slowest_rank = slowest});
     if (by_rank != nullptr)
       for (int rank : ranks_with_steps) {
-        const auto found = records.find(rank);
-        const std::uint64_t ns = found == records.end() ? 0 : found->second.step_ns;
+        const StepRecord* found = RecordsByIteration<StepRecord>::find(records, rank);
+        const std::uint64_t ns = found == nullptr ? 0 : found->step_ns;
         (*by_rank)[rank].push_back(ns == 0 ? Figure() : Figure(ms(ns)));
       }
   }
@@ -825,11 +836,21 @@ void Report::merge_durations(std::map<std::string, Durations, std::less<>>& into
   }
 }
 
+void StepRecord::merge(const StepRecord& later) noexcept {
+  if (later.step_ns != 0) step_ns = later.step_ns;  // a step read later replaces, as in Report::step()
+  forward_backward_ns += later.forward_backward_ns;
+  if (later.forward_backward_ns != 0) {
+    forward_backward_start_ns = later.forward_backward_start_ns;
+    forward_backward_end_ns = later.forward_backward_end_ns;
+  }
+  for (std::size_t k = 0; k < kPhaseCount; ++k) phase_ns[k] += later.phase_ns[k];
+  microbatches = std::max(microbatches, later.microbatches);
+}
+
 void Report::merge_process(Process& into, Process&& later) {
   Timeline& t = into.timeline;
   t.first_ns = std::min(t.first_ns, later.timeline.first_ns);
   t.last_ns = std::max(t.last_ns, later.timeline.last_ns);
-  t.steps.insert(t.steps.end(), later.timeline.steps.begin(), later.timeline.steps.end());
   t.save_ns += later.timeline.save_ns;
   t.evaluate_ns += later.timeline.evaluate_ns;
   // Steps by start, an earlier file's first among equal starts (as step() inserts them).
@@ -869,25 +890,8 @@ void Report::merge(Report&& later) {
   last_origin_ = nullptr;
   last_process_ = nullptr;
   name_classes_.clear();
-  for (auto& [iteration, by_rank] : later.records_) {
-    auto& mine = records_[iteration];
-    for (auto& [rank, r] : by_rank) {
-      auto [at, fresh] = mine.try_emplace(rank, r);
-      if (fresh) continue;
-      StepRecord& into = at->second;
-      if (r.step_ns != 0) into.step_ns = r.step_ns;  // a step read later replaces, as in step()
-      into.forward_backward_ns += r.forward_backward_ns;
-      if (r.forward_backward_ns != 0) {
-        into.forward_backward_start_ns = r.forward_backward_start_ns;
-        into.forward_backward_end_ns = r.forward_backward_end_ns;
-      }
-      for (std::size_t k = 0; k < kPhaseCount; ++k) {
-        into.phase_ns[k] += r.phase_ns[k];
-        into.device_phase_ns[k] += r.device_phase_ns[k];
-      }
-      into.microbatches = std::max(into.microbatches, r.microbatches);
-    }
-  }
+  records_.merge(std::move(later.records_));
+  device_records_.merge(std::move(later.device_records_));
   for (std::size_t k = 0; k < parts_seen_.size(); ++k) parts_seen_[k] = parts_seen_[k] || later.parts_seen_[k];
   for (std::size_t k = 0; k < device_parts_seen_.size(); ++k)
     device_parts_seen_[k] = device_parts_seen_[k] || later.device_parts_seen_[k];

@@ -5,6 +5,7 @@
 // lost. Built while the files stream by; memory holds the figures (a record per rank and iteration), not the spans.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -62,14 +63,77 @@ struct StepRange {
   bool contains(std::int64_t it) const noexcept { return it >= first && it <= last; }
 };
 
-// What one rank did in one iteration.
+// What one rank did in one iteration: 80 bytes, since a report holds one a rank and iteration (85 M of them for
+// 256 ranks of 10 M spans each).
 struct StepRecord {
-  std::uint64_t step_ns = 0;  // 0: no step span
+  std::int32_t rank = -1;
+  std::int32_t microbatches = -1;  // the most a forward-backward span of the step said (within [-1, INT32_MAX])
+  std::uint64_t step_ns = 0;       // 0: no step span
   std::uint64_t forward_backward_ns = 0;
   std::uint64_t forward_backward_start_ns = 0, forward_backward_end_ns = 0;  // in the rank's clock
   std::array<std::uint64_t, kPhaseCount> phase_ns{};
-  std::array<std::uint64_t, kPhaseCount> device_phase_ns{};  // the phase's device spans
-  std::int64_t microbatches = -1;
+  // Adds the record of the same rank and iteration from files read later.
+  void merge(const StepRecord& later) noexcept;
+};
+static_assert(sizeof(StepRecord) == 80);
+
+// The device time of a rank's phases in one iteration (their device spans), kept apart: most runs have none.
+struct DevicePhaseRecord {
+  std::int32_t rank = -1;
+  std::array<std::uint64_t, kPhaseCount> phase_ns{};
+  void merge(const DevicePhaseRecord& later) noexcept {
+    for (std::size_t k = 0; k < kPhaseCount; ++k) phase_ns[k] += later.phase_ns[k];
+  }
+};
+
+// Records by iteration, then rank: an iteration's records in a vector in rank order. A run's files are read rank
+// after rank, so a record is nearly always appended; a map node a record, as before, cost 80 bytes more than it.
+template <typename Record>
+class RecordsByIteration {
+ public:
+  using Iterations = std::map<std::int64_t, std::vector<Record>>;
+  // The record of `rank` in `iteration`, made when there is none.
+  Record& at(std::int64_t iteration, int rank) {
+    std::vector<Record>& records = by_iteration_[iteration];
+    if (records.empty() || records.back().rank < rank) return made(records, records.end(), rank);
+    auto it = std::lower_bound(records.begin(), records.end(), rank,
+                               [](const Record& r, int wanted) { return r.rank < wanted; });
+    return it != records.end() && it->rank == rank ? *it : made(records, it, rank);
+  }
+  // The record of `rank` among an iteration's; null when there is none.
+  static const Record* find(const std::vector<Record>& records, int rank) noexcept {
+    auto it = std::lower_bound(records.begin(), records.end(), rank,
+                               [](const Record& r, int wanted) { return r.rank < wanted; });
+    return it != records.end() && it->rank == rank ? &*it : nullptr;
+  }
+  const Record* find(std::int64_t iteration, int rank) const noexcept {
+    auto it = by_iteration_.find(iteration);
+    return it == by_iteration_.end() ? nullptr : find(it->second, rank);
+  }
+  // Adds the records of files read after these: a rank's record of an iteration both have is merged (Record::merge).
+  void merge(RecordsByIteration&& later) {
+    for (auto& [iteration, records] : later.by_iteration_) {
+      auto [mine, fresh] = by_iteration_.try_emplace(iteration, std::move(records));
+      if (fresh) continue;
+      for (const Record& r : records) {
+        Record& into = at(iteration, r.rank);
+        into.merge(r);
+      }
+      std::vector<Record>().swap(records);  // its memory back now, not when the later report goes
+    }
+    later.by_iteration_.clear();
+  }
+  bool empty() const noexcept { return by_iteration_.empty(); }
+  typename Iterations::const_iterator begin() const noexcept { return by_iteration_.begin(); }
+  typename Iterations::const_iterator end() const noexcept { return by_iteration_.end(); }
+
+ private:
+  static Record& made(std::vector<Record>& records, typename std::vector<Record>::iterator at, int rank) {
+    Record r;
+    r.rank = rank;
+    return *records.insert(at, r);
+  }
+  Iterations by_iteration_;
 };
 
 // A step of one process, in its clock: what a timeline selects spans by.
@@ -111,21 +175,17 @@ class Report : public RunVisitor {
     std::int64_t microbatches;
     bool device = false;  // a device span of the phase: its step is the one it starts in (the GPU runs behind)
   };
-  // When a process trained (megatron.* spans only: a checkpoint worker's are not the job's), for goodput.
-  struct StepTime {
-    std::int64_t iteration;
-    std::uint64_t start_ns, end_ns;
-  };
+  // When a process trained (megatron.* spans only: a checkpoint worker's are not the job's), for goodput; its steps
+  // are the process's step windows (a step span is a megatron.* span).
   struct Timeline {
     std::uint64_t first_ns = UINT64_MAX, last_ns = 0;
-    std::vector<StepTime> steps;  // every step span, in the order read
     std::uint64_t save_ns = 0, evaluate_ns = 0;
   };
   struct Process {
     int rank = -1;
     std::string key;
     Timeline timeline;
-    std::vector<StepWindow> steps;  // in time order
+    std::vector<StepWindow> steps;  // in time order; grown by a quarter at a time (one a rank and iteration)
     // Spans that fit no step seen so far, by start: a step claims those that start inside it, and what starts
     // before the step two back is let go (each one is looked at a bounded number of times: linear in the input).
     std::multimap<std::uint64_t, Pending> pending;
@@ -205,7 +265,8 @@ class Report : public RunVisitor {
   NameClass unkept_class_;  // the class of a name past kMaxNameClasses, made again at each of its spans
   // By iteration, then rank: a record for each step seen (memory follows the steps in the files, not the largest
   // iteration number one claims).
-  std::map<std::int64_t, std::map<int, StepRecord>> records_;
+  RecordsByIteration<StepRecord> records_;
+  RecordsByIteration<DevicePhaseRecord> device_records_;  // only the records of a rank and iteration with device spans
   std::array<bool, kPhaseCount + 1> parts_seen_{};     // by step_part(): a span of that kind was read
   std::array<bool, kPhaseCount> device_parts_seen_{};  // a device span of that phase was read
   std::vector<Event> events_;
