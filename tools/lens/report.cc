@@ -221,7 +221,8 @@ void Report::step(Process& p, const SpanRow& s) {
   auto where = std::upper_bound(p.steps.begin(), p.steps.end(), window.start_ns,
                                 [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
   p.steps.insert(where, window);  // nearly always at the end
-  if (steps_.contains(s.iteration)) records_.at(s.iteration, p.rank).step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
+  if (steps_.contains(s.iteration))
+    records_.at(s.iteration, p.rank).step_ns = std::max<std::uint64_t>(s.duration_ns(), 1);
   // Claim what waited for this step; what started between the first step read and the step two back belongs to no
   // step (an evaluation's micro-batches) and is let go, so that pending stays small. What started before the first
   // step read is kept: a thread that reads a process's later files (Report::read) has its earlier steps in another

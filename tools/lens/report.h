@@ -5,6 +5,8 @@
 // lost. Built while the files stream by; memory holds the figures (a record per rank and iteration), not the spans.
 #pragma once
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -112,6 +114,8 @@ class RecordsByIteration {
   }
   // Adds the records of files read after these: a rank's record of an iteration both have is merged (Record::merge).
   void merge(RecordsByIteration&& later) {
+    constexpr std::size_t kTrimEvery = 4096;  // iterations merged
+    std::size_t merged = 0;
     for (auto& [iteration, records] : later.by_iteration_) {
       auto [mine, fresh] = by_iteration_.try_emplace(iteration, std::move(records));
       if (fresh) continue;
@@ -119,9 +123,14 @@ class RecordsByIteration {
         Record& into = at(iteration, r.rank);
         into.merge(r);
       }
-      std::vector<Record>().swap(records);  // its memory back now, not when the later report goes
+      std::vector<Record>().swap(records);
+      // The later report's records were allocated by its own thread, in a malloc arena this thread does not
+      // allocate from: what they free there is handed back to the system as the merge goes, or this thread's
+      // growing records and the later ones' freed memory would both be held at the end (a third more at 2 threads).
+      if (++merged % kTrimEvery == 0) malloc_trim(0);
     }
     later.by_iteration_.clear();
+    malloc_trim(0);
   }
   bool empty() const noexcept { return by_iteration_.empty(); }
   typename Iterations::const_iterator begin() const noexcept { return by_iteration_.begin(); }
@@ -267,8 +276,8 @@ class Report : public RunVisitor {
   // iteration number one claims).
   RecordsByIteration<StepRecord> records_;
   RecordsByIteration<DevicePhaseRecord> device_records_;  // only the records of a rank and iteration with device spans
-  std::array<bool, kPhaseCount + 1> parts_seen_{};     // by step_part(): a span of that kind was read
-  std::array<bool, kPhaseCount> device_parts_seen_{};  // a device span of that phase was read
+  std::array<bool, kPhaseCount + 1> parts_seen_{};        // by step_part(): a span of that kind was read
+  std::array<bool, kPhaseCount> device_parts_seen_{};     // a device span of that phase was read
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
   std::uint64_t truncated_ = 0;
