@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   }
   const double baseline_mib = peak_mib();
   std::vector<lens_tools::Origin> origins;
+  origins.reserve(static_cast<std::size_t>(ranks));
   for (int rank = 0; rank < ranks; ++rank) origins.push_back(origin_of(rank, ranks));
 
   const auto wall_start = std::chrono::steady_clock::now();
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   // Each thread a run of consecutive ranks into a report of its own; merged in rank order (Report::read's way).
   std::vector<lens_tools::Report> reports(static_cast<std::size_t>(threads));
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<std::size_t>(threads));
   for (int k = 0; k < threads; ++k)
     workers.emplace_back([&, k] {
       for (int rank = ranks * k / threads; rank < ranks * (k + 1) / threads; ++rank)
