@@ -117,6 +117,11 @@ void Pipeline::run() {
       flush_target = flush_requested_;
       stop = stop_requested_;
     }
+    if (stop && abandoned_.load(std::memory_order_acquire)) {  // nothing of the job's to send, nothing to say
+      summary_logged_.store(true);
+      finish();
+      return;
+    }
     if (const CudaRuntime* cuda = device_runtime_.load(std::memory_order_acquire); cuda != nullptr && !device)
       device.emplace(*cuda);
     if (device) {
@@ -203,6 +208,11 @@ bool Pipeline::shutdown(Deadline deadline) {
   std::lock_guard join_lock(join_mutex_);  // shutdown may be called from two threads at once
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   return true;
+}
+
+void Pipeline::abandon() {
+  abandoned_.store(true, std::memory_order_release);
+  shutdown(std::chrono::steady_clock::now() + kDefaultShutdownTimeout);  // the thread now ends at once
 }
 
 void Pipeline::shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept {

@@ -67,6 +67,9 @@ class Pipeline {
   // Ends the calling thread's open spans (truncated), exports what is queued and stops the background
   // thread, by `deadline`. Idempotent. False when the deadline passed (a hung exporter: the thread is left).
   bool shutdown(Deadline deadline);
+  // Stops a pipeline that never served the job (a setup that failed after building it): the background thread
+  // exports nothing more and logs no summary, so the error is not held up by an endpoint that does not answer.
+  void abandon();
   // SIGTERM: the same, with the open spans of `parked` (the thread in the signal handler) truncated by the
   // background thread. Async-signal-safe: only atomics and eventfds.
   void shutdown_from_signal(ThreadState* parked, int timeout_ms) noexcept;
@@ -104,6 +107,7 @@ class Pipeline {
   std::atomic<bool> finished_{false};
   std::atomic<bool> shutdown_started_{false};
   std::atomic<bool> summary_logged_{false};
+  std::atomic<bool> abandoned_{false};  // abandon(): stop without a last export
   std::atomic<const CudaRuntime*> device_runtime_{
       nullptr};  // the totals line, once: at the end, or when shutdown gives up
 

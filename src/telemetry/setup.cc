@@ -269,7 +269,7 @@ void abandon_built_state(TelemetryState& s) {
   stop_prometheus(s);
   s.control.reset();
   if (s.pipeline == nullptr) return;
-  s.pipeline->shutdown(std::chrono::steady_clock::now() + kDefaultShutdownTimeout);
+  s.pipeline->abandon();
   retired_pipelines().push_back(s.pipeline);
   s.pipeline = nullptr;
 }

@@ -200,6 +200,23 @@ TEST_F(Setup, ASetupThatFailsLateLeavesNoThreadRunning) {
   EXPECT_TRUE(enabled_span_groups().empty());
 }
 
+// The same behind an OTLP endpoint where nothing listens: the failed setup's pipeline has nothing of the job's to
+// send, so its end does not wait out the shutdown deadline (5 s) retrying the endpoint before the error is said.
+TEST_F(Setup, ASetupThatFailsLateBehindADeadCollectorFailsAtOnce) {
+  const int threads_before = thread_count();
+  Config c = enabled_megatron();
+  c.exporter = Exporter::kOtlp;
+  c.otlp_traces.protocol = c.otlp_metrics.protocol = c.otlp_logs.protocol = OtlpProtocol::kHttpProtobuf;
+  c.otlp_traces.endpoint = c.otlp_metrics.endpoint = c.otlp_logs.endpoint = "http://127.0.0.1:9";  // refused
+  c.control = true;
+  c.control_address = "no port";
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(setup_telemetry(c, {.rank = 0, .world_size = 1}), ConfigError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));  // the deadline was 5 s
+  EXPECT_EQ(thread_count(), threads_before);
+  EXPECT_TRUE(enabled_span_groups().empty());
+}
+
 // A sanitizer's runtime maps memory of its own for each thread (ASan: a guarded stack) and dies when a limit on the
 // address space refuses it, before std::thread could throw: the test below needs the plain build.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/dcheck.h"
 #include "common/json_escape.h"
 
 namespace lens_tools {
@@ -624,6 +625,20 @@ std::uint64_t parse_block(FileParser& parser, ReadStats& stats, const std::strin
   return number - first_line;
 }
 
+// The lines parse_block numbers in `block`, counted without parsing: a block whose parsing failed (out of memory)
+// still takes its place in the file's numbering, so that the problems of its later blocks are said at their lines.
+[[gnu::noinline]] std::uint64_t lines_in(
+    const LineBlock& block) {  // cold; inlined, GCC 12 warns of an unrelated optional
+  std::uint64_t lines = block.overlong_at.size();
+  const char* const data = block.data.get();
+  for (std::size_t start = 0; start < block.size; ++lines) {
+    const void* newline = std::memchr(data + start, '\n', block.size - start);
+    if (newline == nullptr) return lines + 1;
+    start = static_cast<std::size_t>(static_cast<const char*>(newline) - data) + 1;
+  }
+  return lines;
+}
+
 void say_not_opened(ReadStats& stats, const std::string& path) {
   stats.problems.push_back({path, 0, "cannot be opened"});
 }
@@ -994,8 +1009,10 @@ class ParallelRead {
       try {
         block->line_count = parse_block(parser, block->stats, path, block->lines, 1);
       } catch (const std::exception& e) {  // out of memory: this block's problem, the rest is still read
+        block->line_count = lines_in(block->lines);
         block->stats.problems.push_back({path, 0, std::string("could not be read: ") + e.what()});
       }
+      LENS_DCHECK(block->line_count == lines_in(block->lines));
       say_not_read_past(block->stats, path, block->line_count, block->read_error);
       {
         std::lock_guard lock(mutex_);
