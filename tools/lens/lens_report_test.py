@@ -829,6 +829,26 @@ class ThreadsTest(TempDirTest):
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertEqual(result.stdout, one.stdout)
 
+    def test_one_large_file_read_in_parts_gives_the_same_figures_and_lines(self):
+        # A Collector's one plain file is cut into parts at line starts, a part a thread (at least 1 MiB each): the
+        # same figures, and a bad line is said at its line of the file whichever part held it.
+        run = write_pipeline_run(self.tmp.name)
+        self.cut_into_files(run, 1)
+        path = os.path.join(run, "otelcol-0.json")
+        with open(path) as f:
+            lines = f.read().splitlines()
+        bad_at = [2, len(lines) // 2, len(lines) - 3]  # 0-based, in the lines as they will be written
+        for at in bad_at:
+            lines.insert(at, '{"resourceSpans": [ cut short')
+        pad = " " * (6 * 1024 * 1024 // len(lines))  # JSON's whitespace: 6 MiB in all, so up to 6 parts
+        with open(path, "w") as f:
+            f.write("".join(line + pad + "\n" for line in lines))
+        figures = self.same_at_every_number_of_threads(run, threads=("2", "3", "6"))
+        self.assertEqual(figures["read"]["files"], 1)
+        self.assertEqual([(p["file"], p["line"]) for p in figures["read"]["problems"]],
+                         [(path, at + 1) for at in bad_at])
+        self.assertEqual([s["ranks"] for s in figures["steps"]][:4], [P * D] * 4)
+
     def same_at_every_number_of_threads(self, run, threads=("2", "3", "5")):
         one = lens("report", run, "--json", "--threads", "1")
         self.assertEqual(one.returncode, 0, one.stderr)

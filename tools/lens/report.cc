@@ -762,12 +762,39 @@ std::vector<std::pair<std::size_t, std::size_t>> runs_of_files(const std::vector
   return runs;
 }
 
+// What one thread reads: a run of consecutive files, or a part of one large plain file (a Collector's), its lines
+// that begin in [first_byte, end_byte).
+struct Part {
+  std::size_t first_file, end_file;
+  std::uint64_t first_byte = 0, end_byte = UINT64_MAX;
+};
+
+// The parts of a read, at most `threads`, in the files' order; empty when one thread reads them all (or one large
+// gzip file's lines are parsed in parallel: read_run).
+std::vector<Part> parts_to_read(const std::vector<std::string>& files, std::size_t threads) {
+  std::vector<Part> parts;
+  for (const auto& [first, end] : runs_of_files(files, threads)) parts.push_back({first, end});
+  if (parts.empty() && files.size() == 1) {
+    const std::vector<std::uint64_t> cuts = line_starts_for_parts(files[0], threads);
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) parts.push_back({0, 1, cuts[i], cuts[i + 1]});
+  }
+  return parts;
+}
+
+// A part of a file after its first numbers its problems from its own first line, and counts the file again: said
+// as of the file (the lines of the parts before it added, the file counted once).
+void number_as_of_the_file(ReadStats& part, std::uint64_t lines_before) {
+  for (ReadProblem& p : part.problems)
+    if (p.line > 0) p.line += lines_before;
+  part.files = 0;
+}
+
 }  // namespace
 
 ReadStats Report::read(const std::vector<std::string>& files, const ReadOptions& options) {
-  const auto runs = runs_of_files(files, reading_threads(options));
-  if (runs.empty()) return read_run(files, *this, options);
-  const std::size_t n = runs.size();
+  const std::vector<Part> parts = parts_to_read(files, reading_threads(options));
+  if (parts.empty()) return read_run(files, *this, options);
+  const std::size_t n = parts.size();
   std::vector<Report> later(n - 1, Report(steps_));  // runs 1..n-1; run 0 is read into this one
   std::vector<ReadStats> stats(n);
   std::vector<std::exception_ptr> errors(n);
@@ -786,14 +813,16 @@ ReadStats Report::read(const std::vector<std::string>& files, const ReadOptions&
           for (std::uint64_t d : done) all += d;
           options.progress(all);
         };
-      const std::vector<std::string> run(files.begin() + static_cast<std::ptrdiff_t>(runs[i].first),
-                                         files.begin() + static_cast<std::ptrdiff_t>(runs[i].second));
+      own.first_byte = parts[i].first_byte;
+      own.end_byte = parts[i].end_byte;
+      const std::vector<std::string> run(files.begin() + static_cast<std::ptrdiff_t>(parts[i].first_file),
+                                         files.begin() + static_cast<std::ptrdiff_t>(parts[i].end_file));
       stats[i] = read_run(run, i == 0 ? *this : later[i - 1], own);
     } catch (...) {
       errors[i] = std::current_exception();
     }
   };
-  // Runs 1.. on threads of their own while the process lets them start; run 0, and each run whose thread did not
+  // Parts 1.. on threads of their own while the process lets them start; part 0, and each part whose thread did not
   // start, on this one.
   std::vector<std::thread> threads;
   std::size_t started = 1;
@@ -810,8 +839,11 @@ ReadStats Report::read(const std::vector<std::string>& files, const ReadOptions&
       *this = Report(steps_);
       return read_run(files, *this, options);
     }
+  std::uint64_t lines_of_the_file = stats[0].lines;  // in the parts of one file read so far
   for (std::size_t i = 1; i < n; ++i) {
     merge(std::move(later[i - 1]));
+    if (parts[i].first_byte > 0) number_as_of_the_file(stats[i], lines_of_the_file);
+    lines_of_the_file += stats[i].lines;
     merge_read_stats(stats[0], std::move(stats[i]));
   }
   return std::move(stats[0]);

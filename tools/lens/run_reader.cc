@@ -98,8 +98,15 @@ struct LineBlock {
 // only the start of a line that a block does not end is copied, to begin the next block.
 class BlockReader {
  public:
-  explicit BlockReader(const std::string& path) : file_(gzopen(path.c_str(), "rb")) {
-    if (file_ != nullptr) gzbuffer(file_, kZlibBufferBytes);
+  // With `first_byte` and `end_byte`: those bytes of a plain file (the lines of a part of it: line_starts_for_parts).
+  explicit BlockReader(const std::string& path, std::uint64_t first_byte = 0, std::uint64_t end_byte = UINT64_MAX)
+      : file_(gzopen(path.c_str(), "rb")), left_(end_byte - first_byte) {
+    if (file_ == nullptr) return;
+    gzbuffer(file_, kZlibBufferBytes);
+    if (first_byte > 0 && (gzdirect(file_) == 0 || gzseek(file_, static_cast<z_off_t>(first_byte), SEEK_SET) < 0)) {
+      gzclose(file_);  // only a plain file is read from its middle (a gzip stream is not cut)
+      file_ = nullptr;
+    }
   }
   ~BlockReader() {
     if (file_ != nullptr) gzclose(file_);
@@ -135,7 +142,12 @@ class BlockReader {
  private:
   void read_more() {
     // Up to a block's bytes; past them, a megabyte more at a time while one line fills the block.
-    const std::size_t wanted = held_.size < kBlockBytes ? kBlockBytes - held_.size : kReadBytes;
+    const std::size_t wanted =
+        std::min<std::uint64_t>(held_.size < kBlockBytes ? kBlockBytes - held_.size : kReadBytes, left_);
+    if (wanted == 0) {  // the end of the part
+      at_end_ = true;
+      return;
+    }
     held_.reserve(held_.size + wanted);
     char* fresh = held_.data.get() + held_.size;
     const int n = gzread(file_, fresh, static_cast<unsigned>(wanted));
@@ -147,6 +159,7 @@ class BlockReader {
       return;
     }
     bytes_ += static_cast<std::uint64_t>(n);
+    left_ -= static_cast<std::uint64_t>(n);
     auto fresh_bytes = static_cast<std::size_t>(n);
     if (!skipping_ && held_.size - line_start_ + fresh_bytes > kMaxLineBytes && line_is_overlong(fresh, fresh_bytes)) {
       held_.overlong_at.push_back(line_start_);
@@ -179,6 +192,7 @@ class BlockReader {
   static constexpr std::size_t kReadBytes = 1 << 20;
 
   gzFile file_;
+  std::uint64_t left_;          // bytes still to read (of a part of the file: its end)
   LineBlock held_;              // read, past the lines handed out: the start of a line, and what follows
   std::size_t line_start_ = 0;  // in held_: where the line that no newline has ended yet begins
   bool skipping_ = false;       // inside an overlong line: what is read is dropped up to its newline
@@ -701,7 +715,7 @@ ReadStats read_serially(const std::vector<std::string>& files, RunVisitor& visit
   LineBlock block;
   try {
     for (const std::string& path : files) {
-      BlockReader reader(path);
+      BlockReader reader(path, options.first_byte, options.end_byte);
       if (!reader.ok()) {
         say_not_opened(stats, path);
         continue;
@@ -1128,6 +1142,46 @@ std::size_t reading_threads(const ReadOptions& options) {
   const std::size_t threads = options.threads > 0 ? static_cast<std::size_t>(options.threads)
                                                   : std::max<std::size_t>(std::thread::hardware_concurrency(), 1);
   return std::min({threads, kMaxReadingThreads, threads_the_address_space_holds()});
+}
+
+namespace {
+
+// Where the line after the first newline at or after `from` begins; none when the file ends first.
+std::optional<std::uint64_t> line_start_after(std::FILE* file, std::uint64_t from, std::vector<char>& buffer) {
+  if (std::fseek(file, static_cast<long>(from), SEEK_SET) != 0) return std::nullopt;
+  for (std::uint64_t at = from;;) {
+    const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), file);
+    if (n == 0) return std::nullopt;
+    if (const void* newline = std::memchr(buffer.data(), '\n', n))
+      return at + static_cast<std::uint64_t>(static_cast<const char*>(newline) - buffer.data()) + 1;
+    at += n;
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> line_starts_for_parts(const std::string& path, std::size_t parts) {
+  std::error_code error;
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
+  if (error) return {};
+  parts = static_cast<std::size_t>(std::min<std::uintmax_t>(parts, size / kMinPartBytes));
+  if (parts < 2) return {};
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  unsigned char magic[2] = {};
+  if (file == nullptr || std::fread(magic, 1, 2, file.get()) != 2 || (magic[0] == 0x1f && magic[1] == 0x8b))
+    return {};  // gzip: read whole, by one thread
+  std::vector<std::uint64_t> cuts{0};
+  std::vector<char> buffer(1 << 16);
+  for (std::size_t k = 1; k < parts; ++k) {
+    // The first line that begins at or after the k-th share of the bytes (and after the part before).
+    const std::uint64_t share = std::max<std::uint64_t>(size * k / parts, cuts.back() + 1);
+    const std::optional<std::uint64_t> start = line_start_after(file.get(), share - 1, buffer);
+    if (!start || *start >= size) break;
+    cuts.push_back(*start);
+  }
+  if (cuts.size() < 2) return {};
+  cuts.push_back(size);
+  return cuts;
 }
 
 ReadStats read_run(const std::vector<std::string>& files, RunVisitor& visitor, const ReadOptions& options) {

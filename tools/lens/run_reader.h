@@ -115,9 +115,19 @@ struct ReadOptions {
   // 1: no other thread (the calling thread reads, parses and visits). At most kMaxReadingThreads, and fewer under a
   // limit on the address space (each thread reserves about 84 MiB of it).
   int threads = 0;
+  // With one plain file and one thread: only its lines that start in [first_byte, end_byte) (a part of the file
+  // another thread does not read; see line_starts_for_parts).
+  std::uint64_t first_byte = 0, end_byte = UINT64_MAX;
 };
 
 inline constexpr std::size_t kMaxReadingThreads = 64;
+
+// Where to cut one plain (not gzip) file into at most `parts` parts of about equal bytes, each at least
+// kMinPartBytes: the offsets of the lines that begin the parts, then the file's size (so part i is [cuts[i],
+// cuts[i + 1])). Empty when the file is not to be cut (gzip, which cannot be read from the middle; too small; not
+// readable). What a report reads of one large file (a Collector's) in parallel, a part a thread.
+inline constexpr std::uint64_t kMinPartBytes = 1 << 20;
+std::vector<std::uint64_t> line_starts_for_parts(const std::string& path, std::size_t parts);
 
 // Starts `body` on a thread added to `threads`; false when the process may start no more (its limit on threads or on
 // address space: each thread's stack is reserved there), with `threads` as it was. A read asks for a thread a core
