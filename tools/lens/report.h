@@ -159,7 +159,8 @@ class Report : public RunVisitor {
 
   // Reads `files` into this report. With more than one thread (ReadOptions::threads) and files of comparable size,
   // each thread reads a run of consecutive files into a report of its own, start to end, and the reports are merged
-  // in the files' order: no line or row crosses a core. Otherwise read_run (one file's lines parsed in parallel).
+  // in the files' order: no line or row crosses a core. One large plain file is read so in parts, cut at line starts
+  // (line_starts_for_parts). Otherwise read_run (one file's lines parsed in parallel).
   ReadStats read(const std::vector<std::string>& files, const ReadOptions& options);
   // Adds a report of files read after this one's: the figures are those of one report that read them all.
   void merge(Report&& later);
