@@ -324,19 +324,20 @@ PhaseFigures Report::phase_figures() const {
   };
   std::map<int, RankSums> sums;
   const DevicePhaseRecord no_device_spans;
-  for (const auto& [iteration, by_rank] : records_)
-    for (const StepRecord& r : by_rank) {
-      if (r.step_ns == 0) continue;
+  records_.for_each_iteration([&](std::int64_t iteration, const auto& by_rank) {
+    for (const auto& r : by_rank) {
+      if (r->step_ns == 0) continue;
       RankSums& t = sums[r.rank];
       ++t.n;
-      t.step += ms(r.step_ns);
+      t.step += ms(r->step_ns);
       const DevicePhaseRecord* device = device_records_.empty() ? nullptr : device_records_.find(iteration, r.rank);
       if (device == nullptr) device = &no_device_spans;
       for (int k = 0; k < kPhaseCount; ++k) {
-        t.phase[k] += ms(r.phase_ns[k]);
+        t.phase[k] += ms(r->phase_ns[k]);
         t.device[k] += ms(device->phase_ns[k]);
       }
     }
+  });
   PhaseFigures out;
   for (int k = 0; k < kPhaseCount; ++k) out.not_measured[k] = not_measured(k);
   // A phase with no figure is none, never 0; `other` is then the step less what was measured.
@@ -378,14 +379,15 @@ StragglerFigures Report::straggler_figures() const {
   };
   std::map<std::int64_t, std::map<int, Steps>> windows;  // window index -> rank -> its steps
   std::map<int, std::set<int>> stage_ranks;
-  for (const auto& [iteration, by_rank] : records_)
-    for (const StepRecord& r : by_rank) {
+  records_.for_each_iteration([&](std::int64_t iteration, const auto& by_rank) {
+    for (const auto& r : by_rank) {
       stage_ranks[stage_of(r.rank)].insert(r.rank);
-      if (r.step_ns == 0) continue;
+      if (r->step_ns == 0) continue;
       Steps& steps = windows[(iteration - 1) / StragglerRule::kWindowSteps][r.rank];
-      steps.compute.push_back(static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]));
-      steps.wait.push_back(static_cast<double>(r.phase_ns[kPipelineReceiveWait] + r.phase_ns[kGradSyncWait]));
+      steps.compute.push_back(static_cast<double>(r->phase_ns[kForward] + r->phase_ns[kBackward]));
+      steps.wait.push_back(static_cast<double>(r->phase_ns[kPipelineReceiveWait] + r->phase_ns[kGradSyncWait]));
     }
+  });
   for (const auto& [stage, ranks] : stage_ranks)
     if (ranks.size() < 2) out.unscored_stages.push_back(stage);
   struct Tally {
@@ -500,26 +502,26 @@ std::vector<BubbleRow> Report::bubble_figures(const ClockFigures& clocks) const 
   std::map<int, std::int64_t> offset_of_rank;
   for (const auto& [rank, host] : host_of_rank_) offset_of_rank[rank] = clocks.offset_ns(host);
   std::map<int, std::vector<double>> measured, microbatches;
-  for (const auto& [iteration, by_rank] : records_) {
+  records_.for_each_iteration([&](std::int64_t, const auto& by_rank) {
     std::map<int, std::pair<std::int64_t, std::int64_t>> window;  // replica -> [first start, last end]
-    for (const StepRecord& r : by_rank) {
-      if (r.forward_backward_ns == 0) continue;
+    for (const auto& r : by_rank) {
+      if (r->forward_backward_ns == 0) continue;
       const std::int64_t offset = offset_of_rank[r.rank];
-      const std::int64_t start = static_cast<std::int64_t>(r.forward_backward_start_ns) + offset;
-      const std::int64_t end = static_cast<std::int64_t>(r.forward_backward_end_ns) + offset;
+      const std::int64_t start = static_cast<std::int64_t>(r->forward_backward_start_ns) + offset;
+      const std::int64_t end = static_cast<std::int64_t>(r->forward_backward_end_ns) + offset;
       auto [w, fresh] = window.try_emplace(replica_of(r.rank), start, end);
       w->second.first = std::min(w->second.first, start);
       w->second.second = std::max(w->second.second, end);
     }
-    for (const StepRecord& r : by_rank) {
-      if (r.forward_backward_ns == 0) continue;
+    for (const auto& r : by_rank) {
+      if (r->forward_backward_ns == 0) continue;
       const auto& [first, last] = window.at(replica_of(r.rank));
-      const double compute = static_cast<double>(r.phase_ns[kForward] + r.phase_ns[kBackward]);
+      const double compute = static_cast<double>(r->phase_ns[kForward] + r->phase_ns[kBackward]);
       const double span = static_cast<double>(std::max<std::int64_t>(last - first, 1));
       measured[stage_of(r.rank)].push_back(std::clamp(1.0 - compute / span, 0.0, 1.0));
-      if (r.microbatches > 0) microbatches[stage_of(r.rank)].push_back(static_cast<double>(r.microbatches));
+      if (r->microbatches > 0) microbatches[stage_of(r.rank)].push_back(static_cast<double>(r->microbatches));
     }
-  }
+  });
   std::vector<BubbleRow> out;
   const int p = std::max(1, pipeline_size_);
   // Not computing is the forward-backward less the micro-batches' forward and backward: without their spans it
@@ -620,33 +622,32 @@ std::vector<SpanFigures> Report::span_figures() {
 
 // The step table; with `by_rank`, also every rank's step time in each of its rows.
 std::vector<StepFigures> Report::step_figures(std::map<int, std::vector<Figure>>* by_rank) const {
-  std::set<int> ranks_with_steps;
-  for (const auto& [iteration, records] : records_)
-    for (const StepRecord& r : records) ranks_with_steps.insert(r.rank);
+  const std::vector<int> ranks_with_steps = records_.ranks();  // in order
   std::vector<StepFigures> out;
   std::vector<double> times;
-  for (const auto& [iteration, records] : records_) {
+  records_.for_each_iteration([&](std::int64_t iteration, const auto& records) {
     times.clear();
     int slowest = -1;
     std::uint64_t longest = 0;
-    for (const StepRecord& r : records) {
-      if (r.step_ns == 0) continue;
-      times.push_back(ms(r.step_ns));
-      if (slowest < 0 || r.step_ns > longest) slowest = r.rank, longest = r.step_ns;
+    for (const auto& r : records) {
+      if (r->step_ns == 0) continue;
+      times.push_back(ms(r->step_ns));
+      if (slowest < 0 || r->step_ns > longest) slowest = r.rank, longest = r->step_ns;
     }
-    if (times.empty()) continue;
+    if (times.empty()) return;
     out.push_back({.iteration = iteration,
                    .ranks = times.size(),
                    .median_ms = median_of(times),
                    .max_ms = ms(longest),
                    .slowest_rank = slowest});
-    if (by_rank != nullptr)
-      for (int rank : ranks_with_steps) {
-        const StepRecord* found = RecordsByIteration<StepRecord>::find(records, rank);
-        const std::uint64_t ns = found == nullptr ? 0 : found->step_ns;
-        (*by_rank)[rank].push_back(ns == 0 ? Figure() : Figure(ms(ns)));
-      }
-  }
+    if (by_rank == nullptr) return;
+    auto next = records.begin();  // both in rank order
+    for (int rank : ranks_with_steps) {
+      while (next != records.end() && next->rank < rank) ++next;
+      const std::uint64_t ns = next != records.end() && next->rank == rank ? (*next)->step_ns : 0;
+      (*by_rank)[rank].push_back(ns == 0 ? Figure() : Figure(ms(ns)));
+    }
+  });
   return out;
 }
 

@@ -68,7 +68,7 @@ struct StepRange {
 // What one rank did in one iteration: 80 bytes, since a report holds one a rank and iteration (85 M of them for
 // 256 ranks of 10 M spans each).
 struct StepRecord {
-  std::int32_t rank = -1;
+  std::uint32_t iteration = 0;     // below 2^32 (a larger number is no iteration: Report::span)
   std::int32_t microbatches = -1;  // the most a forward-backward span of the step said (within [-1, INT32_MAX])
   std::uint64_t step_ns = 0;       // 0: no step span
   std::uint64_t forward_backward_ns = 0;
@@ -81,69 +81,136 @@ static_assert(sizeof(StepRecord) == 80);
 
 // The device time of a rank's phases in one iteration (their device spans), kept apart: most runs have none.
 struct DevicePhaseRecord {
-  std::int32_t rank = -1;
+  std::uint32_t iteration = 0;
   std::array<std::uint64_t, kPhaseCount> phase_ns{};
   void merge(const DevicePhaseRecord& later) noexcept {
     for (std::size_t k = 0; k < kPhaseCount; ++k) phase_ns[k] += later.phase_ns[k];
   }
 };
 
-// Records by iteration, then rank: an iteration's records in a vector in rank order. A run's files are read rank
-// after rank, so a record is nearly always appended; a map node a record, as before, cost 80 bytes more than it.
+// A record of one iteration and the rank it is of (RecordsByRank::for_each_iteration).
 template <typename Record>
-class RecordsByIteration {
+struct RankedRecord {
+  int rank;
+  const Record* record;
+  const Record* operator->() const noexcept { return record; }
+};
+
+// Records by rank, then iteration: a rank's records in a vector in iteration order, grown a quarter at a time. A
+// rank's spans come in time order whatever the files' order (a file per rank, or a Collector's file of every rank's
+// batches), so a record is nearly always appended. A map node a record cost 80 bytes more than the record; a vector
+// of each iteration's records in rank order took the ranks of a Collector's file in any order, each moving those
+// after it (quadratic in the ranks).
+template <typename Record>
+class RecordsByRank {
  public:
-  using Iterations = std::map<std::int64_t, std::vector<Record>>;
-  // The record of `rank` in `iteration`, made when there is none.
+  // The record of `rank` in `iteration` (below 2^32), made when there is none.
   Record& at(std::int64_t iteration, int rank) {
-    std::vector<Record>& records = by_iteration_[iteration];
-    if (records.empty() || records.back().rank < rank) return made(records, records.end(), rank);
-    auto it = std::lower_bound(records.begin(), records.end(), rank,
-                               [](const Record& r, int wanted) { return r.rank < wanted; });
-    return it != records.end() && it->rank == rank ? *it : made(records, it, rank);
+    std::vector<Record>& records = by_rank_[rank];
+    const auto number = static_cast<std::uint32_t>(iteration);
+    if (records.empty() || records.back().iteration < number) return appended(records, number);
+    auto it = lower_bound(records, number);
+    if (it != records.end() && it->iteration == number) return *it;
+    Record r;
+    r.iteration = number;
+    return *records.insert(it, r);
   }
-  // The record of `rank` among an iteration's; null when there is none.
-  static const Record* find(const std::vector<Record>& records, int rank) noexcept {
-    auto it = std::lower_bound(records.begin(), records.end(), rank,
-                               [](const Record& r, int wanted) { return r.rank < wanted; });
-    return it != records.end() && it->rank == rank ? &*it : nullptr;
+  // The record of `rank` in `iteration`; null when there is none.
+  const Record* find(std::int64_t iteration, int rank) const {
+    const auto found = by_rank_.find(rank);
+    if (found == by_rank_.end() || iteration < 0 || iteration > UINT32_MAX) return nullptr;
+    const std::vector<Record>& records = found->second;
+    auto it = lower_bound(records, static_cast<std::uint32_t>(iteration));
+    return it != records.end() && it->iteration == iteration ? &*it : nullptr;
   }
-  const Record* find(std::int64_t iteration, int rank) const noexcept {
-    auto it = by_iteration_.find(iteration);
-    return it == by_iteration_.end() ? nullptr : find(it->second, rank);
-  }
+  // Calls f(iteration, ranked) for each iteration in order, `ranked` its records (RankedRecord) in rank order.
+  template <typename F>
+  void for_each_iteration(F&& f) const;
   // Adds the records of files read after these: a rank's record of an iteration both have is merged (Record::merge).
-  void merge(RecordsByIteration&& later) {
-    constexpr std::size_t kTrimEvery = 4096;  // iterations merged
-    std::size_t merged = 0;
-    for (auto& [iteration, records] : later.by_iteration_) {
-      auto [mine, fresh] = by_iteration_.try_emplace(iteration, std::move(records));
-      if (fresh) continue;
-      for (const Record& r : records) {
-        Record& into = at(iteration, r.rank);
-        into.merge(r);
-      }
-      std::vector<Record>().swap(records);
-      // The later report's records were allocated by its own thread, in a malloc arena this thread does not
-      // allocate from: what they free there is handed back to the system as the merge goes, or this thread's
-      // growing records and the later ones' freed memory would both be held at the end (a third more at 2 threads).
-      if (++merged % kTrimEvery == 0) malloc_trim(0);
-    }
-    later.by_iteration_.clear();
-    malloc_trim(0);
+  void merge(RecordsByRank&& later);
+  bool empty() const noexcept { return by_rank_.empty(); }
+  // The ranks with a record.
+  std::vector<int> ranks() const {
+    std::vector<int> out;
+    out.reserve(by_rank_.size());
+    for (const auto& entry : by_rank_) out.push_back(entry.first);
+    return out;
   }
-  bool empty() const noexcept { return by_iteration_.empty(); }
-  typename Iterations::const_iterator begin() const noexcept { return by_iteration_.begin(); }
-  typename Iterations::const_iterator end() const noexcept { return by_iteration_.end(); }
 
  private:
-  static Record& made(std::vector<Record>& records, typename std::vector<Record>::iterator at, int rank) {
-    Record r;
-    r.rank = rank;
-    return *records.insert(at, r);
+  static typename std::vector<Record>::const_iterator lower_bound(const std::vector<Record>& records,
+                                                                  std::uint32_t iteration) {
+    return std::lower_bound(records.begin(), records.end(), iteration,
+                            [](const Record& r, std::uint32_t wanted) { return r.iteration < wanted; });
   }
-  Iterations by_iteration_;
+  static typename std::vector<Record>::iterator lower_bound(std::vector<Record>& records, std::uint32_t iteration) {
+    return std::lower_bound(records.begin(), records.end(), iteration,
+                            [](const Record& r, std::uint32_t wanted) { return r.iteration < wanted; });
+  }
+  static Record& appended(std::vector<Record>& records, std::uint32_t iteration) {
+    if (records.size() == records.capacity()) records.reserve(records.size() + records.size() / 4 + 16);
+    Record& r = records.emplace_back();
+    r.iteration = iteration;
+    return r;
+  }
+  std::map<int, std::vector<Record>> by_rank_;
 };
+
+template <typename Record>
+template <typename F>
+void RecordsByRank<Record>::for_each_iteration(F&& f) const {
+  // A merge of the ranks' sequences: a heap of their next records, the lowest iteration (then rank) on top.
+  struct Cursor {
+    int rank;
+    const Record* at;
+    const Record* end;
+  };
+  const auto later = [](const Cursor& a, const Cursor& b) {
+    return a.at->iteration != b.at->iteration ? a.at->iteration > b.at->iteration : a.rank > b.rank;
+  };
+  std::vector<Cursor> heap;
+  for (const auto& [rank, records] : by_rank_)
+    if (!records.empty()) heap.push_back({rank, records.data(), records.data() + records.size()});
+  std::make_heap(heap.begin(), heap.end(), later);
+  std::vector<RankedRecord<Record>> ranked;
+  while (!heap.empty()) {
+    const std::uint32_t iteration = heap.front().at->iteration;
+    ranked.clear();
+    while (!heap.empty() && heap.front().at->iteration == iteration) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      Cursor& c = heap.back();
+      ranked.push_back({c.rank, c.at});
+      if (++c.at == c.end) {
+        heap.pop_back();
+      } else {
+        std::push_heap(heap.begin(), heap.end(), later);
+      }
+    }
+    f(static_cast<std::int64_t>(iteration), ranked);
+  }
+}
+
+template <typename Record>
+void RecordsByRank<Record>::merge(RecordsByRank&& later) {
+  std::size_t copied = 0;
+  for (auto& [rank, records] : later.by_rank_) {
+    auto [mine, fresh] = by_rank_.try_emplace(rank, std::move(records));  // a rank only the later files have: moved
+    if (fresh || records.empty()) continue;
+    std::vector<Record>& into = mine->second;
+    if (into.empty() || into.back().iteration < records.front().iteration) {  // a later part of the rank's time
+      into.insert(into.end(), records.begin(), records.end());
+    } else {
+      for (const Record& r : records) at(r.iteration, rank).merge(r);
+    }
+    std::vector<Record>().swap(records);
+    // The later report's records were allocated by its own thread, in a malloc arena this thread does not allocate
+    // from: what they free there goes back to the system as the merge goes, or this thread's grown records and the
+    // later ones' freed memory would both be held at the end.
+    if (++copied % 64 == 0) malloc_trim(0);
+  }
+  later.by_rank_.clear();
+  if (copied > 0) malloc_trim(0);
+}
 
 // A step of one process, in its clock: what a timeline selects spans by.
 struct StepWindow {
@@ -275,10 +342,10 @@ class Report : public RunVisitor {
   NameClass unkept_class_;  // the class of a name past kMaxNameClasses, made again at each of its spans
   // By iteration, then rank: a record for each step seen (memory follows the steps in the files, not the largest
   // iteration number one claims).
-  RecordsByIteration<StepRecord> records_;
-  RecordsByIteration<DevicePhaseRecord> device_records_;  // only the records of a rank and iteration with device spans
-  std::array<bool, kPhaseCount + 1> parts_seen_{};        // by step_part(): a span of that kind was read
-  std::array<bool, kPhaseCount> device_parts_seen_{};     // a device span of that phase was read
+  RecordsByRank<StepRecord> records_;
+  RecordsByRank<DevicePhaseRecord> device_records_;    // only the records of a rank and iteration with device spans
+  std::array<bool, kPhaseCount + 1> parts_seen_{};     // by step_part(): a span of that kind was read
+  std::array<bool, kPhaseCount> device_parts_seen_{};  // a device span of that phase was read
   std::vector<Event> events_;
   std::int64_t first_iteration_ = INT64_MAX;
   std::uint64_t truncated_ = 0;

@@ -3,49 +3,58 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace lens_tools {
 namespace {
 
-std::vector<int> ranks_of(const std::vector<StepRecord>& records) {
-  std::vector<int> ranks;
-  ranks.reserve(records.size());
-  for (const StepRecord& r : records) ranks.push_back(r.rank);
-  return ranks;
+// Each iteration with its ranks, as for_each_iteration hands them: (iteration, rank, step_ns) in order.
+std::vector<std::tuple<std::int64_t, int, std::uint64_t>> visited(const RecordsByRank<StepRecord>& records) {
+  std::vector<std::tuple<std::int64_t, int, std::uint64_t>> out;
+  records.for_each_iteration([&](std::int64_t iteration, const auto& ranked) {
+    for (const auto& r : ranked) out.emplace_back(iteration, r.rank, r->step_ns);
+  });
+  return out;
 }
 
-TEST(RecordsByIteration, KeepsAnIterationsRecordsInRankOrderWhateverOrderTheyCameIn) {
-  RecordsByIteration<StepRecord> records;
-  for (int rank : {3, 0, 7, 1, 3}) records.at(5, rank).step_ns += 10;
-  ASSERT_EQ(records.begin()->first, 5);
-  EXPECT_EQ(ranks_of(records.begin()->second), (std::vector<int>{0, 1, 3, 7}));
-  ASSERT_NE(records.find(5, 3), nullptr);
-  EXPECT_EQ(records.find(5, 3)->step_ns, 20u);  // the same record both times
-  EXPECT_EQ(records.find(5, 2), nullptr);
-  EXPECT_EQ(records.find(6, 3), nullptr);
+TEST(RecordsByRank, HandsEachIterationsRecordsInRankOrderWhateverOrderTheyCameIn) {
+  // A Collector's file: every rank's batches, in any order; a rank's own iterations mostly in order.
+  RecordsByRank<StepRecord> records;
+  for (auto [iteration, rank] : {std::pair{2, 3}, {1, 7}, {1, 3}, {2, 0}, {1, 0}, {3, 7}, {2, 3}})
+    records.at(iteration, rank).step_ns += 10;
+  using Row = std::tuple<std::int64_t, int, std::uint64_t>;
+  EXPECT_EQ(visited(records),
+            (std::vector<Row>{{1, 0, 10}, {1, 3, 10}, {1, 7, 10}, {2, 0, 10}, {2, 3, 20}, {3, 7, 10}}));
+  ASSERT_NE(records.find(2, 3), nullptr);
+  EXPECT_EQ(records.find(2, 3)->step_ns, 20u);  // the same record both times
+  EXPECT_EQ(records.find(2, 7), nullptr);
+  EXPECT_EQ(records.find(2, 5), nullptr);
+  EXPECT_EQ(records.ranks(), (std::vector<int>{0, 3, 7}));
 }
 
-TEST(RecordsByIteration, AMergeAddsTheLaterFilesRecordsAsOneReportWould) {
-  RecordsByIteration<StepRecord> earlier, later;
+TEST(RecordsByRank, AMergeAddsTheLaterFilesRecordsAsOneReportWould) {
+  RecordsByRank<StepRecord> earlier, later;
   earlier.at(1, 0).phase_ns[kForward] = 5;
   earlier.at(1, 2).step_ns = 100;
   StepRecord& again = later.at(1, 2);  // the same rank and iteration, from a later file of the process
   again.step_ns = 120;
   again.phase_ns[kForward] = 7;
   again.microbatches = 4;
-  later.at(1, 1).step_ns = 90;
-  later.at(2, 0).step_ns = 80;  // an iteration only the later files have
+  later.at(2, 2).step_ns = 130;  // a later iteration of a rank both have
+  later.at(1, 1).step_ns = 90;   // a rank only the later files have
   earlier.merge(std::move(later));
   EXPECT_TRUE(later.empty());  // NOLINT(bugprone-use-after-move): a merge leaves it empty, and says so
-  EXPECT_EQ(ranks_of(earlier.begin()->second), (std::vector<int>{0, 1, 2}));
+  using Row = std::tuple<std::int64_t, int, std::uint64_t>;
+  EXPECT_EQ(visited(earlier), (std::vector<Row>{{1, 0, 0}, {1, 1, 90}, {1, 2, 120}, {2, 2, 130}}));
   const StepRecord* merged = earlier.find(1, 2);
   ASSERT_NE(merged, nullptr);
   EXPECT_EQ(merged->step_ns, 120u);  // a step read later replaces
   EXPECT_EQ(merged->phase_ns[kForward], 7u);
   EXPECT_EQ(merged->microbatches, 4);
-  ASSERT_NE(earlier.find(2, 0), nullptr);
-  EXPECT_EQ(earlier.find(2, 0)->step_ns, 80u);
+  ASSERT_NE(earlier.find(1, 0), nullptr);
+  EXPECT_EQ(earlier.find(1, 0)->phase_ns[kForward], 5u);
 }
 
 SpanRow span_of(const Origin& origin, const char* name, std::uint64_t start, std::uint64_t end) {
