@@ -5,7 +5,7 @@
 // Parsing is left out (its memory is bounded by the blocks in flight, measured by the benchmark script); what grows
 // with the run is the report's records, and this measures them at full size.
 //
-//   report_scale_benchmark RANKS SPANS_PER_RANK [THREADS]
+//   report_scale_benchmark RANKS SPANS_PER_RANK [THREADS] [interleaved]
 //
 // Prints the wall and CPU time, the peak memory and the bytes a rank's iteration held, and checks the figures: every
 // iteration of every rank in the step table.
@@ -18,6 +18,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,18 +45,35 @@ lens_tools::Origin origin_of(int rank, int ranks) {
   return o;
 }
 
-// One rank's spans, as the script's generator writes them (the same names, times and iterations).
-void read_rank(lens_tools::Report& report, const lens_tools::Origin& origin, std::uint64_t spans) {
+// Spans [first, end) of one rank, as the script's generator writes them (the same names, times and iterations).
+void read_spans(lens_tools::Report& report, const lens_tools::Origin& origin, std::uint64_t first, std::uint64_t end) {
   lens_tools::SpanRow row;
   row.origin = &origin;
-  std::uint64_t t = 1'700'000'000'000'000'000;
-  for (std::uint64_t i = 0; i < spans; ++i, t += 2000) {
+  for (std::uint64_t i = first; i < end; ++i) {
+    const std::uint64_t t = 1'700'000'000'000'000'000 + 2000 * i;
     const bool step = i % kSpansPerStep == kSpansPerStep - 1;
     row.name = step ? "megatron.train_step" : kNames[i % kNames.size()];
     row.start_ns = t;
     row.end_ns = t + 1000 + i % 977;
     row.iteration = step ? static_cast<std::int64_t>(i / kSpansPerStep + 1) : -1;
     report.span(row);
+  }
+}
+
+// Spans [first, end) of ranks [first_rank, end_rank): a file per rank, one after another; or, `interleaved`, as a
+// Collector's file holds them: a batch of 512 spans of each rank in turn, the ranks in the order their batches arrived
+// (a different order each turn).
+void read_ranks(lens_tools::Report& report, const std::vector<lens_tools::Origin>& origins, int first_rank,
+                int end_rank, std::uint64_t first, std::uint64_t end, bool interleaved) {
+  constexpr std::uint64_t kBatch = 512;
+  const std::uint64_t step = interleaved ? kBatch : end - first;
+  std::vector<int> order(static_cast<std::size_t>(end_rank - first_rank));
+  std::iota(order.begin(), order.end(), first_rank);
+  std::mt19937 arrival(7);
+  for (std::uint64_t from = first; from < end; from += step) {
+    if (interleaved) std::shuffle(order.begin(), order.end(), arrival);
+    for (int rank : order)
+      read_spans(report, origins[static_cast<std::size_t>(rank)], from, std::min(end, from + step));
   }
 }
 
@@ -74,12 +93,13 @@ double peak_mib() {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s RANKS SPANS_PER_RANK [THREADS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s RANKS SPANS_PER_RANK [THREADS] [interleaved]\n", argv[0]);
     return 2;
   }
   const int ranks = std::atoi(argv[1]);
   const std::uint64_t spans = std::strtoull(argv[2], nullptr, 10);
   const int threads = argc > 3 ? std::atoi(argv[3]) : 1;
+  const bool interleaved = argc > 4 && std::string(argv[4]) == "interleaved";
   if (ranks < 1 || spans < kSpansPerStep || threads < 1 || threads > ranks) {
     std::fprintf(stderr, "need RANKS >= THREADS >= 1 and SPANS_PER_RANK >= %llu\n",
                  static_cast<unsigned long long>(kSpansPerStep));
@@ -92,14 +112,18 @@ int main(int argc, char** argv) {
 
   const auto wall_start = std::chrono::steady_clock::now();
   const double cpu_start = cpu_seconds();
-  // Each thread a run of consecutive ranks into a report of its own; merged in rank order (Report::read's way).
+  // Each thread a run of consecutive ranks (or a part of one Collector's file) into a report of its own; merged in
+  // order (Report::read's way).
   std::vector<lens_tools::Report> reports(static_cast<std::size_t>(threads));
   std::vector<std::thread> workers;
   workers.reserve(static_cast<std::size_t>(threads));
   for (int k = 0; k < threads; ++k)
     workers.emplace_back([&, k] {
-      for (int rank = ranks * k / threads; rank < ranks * (k + 1) / threads; ++rank)
-        read_rank(reports[static_cast<std::size_t>(k)], origins[static_cast<std::size_t>(rank)], spans);
+      lens_tools::Report& report = reports[static_cast<std::size_t>(k)];
+      if (interleaved)  // a part of one Collector's file: every rank's spans of a part of the run's time
+        read_ranks(report, origins, 0, ranks, spans * k / threads, spans * (k + 1) / threads, true);
+      else  // a run of files, a rank's each
+        read_ranks(report, origins, ranks * k / threads, ranks * (k + 1) / threads, 0, spans, false);
     });
   for (std::thread& w : workers) w.join();
   for (std::size_t k = 1; k < reports.size(); ++k) reports[0].merge(std::move(reports[k]));
