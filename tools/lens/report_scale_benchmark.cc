@@ -1,7 +1,8 @@
 // What `lens report` holds for a run too large for this machine's disk (issue 33: 256 ranks of 10 M spans each, some
 // 680 GB of files): the spans of bench/lens_report_benchmark.sh's generated run (its names, a step span in every 30
 // spans of a rank) made in memory and handed to the report as its file reader hands them, each thread a report of
-// its own over a run of consecutive ranks, merged in rank order as Report::read merges them, then the figures made.
+// its own over a run of consecutive ranks (a file each) or, `interleaved`, over a part of one Collector's file (every
+// rank's batches in the order they arrived), merged in order as Report::read merges them, then the figures made.
 // Parsing is left out (its memory is bounded by the blocks in flight, measured by the benchmark script); what grows
 // with the run is the report's records, and this measures them at full size.
 //
