@@ -9,29 +9,22 @@
 #include <deque>
 #include <string_view>
 
+#include "span_row_testing.h"
+
 namespace lens_tools {
 namespace {
 
 constexpr std::uint64_t kMs = 1'000'000;
-
-SpanRow row(const Origin& origin, std::string_view name, std::uint64_t start_ns, std::uint64_t end_ns) {
-  SpanRow r;
-  r.origin = &origin;
-  r.name = name;
-  r.start_ns = start_ns;
-  r.end_ns = end_ns;
-  return r;
-}
 
 // Spans of two or three hosts; each send and receive made with the clocks of its host.
 class LinkedRun {
  public:
   void send_receive(const Origin& from, std::uint64_t send_start_ns, const Origin& to, std::uint64_t receive_end_ns) {
     ids_.push_back(hex(++next_id_));
-    SpanRow send = row(from, "megatron.p2p.send_forward", send_start_ns, send_start_ns + 1);
+    SpanRow send = span_row(from, "megatron.p2p.send_forward", send_start_ns, send_start_ns + 1);
     send.span_id = ids_.back();
     links_.add(send);
-    SpanRow receive = row(to, "megatron.pp.recv_forward.linked", 0, receive_end_ns);
+    SpanRow receive = span_row(to, "megatron.pp.recv_forward.linked", 0, receive_end_ns);
     receive.linked_span_ids = {ids_.back()};
     links_.add(receive);
   }
@@ -103,7 +96,7 @@ TEST(ClockOffsets, LinksOneWaySeeAClockBehindAndSayTheyCannotSeeOneAhead) {
 TEST(ClockOffsets, AHostWithNoLinkIsUnknownAndOneHostIsNothingToEstimate) {
   const Origin a = rank_on(0, "node0"), b = rank_on(2, "node1"), c = rank_on(4, "node2");
   ClockLinks links;
-  const SpanRow lone = row(c, "megatron.train_step", 0, 1);
+  const SpanRow lone = span_row(c, "megatron.train_step", 0, 1);
   links.add(lone);
   EXPECT_TRUE(links.estimate().reference.empty()) << "one host";
   LinkedRun run;

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "span_row_testing.h"
+
 namespace lens_tools {
 namespace {
 
@@ -57,27 +59,18 @@ TEST(RecordsByRank, AMergeAddsTheLaterFilesRecordsAsOneReportWould) {
   EXPECT_EQ(earlier.find(1, 0)->phase_ns[kForward], 5u);
 }
 
-SpanRow span_of(const Origin& origin, const char* name, std::uint64_t start, std::uint64_t end) {
-  SpanRow row;
-  row.origin = &origin;
-  row.name = name;
-  row.start_ns = start;
-  row.end_ns = end;
-  return row;
-}
-
 TEST(Report, AMicroBatchCountPastAnIntIsHeldAtTheLargestInt) {
   Origin origin;
   origin.run_id = "run";
   origin.rank = 0;
   origin.world_size = 1;
   Report report;
-  SpanRow forward_backward = span_of(origin, "megatron.forward_backward", 1100, 1900);
+  SpanRow forward_backward = span_row(origin, "megatron.forward_backward", 1100, 1900);
   forward_backward.num_microbatches = std::int64_t{1} << 40;  // a file's claim, not a real count
   report.span(forward_backward);
-  report.span(span_of(origin, "megatron.microbatch.forward", 1200, 1300));
-  report.span(span_of(origin, "megatron.microbatch.backward", 1300, 1500));
-  SpanRow step = span_of(origin, "megatron.train_step", 1000, 2000);
+  report.span(span_row(origin, "megatron.microbatch.forward", 1200, 1300));
+  report.span(span_row(origin, "megatron.microbatch.backward", 1300, 1500));
+  SpanRow step = span_row(origin, "megatron.train_step", 1000, 2000);
   step.iteration = 1;
   report.span(step);
   const Figures figures = report.figures(ReadStats{});
