@@ -641,8 +641,9 @@ std::uint64_t parse_block(FileParser& parser, ReadStats& stats, const std::strin
 
 // The lines parse_block numbers in `block`, counted without parsing: a block whose parsing failed (out of memory)
 // still takes its place in the file's numbering, so that the problems of its later blocks are said at their lines.
-[[gnu::noinline]] std::uint64_t lines_in(
-    const LineBlock& block) {  // cold; inlined, GCC 12 warns of an unrelated optional
+// Not inlined: a cold path, and inlined into the workers' loop it sets off GCC 12's maybe-uninitialized warning about
+// an unrelated std::optional.
+[[gnu::noinline]] std::uint64_t lines_in(const LineBlock& block) {
   std::uint64_t lines = block.overlong_at.size();
   const char* const data = block.data.get();
   for (std::size_t start = 0; start < block.size; ++lines) {
