@@ -216,8 +216,7 @@ void Report::step(Process& p, const SpanRow& s) {
   if (s.loss) loss_[s.iteration] = *s.loss;
   first_iteration_ = std::min(first_iteration_, s.iteration);
   const StepWindow window{s.start_ns, s.end_ns, s.iteration};
-  // A quarter more room at a time, not twice (a vector's own growth): a process holds a window an iteration.
-  if (p.steps.size() == p.steps.capacity()) p.steps.reserve(p.steps.size() + p.steps.size() / 4 + 16);
+  make_room_for_one_more(p.steps);  // a process holds a window an iteration
   auto where = std::upper_bound(p.steps.begin(), p.steps.end(), window.start_ns,
                                 [](std::uint64_t t, const StepWindow& w) { return t < w.start_ns; });
   p.steps.insert(where, window);  // nearly always at the end

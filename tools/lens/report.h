@@ -88,6 +88,13 @@ struct DevicePhaseRecord {
   }
 };
 
+// Room for one more element, a quarter more at a time rather than twice (a vector's own growth): for what a report
+// holds a rank and iteration, where doubling left up to half of it empty.
+template <typename T>
+void make_room_for_one_more(std::vector<T>& v) {
+  if (v.size() == v.capacity()) v.reserve(v.size() + v.size() / 4 + 16);
+}
+
 // A record of one iteration and the rank it is of (RecordsByRank::for_each_iteration).
 template <typename Record>
 struct RankedRecord {
@@ -138,17 +145,14 @@ class RecordsByRank {
   }
 
  private:
-  static typename std::vector<Record>::const_iterator lower_bound(const std::vector<Record>& records,
-                                                                  std::uint32_t iteration) {
-    return std::lower_bound(records.begin(), records.end(), iteration,
-                            [](const Record& r, std::uint32_t wanted) { return r.iteration < wanted; });
-  }
-  static typename std::vector<Record>::iterator lower_bound(std::vector<Record>& records, std::uint32_t iteration) {
+  // A rank's records (const or not) from the first at or after `iteration`.
+  template <typename Records>
+  static auto lower_bound(Records& records, std::uint32_t iteration) {
     return std::lower_bound(records.begin(), records.end(), iteration,
                             [](const Record& r, std::uint32_t wanted) { return r.iteration < wanted; });
   }
   static Record& appended(std::vector<Record>& records, std::uint32_t iteration) {
-    if (records.size() == records.capacity()) records.reserve(records.size() + records.size() / 4 + 16);
+    make_room_for_one_more(records);
     Record& r = records.emplace_back();
     r.iteration = iteration;
     return r;
