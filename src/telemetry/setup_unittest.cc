@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -238,9 +239,11 @@ std::size_t address_space_in_use() {
   return pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
+// The soft limit only: a test may raise it again.
 void limit_address_space(std::size_t bytes) {
   rlimit limit{};
-  limit.rlim_cur = limit.rlim_max = bytes;
+  ::getrlimit(RLIMIT_AS, &limit);
+  limit.rlim_cur = bytes;
   ::setrlimit(RLIMIT_AS, &limit);
 }
 
@@ -288,6 +291,50 @@ TEST_F(Setup, AnExportThreadTheSystemRefusesIsAClearErrorAndTheLiveSetupStays) {
         std::_Exit(failed);
       },
       ::testing::ExitedWithCode(0), "lens: cannot start the export thread: .*ulimit -u and -v");
+}
+
+// The hang watch starts after the export thread, once the live setup has changed: a system that refuses it leaves the
+// job exporting without snapshots, with a warning that says so. In a child: threads that sleep fill the address
+// space as above, then the limit grows a MiB at a time from below a stack until a setup succeeds; the first that does
+// had room for the export thread's stack and not for a second one.
+TEST_F(Setup, AHangWatchTheSystemRefusesIsAWarningAndTheJobExportsOn) {
+  if (kSanitizerRuntime) GTEST_SKIP() << "a sanitizer's runtime cannot run under a limit on the address space";
+  EXPECT_EXIT(
+      {
+        std::atomic<bool> end{false};
+        std::vector<std::thread> sleepers;
+        limit_address_space(address_space_in_use() + (std::size_t{1} << 20));
+        for (int i = 0; i < 1000; ++i) {
+          try {
+            sleepers.emplace_back([&end] {
+              while (!end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            });
+          } catch (const std::system_error&) {
+            break;
+          }
+        }
+        Config c = enabled_megatron("step");
+        c.hang_signal = SIGUSR1;  // snapshots on: the hang watch is started
+        int failed = 1;           // no setup succeeded
+        for (std::size_t mib = 4; mib <= 64; ++mib) {
+          limit_address_space(address_space_in_use() + (mib << 20));
+          const int threads_before = thread_count();
+          std::optional<Telemetry> live;
+          try {
+            live = setup_telemetry(c, {.rank = 0, .world_size = 1, .reinit = true});
+          } catch (const ConfigError&) {
+            continue;  // no room yet for the export thread (or for the file's buffers)
+          }
+          // Started: the export thread alone (the hang watch refused), and the groups of an exporting rank are on.
+          failed = thread_count() == threads_before + 1 && live->is_exporting() && is_enabled(mg::step) ? 0 : 2;
+          std::fprintf(stderr, "set up under %zu MiB more; %d threads more\n", mib, thread_count() - threads_before);
+          break;
+        }
+        end = true;
+        for (std::thread& t : sleepers) t.join();
+        std::_Exit(failed);
+      },
+      ::testing::ExitedWithCode(0), "lens: cannot start the hang watch thread: .*rank 0 writes no hang snapshots");
 }
 
 // grpc is the default protocol: a build with gRPC sets up (nothing is sent at setup, so no collector is needed);
