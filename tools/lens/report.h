@@ -5,8 +5,6 @@
 // lost. Built while the files stream by; memory holds the figures (a record per rank and iteration), not the spans.
 #pragma once
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -18,6 +16,9 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+#if defined(__GLIBC__)  // defined by the C library's headers above
+#include <malloc.h>
+#endif
 
 #include "clocks.h"
 #include "figures.h"
@@ -93,6 +94,14 @@ struct DevicePhaseRecord {
 template <typename T>
 void make_room_for_one_more(std::vector<T>& v) {
   if (v.size() == v.capacity()) v.reserve(v.size() + v.size() / 4 + 16);
+}
+
+// Hands the memory this process freed back to the system where the C library can (glibc's malloc_trim: memory freed
+// in another thread's malloc arena stays held otherwise); elsewhere nothing.
+inline void give_freed_memory_back() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 // A record of one iteration and the rank it is of (RecordsByRank::for_each_iteration).
@@ -210,10 +219,10 @@ void RecordsByRank<Record>::merge(RecordsByRank&& later) {
     // The later report's records were allocated by its own thread, in a malloc arena this thread does not allocate
     // from: what they free there goes back to the system as the merge goes, or this thread's grown records and the
     // later ones' freed memory would both be held at the end.
-    if (++copied % 64 == 0) malloc_trim(0);
+    if (++copied % 64 == 0) give_freed_memory_back();
   }
   later.by_rank_.clear();
-  if (copied > 0) malloc_trim(0);
+  if (copied > 0) give_freed_memory_back();
 }
 
 // A step of one process, in its clock: what a timeline selects spans by.
