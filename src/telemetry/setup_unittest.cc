@@ -247,10 +247,38 @@ void limit_address_space(std::size_t bytes) {
   ::setrlimit(RLIMIT_AS, &limit);
 }
 
+// Threads that sleep until ended, as many as the process lets start (at most 1000): under a limit on address space,
+// they take the room a new thread's stack would need (glibc reuses the stacks of ended threads, so only new ones
+// are refused).
+class SleepingThreads {
+ public:
+  SleepingThreads() {
+    for (int i = 0; i < 1000; ++i) {
+      try {
+        threads_.emplace_back([this] {
+          while (!end_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+  }
+  ~SleepingThreads() { end(); }
+  void end() {
+    end_ = true;
+    for (std::thread& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  std::atomic<bool> end_{false};
+  std::vector<std::thread> threads_;
+};
+
 // A process at its limit on threads (or whose limit on address space leaves no room for a stack) gets a ConfigError
 // that names the thread from setup: before, a bare std::system_error. The live setup and the caller's signal mask
-// stay as they were. In a child process: it fills its address space with threads that sleep (glibc reuses the
-// stacks of ended threads, so only new ones are refused), then leaves room for setup's allocations, not a stack.
+// stay as they were. In a child process: it fills its address space with SleepingThreads, then leaves room for
+// setup's allocations, not a stack.
 TEST_F(Setup, AnExportThreadTheSystemRefusesIsAClearErrorAndTheLiveSetupStays) {
   if (kSanitizerRuntime) GTEST_SKIP() << "a sanitizer's runtime cannot run under a limit on the address space";
   EXPECT_EXIT(
@@ -259,17 +287,7 @@ TEST_F(Setup, AnExportThreadTheSystemRefusesIsAClearErrorAndTheLiveSetupStays) {
         sigset_t before;
         pthread_sigmask(SIG_SETMASK, nullptr, &before);
         limit_address_space(address_space_in_use() + (std::size_t{1} << 20));
-        std::atomic<bool> end{false};
-        std::vector<std::thread> sleepers;
-        for (int i = 0; i < 1000; ++i) {
-          try {
-            sleepers.emplace_back([&end] {
-              while (!end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            });
-          } catch (const std::system_error&) {
-            break;
-          }
-        }
+        SleepingThreads sleepers;
         limit_address_space(address_space_in_use() + (std::size_t{6} << 20));  // under a stack (8 MiB)
         int failed = 0;
         try {
@@ -286,33 +304,22 @@ TEST_F(Setup, AnExportThreadTheSystemRefusesIsAClearErrorAndTheLiveSetupStays) {
         pthread_sigmask(SIG_SETMASK, nullptr, &after);
         if (sigismember(&after, SIGTERM) != sigismember(&before, SIGTERM)) failed = 4;
         if (!live.is_exporting() || !is_enabled(mg::job) || is_enabled(mg::step)) failed = 5;
-        end = true;
-        for (std::thread& t : sleepers) t.join();
+        sleepers.end();
         std::_Exit(failed);
       },
       ::testing::ExitedWithCode(0), "lens: cannot start the export thread: .*ulimit -u and -v");
 }
 
 // The hang watch starts after the export thread, once the live setup has changed: a system that refuses it leaves the
-// job exporting without snapshots, with a warning that says so. In a child: threads that sleep fill the address
-// space as above, then the limit grows a MiB at a time from below a stack until a setup succeeds; the first that does
+// job exporting without snapshots, with a warning that says so. In a child: SleepingThreads fill the address
+// space, then the limit grows a MiB at a time from below a stack until a setup succeeds; the first that does
 // had room for the export thread's stack and not for a second one.
 TEST_F(Setup, AHangWatchTheSystemRefusesIsAWarningAndTheJobExportsOn) {
   if (kSanitizerRuntime) GTEST_SKIP() << "a sanitizer's runtime cannot run under a limit on the address space";
   EXPECT_EXIT(
       {
-        std::atomic<bool> end{false};
-        std::vector<std::thread> sleepers;
         limit_address_space(address_space_in_use() + (std::size_t{1} << 20));
-        for (int i = 0; i < 1000; ++i) {
-          try {
-            sleepers.emplace_back([&end] {
-              while (!end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            });
-          } catch (const std::system_error&) {
-            break;
-          }
-        }
+        SleepingThreads sleepers;
         Config c = enabled_megatron("step");
         c.hang_signal = SIGUSR1;  // snapshots on: the hang watch is started
         int failed = 1;           // no setup succeeded
@@ -330,8 +337,7 @@ TEST_F(Setup, AHangWatchTheSystemRefusesIsAWarningAndTheJobExportsOn) {
           std::fprintf(stderr, "set up under %zu MiB more; %d threads more\n", mib, thread_count() - threads_before);
           break;
         }
-        end = true;
-        for (std::thread& t : sleepers) t.join();
+        sleepers.end();
         std::_Exit(failed);
       },
       ::testing::ExitedWithCode(0), "lens: cannot start the hang watch thread: .*rank 0 writes no hang snapshots");
