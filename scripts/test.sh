@@ -30,7 +30,10 @@ run_tests() {  # run_tests <dir> <title> <labels that must run> -- <ctest args..
   shift
   rm -f "$dir/junit.xml"
   phase "tests of $dir"
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit junit.xml "$@"
+  # gtest's TempDir(), where the C++ tests write their runs: under the build, emptied first, not in /tmp where every
+  # run of the suite left hundreds of directories.
+  rm -rf "$dir/test-tmp" && mkdir -p "$dir/test-tmp"
+  TEST_TMPDIR="$PWD/$dir/test-tmp" ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit junit.xml "$@"
   summary+=("$(./scripts/tests_per_label.py "$dir" "$dir/junit.xml" "$title" "${labels[@]}")") || {
     printf '%s\n' "${summary[@]}"
     exit 1
