@@ -30,8 +30,8 @@ PROMTOOL = os.environ.get("LENS_PROMTOOL_PROGRAM")
 ARTIFACTS = os.environ.get("LENS_TEST_ARTIFACTS")
 
 # STRAGGLER_INTERVAL of the live job: the default. Windows of 10 steps scored an unslowed rank 1.36x its peer on a
-# 2-core machine running the 4 ranks, Prometheus and two busy loops (and flagged rank 0 in one CI run); windows of 20
-# steps stayed within 1.21x there.
+# 2-core machine running this job's 4 ranks beside two busy loops (and flagged rank 0 in one CI run of this test);
+# windows of 20 steps stayed within 1.21x there.
 INTERVAL = 20
 SLOWED_RANK = "1"
 SLOW_FROM = 161      # the first slowed iteration: Prometheus scrapes the job some seconds before
