@@ -43,7 +43,7 @@ void on_thread_exit(void* state) noexcept {
   SpanDrain* p = t->drain;              // read first: once `exited` is set, the export thread may free the state
   t->exited.store(true, std::memory_order_release);
   // Freed at the export thread's next pass: now, not after the schedule delay, or a program that starts many
-  // short-lived threads would hold their states (about 140 KiB each) for seconds. (A drain is never freed.)
+  // short-lived threads would hold their states (about 290 KiB each) for seconds. (A drain is never freed.)
   if (!p->stopped()) p->wake_exporter();
 }
 
@@ -97,6 +97,22 @@ LENS_ALWAYS_INLINE void release_slot(OpenSpan& s, ThreadState* releasing) noexce
 
 bool owns(const SpanHandle& h) noexcept {
   return h.slot != nullptr && h.slot->generation.load(std::memory_order_relaxed) == h.generation;
+}
+
+// What a ring scope's handle holds in place of a slot (its generation: the index of its context entry). Never open
+// (generation 0), so owns() is false for it: code that does not know ring scopes leaves them alone.
+OpenSpan g_ring_scope_marker;
+
+LENS_ALWAYS_INLINE bool is_ring_scope(const SpanHandle& h) noexcept { return h.slot == &g_ring_scope_marker; }
+
+// The context entry of ring scope `h` on the calling thread while it is open or promoted (null once it ended, or
+// from a copy of its handle that outlived it: the entry's span id is another's then).
+ContextEntry* live_ring_entry(const SpanHandle& h) noexcept {
+  ThreadState* t = t_state;
+  if (t == nullptr || h.generation >= static_cast<std::uint32_t>(ThreadState::kMaxContextDepth)) return nullptr;
+  ContextEntry& e = t->contexts[h.generation];
+  const bool live = e.ring == RingScopeState::kOpen || e.ring == RingScopeState::kPromoted;
+  return live && e.context.span_id == h.context.span_id ? &e : nullptr;
 }
 
 // ---- arena writing -----------------------------------------------------------------------------------------
@@ -432,6 +448,93 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
   set_name_attributes_and_open(h, *s, p, group, name, attributes);
 }
 
+// ---- ring scopes (trace/scope_ring.h) -------------------------------------------------------------------------
+
+// Whether a sampled LENS_SPAN may be a ring scope: only a literal name and no attributes go in a begin event, and
+// what else a start may do (a communication span's sequence number, a device-timed group's events) needs a slot.
+LENS_ALWAYS_INLINE bool ring_eligible(const SpanDrain& p, SpanGroup group, SpanName name,
+                                      std::span<const Attribute> attributes) noexcept {
+  return name.is_static() && attributes.empty() && group.id() != p.collective_group && !device_timed(group.bit());
+}
+
+// Starts `h` (its context made, sampled in) as a ring scope and makes it the thread's current span; false when the
+// context stack is full (the caller takes the slot path, whose push fails alike). A ring that is full drops the
+// span, counted, and leaves it without a context (its children attach to its parent, as for a span refused a slot).
+LENS_ALWAYS_INLINE bool start_ring_scope(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group, SpanName name,
+                                         const SpanContext* parent) noexcept {
+  const int index = t.context_depth;
+  if (__builtin_expect(index >= ThreadState::kMaxContextDepth, 0)) return false;
+  ScopeRing& ring = t.ring;
+  const ScopeRing::Room room = ring.room_for_begin();
+  if (__builtin_expect(room != ScopeRing::Room::kYes, 0)) {
+    p.wake_exporter_now();
+    if (room == ScopeRing::Room::kFull) {
+      ThreadCounters::bump(t.counters.produced);
+      ThreadCounters::bump(t.counters.dropped_queue_full);
+      h.context = {};
+      return true;
+    }
+  }
+  // The parent is the innermost open scope of the ring when it is the top context entry; anything else (a slot's
+  // span, a remote or attached context, a ring scope ended early) goes in a context event.
+  const bool under_ring_scope = parent != nullptr && t.contexts[index - 1].ring >= RingScopeState::kOpen &&
+                                t.contexts[index - 1].ring <= RingScopeState::kPromoted;
+  if (!under_ring_scope) ring.put_context(h.context, parent ? &parent->span_id : nullptr, parent && parent->is_remote);
+  std::uint64_t span_id;
+  std::memcpy(&span_id, h.context.span_id.bytes.data(), 8);
+  const auto length = static_cast<std::uint32_t>(name.text().size());
+  const std::uint64_t tick = now_ticks();
+  ring.put(ScopeRing::begin_word(under_ring_scope ? ScopeRing::kUnderRingScope : 0, group.id(), length),
+           reinterpret_cast<std::uintptr_t>(name.text().data()), tick, span_id);
+  ring.publish();
+  h.slot = &g_ring_scope_marker;
+  h.generation = static_cast<std::uint32_t>(index);
+  h.uncaught_at_start = *t.uncaught_exceptions;
+  t.contexts[index] = ContextEntry{h.context, &h, false, RingScopeState::kOpen};
+  t.ring_scopes[index] = RingScope{name.text().data(), length, group.id(), tick, nullptr, 0};
+  t.context_depth = index + 1;
+  return true;
+}
+
+// Moves ring scope `e` (of the calling thread's state `t`) into a slot, so a Span method can write to it; its
+// record will come from the slot, and its pair in the ring only keeps the nesting. Null when no slot is free.
+OpenSpan* promote_ring_scope(ThreadState& t, ContextEntry& e) noexcept {
+  RingScope& scope = t.ring_scopes[&e - t.contexts];
+  if (e.ring == RingScopeState::kPromoted) return scope.slot;
+  OpenSpan* s = take_slot(t);
+  if (s == nullptr) return nullptr;
+  const ContextEntry* parent = &e == t.contexts ? nullptr : &e - 1;
+  const bool has_parent = parent != nullptr && parent->context.is_valid();
+  RecordHeader& r = s->header;
+  r = RecordHeader{};
+  r.trace_id = e.context.trace_id;
+  r.span_id = e.context.span_id;
+  if (has_parent) {
+    r.parent_span_id = parent->context.span_id;
+    r.bits = static_cast<std::uint8_t>(RecordHeader::kHasParent |
+                                       (parent->context.is_remote ? RecordHeader::kParentRemote : 0));
+  }
+  r.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
+  r.trace_flags = e.context.trace_flags;
+  r.group = scope.group;
+  r.name = TextRef{scope.name, 0, scope.name_length};
+  r.start_tick = scope.start_tick;
+  scope.slot = s;
+  scope.generation = s->generation.load(std::memory_order_relaxed) + 1;
+  s->generation.store(scope.generation, std::memory_order_release);  // open: a hang snapshot may read it
+  e.ring = RingScopeState::kPromoted;
+  return s;
+}
+
+// The slot a Span method writes to: the handle's own while it owns it, or a ring scope's (promoted now if need be).
+OpenSpan* writable_slot(const SpanHandle& h) noexcept {
+  if (__builtin_expect(is_ring_scope(h), 0)) {
+    ContextEntry* e = live_ring_entry(h);
+    return e != nullptr ? promote_ring_scope(*t_state, *e) : nullptr;
+  }
+  return owns(h) ? h.slot : nullptr;
+}
+
 // Trace-ratio sampling by step (StepSampling, trace/span_drain.h): a step by its key (the trace id it was given, as a
 // step trace of its own, else its run's and ordinal's), what is under a step as its parent, a root outside a step kept.
 bool step_sampled(SpanDrain& p, SpanGroup group, const SpanContext* parent, const TraceId* given) noexcept {
@@ -514,9 +617,10 @@ void record_device_span(SpanDrain& p, const DeviceSpan& d, SpanName name,
 namespace {
 
 // start_span's work; returns the thread's state (null: no pipeline), where start_current_span pushes the context.
+// `may_use_ring`: the start of LENS_SPAN (default options, made current), which a ring scope may record.
 LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup group, SpanName name,
-                                                     std::span<const Attribute> attributes,
-                                                     const StartOptions& options) noexcept {
+                                                     std::span<const Attribute> attributes, const StartOptions& options,
+                                                     bool may_use_ring = false) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   if (p == nullptr) return nullptr;
   ThreadState* t = state_for(p);
@@ -549,6 +653,8 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
     ThreadCounters::bump(t->counters.sampled_out);
     return t;
   }
+  if (may_use_ring && ring_eligible(*p, group, name, attributes) && start_ring_scope(h, *t, *p, group, name, parent))
+    return t;
   OpenSpan* s = take_slot(*t);
   if (s == nullptr) {
     ThreadCounters::bump(t->counters.produced);
@@ -608,7 +714,8 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, s
 ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
                                 std::span<const Attribute> attributes) noexcept {
   static constexpr StartOptions kDefaults{};  // a constant: the inlined start drops every check of the options
-  ThreadState* t = start_span_on_thread(h, group, name, attributes, kDefaults);
+  ThreadState* t = start_span_on_thread(h, group, name, attributes, kDefaults, /*may_use_ring=*/true);
+  if (is_ring_scope(h)) return t;  // its context is pushed
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
@@ -651,16 +758,68 @@ LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t e
   h.slot = nullptr;
 }
 
+// Ends ring scope `h` in a slot: promoted before, or now for an exception or an explicit end time. Its end event
+// only keeps the ring's nesting; the slot's record is the span's.
+__attribute__((noinline)) void end_ring_scope_in_slot(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
+                                                      bool by_exception, std::uint64_t end_unix_nanos) noexcept {
+  OpenSpan* s = promote_ring_scope(t, e);
+  e.ring = RingScopeState::kEnded;
+  if (s == nullptr) {  // no slot free (64 spans open on the thread): the ring's record, without the exception
+    t.ring.put_end(0, end, h.context.span_id);
+    ThreadCounters::bump(t.counters.produced);
+    ThreadCounters::bump(t.ring.ended);
+    t.ring.publish();
+    return;
+  }
+  t.ring.put_end(ScopeRing::kPromoted, end, h.context.span_id);
+  t.ring.publish();
+  SpanHandle slot_handle{s, t.ring_scopes[&e - t.contexts].generation, h.uncaught_at_start, h.context};
+  end_owned(slot_handle, ending_state(*s), end, by_exception, end_unix_nanos);
+}
+
+// Ends ring scope `h`, whose context entry is `e` in the calling thread's state `t`, at `end` (ticks, or Unix
+// nanoseconds when end_unix_nanos says so): an end event, or a slot's end (above).
+LENS_ALWAYS_INLINE void end_ring_scope(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
+                                       bool by_exception, std::uint64_t end_unix_nanos) noexcept {
+  if (__builtin_expect(by_exception || end_unix_nanos != 0 || e.ring == RingScopeState::kPromoted, 0))
+    return end_ring_scope_in_slot(h, t, e, end, by_exception, end_unix_nanos);
+  e.ring = RingScopeState::kEnded;
+  SpanDrain* p = t.drain;
+  if (__builtin_expect(p->stopped(), 0)) {  // after shutdown: nothing will read the ring
+    p->count_late_drop();
+    return;
+  }
+  ScopeRing& ring = t.ring;
+  ring.put_end(0, end, h.context.span_id);
+  ThreadCounters::bump(t.counters.produced);
+  ThreadCounters::bump(ring.ended);
+  if (ring.publish_and_check_batch()) p->wake_exporter();
+}
+
 }  // namespace
 
 void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
   std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
+  if (is_ring_scope(h)) {  // Span::end() on a LENS_SPAN_NAMED: its context stays current until the scope ends
+    if (ContextEntry* e = live_ring_entry(h)) end_ring_scope(h, *t_state, *e, end, by_exception, end_unix_nanos);
+    return;
+  }
   if (!owns(h)) return;  // truncated at shutdown: already exported
   end_owned(h, ending_state(*h.slot), end, by_exception, end_unix_nanos);
 }
 
 void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
   pop_context_from(pushed_to);
+  if (is_ring_scope(h)) {
+    // Its entry was the top one: popped, and still as it was until the next push.
+    LENS_DCHECK(pushed_to != nullptr && pushed_to == t_state);  // a scope ends on the thread it started on
+    ContextEntry& e = pushed_to->contexts[h.generation];
+    if (e.span != &h || (e.ring != RingScopeState::kOpen && e.ring != RingScopeState::kPromoted))
+      return;  // ended early (Span::end), or cut at shutdown
+    const std::uint64_t end = now_ticks();
+    end_ring_scope(h, *pushed_to, e, end, *pushed_to->uncaught_exceptions > h.uncaught_at_start, 0);
+    return;
+  }
   if (!owns(h)) return;  // sampled out (no clock read for it), or truncated at shutdown: already exported
   std::uint64_t end = now_ticks();
   ThreadState* t = ending_state(*h.slot);
@@ -670,28 +829,32 @@ void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
 }
 
 void update_name(SpanHandle& h, SpanName name) noexcept {
-  if (!owns(h) || (h.slot->header.bits & RecordHeader::kPositionOnly)) return;
-  OpenSpan& s = *h.slot;
+  OpenSpan* slot = writable_slot(h);
+  if (slot == nullptr || (slot->header.bits & RecordHeader::kPositionOnly)) return;
+  OpenSpan& s = *slot;
+  // A ring scope's slot generation is kept beside its context entry, not in its handle.
+  std::uint32_t& generation = is_ring_scope(h) ? t_state->ring_scopes[h.generation].generation : h.generation;
   // The name is read by hang snapshots as a seqlock: move the generation on before and after, so a snapshot
   // that overlaps the change sees it move and leaves the span out rather than read half a name.
-  s.generation.exchange(h.generation + 2, std::memory_order_acq_rel);  // later writes stay after it (no fence: TSan)
-  set_copied_name(s, name.text());                                     // no room: the old name stays
-  h.generation += 4;
-  LENS_DCHECK((h.generation & 1) == 1);  // still open, moved on twice so a snapshot that overlapped sees it
-  s.generation.store(h.generation, std::memory_order_release);
+  s.generation.exchange(generation + 2, std::memory_order_acq_rel);  // later writes stay after it (no fence: TSan)
+  set_copied_name(s, name.text());                                   // no room: the old name stays
+  generation += 4;
+  LENS_DCHECK((generation & 1) == 1);  // still open, moved on twice so a snapshot that overlapped sees it
+  s.generation.store(generation, std::memory_order_release);
 }
 
 void set_attributes(SpanHandle& h, std::span<const Attribute> attributes) noexcept {
-  if (owns(h)) append_attributes(*h.slot, h.slot->owner->drain->limits, attributes);
+  if (OpenSpan* s = writable_slot(h)) append_attributes(*s, s->owner->drain->limits, attributes);
 }
 
 void add_event(SpanHandle& h, SpanName name, std::span<const Attribute> attributes) noexcept {
-  if (owns(h)) append_event(*h.slot, h.slot->owner->drain->limits, name, now_ticks(), attributes);
+  if (OpenSpan* s = writable_slot(h)) append_event(*s, s->owner->drain->limits, name, now_ticks(), attributes);
 }
 
 void add_link(SpanHandle& h, const SpanContext& link, std::span<const Attribute> attributes) noexcept {
-  if (!owns(h)) return;
-  OpenSpan& s = *h.slot;
+  OpenSpan* slot = writable_slot(h);
+  if (slot == nullptr) return;
+  OpenSpan& s = *slot;
   const Limits& limits = s.owner->drain->limits;
   ArenaWriter w(s);
   if (s.header.link_count >= limits.span_link_count || !w.fits(sizeof(LinkHead))) {
@@ -713,17 +876,18 @@ void add_link(SpanHandle& h, const SpanContext& link, std::span<const Attribute>
 }
 
 void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexcept {
-  if (!owns(h)) return;
-  RecordHeader& r = h.slot->header;
+  OpenSpan* s = writable_slot(h);
+  if (s == nullptr) return;
+  RecordHeader& r = s->header;
   // OpenTelemetry: Ok is final; Unset never overrides; a description only goes with Error.
   if (code == StatusCode::kUnset || r.status_code == static_cast<std::uint8_t>(StatusCode::kOk)) return;
   r.status_code = static_cast<std::uint8_t>(code);
   r.status_message_entry = 0;
-  if (code == StatusCode::kError && !message.empty()) set_status_message(*h.slot, message);
+  if (code == StatusCode::kError && !message.empty()) set_status_message(*s, message);
 }
 
 void record_exception(SpanHandle& h, std::string_view type, std::string_view message, bool escaped) noexcept {
-  if (owns(h)) record_exception_entry(*h.slot, h.slot->owner->drain->limits, type, message, escaped);
+  if (OpenSpan* s = writable_slot(h)) record_exception_entry(*s, s->owner->drain->limits, type, message, escaped);
 }
 
 std::string_view exception_type_name(const std::exception& e) noexcept {

@@ -27,6 +27,7 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
           std::clamp<std::size_t>(static_cast<std::size_t>(settings.batch.max_queue_size) * kQueueBytesPerSpan,
                                   kMinQueueBytes, kMaxQueueBytes)) {
   batch_spans_.reserve(batch_size);
+  ring_records_.reserve(batch_size);
 }
 
 ThreadState* SpanDrain::thread_state() noexcept {
@@ -74,15 +75,34 @@ bool SpanDrain::drain_and_export(Deadline deadline) {
         full_batch = true;
       }
     }
+    drain_ring(*t, deadline, full_batch);
     if (ended) free_if_ended(t);
   }
   if (!batch_spans_.empty() || !retired_chunks_.empty()) export_batch(deadline);
   return full_batch;
 }
 
+void SpanDrain::drain_ring(ThreadState& t, Deadline deadline, bool& full_batch) {
+  for (;;) {
+    std::size_t paired;
+    {
+      std::lock_guard lock(t.ring.mutex);
+      paired = t.ring.consume(batch_size - batch_spans_.size(), [&](const RecordHeader& r) {
+        LENS_DCHECK(ring_records_.size() < ring_records_.capacity());  // reserved for a batch: never moves
+        ring_records_.push_back(r);
+        batch_spans_.push_back(reinterpret_cast<const std::uint8_t*>(&ring_records_.back()));
+      });
+    }
+    if (batch_spans_.size() < batch_size) return;
+    export_batch(deadline);
+    full_batch = true;
+    if (paired == 0) return;
+  }
+}
+
 void SpanDrain::free_if_ended(ThreadState* t) {
   // A span the thread started may still be open on another thread; its state waits for it.
-  if (t->queue.size() != 0 || !t->all_slots_free()) return;
+  if (t->queue.size() != 0 || !t->all_slots_free() || !t->ring.all_consumed()) return;
   std::unique_ptr<ThreadState> freed;
   {
     std::lock_guard lock(threads_mutex_);
@@ -109,6 +129,7 @@ void SpanDrain::export_batch(Deadline deadline) {
     std::lock_guard lock(count_mutex_);
     if (abandoned_) {  // counted as failed by the shutdown that gave up (stats): never sent, never counted again
       batch_spans_.clear();
+      ring_records_.clear();
       release_retired_chunks();
       return;
     }
@@ -136,6 +157,7 @@ void SpanDrain::export_batch(Deadline deadline) {
     in_flight_.store(0, std::memory_order_release);
   }
   batch_spans_.clear();
+  ring_records_.clear();
   release_retired_chunks();
 }
 
@@ -163,6 +185,7 @@ std::uint64_t SpanDrain::abandon_at_deadline() noexcept {
 }
 
 void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
+  truncate_open_ring_scopes(t);
   std::uint64_t open = ~(t.free_slots | t.remote_free.load(std::memory_order_acquire));
   OpenSpan* spans[ThreadState::kMaxOpenSpans];
   int n = 0;
@@ -193,6 +216,23 @@ void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
   }
 }
 
+void SpanDrain::truncate_open_ring_scopes(ThreadState& t) noexcept {
+  const std::uint64_t now = now_ticks();
+  for (int i = t.context_depth - 1; i >= 0; --i) {  // innermost first
+    ContextEntry& e = t.contexts[i];
+    if (e.ring != RingScopeState::kOpen && e.ring != RingScopeState::kPromoted) continue;
+    // A promoted scope's slot is cut with the other slots; its pair here only keeps the nesting.
+    const bool promoted = e.ring == RingScopeState::kPromoted;
+    t.ring.put_end(promoted ? ScopeRing::kPromoted : ScopeRing::kTruncated, now, e.context.span_id);
+    e.ring = RingScopeState::kEnded;
+    if (!promoted) {
+      ThreadCounters::bump(t.counters.produced);
+      ThreadCounters::bump(t.ring.ended);
+    }
+  }
+  t.ring.publish();
+}
+
 SpanStats SpanDrain::stats() const {
   SpanStats s;
   ThreadCounters total;
@@ -201,7 +241,7 @@ SpanStats SpanDrain::stats() const {
     total.add(ended_threads_);
     for (const auto& t : threads_) {
       total.add(t->counters);
-      s.queued += t->queue.size();
+      s.queued += t->queue.size() + t->ring.pending();
     }
   }
   s.produced = total.produced.load(std::memory_order_relaxed);
@@ -265,6 +305,24 @@ __attribute__((no_sanitize("thread"))) bool copy_open_span(const OpenSpan& s, st
 
 }  // namespace
 
+void SpanDrain::add_open_ring_scopes(ThreadState& t, std::size_t first, std::vector<OpenSpanCopy>& out) {
+  std::vector<RecordHeader> scopes;
+  {
+    std::lock_guard lock(t.ring.mutex);
+    scopes = t.ring.open_scopes();
+  }
+  for (const RecordHeader& scope : scopes) {
+    // A promoted scope is open in the ring and in its slot, copied above: the slot has what was added to it.
+    auto in_slot = [&](const OpenSpanCopy& copy) {
+      return SpanView(copy.record.data()).header().span_id == scope.span_id;
+    };
+    if (std::any_of(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), in_slot)) continue;
+    OpenSpanCopy copy{t.tid, std::vector<std::uint8_t>(sizeof(RecordHeader))};
+    std::memcpy(copy.record.data(), &scope, sizeof scope);
+    out.push_back(std::move(copy));
+  }
+}
+
 std::vector<SpanDrain::OpenSpanCopy> SpanDrain::open_spans() const {
   std::vector<OpenSpanCopy> out;
   std::lock_guard lock(threads_mutex_);  // no state is freed meanwhile
@@ -274,6 +332,7 @@ std::vector<SpanDrain::OpenSpanCopy> SpanDrain::open_spans() const {
       OpenSpanCopy copy{t->tid, {}};
       if (copy_open_span(t->slots[i], copy.record)) out.push_back(std::move(copy));
     }
+    add_open_ring_scopes(*t, first, out);
     std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), [](const auto& a, const auto& b) {
       return SpanView(a.record.data()).header().start_tick < SpanView(b.record.data()).header().start_tick;
     });

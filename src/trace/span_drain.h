@@ -120,6 +120,12 @@ class SpanDrain {
  private:
   void export_batch(Deadline deadline);
   std::vector<ThreadState*> live_threads();
+  // Pairs `t`'s ring events into the batch, exporting each batch that fills (full_batch set then).
+  void drain_ring(ThreadState& t, Deadline deadline, bool& full_batch);
+  // Ends t's open ring scopes, innermost first, as truncated (truncate_open_spans' part for them).
+  static void truncate_open_ring_scopes(ThreadState& t) noexcept;
+  // Appends t's open ring scopes (the ones not also in a slot from `first` on) to a hang snapshot's list.
+  static void add_open_ring_scopes(ThreadState& t, std::size_t first, std::vector<OpenSpanCopy>& out);
   // Frees the state of a thread that has ended, once nothing refers to it; its counts are kept.
   void free_if_ended(ThreadState* t);
   void release_retired_chunks() noexcept;
@@ -139,6 +145,7 @@ class SpanDrain {
   // growing on its line cost them about 8 % per span): the batch points into queue chunks, freed once exported.
   alignas(64) TimeMap time_;
   std::vector<const std::uint8_t*> batch_spans_;
+  std::vector<RecordHeader> ring_records_;  // the batch's spans paired from rings (reserved: batch_size, never moves)
   std::vector<SpanChunk*> retired_chunks_;
 
   // The spans of the batch being exported. Whoever takes them counts them, exactly once, under count_mutex_ (once

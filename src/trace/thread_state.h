@@ -15,6 +15,7 @@
 #include "lens/context.h"
 #include "lens/span.h"
 #include "trace/record.h"
+#include "trace/scope_ring.h"
 #include "trace/span_queue.h"
 
 namespace lens::internal {
@@ -98,15 +99,35 @@ class IdGenerator {
   std::uint64_t s_[4];
 };
 
+// What a context entry is of, beside its context: a ring scope's state (ScopeRing) or nothing more.
+enum class RingScopeState : std::uint8_t {
+  kNone = 0,      // not a ring scope
+  kOpen = 1,      // its begin is in the ring
+  kPromoted = 2,  // recorded in a slot since (a Span method, or an exception leaving its scope)
+  kEnded = 3,     // ended early (Span::end), or cut at shutdown: its scope's end does nothing
+};
+
 struct ContextEntry {
   SpanContext context;
   const SpanHandle* span = nullptr;  // the live span it is the context of, if any (push_context)
   bool attached = false;             // pushed by another API's context.attach (push_context)
+  RingScopeState ring = RingScopeState::kNone;
+};
+
+// Beside the context entry of a ring scope: what promoting it to a slot needs, and the slot once it is.
+struct RingScope {
+  const char* name;
+  std::uint32_t name_length;
+  std::uint16_t group;
+  std::uint64_t start_tick;
+  OpenSpan* slot;
+  std::uint32_t generation;
 };
 
 struct ThreadState {
   static constexpr int kMaxOpenSpans = 64;
   static constexpr int kMaxContextDepth = 128;
+  static_assert(kMaxContextDepth == ScopeRing::kMaxOpenScopes, "the ring keeps room for the end of every open scope");
 
   ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget);
 
@@ -116,7 +137,9 @@ struct ThreadState {
   std::atomic<std::uint64_t> remote_free{0};     // slots released by other threads, folded in lazily
   std::unique_ptr<OpenSpan[]> slots;
   ContextEntry contexts[kMaxContextDepth];
+  RingScope ring_scopes[kMaxContextDepth];  // beside contexts[i] when it is a ring scope's
   int context_depth = 0;
+  ScopeRing ring;
   IdGenerator ids;
   // This thread's count of uncaught exceptions, where std::uncaught_exceptions() reads it
   // (uncaught_exceptions_of_this_thread).
