@@ -90,4 +90,24 @@ bool SpanView::is_overridden(const std::uint8_t* at, std::string_view key) const
   return false;
 }
 
+void SpanView::read_scope_record(const std::uint8_t* record) noexcept {
+  std::uint64_t w[8];  // the layout trace/scope_record.h gives
+  std::memcpy(w, record, sizeof w);
+  header_ = RecordHeader{};
+  header_.size = sizeof(RecordHeader);
+  header_.bits = static_cast<std::uint8_t>(w[0] >> 32);
+  header_.trace_flags = static_cast<std::uint8_t>(w[0] >> 40);
+  header_.group = static_cast<std::uint16_t>(w[0] >> 48);
+  header_.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
+  const char* name;
+  std::memcpy(&name, &w[1], sizeof name);
+  header_.name = TextRef{name, 0, static_cast<std::uint32_t>((w[0] >> 16) & 0xffff)};
+  header_.start_tick = w[2];
+  header_.end_tick = w[3];
+  std::memcpy(header_.span_id.bytes.data(), &w[4], 8);
+  std::memcpy(header_.parent_span_id.bytes.data(), &w[5], 8);
+  std::memcpy(header_.trace_id.bytes.data(), &w[6], 16);
+  arena_ = nullptr;  // arena_used 0: never read
+}
+
 }  // namespace lens::internal

@@ -24,7 +24,7 @@ struct TextRef {
 };
 
 struct RecordHeader {
-  std::uint32_t size;  // header + arena bytes, rounded up to 8 (the queue's framing)
+  std::uint32_t size;  // header + arena bytes, rounded up to 8 (the queue's framing); below 64 KiB
   std::uint32_t arena_used;
   TraceId trace_id;
   SpanId span_id;
@@ -66,6 +66,10 @@ inline std::uint64_t end_unix_nanos(const RecordHeader& h, const TimeMap& time) 
 }
 
 inline constexpr std::uint32_t kArenaBytes = 2048;
+
+// The first 2 bytes of a scope record (trace/scope_record.h), where a RecordHeader has the low half of its size
+// (never below sizeof(RecordHeader), never above 64 KiB): SpanView reads either.
+inline constexpr std::uint16_t kScopeRecordMark = 1;
 
 // The arena's entries, each a fixed head (below, the one definition both the writer in recorder.cc and the
 // readers here use; copied in and out with memcpy, so no alignment is assumed) and a variable part:
@@ -163,7 +167,8 @@ struct LinkView {
   const std::uint8_t* attributes;
 };
 
-// Read access to one ended span.
+// Read access to one ended span: a span record, or a scope record (an internal span with no attributes, events or
+// links, read into a header here).
 class SpanView {
  public:
   inline explicit SpanView(const std::uint8_t* record) noexcept;
@@ -195,6 +200,7 @@ class SpanView {
 
  private:
   bool is_overridden(const std::uint8_t* attribute_entry, std::string_view key) const noexcept;
+  void read_scope_record(const std::uint8_t* record) noexcept;
   // Calls f(entry) for each top-level entry with `tag`.
   template <typename F>
   void for_each_entry(EntryTag tag, F&& f) const;
@@ -227,6 +233,12 @@ inline std::string_view read_text(const std::uint8_t* at, bool is_static, std::u
 
 // Inline, as the decoding below: the exporter runs them for every span.
 SpanView::SpanView(const std::uint8_t* record) noexcept {
+  std::uint16_t first;
+  std::memcpy(&first, record, sizeof first);
+  if (first == kScopeRecordMark) {
+    read_scope_record(record);
+    return;
+  }
   std::memcpy(&header_, record, sizeof header_);
   arena_ = record + sizeof(RecordHeader);
 }

@@ -106,13 +106,15 @@ OpenSpan g_ring_scope_marker;
 LENS_ALWAYS_INLINE bool is_ring_scope(const SpanHandle& h) noexcept { return h.slot == &g_ring_scope_marker; }
 
 // The context entry of ring scope `h` on the calling thread while it is open or promoted (null once it ended, or
-// from a copy of its handle that outlived it: the entry's span id is another's then).
+// from a copy of its handle that outlived it: the entry is another span's then).
 ContextEntry* live_ring_entry(const SpanHandle& h) noexcept {
   ThreadState* t = t_state;
   if (t == nullptr || h.generation >= static_cast<std::uint32_t>(ThreadState::kMaxContextDepth)) return nullptr;
   ContextEntry& e = t->contexts[h.generation];
   const bool live = e.ring == RingScopeState::kOpen || e.ring == RingScopeState::kPromoted;
-  return live && e.context.span_id == h.context.span_id ? &e : nullptr;
+  std::uint64_t span_id;
+  std::memcpy(&span_id, e.context.span_id.bytes.data(), 8);
+  return live && span_id == h.ring_span_id ? &e : nullptr;
 }
 
 // ---- arena writing -----------------------------------------------------------------------------------------
@@ -381,19 +383,22 @@ void set_status_message(OpenSpan& s, std::string_view message) noexcept {
 
 // ---- ending ------------------------------------------------------------------------------------------------
 
+// What a push into `t`'s queue other than kQueued asks: a drop counted, the export thread woken.
+__attribute__((noinline)) void on_queue_push(ThreadState& t, SpanQueue::Push pushed) noexcept {
+  if (pushed == SpanQueue::Push::kDropped) ThreadCounters::bump(t.counters.dropped_queue_full);
+  if (pushed == SpanQueue::Push::kQueuedPastHalf)
+    t.drain->wake_exporter_now();  // at most once a chunk, and only while the queues back up
+  else
+    t.drain->wake_exporter();  // a full batch waits, or a span was dropped
+}
+
 // Queues a finished record from `t`'s thread (its drain live) and counts the outcome.
 LENS_ALWAYS_INLINE void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   ThreadCounters::bump(t.counters.produced);
-  SpanDrain* p = t.drain;
   LENS_DCHECK(s.header.arena_used <= kArenaBytes);
   s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
   const SpanQueue::Push pushed = t.queue.push(s.header, s.arena);
-  if (__builtin_expect(pushed == SpanQueue::Push::kQueued, 1)) return;
-  if (pushed == SpanQueue::Push::kDropped) ThreadCounters::bump(t.counters.dropped_queue_full);
-  if (pushed == SpanQueue::Push::kQueuedPastHalf)
-    p->wake_exporter_now();  // at most once a chunk, and only while the queues back up
-  else
-    p->wake_exporter();  // a full batch waits, or a span was dropped
+  if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
 }
 
 void record_exception_entry(OpenSpan& s, const Limits& limits, std::string_view type, std::string_view message,
@@ -450,78 +455,95 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
 
 // ---- ring scopes (trace/scope_ring.h) -------------------------------------------------------------------------
 
-// Whether a sampled LENS_SPAN may be a ring scope: only a literal name and no attributes go in a begin event, and
-// what else a start may do (a communication span's sequence number, a device-timed group's events) needs a slot.
+// Whether a LENS_SPAN may be a ring scope: only a literal name (of at most 64 KiB) and no attributes fit a scope
+// record; what else a start may do (a communication span's sequence number, a device-timed group's events) needs a
+// slot; and its sampling decision is made inline only for the default sampler (a root kept, a parent's flag
+// followed).
 LENS_ALWAYS_INLINE bool ring_eligible(const SpanDrain& p, SpanGroup group, SpanName name,
                                       std::span<const Attribute> attributes) noexcept {
-  return name.is_static() && attributes.empty() && group.id() != p.collective_group && !device_timed(group.bit());
+  const std::uint64_t ring_groups = p.ring_group_bits & ~g_device_group_bits.load(std::memory_order_relaxed);
+  return name.is_static() && attributes.empty() && (ring_groups & group.bit()) != 0 &&
+         name.text().size() <= kMaxScopeNameLength;
 }
 
-// Starts `h` (its context made, sampled in) as a ring scope and makes it the thread's current span; false when the
-// context stack is full (the caller takes the slot path, whose push fails alike). A ring that is full drops the
-// span, counted, and leaves it without a context (its children attach to its parent, as for a span refused a slot).
-LENS_ALWAYS_INLINE bool start_ring_scope(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group, SpanName name,
-                                         const SpanContext* parent) noexcept {
+// Starts ring scope `h` under `parent` (null: a root, whose trace id is drawn) with `trace_flags`, the thread's
+// current span: its identity in its context entry, what its record needs beside it (RingScope). Its handle's context
+// is filled from the entry when first read (fill_ring_context).
+LENS_ALWAYS_INLINE void open_ring_scope(SpanHandle& h, ThreadState& t, SpanGroup group, SpanName name,
+                                        const SpanContext* parent, std::uint8_t trace_flags) noexcept {
   const int index = t.context_depth;
-  if (__builtin_expect(index >= ThreadState::kMaxContextDepth, 0)) return false;
-  ScopeRing& ring = t.ring;
-  const ScopeRing::Room room = ring.room_for_begin();
-  if (__builtin_expect(room != ScopeRing::Room::kYes, 0)) {
-    p.wake_exporter_now();
-    if (room == ScopeRing::Room::kFull) {
-      ThreadCounters::bump(t.counters.produced);
-      ThreadCounters::bump(t.counters.dropped_queue_full);
-      h.context = {};
-      return true;
-    }
+  ContextEntry& e = t.contexts[index];
+  RingScope& scope = t.ring_scopes[index];
+  const SpanId span_id = t.scope_ids.next_span_id();
+  std::uint8_t bits = 0;
+  if (parent != nullptr) {
+    e.context.trace_id = parent->trace_id;
+    scope.parent_span_id = parent->span_id;
+    bits = static_cast<std::uint8_t>(RecordHeader::kHasParent | (parent->is_remote ? RecordHeader::kParentRemote : 0));
+  } else {
+    e.context.trace_id = t.scope_ids.next_trace_id();
+    scope.parent_span_id = SpanId{};
   }
-  // The parent is the innermost open scope of the ring when it is the top context entry; anything else (a slot's
-  // span, a remote or attached context, a ring scope ended early) goes in a context event.
-  const bool under_ring_scope = parent != nullptr && t.contexts[index - 1].ring >= RingScopeState::kOpen &&
-                                t.contexts[index - 1].ring <= RingScopeState::kPromoted;
-  if (!under_ring_scope) ring.put_context(h.context, parent ? &parent->span_id : nullptr, parent && parent->is_remote);
-  std::uint64_t span_id;
-  std::memcpy(&span_id, h.context.span_id.bytes.data(), 8);
-  const auto length = static_cast<std::uint32_t>(name.text().size());
-  const std::uint64_t tick = now_ticks();
-  ring.put(ScopeRing::begin_word(under_ring_scope ? ScopeRing::kUnderRingScope : 0, group.id(), length),
-           reinterpret_cast<std::uintptr_t>(name.text().data()), tick, span_id);
-  ring.publish();
+  e.context.span_id = span_id;
+  e.context.trace_flags = trace_flags;
+  e.context.is_remote = false;
+  e.span = &h;
+  e.attached = false;
+  e.ring = RingScopeState::kOpen;
+  scope.first_word =
+      scope_record_first_word(static_cast<std::uint16_t>(name.text().size()), bits, trace_flags, group.id());
+  scope.name = name.text().data();
+  scope.start_tick = now_ticks();
+  scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // open
   h.slot = &g_ring_scope_marker;
   h.generation = static_cast<std::uint32_t>(index);
   h.uncaught_at_start = *t.uncaught_exceptions;
-  t.contexts[index] = ContextEntry{h.context, &h, false, RingScopeState::kOpen};
-  t.ring_scopes[index] = RingScope{name.text().data(), length, group.id(), tick, nullptr, 0};
+  h.context.trace_flags = trace_flags;
+  std::memcpy(&h.ring_span_id, span_id.bytes.data(), 8);
   t.context_depth = index + 1;
+}
+
+// Starts `h` (its group enabled, its thread's state `t`) as a ring scope, the thread's current span; false leaves it
+// to the slot path (not eligible, sampled out, the context stack full). Calls nothing but for a root's trace id.
+LENS_ALWAYS_INLINE bool start_ring_scope(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group, SpanName name,
+                                         std::span<const Attribute> attributes) noexcept {
+  const int index = t.context_depth;
+  if (!ring_eligible(p, group, name, attributes) || __builtin_expect(index >= ThreadState::kMaxContextDepth, 0))
+    return false;
+  const SpanContext* parent = nullptr;
+  std::uint8_t trace_flags = SpanContext::kRandomFlag | SpanContext::kSampledFlag;  // a root's
+  if (index > 0 && t.contexts[index - 1].context.is_valid()) {
+    parent = &t.contexts[index - 1].context;
+    if (!parent->is_sampled()) return false;  // sampled out: the slot path counts it
+    trace_flags =
+        static_cast<std::uint8_t>((parent->trace_flags & SpanContext::kRandomFlag) | SpanContext::kSampledFlag);
+  }
+  open_ring_scope(h, t, group, name, parent, trace_flags);
   return true;
 }
 
-// Moves ring scope `e` (of the calling thread's state `t`) into a slot, so a Span method can write to it; its
-// record will come from the slot, and its pair in the ring only keeps the nesting. Null when no slot is free.
+// Moves ring scope `e` (of the calling thread's state `t`) into a slot, so a Span method can write to it; its record
+// will come from the slot. Null when no slot is free.
 OpenSpan* promote_ring_scope(ThreadState& t, ContextEntry& e) noexcept {
   RingScope& scope = t.ring_scopes[&e - t.contexts];
   if (e.ring == RingScopeState::kPromoted) return scope.slot;
   OpenSpan* s = take_slot(t);
   if (s == nullptr) return nullptr;
-  const ContextEntry* parent = &e == t.contexts ? nullptr : &e - 1;
-  const bool has_parent = parent != nullptr && parent->context.is_valid();
   RecordHeader& r = s->header;
   r = RecordHeader{};
   r.trace_id = e.context.trace_id;
   r.span_id = e.context.span_id;
-  if (has_parent) {
-    r.parent_span_id = parent->context.span_id;
-    r.bits = static_cast<std::uint8_t>(RecordHeader::kHasParent |
-                                       (parent->context.is_remote ? RecordHeader::kParentRemote : 0));
-  }
+  r.parent_span_id = scope.parent_span_id;
+  r.bits = scope.bits();
   r.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
   r.trace_flags = e.context.trace_flags;
-  r.group = scope.group;
-  r.name = TextRef{scope.name, 0, scope.name_length};
+  r.group = scope.group();
+  r.name = TextRef{scope.name, 0, scope.name_length()};
   r.start_tick = scope.start_tick;
   scope.slot = s;
-  scope.generation = s->generation.load(std::memory_order_relaxed) + 1;
-  s->generation.store(scope.generation, std::memory_order_release);  // open: a hang snapshot may read it
+  scope.slot_generation = s->generation.load(std::memory_order_relaxed) + 1;
+  s->generation.store(scope.slot_generation, std::memory_order_release);  // open: a hang snapshot reads the slot
+  scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // not here
   e.ring = RingScopeState::kPromoted;
   return s;
 }
@@ -617,10 +639,9 @@ void record_device_span(SpanDrain& p, const DeviceSpan& d, SpanName name,
 namespace {
 
 // start_span's work; returns the thread's state (null: no pipeline), where start_current_span pushes the context.
-// `may_use_ring`: the start of LENS_SPAN (default options, made current), which a ring scope may record.
 LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup group, SpanName name,
-                                                     std::span<const Attribute> attributes, const StartOptions& options,
-                                                     bool may_use_ring = false) noexcept {
+                                                     std::span<const Attribute> attributes,
+                                                     const StartOptions& options) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   if (p == nullptr) return nullptr;
   ThreadState* t = state_for(p);
@@ -653,8 +674,6 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
     ThreadCounters::bump(t->counters.sampled_out);
     return t;
   }
-  if (may_use_ring && ring_eligible(*p, group, name, attributes) && start_ring_scope(h, *t, *p, group, name, parent))
-    return t;
   OpenSpan* s = take_slot(*t);
   if (s == nullptr) {
     ThreadCounters::bump(t->counters.produced);
@@ -688,7 +707,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
 LENS_ALWAYS_INLINE ThreadState* push_context_to(ThreadState* t, const SpanContext& context, const SpanHandle* span,
                                                 bool attached) noexcept {
   if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
-  t->contexts[t->context_depth++] = ContextEntry{context, span, attached};
+  t->contexts[t->context_depth++] = ContextEntry{context, span, attached, RingScopeState::kNone};
   return t;
 }
 
@@ -711,12 +730,25 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, s
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
+namespace {
+
+// LENS_SPAN's start in a slot (start_current_span's, when not a ring scope).
+__attribute__((noinline)) ThreadState* start_current_span_in_slot(SpanHandle& h, SpanGroup group, SpanName name,
+                                                                  std::span<const Attribute> attributes) noexcept {
+  static constexpr StartOptions kDefaults{};  // a constant: the inlined start drops every check of the options
+  ThreadState* t = start_span_on_thread(h, group, name, attributes, kDefaults);
+  return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
+}
+
+}  // namespace
+
 ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
                                 std::span<const Attribute> attributes) noexcept {
-  static constexpr StartOptions kDefaults{};  // a constant: the inlined start drops every check of the options
-  ThreadState* t = start_span_on_thread(h, group, name, attributes, kDefaults, /*may_use_ring=*/true);
-  if (is_ring_scope(h)) return t;  // its context is pushed
-  return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
+  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
+  ThreadState* t = p != nullptr ? state_for(p) : nullptr;
+  if (__builtin_expect(t != nullptr && is_enabled(group), 1) && start_ring_scope(h, *t, *p, group, name, attributes))
+    return t;
+  return start_current_span_in_slot(h, group, name, attributes);
 }
 
 namespace {
@@ -758,42 +790,53 @@ LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t e
   h.slot = nullptr;
 }
 
-// Ends ring scope `h` in a slot: promoted before, or now for an exception or an explicit end time. Its end event
-// only keeps the ring's nesting; the slot's record is the span's.
+// Queues ring scope `e`'s scope record (its RingScope `scope`) ending at `end` with `more_bits`, counted as
+// queue_record counts a span record. Its thread's (or, while the thread is parked, the export thread's).
+LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, const ContextEntry& e, RingScope& scope, std::uint64_t end,
+                                         std::uint8_t more_bits) noexcept {
+  scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // ended
+  ThreadCounters::bump(t.counters.produced);
+  const SpanQueue::Push pushed = t.queue.push_written(kScopeRecordBytes, [&](std::uint8_t* at) {
+    std::uint64_t w[8];
+    w[0] = scope.first_word | std::uint64_t{more_bits} << 32;
+    std::memcpy(&w[1], &scope.name, 8);
+    w[2] = scope.start_tick;
+    w[3] = end;
+    std::memcpy(&w[4], e.context.span_id.bytes.data(), 8);
+    std::memcpy(&w[5], scope.parent_span_id.bytes.data(), 8);
+    std::memcpy(&w[6], e.context.trace_id.bytes.data(), 16);
+    std::memcpy(at, w, sizeof w);
+  });
+  if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
+}
+
+// Ends ring scope `h` in a slot: promoted before, or now for an exception or an explicit end time.
 __attribute__((noinline)) void end_ring_scope_in_slot(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
                                                       bool by_exception, std::uint64_t end_unix_nanos) noexcept {
   OpenSpan* s = promote_ring_scope(t, e);
   e.ring = RingScopeState::kEnded;
-  if (s == nullptr) {  // no slot free (64 spans open on the thread): the ring's record, without the exception
-    t.ring.put_end(0, end, h.context.span_id);
-    ThreadCounters::bump(t.counters.produced);
-    ThreadCounters::bump(t.ring.ended);
-    t.ring.publish();
+  if (s == nullptr) {  // no slot free (64 spans open on the thread): its record in the ring, without the exception
+    if (!t.drain->stopped()) put_scope_record(t, e, t.ring_scopes[&e - t.contexts], end, 0);
     return;
   }
-  t.ring.put_end(ScopeRing::kPromoted, end, h.context.span_id);
-  t.ring.publish();
-  SpanHandle slot_handle{s, t.ring_scopes[&e - t.contexts].generation, h.uncaught_at_start, h.context};
+  SpanHandle slot_handle{s, t.ring_scopes[&e - t.contexts].slot_generation, h.uncaught_at_start, e.context, 0};
   end_owned(slot_handle, ending_state(*s), end, by_exception, end_unix_nanos);
 }
 
 // Ends ring scope `h`, whose context entry is `e` in the calling thread's state `t`, at `end` (ticks, or Unix
-// nanoseconds when end_unix_nanos says so): an end event, or a slot's end (above).
+// nanoseconds when end_unix_nanos says so): its record into the ring, or a slot's end (above).
 LENS_ALWAYS_INLINE void end_ring_scope(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
                                        bool by_exception, std::uint64_t end_unix_nanos) noexcept {
-  if (__builtin_expect(by_exception || end_unix_nanos != 0 || e.ring == RingScopeState::kPromoted, 0))
+  if (__builtin_expect(by_exception || end_unix_nanos != 0 || e.ring != RingScopeState::kOpen, 0))
     return end_ring_scope_in_slot(h, t, e, end, by_exception, end_unix_nanos);
   e.ring = RingScopeState::kEnded;
   SpanDrain* p = t.drain;
-  if (__builtin_expect(p->stopped(), 0)) {  // after shutdown: nothing will read the ring
-    p->count_late_drop();
-    return;
+  if (__builtin_expect(p->stopped(), 0)) {  // nothing will read the ring any more
+    RingScope& scope = t.ring_scopes[h.generation];
+    scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return p->count_late_drop();
   }
-  ScopeRing& ring = t.ring;
-  ring.put_end(0, end, h.context.span_id);
-  ThreadCounters::bump(t.counters.produced);
-  ThreadCounters::bump(ring.ended);
-  if (ring.publish_and_check_batch()) p->wake_exporter();
+  put_scope_record(t, e, t.ring_scopes[h.generation], end, 0);
 }
 
 }  // namespace
@@ -808,18 +851,10 @@ void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) no
   end_owned(h, ending_state(*h.slot), end, by_exception, end_unix_nanos);
 }
 
-void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
+namespace {
+
+__attribute__((noinline)) void end_scope_in_slot(SpanHandle& h, ThreadState* pushed_to) noexcept {
   pop_context_from(pushed_to);
-  if (is_ring_scope(h)) {
-    // Its entry was the top one: popped, and still as it was until the next push.
-    LENS_DCHECK(pushed_to != nullptr && pushed_to == t_state);  // a scope ends on the thread it started on
-    ContextEntry& e = pushed_to->contexts[h.generation];
-    if (e.span != &h || (e.ring != RingScopeState::kOpen && e.ring != RingScopeState::kPromoted))
-      return;  // ended early (Span::end), or cut at shutdown
-    const std::uint64_t end = now_ticks();
-    end_ring_scope(h, *pushed_to, e, end, *pushed_to->uncaught_exceptions > h.uncaught_at_start, 0);
-    return;
-  }
   if (!owns(h)) return;  // sampled out (no clock read for it), or truncated at shutdown: already exported
   std::uint64_t end = now_ticks();
   ThreadState* t = ending_state(*h.slot);
@@ -828,12 +863,26 @@ void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
   end_owned(h, t, end, uncaught > h.uncaught_at_start, 0);
 }
 
+}  // namespace
+
+void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
+  if (!is_ring_scope(h)) return end_scope_in_slot(h, pushed_to);
+  // Its entry is the top one (unless another API's contexts were pushed and not popped, or popped twice, inside
+  // it): popped, and still as it was until the next push.
+  LENS_DCHECK(pushed_to != nullptr && pushed_to == t_state);  // a scope ends on the thread it started on
+  pop_context_from(pushed_to);
+  ContextEntry& e = pushed_to->contexts[h.generation];
+  if (e.span != &h || e.ring == RingScopeState::kEnded) return;  // ended early (Span::end), or cut at shutdown
+  const std::uint64_t end = now_ticks();
+  end_ring_scope(h, *pushed_to, e, end, *pushed_to->uncaught_exceptions > h.uncaught_at_start, 0);
+}
+
 void update_name(SpanHandle& h, SpanName name) noexcept {
   OpenSpan* slot = writable_slot(h);
   if (slot == nullptr || (slot->header.bits & RecordHeader::kPositionOnly)) return;
   OpenSpan& s = *slot;
   // A ring scope's slot generation is kept beside its context entry, not in its handle.
-  std::uint32_t& generation = is_ring_scope(h) ? t_state->ring_scopes[h.generation].generation : h.generation;
+  std::uint32_t& generation = is_ring_scope(h) ? t_state->ring_scopes[h.generation].slot_generation : h.generation;
   // The name is read by hang snapshots as a seqlock: move the generation on before and after, so a snapshot
   // that overlaps the change sees it move and leaves the span out rather than read half a name.
   s.generation.exchange(generation + 2, std::memory_order_acq_rel);  // later writes stay after it (no fence: TSan)
@@ -914,12 +963,36 @@ CurrentKind current_kind(SpanHandle* span) noexcept {
   if (t == nullptr || t->context_depth == 0) return CurrentKind::kNone;
   const ContextEntry& top = t->contexts[t->context_depth - 1];
   if (top.attached) return CurrentKind::kAttached;
-  if (top.span == nullptr) return top.context.is_valid() ? CurrentKind::kContext : CurrentKind::kNone;
+  if (top.span == nullptr) return top.context.is_valid() ? CurrentKind::kContext : CurrentKind::kNone;  // not a ring's
   *span = *top.span;
+  if (top.ring != RingScopeState::kNone) span->context = top.context;  // a ring scope's, filled in the copy
   return CurrentKind::kSpan;
 }
 
 void pop_context(ThreadState* pushed_to) noexcept { pop_context_from(pushed_to); }
+
+void truncate_open_ring_scopes(ThreadState& t) noexcept {
+  const std::uint64_t now = now_ticks();
+  for (int i = t.context_depth - 1; i >= 0; --i) {  // innermost first
+    ContextEntry& e = t.contexts[i];
+    if (e.ring == RingScopeState::kOpen) put_scope_record(t, e, t.ring_scopes[i], now, RecordHeader::kTruncated);
+    // A promoted one's slot is cut with the other slots.
+    if (e.ring == RingScopeState::kOpen || e.ring == RingScopeState::kPromoted) e.ring = RingScopeState::kEnded;
+  }
+}
+
+void fill_ring_context(SpanHandle& h) noexcept {
+  ContextEntry* e = live_ring_entry(h);
+  if (e == nullptr) {  // ended: its entry still holds it while its scope lasts (ended early, or cut at shutdown)
+    ThreadState* t = t_state;
+    if (t == nullptr || h.generation >= static_cast<std::uint32_t>(ThreadState::kMaxContextDepth)) return;
+    e = &t->contexts[h.generation];
+    std::uint64_t span_id;
+    std::memcpy(&span_id, e->context.span_id.bytes.data(), 8);
+    if (e->span != &h || span_id != h.ring_span_id) return;
+  }
+  h.context = e->context;
+}
 
 ThreadState* current_thread_state_if_any() noexcept { return t_state; }
 void forget_thread_state() noexcept { t_state = nullptr; }

@@ -20,6 +20,9 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
       collective_group(settings.collective_group),
       step_sampling(settings.step_sampling),
+      ring_group_bits(sampler_keeps_roots_and_follows_parents && step_sampling.step_group < 0
+                          ? ~(collective_group >= 0 ? std::uint64_t{1} << collective_group : 0)
+                          : 0),
       resource_(resource),
       exporter_(exporter),
       wake_(wake),
@@ -27,7 +30,6 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
           std::clamp<std::size_t>(static_cast<std::size_t>(settings.batch.max_queue_size) * kQueueBytesPerSpan,
                                   kMinQueueBytes, kMaxQueueBytes)) {
   batch_spans_.reserve(batch_size);
-  ring_records_.reserve(batch_size);
 }
 
 ThreadState* SpanDrain::thread_state() noexcept {
@@ -75,34 +77,15 @@ bool SpanDrain::drain_and_export(Deadline deadline) {
         full_batch = true;
       }
     }
-    drain_ring(*t, deadline, full_batch);
     if (ended) free_if_ended(t);
   }
   if (!batch_spans_.empty() || !retired_chunks_.empty()) export_batch(deadline);
   return full_batch;
 }
 
-void SpanDrain::drain_ring(ThreadState& t, Deadline deadline, bool& full_batch) {
-  for (;;) {
-    std::size_t paired;
-    {
-      std::lock_guard lock(t.ring.mutex);
-      paired = t.ring.consume(batch_size - batch_spans_.size(), [&](const RecordHeader& r) {
-        LENS_DCHECK(ring_records_.size() < ring_records_.capacity());  // reserved for a batch: never moves
-        ring_records_.push_back(r);
-        batch_spans_.push_back(reinterpret_cast<const std::uint8_t*>(&ring_records_.back()));
-      });
-    }
-    if (batch_spans_.size() < batch_size) return;
-    export_batch(deadline);
-    full_batch = true;
-    if (paired == 0) return;
-  }
-}
-
 void SpanDrain::free_if_ended(ThreadState* t) {
   // A span the thread started may still be open on another thread; its state waits for it.
-  if (t->queue.size() != 0 || !t->all_slots_free() || !t->ring.all_consumed()) return;
+  if (t->queue.size() != 0 || !t->all_slots_free()) return;
   std::unique_ptr<ThreadState> freed;
   {
     std::lock_guard lock(threads_mutex_);
@@ -129,7 +112,6 @@ void SpanDrain::export_batch(Deadline deadline) {
     std::lock_guard lock(count_mutex_);
     if (abandoned_) {  // counted as failed by the shutdown that gave up (stats): never sent, never counted again
       batch_spans_.clear();
-      ring_records_.clear();
       release_retired_chunks();
       return;
     }
@@ -157,7 +139,6 @@ void SpanDrain::export_batch(Deadline deadline) {
     in_flight_.store(0, std::memory_order_release);
   }
   batch_spans_.clear();
-  ring_records_.clear();
   release_retired_chunks();
 }
 
@@ -216,23 +197,6 @@ void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
   }
 }
 
-void SpanDrain::truncate_open_ring_scopes(ThreadState& t) noexcept {
-  const std::uint64_t now = now_ticks();
-  for (int i = t.context_depth - 1; i >= 0; --i) {  // innermost first
-    ContextEntry& e = t.contexts[i];
-    if (e.ring != RingScopeState::kOpen && e.ring != RingScopeState::kPromoted) continue;
-    // A promoted scope's slot is cut with the other slots; its pair here only keeps the nesting.
-    const bool promoted = e.ring == RingScopeState::kPromoted;
-    t.ring.put_end(promoted ? ScopeRing::kPromoted : ScopeRing::kTruncated, now, e.context.span_id);
-    e.ring = RingScopeState::kEnded;
-    if (!promoted) {
-      ThreadCounters::bump(t.counters.produced);
-      ThreadCounters::bump(t.ring.ended);
-    }
-  }
-  t.ring.publish();
-}
-
 SpanStats SpanDrain::stats() const {
   SpanStats s;
   ThreadCounters total;
@@ -241,7 +205,7 @@ SpanStats SpanDrain::stats() const {
     total.add(ended_threads_);
     for (const auto& t : threads_) {
       total.add(t->counters);
-      s.queued += t->queue.size() + t->ring.pending();
+      s.queued += t->queue.size();
     }
   }
   s.produced = total.produced.load(std::memory_order_relaxed);
@@ -303,23 +267,51 @@ __attribute__((no_sanitize("thread"))) bool copy_open_span(const OpenSpan& s, st
   return true;
 }
 
+// A seqlock read of a ring scope (its context entry and RingScope), as copy_open_span reads a slot: kept only when
+// the same open scope held them before and after the copy.
+__attribute__((no_sanitize("thread"))) bool copy_open_ring_scope(const ContextEntry& e, const RingScope& scope,
+                                                                 RecordHeader& r) {
+  const std::uint32_t before = scope.generation.load(std::memory_order_acquire);
+  if ((before & 1) == 0) return false;
+  // The context (26 bytes) as the 4 words it starts: its entry's padding follows it (the span pointer is aligned).
+  static_assert(offsetof(ContextEntry, context) == 0 && offsetof(ContextEntry, span) >= 32);
+  std::uint64_t context_words[4];
+  copy_words(reinterpret_cast<std::uint8_t*>(context_words), &e.context, 4);
+  SpanContext context;
+  std::memcpy(&context, context_words, sizeof context);
+  std::uint64_t words[4];  // first_word, name, start_tick, parent_span_id
+  copy_words(reinterpret_cast<std::uint8_t*>(words), &scope.first_word, 1);
+  copy_words(reinterpret_cast<std::uint8_t*>(words + 1), &scope.name, 1);
+  copy_words(reinterpret_cast<std::uint8_t*>(words + 2), &scope.start_tick, 1);
+  copy_words(reinterpret_cast<std::uint8_t*>(words + 3), &scope.parent_span_id, 1);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (scope.generation.load(std::memory_order_relaxed) != before) return false;
+  r = RecordHeader{};
+  r.size = sizeof(RecordHeader);
+  r.trace_id = context.trace_id;
+  r.span_id = context.span_id;
+  r.trace_flags = context.trace_flags;
+  std::memcpy(r.parent_span_id.bytes.data(), &words[3], 8);
+  r.bits = static_cast<std::uint8_t>(words[0] >> 32);
+  r.group = static_cast<std::uint16_t>(words[0] >> 48);
+  r.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
+  const char* name;
+  std::memcpy(&name, &words[1], sizeof name);
+  r.name = TextRef{name, 0, static_cast<std::uint32_t>((words[0] >> 16) & 0xffff)};
+  r.start_tick = words[2];
+  return true;
+}
+
 }  // namespace
 
-void SpanDrain::add_open_ring_scopes(ThreadState& t, std::size_t first, std::vector<OpenSpanCopy>& out) {
-  std::vector<RecordHeader> scopes;
-  {
-    std::lock_guard lock(t.ring.mutex);
-    scopes = t.ring.open_scopes();
-  }
-  for (const RecordHeader& scope : scopes) {
-    // A promoted scope is open in the ring and in its slot, copied above: the slot has what was added to it.
-    auto in_slot = [&](const OpenSpanCopy& copy) {
-      return SpanView(copy.record.data()).header().span_id == scope.span_id;
-    };
-    if (std::any_of(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), in_slot)) continue;
+void SpanDrain::add_open_ring_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out) {
+  for (int i = 0; i < ThreadState::kMaxContextDepth; ++i) {
     OpenSpanCopy copy{t.tid, std::vector<std::uint8_t>(sizeof(RecordHeader))};
-    std::memcpy(copy.record.data(), &scope, sizeof scope);
-    out.push_back(std::move(copy));
+    RecordHeader r;
+    if (copy_open_ring_scope(t.contexts[i], t.ring_scopes[i], r)) {
+      std::memcpy(copy.record.data(), &r, sizeof r);
+      out.push_back(std::move(copy));
+    }
   }
 }
 
@@ -332,7 +324,7 @@ std::vector<SpanDrain::OpenSpanCopy> SpanDrain::open_spans() const {
       OpenSpanCopy copy{t->tid, {}};
       if (copy_open_span(t->slots[i], copy.record)) out.push_back(std::move(copy));
     }
-    add_open_ring_scopes(*t, first, out);
+    add_open_ring_scopes(*t, out);
     std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), [](const auto& a, const auto& b) {
       return SpanView(a.record.data()).header().start_tick < SpanView(b.record.data()).header().start_tick;
     });

@@ -82,6 +82,9 @@ class SpanDrain {
 
   const StepSampling step_sampling;
   std::atomic<std::int64_t> steps_started{0};
+  // The groups whose LENS_SPANs may be ring scopes (trace/scope_record.h): every group but the communication one,
+  // where the sampler is decided inline and no step sampling is set; none otherwise.
+  const std::uint64_t ring_group_bits;
 
   // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
   // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within
@@ -120,12 +123,8 @@ class SpanDrain {
  private:
   void export_batch(Deadline deadline);
   std::vector<ThreadState*> live_threads();
-  // Pairs `t`'s ring events into the batch, exporting each batch that fills (full_batch set then).
-  void drain_ring(ThreadState& t, Deadline deadline, bool& full_batch);
-  // Ends t's open ring scopes, innermost first, as truncated (truncate_open_spans' part for them).
-  static void truncate_open_ring_scopes(ThreadState& t) noexcept;
-  // Appends t's open ring scopes (the ones not also in a slot from `first` on) to a hang snapshot's list.
-  static void add_open_ring_scopes(ThreadState& t, std::size_t first, std::vector<OpenSpanCopy>& out);
+  // Appends t's open ring scopes (a promoted one is its slot's) to a hang snapshot's list.
+  static void add_open_ring_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out);
   // Frees the state of a thread that has ended, once nothing refers to it; its counts are kept.
   void free_if_ended(ThreadState* t);
   void release_retired_chunks() noexcept;
@@ -145,7 +144,6 @@ class SpanDrain {
   // growing on its line cost them about 8 % per span): the batch points into queue chunks, freed once exported.
   alignas(64) TimeMap time_;
   std::vector<const std::uint8_t*> batch_spans_;
-  std::vector<RecordHeader> ring_records_;  // the batch's spans paired from rings (reserved: batch_size, never moves)
   std::vector<SpanChunk*> retired_chunks_;
 
   // The spans of the batch being exported. Whoever takes them counts them, exactly once, under count_mutex_ (once

@@ -22,6 +22,7 @@
 
 #include "common/dcheck.h"
 #include "trace/record.h"
+#include "trace/scope_record.h"
 
 namespace lens::internal {
 
@@ -87,21 +88,27 @@ class SpanQueue {
   SpanQueue(const SpanQueue&) = delete;
   ~SpanQueue();  // frees every chunk not retired
 
-  // Producer: copies one record (header + arena) in.
+  // Producer: copies one span record (header + arena) in.
   LENS_ALWAYS_INLINE Push push(const RecordHeader& header, const std::uint8_t* arena) noexcept {
+    LENS_DCHECK(header.size % 8 == 0 && header.size >= sizeof header + header.arena_used);  // 8-aligned
+    return push_written(header.size, [&](std::uint8_t* at) {
+      std::memcpy(at, &header, sizeof header);
+      // A span without attributes has an empty arena: no call into memcpy for nothing (about 15 instructions).
+      if (header.arena_used != 0) std::memcpy(at + sizeof header, arena, header.arena_used);
+    });
+  }
+  // Producer: one record of `size` bytes (a multiple of 8: a span record, or a scope record), written by write(at).
+  template <typename Write>
+  LENS_ALWAYS_INLINE Push push_written(std::uint32_t size, Write&& write) noexcept {
     const std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
-    const std::uint32_t size = header.size;
     bool budget_past_half = false;
-    LENS_DCHECK(size % 8 == 0 && size >= sizeof header + header.arena_used);  // header and arena, 8-aligned
+    LENS_DCHECK(size % 8 == 0 && size >= kScopeRecordBytes);
     if (__builtin_expect(write_at_ + size + 4 * (std::size_t{tail_records_} + 1) > tail_capacity_, 0)) {
       if (!link_new_chunk(size, pushed)) return Push::kDropped;
       budget_past_half = budget_.past_half();
     }
     LENS_DCHECK(write_at_ + size + 4 * (tail_records_ + 1) <= tail_capacity_);  // never into the index
-    std::uint8_t* at = tail_->data() + write_at_;
-    std::memcpy(at, &header, sizeof header);
-    // A span without attributes has an empty arena: no call into memcpy for nothing (about 15 instructions).
-    if (header.arena_used != 0) std::memcpy(at + sizeof header, arena, header.arena_used);
+    write(tail_->data() + write_at_);
     std::memcpy(tail_->index_entry(tail_records_), &write_at_, 4);
     write_at_ += size;
     tail_->written.store(++tail_records_, std::memory_order_release);
@@ -178,7 +185,7 @@ std::size_t SpanQueue::pop(std::size_t max, OnRecord&& on_record, OnRetired&& on
     if (read_index_ < seen_written_) {
       std::uint32_t offset;
       std::memcpy(&offset, head_->index_entry(read_index_), 4);
-      LENS_DCHECK(offset + sizeof(RecordHeader) <= head_->capacity);  // only what was published
+      LENS_DCHECK(offset + kScopeRecordBytes <= head_->capacity);  // only what was published
       on_record(head_->data() + offset);
       ++read_index_;
       ++n;

@@ -56,7 +56,6 @@ ThreadState::ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget
       slots(new OpenSpan[kMaxOpenSpans]),
       uncaught_exceptions(uncaught_exceptions_of_this_thread()),
       queue(batch_size, budget) {
-  ring.set_batch_spans(batch_size);
   for (int i = 0; i < kMaxOpenSpans; ++i) {
     slots[i].owner = this;
     slots[i].owner_slot_index = static_cast<std::uint8_t>(i);

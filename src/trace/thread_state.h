@@ -15,7 +15,7 @@
 #include "lens/context.h"
 #include "lens/span.h"
 #include "trace/record.h"
-#include "trace/scope_ring.h"
+#include "trace/scope_record.h"
 #include "trace/span_queue.h"
 
 namespace lens::internal {
@@ -99,10 +99,10 @@ class IdGenerator {
   std::uint64_t s_[4];
 };
 
-// What a context entry is of, beside its context: a ring scope's state (ScopeRing) or nothing more.
+// What a context entry is of, beside its context: a ring scope's state (trace/scope_record.h) or nothing more.
 enum class RingScopeState : std::uint8_t {
   kNone = 0,      // not a ring scope
-  kOpen = 1,      // its begin is in the ring
+  kOpen = 1,      // its scope record will be queued when it ends
   kPromoted = 2,  // recorded in a slot since (a Span method, or an exception leaving its scope)
   kEnded = 3,     // ended early (Span::end), or cut at shutdown: its scope's end does nothing
 };
@@ -114,20 +114,26 @@ struct ContextEntry {
   RingScopeState ring = RingScopeState::kNone;
 };
 
-// Beside the context entry of a ring scope: what promoting it to a slot needs, and the slot once it is.
+// Beside the context entry of a ring scope: what its record needs besides its context, and its slot once promoted.
+// A hang snapshot on another thread reads it (and the entry's context) as a seqlock: `generation` is odd while
+// the scope is open and recorded in the ring, bumped (release) after the fields are written and when it ends.
 struct RingScope {
+  std::atomic<std::uint32_t> generation{0};
+  std::uint64_t first_word;  // the record's word 0 (scope_record_first_word): name length, bits, flags, group
   const char* name;
-  std::uint32_t name_length;
-  std::uint16_t group;
   std::uint64_t start_tick;
-  OpenSpan* slot;
-  std::uint32_t generation;
+  SpanId parent_span_id;  // zero: none
+  OpenSpan* slot;         // once promoted
+  std::uint32_t slot_generation;
+
+  std::uint32_t name_length() const noexcept { return static_cast<std::uint32_t>((first_word >> 16) & 0xffff); }
+  std::uint8_t bits() const noexcept { return static_cast<std::uint8_t>(first_word >> 32); }
+  std::uint16_t group() const noexcept { return static_cast<std::uint16_t>(first_word >> 48); }
 };
 
 struct ThreadState {
   static constexpr int kMaxOpenSpans = 64;
   static constexpr int kMaxContextDepth = 128;
-  static_assert(kMaxContextDepth == ScopeRing::kMaxOpenScopes, "the ring keeps room for the end of every open scope");
 
   ThreadState(SpanDrain* owner, std::uint64_t batch_size, QueueBudget& budget);
 
@@ -139,7 +145,7 @@ struct ThreadState {
   ContextEntry contexts[kMaxContextDepth];
   RingScope ring_scopes[kMaxContextDepth];  // beside contexts[i] when it is a ring scope's
   int context_depth = 0;
-  ScopeRing ring;
+  ScopeIds scope_ids;
   IdGenerator ids;
   // This thread's count of uncaught exceptions, where std::uncaught_exceptions() reads it
   // (uncaught_exceptions_of_this_thread).
@@ -159,6 +165,10 @@ struct ThreadState {
 // globals, which libstdc++ and libc++abi keep): its address is fixed for the thread's life, so a span reads the count
 // with one load instead of a call into libstdc++ that finds its thread-local through __tls_get_addr.
 const unsigned int* uncaught_exceptions_of_this_thread() noexcept;
+
+// Ends t's open ring scopes, innermost first, as truncated: their records into t's ring
+// (SpanDrain::truncate_open_spans' part for them; on t's thread, or while t is parked).
+void truncate_open_ring_scopes(ThreadState& t) noexcept;
 
 // The calling thread's state, whatever pipeline it belongs to (null before its first span), and forgetting it
 // (a forked child starts afresh). recorder.cc owns the thread-local.

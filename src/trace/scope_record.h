@@ -1,0 +1,63 @@
+// Scope records: how a light scope is exported (issue 33's kept-span bound). A light scope is a `LENS_SPAN` with a
+// literal name and no attributes: it takes no slot. Its start writes its identity into its context entry and what its
+// record needs beside it (LightScope, thread_state.h); its end queues one 64-byte scope record in its thread's span
+// queue, where span records go, and the exporters read it through SpanView like any span record.
+//
+// A scope record, eight 8-byte words:
+//   0: kScopeRecordMark (u16, record.h: where a span record has its size), the name's length (u16), RecordHeader's
+//      bits, trace flags, group (u16)
+//   1: the name's pointer (a literal, never copied)
+//   2: start tick   3: end tick   4: span id   5: parent span id (0: none)   6, 7: trace id
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "lens/context.h"
+#include "trace/record.h"
+
+namespace lens::internal {
+
+inline constexpr std::uint32_t kScopeRecordBytes = 64;
+inline constexpr std::size_t kMaxScopeNameLength = 0xffff;  // a longer literal name takes a slot
+
+inline std::uint64_t scope_record_first_word(std::uint16_t name_length, std::uint8_t bits, std::uint8_t trace_flags,
+                                             std::uint16_t group) noexcept {
+  return kScopeRecordMark | std::uint64_t{name_length} << 16 | std::uint64_t{bits} << 32 |
+         std::uint64_t{trace_flags} << 40 | std::uint64_t{group} << 48;
+}
+
+// A thread's ids for its light scopes, drawn from counts and seeds from the OS. A span id needs only to be unique: a
+// seeded Weyl sequence through one xorshift-multiply round, a bijection of the count, so a thread's span ids never
+// repeat (2^64 spans); the one count that would give 0 gives 1 instead. A root's trace id is sampled on (W3C level
+// 2's random flag: its rightmost 7 bytes random): splitmix64's finalizer over a second count for its right half,
+// that half and a third seed for its left. Cheaper than IdGenerator's draws (xoshiro256**), which slot spans keep.
+class ScopeIds {
+ public:
+  ScopeIds() noexcept;
+  SpanId next_span_id() noexcept {
+    std::uint64_t z = seeds_[0] + ++spans_ * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 32)) * 0xD6E8FEB86659FD93ull;
+    z |= (z == 0);
+    SpanId id;
+    std::memcpy(id.bytes.data(), &z, 8);
+    return id;
+  }
+  TraceId next_trace_id() noexcept {
+    std::uint64_t z = seeds_[1] + ++traces_ * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const std::uint64_t lo = z | (z == 0), hi = lo ^ seeds_[2];
+    TraceId id;
+    std::memcpy(id.bytes.data(), &hi, 8);
+    std::memcpy(id.bytes.data() + 8, &lo, 8);
+    return id;
+  }
+
+ private:
+  std::uint64_t seeds_[3];
+  std::uint64_t spans_ = 0, traces_ = 0;
+};
+
+}  // namespace lens::internal
