@@ -71,10 +71,10 @@ struct SpanHandle {
   // std::uncaught_exceptions() on the starting thread when the span took its slot: a scope left with more
   // uncaught was left by an exception (a span started in a destructor during unwinding was not).
   std::uint32_t uncaught_at_start = 0;
-  SpanContext context;  // valid when the span exists, recording or sampled out (a ring scope's: see below)
-  // A ring scope's span id as a number (0: not a ring scope): its context is copied from its context entry when
-  // first read (fill_ring_context); until then `context` holds only its flags, so its start writes it once.
-  std::uint64_t ring_span_id = 0;
+  SpanContext context;  // valid when the span exists, recording or sampled out (a light scope's: see below)
+  // A light scope's span id as a number (0: not a light scope): its context is copied from its context entry when
+  // first read (fill_light_context); until then `context` holds only its flags, so its start writes it once.
+  std::uint64_t light_span_id = 0;
 };
 }  // namespace internal
 
@@ -94,11 +94,11 @@ LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanNam
                                          std::span<const Attribute> attributes) noexcept;
 // end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
 LENS_API void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos = 0) noexcept;
-// Fills in a ring scope's context (SpanHandle::ring_span_id), on the thread it started on, while its scope lasts.
-LENS_API void fill_ring_context(SpanHandle& h) noexcept;
+// Fills in a light scope's context (SpanHandle::light_span_id), on the thread it started on, while its scope lasts.
+LENS_API void fill_light_context(SpanHandle& h) noexcept;
 // Whether `h`'s context is still to be filled in.
 inline bool context_is_deferred(const SpanHandle& h) noexcept {
-  return h.ring_span_id != 0 && !h.context.span_id.is_valid();
+  return h.light_span_id != 0 && !h.context.span_id.is_valid();
 }
 // A span's object destroyed: its context popped from `pushed_to` (null: none was pushed), then the span ended, by an
 // exception when the ending thread has more uncaught than when it started (the count read from the thread's state,
@@ -152,7 +152,7 @@ class Span {
   bool is_recording() const noexcept { return h_.slot != nullptr && h_.context.is_sampled(); }
   // The span's identity, also for a sampled-out span (children follow its decision); invalid when no span.
   const SpanContext& context() const noexcept {
-    if (internal::context_is_deferred(h_)) internal::fill_ring_context(h_);
+    if (internal::context_is_deferred(h_)) internal::fill_light_context(h_);
     return h_.context;
   }
 
@@ -209,7 +209,7 @@ class Span {
   }
 
  private:
-  mutable internal::SpanHandle h_;  // mutable: a ring scope's ids are derived when first read (context())
+  mutable internal::SpanHandle h_;  // mutable: a light scope's ids are derived when first read (context())
 };
 
 // Makes a context the thread's current one for a scope: spans started inside become its children. Use it to

@@ -99,22 +99,22 @@ bool owns(const SpanHandle& h) noexcept {
   return h.slot != nullptr && h.slot->generation.load(std::memory_order_relaxed) == h.generation;
 }
 
-// What a ring scope's handle holds in place of a slot (its generation: the index of its context entry). Never open
-// (generation 0), so owns() is false for it: code that does not know ring scopes leaves them alone.
-OpenSpan g_ring_scope_marker;
+// What a light scope's handle holds in place of a slot (its generation: the index of its context entry). Never open
+// (generation 0), so owns() is false for it: code that does not know light scopes leaves them alone.
+OpenSpan g_light_scope_marker;
 
-LENS_ALWAYS_INLINE bool is_ring_scope(const SpanHandle& h) noexcept { return h.slot == &g_ring_scope_marker; }
+LENS_ALWAYS_INLINE bool is_light_scope(const SpanHandle& h) noexcept { return h.slot == &g_light_scope_marker; }
 
-// The context entry of ring scope `h` on the calling thread while it is open or promoted (null once it ended, or
+// The context entry of light scope `h` on the calling thread while it is open or promoted (null once it ended, or
 // from a copy of its handle that outlived it: the entry is another span's then).
-ContextEntry* live_ring_entry(const SpanHandle& h) noexcept {
+ContextEntry* live_light_entry(const SpanHandle& h) noexcept {
   ThreadState* t = t_state;
   if (t == nullptr || h.generation >= static_cast<std::uint32_t>(ThreadState::kMaxContextDepth)) return nullptr;
   ContextEntry& e = t->contexts[h.generation];
-  const bool live = e.ring == RingScopeState::kOpen || e.ring == RingScopeState::kPromoted;
+  const bool live = e.light == LightScopeState::kOpen || e.light == LightScopeState::kPromoted;
   std::uint64_t span_id;
   std::memcpy(&span_id, e.context.span_id.bytes.data(), 8);
-  return live && span_id == h.ring_span_id ? &e : nullptr;
+  return live && span_id == h.light_span_id ? &e : nullptr;
 }
 
 // ---- arena writing -----------------------------------------------------------------------------------------
@@ -453,27 +453,27 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
   set_name_attributes_and_open(h, *s, p, group, name, attributes);
 }
 
-// ---- ring scopes (trace/scope_ring.h) -------------------------------------------------------------------------
+// ---- light scopes (trace/scope_record.h) ------------------------------------------------------------------------
 
-// Whether a LENS_SPAN may be a ring scope: only a literal name (of at most 64 KiB) and no attributes fit a scope
+// Whether a LENS_SPAN may be a light scope: only a literal name (of at most 64 KiB) and no attributes fit a scope
 // record; what else a start may do (a communication span's sequence number, a device-timed group's events) needs a
 // slot; and its sampling decision is made inline only for the default sampler (a root kept, a parent's flag
 // followed).
-LENS_ALWAYS_INLINE bool ring_eligible(const SpanDrain& p, SpanGroup group, SpanName name,
-                                      std::span<const Attribute> attributes) noexcept {
-  const std::uint64_t ring_groups = p.ring_group_bits & ~g_device_group_bits.load(std::memory_order_relaxed);
-  return name.is_static() && attributes.empty() && (ring_groups & group.bit()) != 0 &&
+LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, SpanName name,
+                                       std::span<const Attribute> attributes) noexcept {
+  const std::uint64_t light_groups = p.light_group_bits & ~g_device_group_bits.load(std::memory_order_relaxed);
+  return name.is_static() && attributes.empty() && (light_groups & group.bit()) != 0 &&
          name.text().size() <= kMaxScopeNameLength;
 }
 
-// Starts ring scope `h` under `parent` (null: a root, whose trace id is drawn) with `trace_flags`, the thread's
-// current span: its identity in its context entry, what its record needs beside it (RingScope). Its handle's context
-// is filled from the entry when first read (fill_ring_context).
-LENS_ALWAYS_INLINE void open_ring_scope(SpanHandle& h, ThreadState& t, SpanGroup group, SpanName name,
-                                        const SpanContext* parent, std::uint8_t trace_flags) noexcept {
+// Starts light scope `h` under `parent` (null: a root, whose trace id is drawn) with `trace_flags`, the thread's
+// current span: its identity in its context entry, what its record needs beside it (LightScope). Its handle's context
+// is filled from the entry when first read (fill_light_context).
+LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, SpanName name,
+                                         const SpanContext* parent, std::uint8_t trace_flags) noexcept {
   const int index = t.context_depth;
   ContextEntry& e = t.contexts[index];
-  RingScope& scope = t.ring_scopes[index];
+  LightScope& scope = t.light_scopes[index];
   const SpanId span_id = t.scope_ids.next_span_id();
   std::uint8_t bits = 0;
   if (parent != nullptr) {
@@ -489,26 +489,26 @@ LENS_ALWAYS_INLINE void open_ring_scope(SpanHandle& h, ThreadState& t, SpanGroup
   e.context.is_remote = false;
   e.span = &h;
   e.attached = false;
-  e.ring = RingScopeState::kOpen;
+  e.light = LightScopeState::kOpen;
   scope.first_word =
       scope_record_first_word(static_cast<std::uint16_t>(name.text().size()), bits, trace_flags, group.id());
   scope.name = name.text().data();
   scope.start_tick = now_ticks();
   scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // open
-  h.slot = &g_ring_scope_marker;
+  h.slot = &g_light_scope_marker;
   h.generation = static_cast<std::uint32_t>(index);
   h.uncaught_at_start = *t.uncaught_exceptions;
   h.context.trace_flags = trace_flags;
-  std::memcpy(&h.ring_span_id, span_id.bytes.data(), 8);
+  std::memcpy(&h.light_span_id, span_id.bytes.data(), 8);
   t.context_depth = index + 1;
 }
 
-// Starts `h` (its group enabled, its thread's state `t`) as a ring scope, the thread's current span; false leaves it
+// Starts `h` (its group enabled, its thread's state `t`) as a light scope, the thread's current span; false leaves it
 // to the slot path (not eligible, sampled out, the context stack full). Calls nothing but for a root's trace id.
-LENS_ALWAYS_INLINE bool start_ring_scope(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group, SpanName name,
-                                         std::span<const Attribute> attributes) noexcept {
+LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group, SpanName name,
+                                          std::span<const Attribute> attributes) noexcept {
   const int index = t.context_depth;
-  if (!ring_eligible(p, group, name, attributes) || __builtin_expect(index >= ThreadState::kMaxContextDepth, 0))
+  if (!light_eligible(p, group, name, attributes) || __builtin_expect(index >= ThreadState::kMaxContextDepth, 0))
     return false;
   const SpanContext* parent = nullptr;
   std::uint8_t trace_flags = SpanContext::kRandomFlag | SpanContext::kSampledFlag;  // a root's
@@ -518,15 +518,15 @@ LENS_ALWAYS_INLINE bool start_ring_scope(SpanHandle& h, ThreadState& t, SpanDrai
     trace_flags =
         static_cast<std::uint8_t>((parent->trace_flags & SpanContext::kRandomFlag) | SpanContext::kSampledFlag);
   }
-  open_ring_scope(h, t, group, name, parent, trace_flags);
+  open_light_scope(h, t, group, name, parent, trace_flags);
   return true;
 }
 
-// Moves ring scope `e` (of the calling thread's state `t`) into a slot, so a Span method can write to it; its record
+// Moves light scope `e` (of the calling thread's state `t`) into a slot, so a Span method can write to it; its record
 // will come from the slot. Null when no slot is free.
-OpenSpan* promote_ring_scope(ThreadState& t, ContextEntry& e) noexcept {
-  RingScope& scope = t.ring_scopes[&e - t.contexts];
-  if (e.ring == RingScopeState::kPromoted) return scope.slot;
+OpenSpan* promote_light_scope(ThreadState& t, ContextEntry& e) noexcept {
+  LightScope& scope = t.light_scopes[&e - t.contexts];
+  if (e.light == LightScopeState::kPromoted) return scope.slot;
   OpenSpan* s = take_slot(t);
   if (s == nullptr) return nullptr;
   RecordHeader& r = s->header;
@@ -544,15 +544,15 @@ OpenSpan* promote_ring_scope(ThreadState& t, ContextEntry& e) noexcept {
   scope.slot_generation = s->generation.load(std::memory_order_relaxed) + 1;
   s->generation.store(scope.slot_generation, std::memory_order_release);  // open: a hang snapshot reads the slot
   scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // not here
-  e.ring = RingScopeState::kPromoted;
+  e.light = LightScopeState::kPromoted;
   return s;
 }
 
-// The slot a Span method writes to: the handle's own while it owns it, or a ring scope's (promoted now if need be).
+// The slot a Span method writes to: the handle's own while it owns it, or a light scope's (promoted now if need be).
 OpenSpan* writable_slot(const SpanHandle& h) noexcept {
-  if (__builtin_expect(is_ring_scope(h), 0)) {
-    ContextEntry* e = live_ring_entry(h);
-    return e != nullptr ? promote_ring_scope(*t_state, *e) : nullptr;
+  if (__builtin_expect(is_light_scope(h), 0)) {
+    ContextEntry* e = live_light_entry(h);
+    return e != nullptr ? promote_light_scope(*t_state, *e) : nullptr;
   }
   return owns(h) ? h.slot : nullptr;
 }
@@ -707,7 +707,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
 LENS_ALWAYS_INLINE ThreadState* push_context_to(ThreadState* t, const SpanContext& context, const SpanHandle* span,
                                                 bool attached) noexcept {
   if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
-  t->contexts[t->context_depth++] = ContextEntry{context, span, attached, RingScopeState::kNone};
+  t->contexts[t->context_depth++] = ContextEntry{context, span, attached, LightScopeState::kNone};
   return t;
 }
 
@@ -732,7 +732,7 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, s
 
 namespace {
 
-// LENS_SPAN's start in a slot (start_current_span's, when not a ring scope).
+// LENS_SPAN's start in a slot (start_current_span's, when not a light scope).
 __attribute__((noinline)) ThreadState* start_current_span_in_slot(SpanHandle& h, SpanGroup group, SpanName name,
                                                                   std::span<const Attribute> attributes) noexcept {
   static constexpr StartOptions kDefaults{};  // a constant: the inlined start drops every check of the options
@@ -746,7 +746,7 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
                                 std::span<const Attribute> attributes) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   ThreadState* t = p != nullptr ? state_for(p) : nullptr;
-  if (__builtin_expect(t != nullptr && is_enabled(group), 1) && start_ring_scope(h, *t, *p, group, name, attributes))
+  if (__builtin_expect(t != nullptr && is_enabled(group), 1) && start_light_scope(h, *t, *p, group, name, attributes))
     return t;
   return start_current_span_in_slot(h, group, name, attributes);
 }
@@ -790,61 +790,61 @@ LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t e
   h.slot = nullptr;
 }
 
-// Queues ring scope `e`'s scope record (its RingScope `scope`) ending at `end` with `more_bits`, counted as
+// Queues light scope `e`'s scope record (its LightScope `scope`) ending at `end` with `more_bits`, counted as
 // queue_record counts a span record. Its thread's (or, while the thread is parked, the export thread's).
-LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, const ContextEntry& e, RingScope& scope, std::uint64_t end,
+LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, const ContextEntry& e, LightScope& scope, std::uint64_t end,
                                          std::uint8_t more_bits) noexcept {
   scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // ended
   ThreadCounters::bump(t.counters.produced);
   const SpanQueue::Push pushed = t.queue.push_written(kScopeRecordBytes, [&](std::uint8_t* at) {
-    std::uint64_t w[8];
-    w[0] = scope.first_word | std::uint64_t{more_bits} << 32;
-    std::memcpy(&w[1], &scope.name, 8);
-    w[2] = scope.start_tick;
-    w[3] = end;
-    std::memcpy(&w[4], e.context.span_id.bytes.data(), 8);
-    std::memcpy(&w[5], scope.parent_span_id.bytes.data(), 8);
-    std::memcpy(&w[6], e.context.trace_id.bytes.data(), 16);
-    std::memcpy(at, w, sizeof w);
+    const std::uint64_t first = scope.first_word | std::uint64_t{more_bits} << 32;
+    std::memcpy(at, &first, 8);
+    std::memcpy(at + 8, &scope.name, 8);
+    std::memcpy(at + 16, &scope.start_tick, 8);
+    std::memcpy(at + 24, &end, 8);
+    std::memcpy(at + 32, e.context.span_id.bytes.data(), 8);
+    std::memcpy(at + 40, scope.parent_span_id.bytes.data(), 8);
+    std::memcpy(at + 48, e.context.trace_id.bytes.data(), 16);
   });
   if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
 }
 
-// Ends ring scope `h` in a slot: promoted before, or now for an exception or an explicit end time.
-__attribute__((noinline)) void end_ring_scope_in_slot(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
-                                                      bool by_exception, std::uint64_t end_unix_nanos) noexcept {
-  OpenSpan* s = promote_ring_scope(t, e);
-  e.ring = RingScopeState::kEnded;
-  if (s == nullptr) {  // no slot free (64 spans open on the thread): its record in the ring, without the exception
-    if (!t.drain->stopped()) put_scope_record(t, e, t.ring_scopes[&e - t.contexts], end, 0);
+// Ends light scope `h` in a slot: promoted before, or now for an exception or an explicit end time.
+__attribute__((noinline)) void end_light_scope_in_slot(SpanHandle& h, ThreadState& t, ContextEntry& e,
+                                                       std::uint64_t end, bool by_exception,
+                                                       std::uint64_t end_unix_nanos) noexcept {
+  OpenSpan* s = promote_light_scope(t, e);
+  e.light = LightScopeState::kEnded;
+  if (s == nullptr) {  // no slot free (64 spans open on the thread): its scope record, without the exception
+    if (!t.drain->stopped()) put_scope_record(t, e, t.light_scopes[&e - t.contexts], end, 0);
     return;
   }
-  SpanHandle slot_handle{s, t.ring_scopes[&e - t.contexts].slot_generation, h.uncaught_at_start, e.context, 0};
+  SpanHandle slot_handle{s, t.light_scopes[&e - t.contexts].slot_generation, h.uncaught_at_start, e.context, 0};
   end_owned(slot_handle, ending_state(*s), end, by_exception, end_unix_nanos);
 }
 
-// Ends ring scope `h`, whose context entry is `e` in the calling thread's state `t`, at `end` (ticks, or Unix
-// nanoseconds when end_unix_nanos says so): its record into the ring, or a slot's end (above).
-LENS_ALWAYS_INLINE void end_ring_scope(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
-                                       bool by_exception, std::uint64_t end_unix_nanos) noexcept {
-  if (__builtin_expect(by_exception || end_unix_nanos != 0 || e.ring != RingScopeState::kOpen, 0))
-    return end_ring_scope_in_slot(h, t, e, end, by_exception, end_unix_nanos);
-  e.ring = RingScopeState::kEnded;
+// Ends light scope `h`, whose context entry is `e` in the calling thread's state `t`, at `end` (ticks, or Unix
+// nanoseconds when end_unix_nanos says so): its scope record queued, or a slot's end (above).
+LENS_ALWAYS_INLINE void end_light_scope(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
+                                        bool by_exception, std::uint64_t end_unix_nanos) noexcept {
+  if (__builtin_expect(by_exception || end_unix_nanos != 0 || e.light != LightScopeState::kOpen, 0))
+    return end_light_scope_in_slot(h, t, e, end, by_exception, end_unix_nanos);
+  e.light = LightScopeState::kEnded;
   SpanDrain* p = t.drain;
-  if (__builtin_expect(p->stopped(), 0)) {  // nothing will read the ring any more
-    RingScope& scope = t.ring_scopes[h.generation];
+  if (__builtin_expect(p->stopped(), 0)) {  // nothing will read the queue any more
+    LightScope& scope = t.light_scopes[h.generation];
     scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     return p->count_late_drop();
   }
-  put_scope_record(t, e, t.ring_scopes[h.generation], end, 0);
+  put_scope_record(t, e, t.light_scopes[h.generation], end, 0);
 }
 
 }  // namespace
 
 void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
   std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
-  if (is_ring_scope(h)) {  // Span::end() on a LENS_SPAN_NAMED: its context stays current until the scope ends
-    if (ContextEntry* e = live_ring_entry(h)) end_ring_scope(h, *t_state, *e, end, by_exception, end_unix_nanos);
+  if (is_light_scope(h)) {  // Span::end() on a LENS_SPAN_NAMED: its context stays current until the scope ends
+    if (ContextEntry* e = live_light_entry(h)) end_light_scope(h, *t_state, *e, end, by_exception, end_unix_nanos);
     return;
   }
   if (!owns(h)) return;  // truncated at shutdown: already exported
@@ -866,23 +866,23 @@ __attribute__((noinline)) void end_scope_in_slot(SpanHandle& h, ThreadState* pus
 }  // namespace
 
 void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
-  if (!is_ring_scope(h)) return end_scope_in_slot(h, pushed_to);
+  if (!is_light_scope(h)) return end_scope_in_slot(h, pushed_to);
   // Its entry is the top one (unless another API's contexts were pushed and not popped, or popped twice, inside
   // it): popped, and still as it was until the next push.
   LENS_DCHECK(pushed_to != nullptr && pushed_to == t_state);  // a scope ends on the thread it started on
   pop_context_from(pushed_to);
   ContextEntry& e = pushed_to->contexts[h.generation];
-  if (e.span != &h || e.ring == RingScopeState::kEnded) return;  // ended early (Span::end), or cut at shutdown
+  if (e.span != &h || e.light == LightScopeState::kEnded) return;  // ended early (Span::end), or cut at shutdown
   const std::uint64_t end = now_ticks();
-  end_ring_scope(h, *pushed_to, e, end, *pushed_to->uncaught_exceptions > h.uncaught_at_start, 0);
+  end_light_scope(h, *pushed_to, e, end, *pushed_to->uncaught_exceptions > h.uncaught_at_start, 0);
 }
 
 void update_name(SpanHandle& h, SpanName name) noexcept {
   OpenSpan* slot = writable_slot(h);
   if (slot == nullptr || (slot->header.bits & RecordHeader::kPositionOnly)) return;
   OpenSpan& s = *slot;
-  // A ring scope's slot generation is kept beside its context entry, not in its handle.
-  std::uint32_t& generation = is_ring_scope(h) ? t_state->ring_scopes[h.generation].slot_generation : h.generation;
+  // A light scope's slot generation is kept beside its context entry, not in its handle.
+  std::uint32_t& generation = is_light_scope(h) ? t_state->light_scopes[h.generation].slot_generation : h.generation;
   // The name is read by hang snapshots as a seqlock: move the generation on before and after, so a snapshot
   // that overlaps the change sees it move and leaves the span out rather than read half a name.
   s.generation.exchange(generation + 2, std::memory_order_acq_rel);  // later writes stay after it (no fence: TSan)
@@ -963,33 +963,34 @@ CurrentKind current_kind(SpanHandle* span) noexcept {
   if (t == nullptr || t->context_depth == 0) return CurrentKind::kNone;
   const ContextEntry& top = t->contexts[t->context_depth - 1];
   if (top.attached) return CurrentKind::kAttached;
-  if (top.span == nullptr) return top.context.is_valid() ? CurrentKind::kContext : CurrentKind::kNone;  // not a ring's
+  if (top.span == nullptr)
+    return top.context.is_valid() ? CurrentKind::kContext : CurrentKind::kNone;  // not a light scope's
   *span = *top.span;
-  if (top.ring != RingScopeState::kNone) span->context = top.context;  // a ring scope's, filled in the copy
+  if (top.light != LightScopeState::kNone) span->context = top.context;  // a light scope's, filled in the copy
   return CurrentKind::kSpan;
 }
 
 void pop_context(ThreadState* pushed_to) noexcept { pop_context_from(pushed_to); }
 
-void truncate_open_ring_scopes(ThreadState& t) noexcept {
+void truncate_open_light_scopes(ThreadState& t) noexcept {
   const std::uint64_t now = now_ticks();
   for (int i = t.context_depth - 1; i >= 0; --i) {  // innermost first
     ContextEntry& e = t.contexts[i];
-    if (e.ring == RingScopeState::kOpen) put_scope_record(t, e, t.ring_scopes[i], now, RecordHeader::kTruncated);
+    if (e.light == LightScopeState::kOpen) put_scope_record(t, e, t.light_scopes[i], now, RecordHeader::kTruncated);
     // A promoted one's slot is cut with the other slots.
-    if (e.ring == RingScopeState::kOpen || e.ring == RingScopeState::kPromoted) e.ring = RingScopeState::kEnded;
+    if (e.light == LightScopeState::kOpen || e.light == LightScopeState::kPromoted) e.light = LightScopeState::kEnded;
   }
 }
 
-void fill_ring_context(SpanHandle& h) noexcept {
-  ContextEntry* e = live_ring_entry(h);
+void fill_light_context(SpanHandle& h) noexcept {
+  ContextEntry* e = live_light_entry(h);
   if (e == nullptr) {  // ended: its entry still holds it while its scope lasts (ended early, or cut at shutdown)
     ThreadState* t = t_state;
     if (t == nullptr || h.generation >= static_cast<std::uint32_t>(ThreadState::kMaxContextDepth)) return;
     e = &t->contexts[h.generation];
     std::uint64_t span_id;
     std::memcpy(&span_id, e->context.span_id.bytes.data(), 8);
-    if (e->span != &h || span_id != h.ring_span_id) return;
+    if (e->span != &h || span_id != h.light_span_id) return;
   }
   h.context = e->context;
 }

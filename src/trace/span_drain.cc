@@ -20,9 +20,9 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
       collective_group(settings.collective_group),
       step_sampling(settings.step_sampling),
-      ring_group_bits(sampler_keeps_roots_and_follows_parents && step_sampling.step_group < 0
-                          ? ~(collective_group >= 0 ? std::uint64_t{1} << collective_group : 0)
-                          : 0),
+      light_group_bits(sampler_keeps_roots_and_follows_parents && step_sampling.step_group < 0
+                           ? ~(collective_group >= 0 ? std::uint64_t{1} << collective_group : 0)
+                           : 0),
       resource_(resource),
       exporter_(exporter),
       wake_(wake),
@@ -166,7 +166,7 @@ std::uint64_t SpanDrain::abandon_at_deadline() noexcept {
 }
 
 void SpanDrain::truncate_open_spans(ThreadState& t) noexcept {
-  truncate_open_ring_scopes(t);
+  truncate_open_light_scopes(t);
   std::uint64_t open = ~(t.free_slots | t.remote_free.load(std::memory_order_acquire));
   OpenSpan* spans[ThreadState::kMaxOpenSpans];
   int n = 0;
@@ -267,10 +267,10 @@ __attribute__((no_sanitize("thread"))) bool copy_open_span(const OpenSpan& s, st
   return true;
 }
 
-// A seqlock read of a ring scope (its context entry and RingScope), as copy_open_span reads a slot: kept only when
+// A seqlock read of a light scope (its context entry and LightScope), as copy_open_span reads a slot: kept only when
 // the same open scope held them before and after the copy.
-__attribute__((no_sanitize("thread"))) bool copy_open_ring_scope(const ContextEntry& e, const RingScope& scope,
-                                                                 RecordHeader& r) {
+__attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextEntry& e, const LightScope& scope,
+                                                                  RecordHeader& r) {
   const std::uint32_t before = scope.generation.load(std::memory_order_acquire);
   if ((before & 1) == 0) return false;
   // The context (26 bytes) as the 4 words it starts: its entry's padding follows it (the span pointer is aligned).
@@ -304,11 +304,11 @@ __attribute__((no_sanitize("thread"))) bool copy_open_ring_scope(const ContextEn
 
 }  // namespace
 
-void SpanDrain::add_open_ring_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out) {
+void SpanDrain::add_open_light_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out) {
   for (int i = 0; i < ThreadState::kMaxContextDepth; ++i) {
     OpenSpanCopy copy{t.tid, std::vector<std::uint8_t>(sizeof(RecordHeader))};
     RecordHeader r;
-    if (copy_open_ring_scope(t.contexts[i], t.ring_scopes[i], r)) {
+    if (copy_open_light_scope(t.contexts[i], t.light_scopes[i], r)) {
       std::memcpy(copy.record.data(), &r, sizeof r);
       out.push_back(std::move(copy));
     }
@@ -324,7 +324,7 @@ std::vector<SpanDrain::OpenSpanCopy> SpanDrain::open_spans() const {
       OpenSpanCopy copy{t->tid, {}};
       if (copy_open_span(t->slots[i], copy.record)) out.push_back(std::move(copy));
     }
-    add_open_ring_scopes(*t, out);
+    add_open_light_scopes(*t, out);
     std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(), [](const auto& a, const auto& b) {
       return SpanView(a.record.data()).header().start_tick < SpanView(b.record.data()).header().start_tick;
     });

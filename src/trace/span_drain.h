@@ -82,9 +82,9 @@ class SpanDrain {
 
   const StepSampling step_sampling;
   std::atomic<std::int64_t> steps_started{0};
-  // The groups whose LENS_SPANs may be ring scopes (trace/scope_record.h): every group but the communication one,
+  // The groups whose LENS_SPANs may be light scopes (trace/scope_record.h): every group but the communication one,
   // where the sampler is decided inline and no step sampling is set; none otherwise.
-  const std::uint64_t ring_group_bits;
+  const std::uint64_t light_group_bits;
 
   // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
   // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within
@@ -123,8 +123,8 @@ class SpanDrain {
  private:
   void export_batch(Deadline deadline);
   std::vector<ThreadState*> live_threads();
-  // Appends t's open ring scopes (a promoted one is its slot's) to a hang snapshot's list.
-  static void add_open_ring_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out);
+  // Appends t's open light scopes (a promoted one is its slot's) to a hang snapshot's list.
+  static void add_open_light_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out);
   // Frees the state of a thread that has ended, once nothing refers to it; its counts are kept.
   void free_if_ended(ThreadState* t);
   void release_retired_chunks() noexcept;

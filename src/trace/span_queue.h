@@ -108,13 +108,21 @@ class SpanQueue {
       budget_past_half = budget_.past_half();
     }
     LENS_DCHECK(write_at_ + size + 4 * (tail_records_ + 1) <= tail_capacity_);  // never into the index
-    write(tail_->data() + write_at_);
-    std::memcpy(tail_->index_entry(tail_records_), &write_at_, 4);
-    write_at_ += size;
-    tail_->written.store(++tail_records_, std::memory_order_release);
+    // In locals before the record is written: its bytes may alias anything, so the compiler would load each of these
+    // again after it (about 10 instructions a record).
+    SpanChunk* const tail = tail_;
+    LENS_DCHECK(tail->capacity == tail_capacity_);
+    const std::uint32_t offset = write_at_, records = tail_records_ + 1;
+    std::uint8_t* const index_entry = tail->data() + tail_capacity_ - 4 * std::size_t{records};
+    const std::uint64_t next_check = next_check_;
+    write(tail->data() + offset);
+    std::memcpy(index_entry, &offset, 4);
+    write_at_ = offset + size;
+    tail_records_ = records;
+    tail->written.store(records, std::memory_order_release);
     pushed_.store(pushed + 1, std::memory_order_release);
     if (__builtin_expect(budget_past_half, 0)) return Push::kQueuedPastHalf;
-    if (__builtin_expect(pushed + 1 >= next_check_, 0) && batch_waiting(pushed + 1)) return Push::kQueuedWakeExporter;
+    if (__builtin_expect(pushed + 1 >= next_check, 0) && batch_waiting(pushed + 1)) return Push::kQueuedWakeExporter;
     return Push::kQueued;
   }
 

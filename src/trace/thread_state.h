@@ -99,9 +99,9 @@ class IdGenerator {
   std::uint64_t s_[4];
 };
 
-// What a context entry is of, beside its context: a ring scope's state (trace/scope_record.h) or nothing more.
-enum class RingScopeState : std::uint8_t {
-  kNone = 0,      // not a ring scope
+// What a context entry is of, beside its context: a light scope's state (trace/scope_record.h) or nothing more.
+enum class LightScopeState : std::uint8_t {
+  kNone = 0,      // not a light scope
   kOpen = 1,      // its scope record will be queued when it ends
   kPromoted = 2,  // recorded in a slot since (a Span method, or an exception leaving its scope)
   kEnded = 3,     // ended early (Span::end), or cut at shutdown: its scope's end does nothing
@@ -111,13 +111,13 @@ struct ContextEntry {
   SpanContext context;
   const SpanHandle* span = nullptr;  // the live span it is the context of, if any (push_context)
   bool attached = false;             // pushed by another API's context.attach (push_context)
-  RingScopeState ring = RingScopeState::kNone;
+  LightScopeState light = LightScopeState::kNone;
 };
 
-// Beside the context entry of a ring scope: what its record needs besides its context, and its slot once promoted.
+// Beside the context entry of a light scope: what its record needs besides its context, and its slot once promoted.
 // A hang snapshot on another thread reads it (and the entry's context) as a seqlock: `generation` is odd while
-// the scope is open and recorded in the ring, bumped (release) after the fields are written and when it ends.
-struct RingScope {
+// the scope is open and not promoted, bumped (release) after the fields are written and when it ends.
+struct LightScope {
   std::atomic<std::uint32_t> generation{0};
   std::uint64_t first_word;  // the record's word 0 (scope_record_first_word): name length, bits, flags, group
   const char* name;
@@ -143,7 +143,7 @@ struct ThreadState {
   std::atomic<std::uint64_t> remote_free{0};     // slots released by other threads, folded in lazily
   std::unique_ptr<OpenSpan[]> slots;
   ContextEntry contexts[kMaxContextDepth];
-  RingScope ring_scopes[kMaxContextDepth];  // beside contexts[i] when it is a ring scope's
+  LightScope light_scopes[kMaxContextDepth];  // beside contexts[i] when it is a light scope's
   int context_depth = 0;
   ScopeIds scope_ids;
   IdGenerator ids;
@@ -166,9 +166,9 @@ struct ThreadState {
 // with one load instead of a call into libstdc++ that finds its thread-local through __tls_get_addr.
 const unsigned int* uncaught_exceptions_of_this_thread() noexcept;
 
-// Ends t's open ring scopes, innermost first, as truncated: their records into t's ring
+// Ends t's open light scopes, innermost first, as truncated: their scope records into t's queue
 // (SpanDrain::truncate_open_spans' part for them; on t's thread, or while t is parked).
-void truncate_open_ring_scopes(ThreadState& t) noexcept;
+void truncate_open_light_scopes(ThreadState& t) noexcept;
 
 // The calling thread's state, whatever pipeline it belongs to (null before its first span), and forgetting it
 // (a forked child starts afresh). recorder.cc owns the thread-local.
