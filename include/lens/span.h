@@ -2,9 +2,10 @@
 //
 // LENS_SPAN opens a span for the rest of the scope, if its group is enabled: otherwise nothing is evaluated,
 // not even the name or the attributes. The span becomes the thread's current span, so spans opened inside it
-// are its children. Recording costs about a hundred nanoseconds and never blocks or locks: the ended span is
-// copied into a per-thread queue (its memory drawn, a chunk every few hundred spans, from one bounded budget per
-// process) that one background thread drains; a span that does not fit is dropped and counted.
+// are its children. Recording never blocks or locks: a span with a literal name and no attributes costs about two
+// reads of the clock and a 64-byte record, one with attributes about a hundred nanoseconds more (docs/PERFORMANCE.md).
+// The ended span goes into a per-thread queue (its memory drawn, a chunk every few hundred spans, from one bounded
+// budget per process) that one background thread drains; a span that does not fit is dropped and counted.
 //
 //   void train_step(int iteration) {
 //     LENS_SPAN(lens::megatron::group::step, "megatron.train_step", {"megatron.iteration", iteration});
@@ -71,10 +72,9 @@ struct SpanHandle {
   // std::uncaught_exceptions() on the starting thread when the span took its slot: a scope left with more
   // uncaught was left by an exception (a span started in a destructor during unwinding was not).
   std::uint32_t uncaught_at_start = 0;
-  SpanContext context;  // valid when the span exists, recording or sampled out (a light scope's: see below)
-  // A light scope's span id as a number (0: not a light scope): its context is copied from its context entry when
-  // first read (fill_light_context); until then `context` holds only its flags, so its start writes it once.
-  std::uint64_t light_span_id = 0;
+  // Valid when the span exists, recording or sampled out. A light scope's holds its span id and flags, its trace id
+  // filled in from its context entry when first read (fill_light_context): its start writes it once, there.
+  SpanContext context;
 };
 }  // namespace internal
 
@@ -92,13 +92,18 @@ LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanNam
 // The same with the default options (LENS_SPAN's case): a start with none of their checks (about 25 instructions).
 LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
                                          std::span<const Attribute> attributes) noexcept;
+// LENS_SPAN without attributes: a light scope where it can be one (trace/scope_record.h: a literal name, no slot,
+// ended by end_light_scope), else start_current_span's span.
+LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, SpanName name) noexcept;
+// end_scope for a light scope (end_scope calls it).
+LENS_API void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept;
 // end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
 LENS_API void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos = 0) noexcept;
-// Fills in a light scope's context (SpanHandle::light_span_id), on the thread it started on, while its scope lasts.
+// Fills in a light scope's trace id, on the thread it started on, while its scope lasts.
 LENS_API void fill_light_context(SpanHandle& h) noexcept;
-// Whether `h`'s context is still to be filled in.
+// Whether `h`'s context is still to be filled in: a span id and no trace id is a light scope's before it is.
 inline bool context_is_deferred(const SpanHandle& h) noexcept {
-  return h.light_span_id != 0 && !h.context.span_id.is_valid();
+  return h.context.span_id.is_valid() && !h.context.trace_id.is_valid();
 }
 // A span's object destroyed: its context popped from `pushed_to` (null: none was pushed), then the span ended, by an
 // exception when the ending thread has more uncaught than when it started (the count read from the thread's state,
@@ -194,6 +199,8 @@ class Span {
   }
   internal::ThreadState* start_as_current(SpanGroup group, SpanName name,
                                           std::initializer_list<Attribute> attributes) noexcept {
+    // Chosen here, where the compiler knows the count: a span with attributes pays nothing for light scopes.
+    if (attributes.size() == 0) return internal::start_current_scope(h_, group, name);
     return internal::start_current_span(h_, group, name, internal::as_span(attributes));
   }
   const internal::SpanHandle& handle() const noexcept { return h_; }

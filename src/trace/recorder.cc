@@ -43,7 +43,7 @@ void on_thread_exit(void* state) noexcept {
   SpanDrain* p = t->drain;              // read first: once `exited` is set, the export thread may free the state
   t->exited.store(true, std::memory_order_release);
   // Freed at the export thread's next pass: now, not after the schedule delay, or a program that starts many
-  // short-lived threads would hold their states (about 290 KiB each) for seconds. (A drain is never freed.)
+  // short-lived threads would hold their states (about 150 KiB each) for seconds. (A drain is never freed.)
   if (!p->stopped()) p->wake_exporter();
 }
 
@@ -112,9 +112,7 @@ ContextEntry* live_light_entry(const SpanHandle& h) noexcept {
   if (t == nullptr || h.generation >= static_cast<std::uint32_t>(ThreadState::kMaxContextDepth)) return nullptr;
   ContextEntry& e = t->contexts[h.generation];
   const bool live = e.light == LightScopeState::kOpen || e.light == LightScopeState::kPromoted;
-  std::uint64_t span_id;
-  std::memcpy(&span_id, e.context.span_id.bytes.data(), 8);
-  return live && span_id == h.light_span_id ? &e : nullptr;
+  return live && e.context.span_id == h.context.span_id ? &e : nullptr;
 }
 
 // ---- arena writing -----------------------------------------------------------------------------------------
@@ -498,25 +496,31 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
   h.slot = &g_light_scope_marker;
   h.generation = static_cast<std::uint32_t>(index);
   h.uncaught_at_start = *t.uncaught_exceptions;
+  h.context.span_id = span_id;  // its trace id when first read (fill_light_context)
   h.context.trace_flags = trace_flags;
-  std::memcpy(&h.light_span_id, span_id.bytes.data(), 8);
   t.context_depth = index + 1;
 }
 
-// Starts `h` (its group enabled, its thread's state `t`) as a light scope, the thread's current span; false leaves it
-// to the slot path (not eligible, sampled out, the context stack full). Calls nothing but for a root's trace id.
-LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group, SpanName name,
-                                          std::span<const Attribute> attributes) noexcept {
+// Starts `h` (its group enabled and light_eligible, its thread's state `t`) as a light scope, the thread's current
+// span; false leaves it to the slot path (the context stack full). Sampled out (its parent was), it records nothing
+// and is made current all the same, with a context its children follow. Calls nothing but for a root's trace id.
+LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, SpanName name) noexcept {
   const int index = t.context_depth;
-  if (!light_eligible(p, group, name, attributes) || __builtin_expect(index >= ThreadState::kMaxContextDepth, 0))
-    return false;
+  if (__builtin_expect(index >= ThreadState::kMaxContextDepth, 0)) return false;
   const SpanContext* parent = nullptr;
   std::uint8_t trace_flags = SpanContext::kRandomFlag | SpanContext::kSampledFlag;  // a root's
   if (index > 0 && t.contexts[index - 1].context.is_valid()) {
     parent = &t.contexts[index - 1].context;
-    if (!parent->is_sampled()) return false;  // sampled out: the slot path counts it
     trace_flags =
         static_cast<std::uint8_t>((parent->trace_flags & SpanContext::kRandomFlag) | SpanContext::kSampledFlag);
+    if (__builtin_expect(!parent->is_sampled(), 0)) {
+      h.context = SpanContext{parent->trace_id, t.scope_ids.next_span_id(),
+                              static_cast<std::uint8_t>(trace_flags & ~SpanContext::kSampledFlag), false};
+      ThreadCounters::bump(t.counters.sampled_out);
+      t.contexts[index] = ContextEntry{h.context, &h, false, LightScopeState::kNone};
+      t.context_depth = index + 1;
+      return true;
+    }
   }
   open_light_scope(h, t, group, name, parent, trace_flags);
   return true;
@@ -730,25 +734,20 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, s
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
-namespace {
-
-// LENS_SPAN's start in a slot (start_current_span's, when not a light scope).
-__attribute__((noinline)) ThreadState* start_current_span_in_slot(SpanHandle& h, SpanGroup group, SpanName name,
-                                                                  std::span<const Attribute> attributes) noexcept {
+ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
+                                std::span<const Attribute> attributes) noexcept {
   static constexpr StartOptions kDefaults{};  // a constant: the inlined start drops every check of the options
   ThreadState* t = start_span_on_thread(h, group, name, attributes, kDefaults);
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
-}  // namespace
-
-ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
-                                std::span<const Attribute> attributes) noexcept {
+ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, SpanName name) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
-  ThreadState* t = p != nullptr ? state_for(p) : nullptr;
-  if (__builtin_expect(t != nullptr && is_enabled(group), 1) && start_light_scope(h, *t, *p, group, name, attributes))
-    return t;
-  return start_current_span_in_slot(h, group, name, attributes);
+  if (__builtin_expect(p != nullptr && light_eligible(*p, group, name, {}) && is_enabled(group), 1)) {
+    ThreadState* t = state_for(p);
+    if (t != nullptr && start_light_scope(h, *t, group, name)) return t;
+  }
+  return start_current_span(h, group, name, {});
 }
 
 namespace {
@@ -797,14 +796,8 @@ LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, const ContextEntry& e, 
   scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // ended
   ThreadCounters::bump(t.counters.produced);
   const SpanQueue::Push pushed = t.queue.push_written(kScopeRecordBytes, [&](std::uint8_t* at) {
-    const std::uint64_t first = scope.first_word | std::uint64_t{more_bits} << 32;
-    std::memcpy(at, &first, 8);
-    std::memcpy(at + 8, &scope.name, 8);
-    std::memcpy(at + 16, &scope.start_tick, 8);
-    std::memcpy(at + 24, &end, 8);
-    std::memcpy(at + 32, e.context.span_id.bytes.data(), 8);
-    std::memcpy(at + 40, scope.parent_span_id.bytes.data(), 8);
-    std::memcpy(at + 48, e.context.trace_id.bytes.data(), 16);
+    write_scope_record(at, scope.first_word | std::uint64_t{more_bits} << 32, scope.name, scope.start_tick, end,
+                       e.context.span_id, scope.parent_span_id, e.context.trace_id);
   });
   if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
 }
@@ -819,7 +812,7 @@ __attribute__((noinline)) void end_light_scope_in_slot(SpanHandle& h, ThreadStat
     if (!t.drain->stopped()) put_scope_record(t, e, t.light_scopes[&e - t.contexts], end, 0);
     return;
   }
-  SpanHandle slot_handle{s, t.light_scopes[&e - t.contexts].slot_generation, h.uncaught_at_start, e.context, 0};
+  SpanHandle slot_handle{s, t.light_scopes[&e - t.contexts].slot_generation, h.uncaught_at_start, e.context};
   end_owned(slot_handle, ending_state(*s), end, by_exception, end_unix_nanos);
 }
 
@@ -851,9 +844,8 @@ void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) no
   end_owned(h, ending_state(*h.slot), end, by_exception, end_unix_nanos);
 }
 
-namespace {
-
-__attribute__((noinline)) void end_scope_in_slot(SpanHandle& h, ThreadState* pushed_to) noexcept {
+void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
+  if (__builtin_expect(is_light_scope(h), 0)) return end_light_scope(h, pushed_to);
   pop_context_from(pushed_to);
   if (!owns(h)) return;  // sampled out (no clock read for it), or truncated at shutdown: already exported
   std::uint64_t end = now_ticks();
@@ -863,10 +855,9 @@ __attribute__((noinline)) void end_scope_in_slot(SpanHandle& h, ThreadState* pus
   end_owned(h, t, end, uncaught > h.uncaught_at_start, 0);
 }
 
-}  // namespace
-
-void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
-  if (!is_light_scope(h)) return end_scope_in_slot(h, pushed_to);
+void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
+  LENS_DCHECK(is_light_scope(h) && pushed_to != nullptr);  // a light scope is always pushed
+  if (__builtin_expect(pushed_to == nullptr, 0)) return;
   // Its entry is the top one (unless another API's contexts were pushed and not popped, or popped twice, inside
   // it): popped, and still as it was until the next push.
   LENS_DCHECK(pushed_to != nullptr && pushed_to == t_state);  // a scope ends on the thread it started on
@@ -988,9 +979,7 @@ void fill_light_context(SpanHandle& h) noexcept {
     ThreadState* t = t_state;
     if (t == nullptr || h.generation >= static_cast<std::uint32_t>(ThreadState::kMaxContextDepth)) return;
     e = &t->contexts[h.generation];
-    std::uint64_t span_id;
-    std::memcpy(&span_id, e->context.span_id.bytes.data(), 8);
-    if (e->span != &h || span_id != h.light_span_id) return;
+    if (e->span != &h || e->context.span_id != h.context.span_id) return;
   }
   h.context = e->context;
 }

@@ -27,6 +27,19 @@ inline std::uint64_t scope_record_first_word(std::uint16_t name_length, std::uin
          std::uint64_t{trace_flags} << 40 | std::uint64_t{group} << 48;
 }
 
+// Writes a scope record at `at` (kScopeRecordBytes, any alignment).
+inline void write_scope_record(std::uint8_t* at, std::uint64_t first_word, const char* name, std::uint64_t start_tick,
+                               std::uint64_t end_tick, const SpanId& span_id, const SpanId& parent_span_id,
+                               const TraceId& trace_id) noexcept {
+  std::memcpy(at, &first_word, 8);
+  std::memcpy(at + 8, &name, 8);
+  std::memcpy(at + 16, &start_tick, 8);
+  std::memcpy(at + 24, &end_tick, 8);
+  std::memcpy(at + 32, span_id.bytes.data(), 8);
+  std::memcpy(at + 40, parent_span_id.bytes.data(), 8);
+  std::memcpy(at + 48, trace_id.bytes.data(), 16);
+}
+
 // A thread's ids for its light scopes, drawn from counts and seeds from the OS. A span id needs only to be unique: a
 // seeded Weyl sequence through one xorshift-multiply round, a bijection of the count, so a thread's span ids never
 // repeat (2^64 spans); the one count that would give 0 gives 1 instead. A root's trace id is sampled on (W3C level

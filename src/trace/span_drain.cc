@@ -268,17 +268,15 @@ __attribute__((no_sanitize("thread"))) bool copy_open_span(const OpenSpan& s, st
 }
 
 // A seqlock read of a light scope (its context entry and LightScope), as copy_open_span reads a slot: kept only when
-// the same open scope held them before and after the copy.
+// the same open scope held them before and after the copy. Written out as its scope record would be, not ended.
 __attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextEntry& e, const LightScope& scope,
-                                                                  RecordHeader& r) {
+                                                                  std::vector<std::uint8_t>& out) {
   const std::uint32_t before = scope.generation.load(std::memory_order_acquire);
   if ((before & 1) == 0) return false;
   // The context (26 bytes) as the 4 words it starts: its entry's padding follows it (the span pointer is aligned).
   static_assert(offsetof(ContextEntry, context) == 0 && offsetof(ContextEntry, span) >= 32);
   std::uint64_t context_words[4];
   copy_words(reinterpret_cast<std::uint8_t*>(context_words), &e.context, 4);
-  SpanContext context;
-  std::memcpy(&context, context_words, sizeof context);
   std::uint64_t words[4];  // first_word, name, start_tick, parent_span_id
   copy_words(reinterpret_cast<std::uint8_t*>(words), &scope.first_word, 1);
   copy_words(reinterpret_cast<std::uint8_t*>(words + 1), &scope.name, 1);
@@ -286,19 +284,14 @@ __attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextE
   copy_words(reinterpret_cast<std::uint8_t*>(words + 3), &scope.parent_span_id, 1);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (scope.generation.load(std::memory_order_relaxed) != before) return false;
-  r = RecordHeader{};
-  r.size = sizeof(RecordHeader);
-  r.trace_id = context.trace_id;
-  r.span_id = context.span_id;
-  r.trace_flags = context.trace_flags;
-  std::memcpy(r.parent_span_id.bytes.data(), &words[3], 8);
-  r.bits = static_cast<std::uint8_t>(words[0] >> 32);
-  r.group = static_cast<std::uint16_t>(words[0] >> 48);
-  r.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
+  SpanContext context;
+  std::memcpy(&context, context_words, sizeof context);
   const char* name;
   std::memcpy(&name, &words[1], sizeof name);
-  r.name = TextRef{name, 0, static_cast<std::uint32_t>((words[0] >> 16) & 0xffff)};
-  r.start_tick = words[2];
+  SpanId parent;
+  std::memcpy(parent.bytes.data(), &words[3], 8);
+  out.resize(kScopeRecordBytes);
+  write_scope_record(out.data(), words[0], name, words[2], 0, context.span_id, parent, context.trace_id);
   return true;
 }
 
@@ -306,12 +299,8 @@ __attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextE
 
 void SpanDrain::add_open_light_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out) {
   for (int i = 0; i < ThreadState::kMaxContextDepth; ++i) {
-    OpenSpanCopy copy{t.tid, std::vector<std::uint8_t>(sizeof(RecordHeader))};
-    RecordHeader r;
-    if (copy_open_light_scope(t.contexts[i], t.light_scopes[i], r)) {
-      std::memcpy(copy.record.data(), &r, sizeof r);
-      out.push_back(std::move(copy));
-    }
+    OpenSpanCopy copy{t.tid, {}};
+    if (copy_open_light_scope(t.contexts[i], t.light_scopes[i], copy.record)) out.push_back(std::move(copy));
   }
 }
 

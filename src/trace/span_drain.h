@@ -111,7 +111,7 @@ class SpanDrain {
   std::uint64_t abandon_at_deadline() noexcept;
 
   // One open span as it was a moment ago: its thread and a copy of its record (header, then the arena up to what
-  // was committed), read with SpanView.
+  // was committed; a light scope's as its scope record), read with SpanView.
   struct OpenSpanCopy {
     pid_t tid;
     std::vector<std::uint8_t> record;
