@@ -789,11 +789,16 @@ LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t e
   h.slot = nullptr;
 }
 
+// A light scope no longer open for a hang snapshot (its seqlock even).
+LENS_ALWAYS_INLINE void close_light_scope(LightScope& scope) noexcept {
+  scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
 // Queues light scope `e`'s scope record (its LightScope `scope`) ending at `end` with `more_bits`, counted as
 // queue_record counts a span record. Its thread's (or, while the thread is parked, the export thread's).
 LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, const ContextEntry& e, LightScope& scope, std::uint64_t end,
                                          std::uint8_t more_bits) noexcept {
-  scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // ended
+  close_light_scope(scope);
   ThreadCounters::bump(t.counters.produced);
   const SpanQueue::Push pushed = t.queue.push_written(kScopeRecordBytes, [&](std::uint8_t* at) {
     write_scope_record(at, scope.first_word | std::uint64_t{more_bits} << 32, scope.name, scope.start_tick, end,
@@ -809,8 +814,10 @@ __attribute__((noinline)) void end_light_scope_in_slot(SpanHandle& h, ThreadStat
   OpenSpan* s = promote_light_scope(t, e);
   e.light = LightScopeState::kEnded;
   if (s == nullptr) {  // no slot free (64 spans open on the thread): its scope record, without the exception
-    if (!t.drain->stopped()) put_scope_record(t, e, t.light_scopes[&e - t.contexts], end, 0);
-    return;
+    LightScope& scope = t.light_scopes[&e - t.contexts];
+    if (!t.drain->stopped()) return put_scope_record(t, e, scope, end, 0);
+    close_light_scope(scope);
+    return t.drain->count_late_drop();
   }
   SpanHandle slot_handle{s, t.light_scopes[&e - t.contexts].slot_generation, h.uncaught_at_start, e.context};
   end_owned(slot_handle, ending_state(*s), end, by_exception, end_unix_nanos);
@@ -825,8 +832,7 @@ LENS_ALWAYS_INLINE void end_light_scope(SpanHandle& h, ThreadState& t, ContextEn
   e.light = LightScopeState::kEnded;
   SpanDrain* p = t.drain;
   if (__builtin_expect(p->stopped(), 0)) {  // nothing will read the queue any more
-    LightScope& scope = t.light_scopes[h.generation];
-    scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    close_light_scope(t.light_scopes[h.generation]);
     return p->count_late_drop();
   }
   put_scope_record(t, e, t.light_scopes[h.generation], end, 0);
@@ -856,11 +862,11 @@ void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
 }
 
 void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
-  LENS_DCHECK(is_light_scope(h) && pushed_to != nullptr);  // a light scope is always pushed
+  // A light scope is always pushed, and ends on the thread it started on.
+  LENS_DCHECK(is_light_scope(h) && pushed_to != nullptr && pushed_to == t_state);
   if (__builtin_expect(pushed_to == nullptr, 0)) return;
   // Its entry is the top one (unless another API's contexts were pushed and not popped, or popped twice, inside
   // it): popped, and still as it was until the next push.
-  LENS_DCHECK(pushed_to != nullptr && pushed_to == t_state);  // a scope ends on the thread it started on
   pop_context_from(pushed_to);
   ContextEntry& e = pushed_to->contexts[h.generation];
   if (e.span != &h || e.light == LightScopeState::kEnded) return;  // ended early (Span::end), or cut at shutdown
