@@ -24,7 +24,7 @@ TRAINER_FLAGS = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-he
                  "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", "8",
                  "--train-iters", "6", "--log-interval", "1", "--eval-interval", "3", "--eval-iters", "1",
                  "--otel-enabled", "--otel-span-groups", "all"]
-SPANS_PER_ITERATION = 4
+SPANS_PER_ITERATION = 6  # a step, its forward-backward, 2 microbatches, each with a light scope (a layer)
 
 
 def any_value(v):
@@ -276,7 +276,8 @@ class CollectorTest(peers.PeerTest):
             with self.subTest(protocol=protocol):
                 probe = Probe(self.dir, protocol, self.url(collector, protocol), 10, OTEL_BSP_EXPORT_TIMEOUT="1500",
                               OTEL_BLRP_EXPORT_TIMEOUT="1500", OTEL_EXPORTER_OTLP_TIMEOUT="1000").finish()
-                self.assertEqual(probe.stats["spans"], {"produced": 40, "exported": 0, "dropped": 40,
+                spans = 10 * SPANS_PER_ITERATION
+                self.assertEqual(probe.stats["spans"], {"produced": spans, "exported": 0, "dropped": spans,
                                                         "export_failures": probe.stats["spans"]["export_failures"]})
                 self.assertEqual(probe.stats["logs"]["dropped"], probe.stats["logs"]["produced"])
                 self.assertIn("data refused due to high memory usage", probe.stderr)

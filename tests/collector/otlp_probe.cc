@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
           LENS_SPAN_NAMED(micro, mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", mb});
           write_span(reference, "megatron.microbatch.forward", micro.context(), &fb_context, nullptr,
                      "\"megatron.microbatch_id\": " + std::to_string(mb));
+          const lens::SpanContext micro_context = micro.context();
+          // A light scope (a literal name, no attributes: a scope record, src/trace/scope_record.h).
+          LENS_SPAN(mg::layer, "megatron.layer.forward");
+          write_span(reference, "megatron.layer.forward", lens::current_context(), &micro_context, nullptr, "");
         }
       }
       steps.add(1);
