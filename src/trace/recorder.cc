@@ -862,8 +862,8 @@ void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
 }
 
 void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
-  // A light scope is always pushed, and ends on the thread it started on.
-  LENS_DCHECK(is_light_scope(h) && pushed_to != nullptr && pushed_to == t_state);
+  // A light scope is always pushed (to the state it ends in, even if telemetry was set up again since).
+  LENS_DCHECK(is_light_scope(h) && pushed_to != nullptr);
   if (__builtin_expect(pushed_to == nullptr, 0)) return;
   // Its entry is the top one (unless another API's contexts were pushed and not popped, or popped twice, inside
   // it): popped, and still as it was until the next push.
