@@ -1,5 +1,7 @@
 #include "trace/record.h"
 
+#include "trace/scope_record.h"
+
 namespace lens::internal {
 
 using record_detail::load;
@@ -95,13 +97,13 @@ void SpanView::read_scope_record(const std::uint8_t* record) noexcept {
   std::memcpy(w, record, sizeof w);
   header_ = RecordHeader{};
   header_.size = sizeof(RecordHeader);
-  header_.bits = static_cast<std::uint8_t>(w[0] >> 32);
-  header_.trace_flags = static_cast<std::uint8_t>(w[0] >> 40);
-  header_.group = static_cast<std::uint16_t>(w[0] >> 48);
+  header_.bits = scope_record_bits(w[0]);
+  header_.trace_flags = scope_record_trace_flags(w[0]);
+  header_.group = scope_record_group(w[0]);
   header_.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
   const char* name;
   std::memcpy(&name, &w[1], sizeof name);
-  header_.name = TextRef{name, 0, static_cast<std::uint32_t>((w[0] >> 16) & 0xffff)};
+  header_.name = TextRef{name, 0, scope_record_name_length(w[0])};
   header_.start_tick = w[2];
   header_.end_tick = w[3];
   std::memcpy(header_.span_id.bytes.data(), &w[4], 8);

@@ -27,6 +27,20 @@ inline std::uint64_t scope_record_first_word(std::uint16_t name_length, std::uin
          std::uint64_t{trace_flags} << 40 | std::uint64_t{group} << 48;
 }
 
+// Word 0's fields, read back (the one reading of the layout above, for SpanView and LightScope).
+inline std::uint32_t scope_record_name_length(std::uint64_t first_word) noexcept {
+  return static_cast<std::uint32_t>((first_word >> 16) & 0xffff);
+}
+inline std::uint8_t scope_record_bits(std::uint64_t first_word) noexcept {
+  return static_cast<std::uint8_t>(first_word >> 32);
+}
+inline std::uint8_t scope_record_trace_flags(std::uint64_t first_word) noexcept {
+  return static_cast<std::uint8_t>(first_word >> 40);
+}
+inline std::uint16_t scope_record_group(std::uint64_t first_word) noexcept {
+  return static_cast<std::uint16_t>(first_word >> 48);
+}
+
 // Writes a scope record at `at` (kScopeRecordBytes, any alignment).
 inline void write_scope_record(std::uint8_t* at, std::uint64_t first_word, const char* name, std::uint64_t start_tick,
                                std::uint64_t end_tick, const SpanId& span_id, const SpanId& parent_span_id,

@@ -126,9 +126,9 @@ struct LightScope {
   OpenSpan* slot;         // once promoted
   std::uint32_t slot_generation;
 
-  std::uint32_t name_length() const noexcept { return static_cast<std::uint32_t>((first_word >> 16) & 0xffff); }
-  std::uint8_t bits() const noexcept { return static_cast<std::uint8_t>(first_word >> 32); }
-  std::uint16_t group() const noexcept { return static_cast<std::uint16_t>(first_word >> 48); }
+  std::uint32_t name_length() const noexcept { return scope_record_name_length(first_word); }
+  std::uint8_t bits() const noexcept { return scope_record_bits(first_word); }
+  std::uint16_t group() const noexcept { return scope_record_group(first_word); }
 };
 
 struct ThreadState {
