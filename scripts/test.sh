@@ -23,6 +23,18 @@ build() {  # build <dir> [--target <target>]... <cmake args...>: warnings are er
   cmake -S . -B "$dir" -G Ninja -Wno-dev -DLENS_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs" "${targets[@]}"
 }
+show_fuzz_findings() {  # show_fuzz_findings <dir>: what libFuzzer found, last in the log (the tail CI shows)
+  local finding
+  for finding in "$1"/fuzz-findings/*; do
+    [ -f "$finding" ] || continue
+    echo "test: libFuzzer's finding $(basename "$finding") ($(stat -c %s "$finding") bytes), as base64:"
+    head -c 4096 "$finding" | base64 -w 120
+  done
+  if [ -f "$1/Testing/Temporary/LastTest.log" ]; then
+    echo "test: libFuzzer's report:"
+    grep -E -A 12 '^==[0-9]+==|ERROR: libFuzzer|ALARM|SUMMARY' "$1/Testing/Temporary/LastTest.log" | head -60 || true
+  fi
+}
 run_tests() {  # run_tests <dir> <title> <labels that must run> -- <ctest args...>
   local dir=$1 title=$2 labels=()
   shift 2
@@ -33,7 +45,12 @@ run_tests() {  # run_tests <dir> <title> <labels that must run> -- <ctest args..
   # gtest's TempDir(), where the C++ tests write their runs: under the build, emptied first, not in /tmp where every
   # run of the suite left hundreds of directories.
   rm -rf "$dir/test-tmp" && mkdir -p "$dir/test-tmp"
-  TEST_TMPDIR="$PWD/$dir/test-tmp" ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit junit.xml "$@"
+  TEST_TMPDIR="$PWD/$dir/test-tmp" ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit junit.xml \
+    "$@" || {
+    local status=$?
+    show_fuzz_findings "$dir"
+    exit $status
+  }
   summary+=("$(./scripts/tests_per_label.py "$dir" "$dir/junit.xml" "$title" "${labels[@]}")") || {
     printf '%s\n' "${summary[@]}"
     exit 1

@@ -21,6 +21,12 @@
 
 namespace lens {
 
+namespace internal {
+// Says a TextArg's text is a literal's, already measured: lens's own path from LENS_SPAN's call site
+// (start_current_scope takes a literal name as a pointer and a length, in registers).
+struct LiteralText {};
+}  // namespace internal
+
 // Text lens may keep. What is kept by pointer, never copied: a `const char` array, which is what a string
 // literal is (it lives as long as the program). Pass a const array only if it has static storage too. Copied
 // when the span, event or attribute is recorded: a writable `char` buffer (up to its first NUL: `snprintf(buf,
@@ -36,6 +42,7 @@ class TextArg {
       : text_(buffer, length_within(buffer, N)), is_static_(false) {}
   TextArg(std::string_view text) noexcept : text_(text), is_static_(false) {}    // NOLINT
   TextArg(const std::string& text) noexcept : text_(text), is_static_(false) {}  // NOLINT
+  constexpr TextArg(internal::LiteralText, std::string_view literal) noexcept : text_(literal), is_static_(true) {}
 
   constexpr std::string_view text() const noexcept { return text_; }
   constexpr bool is_static() const noexcept { return is_static_; }

@@ -16,15 +16,27 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "lens/internal/visibility.h"
 
 namespace lens {
 
 namespace internal {
-// The W3C rule for both ids: all-zero is invalid.
+// The W3C rule for both ids: all-zero is invalid. At run time a word at a time: the byte loop cost a child span up to
+// 24 compares and branches to find its parent valid.
 template <std::size_t N>
 constexpr bool any_nonzero(const std::array<std::uint8_t, N>& bytes) noexcept {
+  if (!std::is_constant_evaluated()) {
+    static_assert(N % 8 == 0);
+    std::uint64_t any = 0;
+    for (std::size_t i = 0; i < N; i += 8) {
+      std::uint64_t word;
+      __builtin_memcpy(&word, bytes.data() + i, 8);
+      any |= word;
+    }
+    return any != 0;
+  }
   for (std::uint8_t b : bytes)
     if (b != 0) return true;
   return false;

@@ -99,11 +99,13 @@ bool owns(const SpanHandle& h) noexcept {
   return h.slot != nullptr && h.slot->generation.load(std::memory_order_relaxed) == h.generation;
 }
 
+}  // namespace
+
 // What a light scope's handle holds in place of a slot (its generation: the index of its context entry). Never open
 // (generation 0), so owns() is false for it: code that does not know light scopes leaves them alone.
 OpenSpan g_light_scope_marker;
 
-LENS_ALWAYS_INLINE bool is_light_scope(const SpanHandle& h) noexcept { return h.slot == &g_light_scope_marker; }
+namespace {
 
 // The context entry of light scope `h` on the calling thread while it is open or promoted (null once it ended, or
 // from a copy of its handle that outlived it: the entry is another span's then).
@@ -453,22 +455,21 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
 
 // ---- light scopes (trace/scope_record.h) ------------------------------------------------------------------------
 
-// Whether a LENS_SPAN may be a light scope: only a literal name (of at most 64 KiB) and no attributes fit a scope
-// record; what else a start may do (a communication span's sequence number, a device-timed group's events) needs a
-// slot; and its sampling decision is made inline only for the default sampler (a root kept, a parent's flag
-// followed).
-LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, SpanName name,
-                                       std::span<const Attribute> attributes) noexcept {
+// Whether a LENS_SPAN with a literal name of `length` bytes and no attributes may be a light scope: a name of at most
+// 64 KiB fits a scope record; what else a start may do (a communication span's sequence number, a device-timed
+// group's events) needs a slot; and its sampling decision is made inline only for the default sampler (a root kept, a
+// parent's flag followed).
+LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, std::size_t length) noexcept {
   const std::uint64_t light_groups = p.light_group_bits & ~g_device_group_bits.load(std::memory_order_relaxed);
-  return name.is_static() && attributes.empty() && (light_groups & group.bit()) != 0 &&
-         name.text().size() <= kMaxScopeNameLength;
+  return (light_groups & group.bit()) != 0 && length <= kMaxScopeNameLength;
 }
 
 // Starts light scope `h` under `parent` (null: a root, whose trace id is drawn) with `trace_flags`, the thread's
 // current span: its identity in its context entry, what its record needs beside it (LightScope). Its handle's context
 // is filled from the entry when first read (fill_light_context).
-LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, SpanName name,
-                                         const SpanContext* parent, std::uint8_t trace_flags) noexcept {
+LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
+                                         std::size_t length, const SpanContext* parent,
+                                         std::uint8_t trace_flags) noexcept {
   const int index = t.context_depth;
   ContextEntry& e = t.contexts[index];
   LightScope& scope = t.light_scopes[index];
@@ -488,9 +489,8 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
   e.span = &h;
   e.attached = false;
   e.light = LightScopeState::kOpen;
-  scope.first_word =
-      scope_record_first_word(static_cast<std::uint16_t>(name.text().size()), bits, trace_flags, group.id());
-  scope.name = name.text().data();
+  scope.first_word = scope_record_first_word(static_cast<std::uint16_t>(length), bits, trace_flags, group.id());
+  scope.name = name;
   scope.start_tick = now_ticks();
   scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // open
   h.slot = &g_light_scope_marker;
@@ -504,7 +504,8 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
 // Starts `h` (its group enabled and light_eligible, its thread's state `t`) as a light scope, the thread's current
 // span; false leaves it to the slot path (the context stack full). Sampled out (its parent was), it records nothing
 // and is made current all the same, with a context its children follow. Calls nothing but for a root's trace id.
-LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, SpanName name) noexcept {
+LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
+                                          std::size_t length) noexcept {
   const int index = t.context_depth;
   if (__builtin_expect(index >= ThreadState::kMaxContextDepth, 0)) return false;
   const SpanContext* parent = nullptr;
@@ -522,8 +523,24 @@ LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGro
       return true;
     }
   }
-  open_light_scope(h, t, group, name, parent, trace_flags);
+  open_light_scope(h, t, group, name, length, parent, trace_flags);
   return true;
+}
+
+// A light scope no longer open for a hang snapshot (its seqlock even).
+LENS_ALWAYS_INLINE void close_light_scope(LightScope& scope) noexcept {
+  scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+// Drops light scope `e` (of the calling thread's state `t`), counted as a span refused a slot is (dropped_no_slot):
+// a Span method or an exception needed a slot, and the thread has 64 spans open. Its scope's end then does nothing;
+// what its scope started keeps it as their parent.
+void drop_light_scope_without_slot(ThreadState& t, ContextEntry& e) noexcept {
+  e.light = LightScopeState::kEnded;
+  close_light_scope(t.light_scopes[&e - t.contexts]);
+  if (t.drain->stopped()) return t.drain->count_late_drop();
+  ThreadCounters::bump(t.counters.produced);
+  ThreadCounters::bump(t.counters.dropped_no_slot);
 }
 
 // Moves light scope `e` (of the calling thread's state `t`) into a slot, so a Span method can write to it; its record
@@ -556,7 +573,10 @@ OpenSpan* promote_light_scope(ThreadState& t, ContextEntry& e) noexcept {
 OpenSpan* writable_slot(const SpanHandle& h) noexcept {
   if (__builtin_expect(is_light_scope(h), 0)) {
     ContextEntry* e = live_light_entry(h);
-    return e != nullptr ? promote_light_scope(*t_state, *e) : nullptr;
+    if (e == nullptr) return nullptr;
+    OpenSpan* s = promote_light_scope(*t_state, *e);
+    if (__builtin_expect(s == nullptr, 0)) drop_light_scope_without_slot(*t_state, *e);
+    return s;
   }
   return owns(h) ? h.slot : nullptr;
 }
@@ -741,13 +761,13 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
-ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, SpanName name) noexcept {
+ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
-  if (__builtin_expect(p != nullptr && light_eligible(*p, group, name, {}) && is_enabled(group), 1)) {
+  if (__builtin_expect(p != nullptr && light_eligible(*p, group, length) && is_enabled(group), 1)) {
     ThreadState* t = state_for(p);
-    if (t != nullptr && start_light_scope(h, *t, group, name)) return t;
+    if (t != nullptr && start_light_scope(h, *t, group, name, length)) return t;
   }
-  return start_current_span(h, group, name, {});
+  return start_current_span(h, group, SpanName(LiteralText{}, std::string_view(name, length)), {});
 }
 
 namespace {
@@ -789,11 +809,6 @@ LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t e
   h.slot = nullptr;
 }
 
-// A light scope no longer open for a hang snapshot (its seqlock even).
-LENS_ALWAYS_INLINE void close_light_scope(LightScope& scope) noexcept {
-  scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
 // Queues light scope `e`'s scope record (its LightScope `scope`) ending at `end` with `more_bits`, counted as
 // queue_record counts a span record. Its thread's (or, while the thread is parked, the export thread's).
 LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, const ContextEntry& e, LightScope& scope, std::uint64_t end,
@@ -812,13 +827,8 @@ __attribute__((noinline)) void end_light_scope_in_slot(SpanHandle& h, ThreadStat
                                                        std::uint64_t end, bool by_exception,
                                                        std::uint64_t end_unix_nanos) noexcept {
   OpenSpan* s = promote_light_scope(t, e);
+  if (s == nullptr) return drop_light_scope_without_slot(t, e);  // not exported without what made it need a slot
   e.light = LightScopeState::kEnded;
-  if (s == nullptr) {  // no slot free (64 spans open on the thread): its scope record, without the exception
-    LightScope& scope = t.light_scopes[&e - t.contexts];
-    if (!t.drain->stopped()) return put_scope_record(t, e, scope, end, 0);
-    close_light_scope(scope);
-    return t.drain->count_late_drop();
-  }
   SpanHandle slot_handle{s, t.light_scopes[&e - t.contexts].slot_generation, h.uncaught_at_start, e.context};
   end_owned(slot_handle, ending_state(*s), end, by_exception, end_unix_nanos);
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include "support/capture.h"
 #include "trace/record.h"
 #include "trace/span_drain.h"
+#include "trace/thread_state.h"
 
 namespace lens {
 namespace {
@@ -724,6 +726,41 @@ TEST(LightScopes, AHangSnapshotSeesEachOpenScopeOnceWithWhatWasAddedToIt) {
   { LENS_SPAN(mg::layer, "ended"); }
   ASSERT_TRUE(c.telemetry().force_flush());
   EXPECT_EQ(open_names(), expected);  // an ended one is not open, and a flush leaves the open ones
+}
+
+// Runs `body` inside `depth` nested spans that each hold a slot (they have an attribute).
+void inside_spans_holding_slots(int depth, const std::function<void()>& body) {
+  if (depth == 0) return body();
+  LENS_SPAN(mg::job, "holds a slot", {"depth", depth});
+  inside_spans_holding_slots(depth - 1, body);
+}
+
+TEST(LightScopes, AScopeThatNeedsASlotWhenNoneIsFreeIsDroppedAndCounted) {
+  Capture c;
+  inside_spans_holding_slots(internal::ThreadState::kMaxOpenSpans, [] {
+    { LENS_SPAN(mg::layer, "light"); }  // needs no slot: exported
+    {
+      LENS_SPAN_NAMED(written, mg::layer, "written to");
+      written.set_attribute("megatron.iteration", 7);  // needs one: dropped, counted once
+      written.add_event("lost as well");
+      LENS_SPAN(mg::layer, "its child");  // still exported, under it
+    }
+    try {
+      LENS_SPAN(mg::layer, "left by an exception");
+      throw std::runtime_error("no slot for its status");
+    } catch (const std::runtime_error&) {
+    }
+    LENS_SPAN(mg::layer, "with a slot", {"a", 1});  // refused a slot, as before: dropped, counted
+  });
+  EXPECT_EQ(c.spans().size(), static_cast<std::size_t>(internal::ThreadState::kMaxOpenSpans) + 2);
+  EXPECT_TRUE(c.span("written to").is_null());
+  EXPECT_TRUE(c.span("left by an exception").is_null());
+  EXPECT_EQ(c.span("its child")["parentSpanId"].get<std::string>().size(), 16u);
+  ASSERT_TRUE(c.telemetry().shutdown());
+  const SpanStats s = c.telemetry().span_stats();
+  EXPECT_EQ(s.dropped_no_slot, 3u);
+  EXPECT_EQ(s.exported + s.dropped(), s.produced);
+  EXPECT_EQ(s.produced, static_cast<std::uint64_t>(internal::ThreadState::kMaxOpenSpans) + 5);
 }
 
 TEST(LightScopes, AFullQueueDropsAndCountsTheScopesThatDoNotFit) {
