@@ -761,13 +761,22 @@ ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
   return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
 }
 
+namespace {
+// start_current_scope's span when it cannot be a light scope: out of line, so the light scope's start keeps no frame
+// for the call (its name is passed in memory).
+__attribute__((noinline)) ThreadState* start_scope_as_span(SpanHandle& h, SpanGroup group, const char* name,
+                                                           std::size_t length) noexcept {
+  return start_current_span(h, group, SpanName(LiteralText{}, std::string_view(name, length)), {});
+}
+}  // namespace
+
 ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   if (__builtin_expect(p != nullptr && light_eligible(*p, group, length) && is_enabled(group), 1)) {
     ThreadState* t = state_for(p);
     if (t != nullptr && start_light_scope(h, *t, group, name, length)) return t;
   }
-  return start_current_span(h, group, SpanName(LiteralText{}, std::string_view(name, length)), {});
+  return start_scope_as_span(h, group, name, length);
 }
 
 namespace {
