@@ -480,7 +480,7 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
     scope.parent_span_id = parent->span_id;
     bits = static_cast<std::uint8_t>(RecordHeader::kHasParent | (parent->is_remote ? RecordHeader::kParentRemote : 0));
   } else {
-    e.context.trace_id = t.scope_ids.next_trace_id();
+    e.context.trace_id = t.scope_ids.trace_id_of_root(span_id);
     scope.parent_span_id = SpanId{};
   }
   e.context.span_id = span_id;
@@ -857,6 +857,12 @@ LENS_ALWAYS_INLINE void end_light_scope(SpanHandle& h, ThreadState& t, ContextEn
   put_scope_record(t, e, t.light_scopes[h.generation], end, 0);
 }
 
+// The end of light scope `h` at its scope's exit when it is not simply queued (end_light_scope below).
+__attribute__((noinline)) void end_light_scope_at_exit_slowly(SpanHandle& h, ThreadState& t, ContextEntry& e) noexcept {
+  if (e.light == LightScopeState::kEnded) return;  // ended early (Span::end), or cut at shutdown
+  end_light_scope(h, t, e, now_ticks(), *t.uncaught_exceptions > h.uncaught_at_start, 0);
+}
+
 }  // namespace
 
 void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
@@ -887,10 +893,17 @@ void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
   // Its entry is the top one (unless another API's contexts were pushed and not popped, or popped twice, inside
   // it): popped, and still as it was until the next push.
   pop_context_from(pushed_to);
-  ContextEntry& e = pushed_to->contexts[h.generation];
-  if (e.span != &h || e.light == LightScopeState::kEnded) return;  // ended early (Span::end), or cut at shutdown
-  const std::uint64_t end = now_ticks();
-  end_light_scope(h, *pushed_to, e, end, *pushed_to->uncaught_exceptions > h.uncaught_at_start, 0);
+  ThreadState& t = *pushed_to;
+  const std::uint32_t index = h.generation;
+  ContextEntry& e = t.contexts[index];
+  if (e.span != &h) return;
+  // Promoted, ended early, left by an exception, or after shutdown: out of line, so that the usual end keeps few
+  // values alive across a call.
+  if (__builtin_expect(
+          e.light != LightScopeState::kOpen || *t.uncaught_exceptions > h.uncaught_at_start || t.drain->stopped(), 0))
+    return end_light_scope_at_exit_slowly(h, t, e);
+  e.light = LightScopeState::kEnded;
+  put_scope_record(t, e, t.light_scopes[index], now_ticks(), 0);
 }
 
 void update_name(SpanHandle& h, SpanName name) noexcept {

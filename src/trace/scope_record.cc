@@ -16,6 +16,7 @@ ScopeIds::ScopeIds() noexcept {
       seed = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ull;
     }
   }
+  seeds_[2] |= 1;  // a root's trace id's left half: never 0, so the id never is
 }
 
 }  // namespace lens::internal

@@ -54,11 +54,13 @@ inline void write_scope_record(std::uint8_t* at, std::uint64_t first_word, const
   std::memcpy(at + 48, trace_id.bytes.data(), 16);
 }
 
-// A thread's ids for its light scopes, drawn from counts and seeds from the OS. A span id needs only to be unique: a
+// A thread's ids for its light scopes, drawn from a count and seeds from the OS. A span id needs only to be unique: a
 // seeded Weyl sequence through one xorshift-multiply round, a bijection of the count, so a thread's span ids never
 // repeat (2^64 spans); the one count that would give 0 gives 1 instead. A root's trace id is sampled on (W3C level
-// 2's random flag: its rightmost 7 bytes random): splitmix64's finalizer over a second count for its right half,
-// that half and a third seed for its left. Cheaper than IdGenerator's draws (xoshiro256**), which slot spans keep.
+// 2's random flag: its rightmost 7 bytes random): its right half is the root's span id under a second seed (so a
+// bijection of the count too: a thread's roots never share a trace), its left half that under a third seed, never 0
+// (so the id never is). Cheaper than IdGenerator's draws (xoshiro256**), which slot spans keep, and than a second
+// mix for the trace (about 20 instructions a root).
 class ScopeIds {
  public:
   ScopeIds() noexcept;
@@ -70,12 +72,12 @@ class ScopeIds {
     std::memcpy(id.bytes.data(), &z, 8);
     return id;
   }
-  TraceId next_trace_id() noexcept {
-    std::uint64_t z = seeds_[1] + ++traces_ * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    const std::uint64_t lo = z | (z == 0), hi = lo ^ seeds_[2];
+  // The trace of a root whose span id is `root` (next_span_id's).
+  TraceId trace_id_of_root(const SpanId& root) const noexcept {
+    std::uint64_t lo;
+    std::memcpy(&lo, root.bytes.data(), 8);
+    lo ^= seeds_[1];
+    const std::uint64_t hi = lo ^ seeds_[2];
     TraceId id;
     std::memcpy(id.bytes.data(), &hi, 8);
     std::memcpy(id.bytes.data() + 8, &lo, 8);
@@ -84,7 +86,7 @@ class ScopeIds {
 
  private:
   std::uint64_t seeds_[3];
-  std::uint64_t spans_ = 0, traces_ = 0;
+  std::uint64_t spans_ = 0;
 };
 
 }  // namespace lens::internal
