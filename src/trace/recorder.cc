@@ -501,6 +501,16 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
   t.context_depth = index + 1;
 }
 
+// Starts `h`, a child of `parent` (not sampled), as the thread's current span with a context its children follow; it
+// records nothing. Out of line: the light scope's start keeps no aligned frame for its entry built here.
+__attribute__((noinline)) void start_sampled_out_scope(SpanHandle& h, ThreadState& t,
+                                                       const SpanContext& parent) noexcept {
+  const auto trace_flags = static_cast<std::uint8_t>(parent.trace_flags & SpanContext::kRandomFlag);
+  h.context = SpanContext{parent.trace_id, t.scope_ids.next_span_id(), trace_flags, false};
+  ThreadCounters::bump(t.counters.sampled_out);
+  set_entry(t.contexts[t.context_depth++], h.context, &h, false);
+}
+
 // Starts `h` (its group enabled and light_eligible, its thread's state `t`) as a light scope, the thread's current
 // span; false leaves it to the slot path (the context stack full). Sampled out (its parent was), it records nothing
 // and is made current all the same, with a context its children follow. Calls nothing but for a root's trace id.
@@ -515,11 +525,7 @@ LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGro
     trace_flags =
         static_cast<std::uint8_t>((parent->trace_flags & SpanContext::kRandomFlag) | SpanContext::kSampledFlag);
     if (__builtin_expect(!parent->is_sampled(), 0)) {
-      h.context = SpanContext{parent->trace_id, t.scope_ids.next_span_id(),
-                              static_cast<std::uint8_t>(trace_flags & ~SpanContext::kSampledFlag), false};
-      ThreadCounters::bump(t.counters.sampled_out);
-      t.contexts[index] = ContextEntry{h.context, &h, false, LightScopeState::kNone};
-      t.context_depth = index + 1;
+      start_sampled_out_scope(h, t, *parent);
       return true;
     }
   }
@@ -731,7 +737,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
 LENS_ALWAYS_INLINE ThreadState* push_context_to(ThreadState* t, const SpanContext& context, const SpanHandle* span,
                                                 bool attached) noexcept {
   if (t == nullptr || t->context_depth >= ThreadState::kMaxContextDepth) return nullptr;
-  t->contexts[t->context_depth++] = ContextEntry{context, span, attached, LightScopeState::kNone};
+  set_entry(t->contexts[t->context_depth++], context, span, attached);
   return t;
 }
 

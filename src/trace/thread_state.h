@@ -116,6 +116,15 @@ struct alignas(64) ContextEntry {
   LightScopeState light = LightScopeState::kNone;
 };
 
+// Sets `e` to a context that is not a light scope's, field by field: an aligned ContextEntry built on the stack would
+// make its function realign its frame.
+inline void set_entry(ContextEntry& e, const SpanContext& context, const SpanHandle* span, bool attached) noexcept {
+  e.context = context;
+  e.span = span;
+  e.attached = attached;
+  e.light = LightScopeState::kNone;
+}
+
 // Beside the context entry of a light scope: what its record needs besides its context, and its slot once promoted.
 // A hang snapshot on another thread reads it (and the entry's context) as a seqlock: `generation` is odd while
 // the scope is open and not promoted, bumped (release) after the fields are written and when it ends.
