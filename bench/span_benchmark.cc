@@ -4,12 +4,12 @@
 // them: nothing dropped) and as a tight loop, and prints its drop ratio.
 //
 // Command:  ./scripts/bench.sh   (medians of 15 repetitions, random interleaving)
-// Machine:  AMD EPYC, 2 cores (2445 MHz), Debian 12, g++ 12.2 -O2; shared VM, 2026-11-30 (medians of 9).
-// Results (median ns; more runs and the reading in docs/PERFORMANCE.md):
-//   BM_Baseline_TwoSteadyClockReads   47.0     BM_Baseline_RelaxedAtomicLoad   0.385
-//   BM_Span_NoAttributes/kept:1       94.0     BM_Span_FourAttributes/kept:1   140     (drop_ratio 0)
-//   BM_Span_NestedChild/kept:1        85.3     BM_Span_DisabledGroup           1.04
-//   BM_Span_SampledOut                21.3     BM_Span_TwoProducerThreads/kept:1  50.4 (wall, per span)
+// Machine:  AMD EPYC, 2 cores, Debian 12, g++ 12.2 -O2; shared VM, 2026-12-04 (medians of 10, the quietest of three
+// rounds; the others and the reading in docs/PERFORMANCE.md, "Light scopes, cut to the floor"):
+//   BM_Baseline_TwoSpanClockReads     22.8     BM_Floor_TracyStyleScope        23.0
+//   BM_Span_NoAttributes/kept:1       34.5     BM_Span_FourAttributes/kept:1   100-107 (drop_ratio 0)
+//   BM_Span_NestedChild/kept:1        33.3     BM_Span_DisabledGroup           0.95
+//   BM_Span_SampledOut                12.0     BM_Span_TwoProducerThreads/kept:1  21-23 (wall, per span)
 #include <benchmark/benchmark.h>
 
 #include <atomic>
