@@ -464,9 +464,9 @@ LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, std:
   return (light_groups & group.bit()) != 0 && length <= kMaxScopeNameLength;
 }
 
-// Starts light scope `h` under `parent` (null: a root, whose trace id is drawn) with `trace_flags`, the thread's
-// current span: its identity in its context entry, what its record needs beside it (LightScope). Its handle's context
-// is filled from the entry when first read (fill_light_context).
+// Starts light scope `h` under `parent` (null: a root, whose trace id comes from its span id) with `trace_flags`, the
+// thread's current span: its identity in its context entry, what its record needs beside it (LightScope). Its handle's
+// context is filled from the entry when first read (fill_light_context).
 LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
                                          std::size_t length, const SpanContext* parent,
                                          std::uint8_t trace_flags) noexcept {
@@ -513,7 +513,8 @@ __attribute__((noinline)) void start_sampled_out_scope(SpanHandle& h, ThreadStat
 
 // Starts `h` (its group enabled and light_eligible, its thread's state `t`) as a light scope, the thread's current
 // span; false leaves it to the slot path (the context stack full). Sampled out (its parent was), it records nothing
-// and is made current all the same, with a context its children follow. Calls nothing but for a root's trace id.
+// and is made current all the same, with a context its children follow. Calls nothing on its usual path (a sampled-out
+// child is started out of line).
 LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
                                           std::size_t length) noexcept {
   const int index = t.context_depth;
