@@ -46,8 +46,9 @@ inline Telemetry fresh_setup(std::string groups) {
 // and the figure is what a user pays; else a tight loop, where the producer may outrun the export thread and part of
 // the figure is the drop path. Sets the `drop_ratio` counter either way.
 inline constexpr std::int64_t kBurst = 1000;
+// Never inlined: callgrind counts a span's instructions inside it (--toggle-collect='*spans_in_bursts*').
 template <typename Body>
-void spans_in_bursts(benchmark::State& state, Telemetry& t, bool kept, Body body) {
+__attribute__((noinline)) void spans_in_bursts(benchmark::State& state, Telemetry& t, bool kept, Body body) {
   t.force_flush();
   const SpanStats before = t.span_stats();
   std::int64_t n = 0;

@@ -7,8 +7,8 @@
 //   LENS_SPAN(lens::group::step, "train_step", {"iteration", it}, {"loss", 2.31}, {"phase", "warmup"});
 //   span.set_attribute("layers", std::span<const std::int64_t>(ids));
 //
-// Keys given as string literals are kept as pointers; other keys (a char buffer, a std::string) and every string
-// value are copied.
+// Keys and string values given as string literals are kept as pointers where lens can; other keys and values (a char
+// buffer, a std::string, a const char*) are copied.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,18 @@ namespace internal {
 // Says a TextArg's text is a literal's, already measured: lens's own path from LENS_SPAN's call site
 // (start_current_scope takes a literal name as a pointer and a length, in registers).
 struct LiteralText {};
+
+// The text in a char array: up to the first NUL, at most size - 1 bytes (an array larger than its text is not read
+// past it). An array that ends with a NUL (every literal) is measured by strlen, which stops within it and which the
+// compiler folds to a constant for a literal: the byte loop below was kept at run time in real call sites (about 6
+// instructions a character, on every span name and attribute key; issue 33).
+constexpr std::size_t array_text_length(const char* text, std::size_t size) noexcept {
+  if (text[size - 1] == '\0') return __builtin_strlen(text);
+  std::size_t n = 0;
+  while (n + 1 < size && text[n] != '\0') ++n;
+  return n;
+}
+
 }  // namespace internal
 
 // Text lens may keep. What is kept by pointer, never copied: a `const char` array, which is what a string
@@ -36,10 +48,10 @@ class TextArg {
  public:
   template <std::size_t N>
   constexpr TextArg(const char (&literal)[N]) noexcept  // NOLINT
-      : text_(literal, length_within(literal, N)), is_static_(true) {}
+      : text_(literal, internal::array_text_length(literal, N)), is_static_(true) {}
   template <std::size_t N>
   constexpr TextArg(char (&buffer)[N]) noexcept  // NOLINT: a buffer on the stack, written at run time
-      : text_(buffer, length_within(buffer, N)), is_static_(false) {}
+      : text_(buffer, internal::array_text_length(buffer, N)), is_static_(false) {}
   TextArg(std::string_view text) noexcept : text_(text), is_static_(false) {}    // NOLINT
   TextArg(const std::string& text) noexcept : text_(text), is_static_(false) {}  // NOLINT
   constexpr TextArg(internal::LiteralText, std::string_view literal) noexcept : text_(literal), is_static_(true) {}
@@ -48,17 +60,6 @@ class TextArg {
   constexpr bool is_static() const noexcept { return is_static_; }
 
  private:
-  // Up to the first NUL, at most size - 1 bytes: an array larger than its text is not read past it. An array that
-  // ends with a NUL (every literal) is measured by strlen, which stops within it and which the compiler folds to a
-  // constant for a literal: the byte loop below was kept at run time in real call sites (about 6 instructions a
-  // character, on every span name and attribute key; issue 33).
-  static constexpr std::size_t length_within(const char* text, std::size_t size) noexcept {
-    if (text[size - 1] == '\0') return __builtin_strlen(text);
-    std::size_t n = 0;
-    while (n + 1 < size && text[n] != '\0') ++n;
-    return n;
-  }
-
   std::string_view text_;
   bool is_static_;
 };
@@ -80,12 +81,22 @@ class AttributeValue {
  public:
   constexpr AttributeValue(bool v) noexcept : type_(ValueType::kBool), b_(v) {}  // NOLINT
   template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
-  constexpr AttributeValue(T v) noexcept : type_(ValueType::kInt), i_(static_cast<std::int64_t>(v)) {}     // NOLINT
-  constexpr AttributeValue(double v) noexcept : type_(ValueType::kDouble), d_(v) {}                        // NOLINT
-  constexpr AttributeValue(float v) noexcept : type_(ValueType::kDouble), d_(v) {}                         // NOLINT
-  constexpr AttributeValue(std::string_view v) noexcept : type_(ValueType::kString), s_(v) {}              // NOLINT
-  constexpr AttributeValue(const char* v) noexcept : type_(ValueType::kString), s_(v) {}                   // NOLINT
-  AttributeValue(const std::string& v) noexcept : type_(ValueType::kString), s_(v) {}                      // NOLINT
+  constexpr AttributeValue(T v) noexcept : type_(ValueType::kInt), i_(static_cast<std::int64_t>(v)) {}  // NOLINT
+  constexpr AttributeValue(double v) noexcept : type_(ValueType::kDouble), d_(v) {}                     // NOLINT
+  constexpr AttributeValue(float v) noexcept : type_(ValueType::kDouble), d_(v) {}                      // NOLINT
+  constexpr AttributeValue(std::string_view v) noexcept : type_(ValueType::kString), s_(v) {}           // NOLINT
+  AttributeValue(const std::string& v) noexcept : type_(ValueType::kString), s_(v) {}                   // NOLINT
+  // A string literal: kept as a pointer where lens can (a LENS_SPAN's scope record), as TextArg keeps one. A writable
+  // `char` buffer and a `const char*` are copied.
+  template <std::size_t N>
+  constexpr AttributeValue(const char (&literal)[N]) noexcept  // NOLINT
+      : type_(ValueType::kString), is_static_(true), s_(literal, internal::array_text_length(literal, N)) {}
+  template <std::size_t N>
+  constexpr AttributeValue(char (&buffer)[N]) noexcept  // NOLINT
+      : type_(ValueType::kString), s_(buffer, internal::array_text_length(buffer, N)) {}
+  template <typename Pointer,
+            std::enable_if_t<std::is_same_v<Pointer, const char*> || std::is_same_v<Pointer, char*>, int> = 0>
+  constexpr AttributeValue(Pointer v) noexcept : type_(ValueType::kString), s_(v) {}                       // NOLINT
   constexpr AttributeValue(std::span<const bool> v) noexcept : type_(ValueType::kBoolArray), bools_(v) {}  // NOLINT
   constexpr AttributeValue(std::span<const std::int64_t> v) noexcept                                       // NOLINT
       : type_(ValueType::kIntArray), ints_(v) {}
@@ -95,6 +106,8 @@ class AttributeValue {
       : type_(ValueType::kStringArray), strings_(v) {}
 
   constexpr ValueType type() const noexcept { return type_; }
+  // A string value given as a literal (static storage: never copied where a pointer can be kept).
+  constexpr bool is_static() const noexcept { return is_static_; }
   constexpr bool as_bool() const noexcept { return b_; }
   constexpr std::int64_t as_int() const noexcept { return i_; }
   constexpr double as_double() const noexcept { return d_; }
@@ -106,6 +119,7 @@ class AttributeValue {
 
  private:
   ValueType type_;
+  bool is_static_ = false;
   union {
     bool b_;
     std::int64_t i_;

@@ -36,6 +36,7 @@
 #include "lens/attributes.h"
 #include "lens/context.h"
 #include "lens/groups.h"
+#include "lens/internal/scope_attributes.h"
 #include "lens/internal/visibility.h"
 
 namespace lens {
@@ -96,6 +97,10 @@ LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanNam
 // where it can be one (trace/scope_record.h: no slot, ended by end_light_scope), else start_current_span's span.
 LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name,
                                           std::size_t length) noexcept;
+// The same with attributes packed at the call site (lens/internal/scope_attributes.h): a light scope that carries them
+// in its scope record where it can be one, else a span with them unpacked.
+LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
+                                          ScopeAttributes attributes) noexcept;
 // What a light scope's handle holds as its slot (never a slot: its identity lives in its thread's context entry).
 LENS_API extern OpenSpan g_light_scope_marker;
 inline bool is_light_scope(const SpanHandle& h) noexcept { return h.slot == &g_light_scope_marker; }
@@ -201,12 +206,22 @@ class Span {
                                           const StartOptions& options) noexcept {
     return internal::start_current_span(h_, group, name, internal::as_span(attributes), options);
   }
-  internal::ThreadState* start_as_current(SpanGroup group, SpanName name,
-                                          std::initializer_list<Attribute> attributes) noexcept {
-    // Chosen here, where the compiler knows the count and whether the name is a literal: a span with attributes pays
-    // nothing for light scopes.
-    if (attributes.size() == 0 && name.is_static())
-      return internal::start_current_scope(h_, group, name.text().data(), name.text().size());
+  // Always inlined: only at the call site are the attributes' kinds constants.
+  LENS_ALWAYS_INLINE internal::ThreadState* start_as_current(SpanGroup group, SpanName name,
+                                                             std::initializer_list<Attribute> attributes) noexcept {
+    // Chosen here, where the compiler knows the count, whether the name is a literal, and each attribute's kind: the
+    // checks fold to constants, and a span that cannot be a light scope pays nothing for them.
+    if (name.is_static()) {
+      if (attributes.size() == 0)
+        return internal::start_current_scope(h_, group, name.text().data(), name.text().size());
+      if (internal::are_packable(attributes)) {
+        internal::PackedAttribute packed[internal::kMaxScopeAttributes];  // the first attributes.size() written
+        internal::pack_list(attributes, packed);
+        return internal::start_current_scope(
+            h_, group, name.text().data(), name.text().size(),
+            {packed, static_cast<std::uint32_t>(attributes.size()), internal::longest_string(attributes)});
+      }
+    }
     return internal::start_current_span(h_, group, name, internal::as_span(attributes));
   }
   const internal::SpanHandle& handle() const noexcept { return h_; }
@@ -251,7 +266,8 @@ class ScopedSpan : public Span {
   ScopedSpan& operator=(const ScopedSpan&) = delete;
   ~ScopedSpan() { end_at_scope_exit(pushed_to_); }  // the Span base then has nothing left to end
 
-  void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {}) noexcept {
+  LENS_ALWAYS_INLINE void start(SpanGroup group, SpanName name,
+                                std::initializer_list<Attribute> attributes = {}) noexcept {
     pushed_to_ = start_as_current(group, name, attributes);
   }
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,

@@ -93,7 +93,7 @@ bool SpanView::is_overridden(const std::uint8_t* at, std::string_view key) const
 }
 
 void SpanView::read_scope_record(const std::uint8_t* record) noexcept {
-  std::uint64_t w[8];  // the layout trace/scope_record.h gives
+  std::uint64_t w[8];  // the layout trace/scope_record.h gives, then the packed attributes
   std::memcpy(w, record, sizeof w);
   header_ = RecordHeader{};
   header_.size = sizeof(RecordHeader);
@@ -110,6 +110,8 @@ void SpanView::read_scope_record(const std::uint8_t* record) noexcept {
   std::memcpy(header_.parent_span_id.bytes.data(), &w[5], 8);
   std::memcpy(header_.trace_id.bytes.data(), &w[6], 16);
   arena_ = nullptr;  // arena_used 0: never read
+  header_.attribute_count = static_cast<std::uint16_t>(scope_record_attribute_count(w[0]));
+  if (header_.attribute_count != 0) packed_attributes_ = record + kScopeRecordBytes;
 }
 
 }  // namespace lens::internal

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "lens/attributes.h"
 #include "lens/context.h"
+#include "lens/internal/scope_attributes.h"
 #include "lens/span.h"
 
 namespace lens::internal {
@@ -67,9 +68,9 @@ inline std::uint64_t end_unix_nanos(const RecordHeader& h, const TimeMap& time) 
 
 inline constexpr std::uint32_t kArenaBytes = 2048;
 
-// The first 2 bytes of a scope record (trace/scope_record.h), where a RecordHeader has the low half of its size
-// (never below sizeof(RecordHeader), never above 64 KiB): SpanView reads either.
-inline constexpr std::uint16_t kScopeRecordMark = 1;
+// The first byte of a scope record (trace/scope_record.h), where a RecordHeader has the low byte of its size (a
+// multiple of 8, so never 1): SpanView reads either.
+inline constexpr std::uint8_t kScopeRecordMark = 1;
 
 // The arena's entries, each a fixed head (below, the one definition both the writer in recorder.cc and the
 // readers here use; copied in and out with memcpy, so no alignment is assumed) and a variable part:
@@ -167,8 +168,8 @@ struct LinkView {
   const std::uint8_t* attributes;
 };
 
-// Read access to one ended span: a span record, or a scope record (an internal span with no attributes, events or
-// links, read into a header here).
+// Read access to one ended span: a span record, or a scope record (an internal span with no events or links and its
+// attributes packed, read into a header here).
 class SpanView {
  public:
   inline explicit SpanView(const std::uint8_t* record) noexcept;
@@ -194,6 +195,8 @@ class SpanView {
 
   // Decoding primitives (shared with the tests).
   static inline AttributeView read_attribute(const std::uint8_t* at, const std::uint8_t** next) noexcept;
+  // A scope record's attribute (lens/internal/scope_attributes.h) at `at`.
+  static inline AttributeView read_packed_attribute(const std::uint8_t* at) noexcept;
   static EventView read_event(const std::uint8_t* at, const std::uint8_t** next) noexcept;
   static LinkView read_link(const std::uint8_t* at, const std::uint8_t** next) noexcept;
   static const std::uint8_t* skip_entry(const std::uint8_t* at) noexcept;
@@ -207,6 +210,7 @@ class SpanView {
 
   RecordHeader header_;
   const std::uint8_t* arena_;
+  const std::uint8_t* packed_attributes_ = nullptr;  // a scope record's (header_.attribute_count of them)
 };
 
 namespace record_detail {
@@ -233,9 +237,7 @@ inline std::string_view read_text(const std::uint8_t* at, bool is_static, std::u
 
 // Inline, as the decoding below: the exporter runs them for every span.
 SpanView::SpanView(const std::uint8_t* record) noexcept {
-  std::uint16_t first;
-  std::memcpy(&first, record, sizeof first);
-  if (first == kScopeRecordMark) {
+  if (record[0] == kScopeRecordMark) {
     read_scope_record(record);
     return;
   }
@@ -262,6 +264,22 @@ AttributeView SpanView::read_attribute(const std::uint8_t* at, const std::uint8_
   return a;
 }
 
+AttributeView SpanView::read_packed_attribute(const std::uint8_t* at) noexcept {
+  const auto p = record_detail::load<PackedAttribute>(at);
+  AttributeView a;
+  a.key = packed_key(p);
+  a.type = packed_type(p);
+  if (a.type == ValueType::kString) {
+    const std::string_view s = packed_string(p);
+    a.value = reinterpret_cast<const std::uint8_t*>(s.data());
+    a.value_bytes = static_cast<std::uint32_t>(s.size());
+  } else {
+    a.value = at + offsetof(PackedAttribute, value);
+    a.value_bytes = a.type == ValueType::kBool ? 1 : 8;
+  }
+  return a;
+}
+
 template <typename F>
 void SpanView::for_each_attribute(F&& f) const {
   // A key set twice keeps its last value. The usual span has a few attributes: decode each once into a small
@@ -281,6 +299,16 @@ void SpanView::for_each_attribute(F&& f) const {
       if (few[j].key == few[i].key) return true;
     return false;
   };
+  auto keep = [&](const AttributeView& a) {
+    const std::uint64_t length_bit = std::uint64_t{1} << (a.key.size() & 63);
+    same_length |= (lengths_seen & length_bit) != 0;
+    lengths_seen |= length_bit;
+    few[n++] = a;
+  };
+  static_assert(kMaxScopeAttributes <= kFew);
+  if (packed_attributes_ != nullptr)
+    for (std::uint32_t i = 0; i < header_.attribute_count; ++i)
+      keep(read_packed_attribute(packed_attributes_ + sizeof(PackedAttribute) * i));
   const std::uint8_t* at = arena_;
   const std::uint8_t* end = arena_ + header_.arena_used;
   while (at < end) {
@@ -304,10 +332,7 @@ void SpanView::for_each_attribute(F&& f) const {
       }
       return;
     }
-    const std::uint64_t length_bit = std::uint64_t{1} << (a.key.size() & 63);
-    same_length |= (lengths_seen & length_bit) != 0;
-    lengths_seen |= length_bit;
-    few[n++] = a;
+    keep(a);
     at = next;
   }
   for (std::size_t i = 0; i < n; ++i)

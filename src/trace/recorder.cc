@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <typeinfo>
 
 #include "common/clock.h"
@@ -116,6 +118,24 @@ ContextEntry* live_light_entry(const SpanHandle& h) noexcept {
   const bool live = e.light == LightScopeState::kOpen || e.light == LightScopeState::kPromoted;
   return live && e.context.span_id == h.context.span_id ? &e : nullptr;
 }
+
+// Packed attributes (lens/internal/scope_attributes.h) unpacked, for the slot path.
+class UnpackedAttributes {
+ public:
+  UnpackedAttributes(const PackedAttribute* packed, std::uint32_t count) noexcept : count_(count) {
+    LENS_DCHECK(count <= kMaxScopeAttributes);
+    for (std::uint32_t i = 0; i < count; ++i) new (&storage_.attributes[i]) Attribute(unpack(packed[i]));
+  }
+  std::span<const Attribute> view() const noexcept { return {storage_.attributes, count_}; }
+
+ private:
+  static_assert(std::is_trivially_destructible_v<Attribute>);
+  union Storage {  // an Attribute has no default: the first count_ are constructed
+    Storage() noexcept {}
+    Attribute attributes[kMaxScopeAttributes];
+  } storage_;
+  std::uint32_t count_;
+};
 
 // ---- arena writing -----------------------------------------------------------------------------------------
 
@@ -455,21 +475,27 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
 
 // ---- light scopes (trace/scope_record.h) ------------------------------------------------------------------------
 
-// Whether a LENS_SPAN with a literal name of `length` bytes and no attributes may be a light scope: a name of at most
-// 64 KiB fits a scope record; what else a start may do (a communication span's sequence number, a device-timed
-// group's events) needs a slot; and its sampling decision is made inline only for the default sampler (a root kept, a
-// parent's flag followed).
+// Whether a LENS_SPAN with a literal name of `length` bytes and packed attributes (none, or as its call site packed
+// them) may be a light scope: a name of at most 64 KiB fits a scope record; what else a start may do (a communication
+// span's sequence number, a device-timed group's events) needs a slot; its sampling decision is made inline only for
+// the default sampler (a root kept, a parent's flag followed); and the attribute limits would cut none of its
+// attributes (the slot path cuts and counts).
 LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, std::size_t length) noexcept {
   const std::uint64_t light_groups = p.light_group_bits & ~g_device_group_bits.load(std::memory_order_relaxed);
   return (light_groups & group.bit()) != 0 && length <= kMaxScopeNameLength;
 }
+LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, std::size_t length,
+                                       const ScopeAttributes& attributes) noexcept {
+  return light_eligible(p, group, length) && attributes.count <= p.light_attribute_count &&
+         attributes.longest_string <= p.light_string_length;
+}
 
 // Starts light scope `h` under `parent` (null: a root, whose trace id comes from its span id) with `trace_flags`, the
-// thread's current span: its identity in its context entry, what its record needs beside it (LightScope). Its handle's
-// context is filled from the entry when first read (fill_light_context).
+// thread's current span: its identity in its context entry, what its record needs beside it (LightScope and its
+// attributes). Its handle's context is filled from the entry when first read (fill_light_context).
 LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
-                                         std::size_t length, const SpanContext* parent,
-                                         std::uint8_t trace_flags) noexcept {
+                                         std::size_t length, const ScopeAttributes& attributes,
+                                         const SpanContext* parent, std::uint8_t trace_flags) noexcept {
   const int index = t.context_depth;
   ContextEntry& e = t.contexts[index];
   LightScope& scope = t.light_scopes[index];
@@ -489,7 +515,9 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
   e.span = &h;
   e.attached = false;
   e.light = LightScopeState::kOpen;
-  scope.first_word = scope_record_first_word(static_cast<std::uint16_t>(length), bits, trace_flags, group.id());
+  scope.first_word =
+      scope_record_first_word(attributes.count, static_cast<std::uint16_t>(length), bits, trace_flags, group.id());
+  for (std::uint32_t i = 0; i < attributes.count; ++i) t.light_attributes[index][i] = attributes.packed[i];
   scope.name = name;
   scope.start_tick = now_ticks();
   scope.generation.store(scope.generation.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // open
@@ -516,7 +544,7 @@ __attribute__((noinline)) void start_sampled_out_scope(SpanHandle& h, ThreadStat
 // and is made current all the same, with a context its children follow. Calls nothing on its usual path (a sampled-out
 // child is started out of line).
 LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
-                                          std::size_t length) noexcept {
+                                          std::size_t length, const ScopeAttributes& attributes) noexcept {
   const int index = t.context_depth;
   if (__builtin_expect(index >= ThreadState::kMaxContextDepth, 0)) return false;
   const SpanContext* parent = nullptr;
@@ -530,7 +558,7 @@ LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGro
       return true;
     }
   }
-  open_light_scope(h, t, group, name, length, parent, trace_flags);
+  open_light_scope(h, t, group, name, length, attributes, parent, trace_flags);
   return true;
 }
 
@@ -548,6 +576,13 @@ void drop_light_scope_without_slot(ThreadState& t, ContextEntry& e) noexcept {
   if (t.drain->stopped()) return t.drain->count_late_drop();
   ThreadCounters::bump(t.counters.produced);
   ThreadCounters::bump(t.counters.dropped_no_slot);
+}
+
+// Writes light scope `e`'s packed attributes (of the calling thread's state `t`) into slot `s` as a span's.
+void unpack_light_attributes(const ThreadState& t, const ContextEntry& e, OpenSpan& s) noexcept {
+  const std::size_t index = &e - t.contexts;
+  const std::uint32_t count = t.light_scopes[index].attribute_count();
+  if (count != 0) append_attributes(s, t.drain->limits, UnpackedAttributes(t.light_attributes[index], count).view());
 }
 
 // Moves light scope `e` (of the calling thread's state `t`) into a slot, so a Span method can write to it; its record
@@ -568,6 +603,7 @@ OpenSpan* promote_light_scope(ThreadState& t, ContextEntry& e) noexcept {
   r.group = scope.group();
   r.name = TextRef{scope.name, 0, scope.name_length()};
   r.start_tick = scope.start_tick;
+  unpack_light_attributes(t, e, *s);
   scope.slot = s;
   scope.slot_generation = s->generation.load(std::memory_order_relaxed) + 1;
   s->generation.store(scope.slot_generation, std::memory_order_release);  // open: a hang snapshot reads the slot
@@ -772,8 +808,9 @@ namespace {
 // start_current_scope's span when it cannot be a light scope: out of line, so the light scope's start keeps no frame
 // for the call (its name is passed in memory).
 __attribute__((noinline)) ThreadState* start_scope_as_span(SpanHandle& h, SpanGroup group, const char* name,
-                                                           std::size_t length) noexcept {
-  return start_current_span(h, group, SpanName(LiteralText{}, std::string_view(name, length)), {});
+                                                           std::size_t length, const ScopeAttributes& packed) noexcept {
+  return start_current_span(h, group, SpanName(LiteralText{}, std::string_view(name, length)),
+                            UnpackedAttributes(packed.packed, packed.count).view());
 }
 }  // namespace
 
@@ -781,9 +818,20 @@ ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* nam
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   if (__builtin_expect(p != nullptr && light_eligible(*p, group, length) && is_enabled(group), 1)) {
     ThreadState* t = state_for(p);
-    if (t != nullptr && start_light_scope(h, *t, group, name, length)) return t;
+    if (t != nullptr && start_light_scope(h, *t, group, name, length, ScopeAttributes{nullptr, 0, 0})) return t;
   }
-  return start_scope_as_span(h, group, name, length);
+  return start_scope_as_span(h, group, name, length, ScopeAttributes{nullptr, 0, 0});
+}
+
+ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
+                                 ScopeAttributes attributes) noexcept {
+  LENS_DCHECK(attributes.count <= kMaxScopeAttributes);
+  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
+  if (__builtin_expect(p != nullptr && light_eligible(*p, group, length, attributes) && is_enabled(group), 1)) {
+    ThreadState* t = state_for(p);
+    if (t != nullptr && start_light_scope(h, *t, group, name, length, attributes)) return t;
+  }
+  return start_scope_as_span(h, group, name, length, attributes);
 }
 
 namespace {
@@ -825,16 +873,24 @@ LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t e
   h.slot = nullptr;
 }
 
-// Queues light scope `e`'s scope record (its LightScope `scope`) ending at `end` with `more_bits`, counted as
-// queue_record counts a span record. Its thread's (or, while the thread is parked, the export thread's).
-LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, const ContextEntry& e, LightScope& scope, std::uint64_t end,
+// Queues the scope record of light scope `index` (its context entry and LightScope in `t`) ending at `end` with
+// `more_bits`, counted as queue_record counts a span record. Its thread's (or, while the thread is parked, the export
+// thread's). A scope without attributes takes its own copy of the push, with no loop and no size to compute.
+LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, std::size_t index, std::uint64_t end,
                                          std::uint8_t more_bits) noexcept {
+  const ContextEntry& e = t.contexts[index];
+  LightScope& scope = t.light_scopes[index];
   close_light_scope(scope);
   ThreadCounters::bump(t.counters.produced);
-  const SpanQueue::Push pushed = t.queue.push_written(kScopeRecordBytes, [&](std::uint8_t* at) {
-    write_scope_record(at, scope.first_word | std::uint64_t{more_bits} << 32, scope.name, scope.start_tick, end,
-                       e.context.span_id, scope.parent_span_id, e.context.trace_id);
-  });
+  const std::uint64_t first_word = scope.first_word | std::uint64_t{more_bits} << 32;
+  auto push = [&](std::uint32_t attribute_count) LENS_ALWAYS_INLINE_LAMBDA {
+    return t.queue.push_written(scope_record_bytes(attribute_count), [&](std::uint8_t* at) {
+      write_scope_record(at, first_word, scope.name, scope.start_tick, end, e.context.span_id, scope.parent_span_id,
+                         e.context.trace_id, t.light_attributes[index], attribute_count);
+    });
+  };
+  const std::uint32_t attribute_count = scope.attribute_count();
+  const SpanQueue::Push pushed = attribute_count == 0 ? push(0) : push(attribute_count);
   if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
 }
 
@@ -861,7 +917,7 @@ LENS_ALWAYS_INLINE void end_light_scope(SpanHandle& h, ThreadState& t, ContextEn
     close_light_scope(t.light_scopes[h.generation]);
     return p->count_late_drop();
   }
-  put_scope_record(t, e, t.light_scopes[h.generation], end, 0);
+  put_scope_record(t, h.generation, end, 0);
 }
 
 // The end of light scope `h` at its scope's exit when it is not simply queued (end_light_scope below).
@@ -910,7 +966,7 @@ void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
           e.light != LightScopeState::kOpen || *t.uncaught_exceptions > h.uncaught_at_start || t.drain->stopped(), 0))
     return end_light_scope_at_exit_slowly(h, t, e);
   e.light = LightScopeState::kEnded;
-  put_scope_record(t, e, t.light_scopes[index], now_ticks(), 0);
+  put_scope_record(t, index, now_ticks(), 0);
 }
 
 void update_name(SpanHandle& h, SpanName name) noexcept {
@@ -1012,7 +1068,7 @@ void truncate_open_light_scopes(ThreadState& t) noexcept {
   const std::uint64_t now = now_ticks();
   for (int i = t.context_depth - 1; i >= 0; --i) {  // innermost first
     ContextEntry& e = t.contexts[i];
-    if (e.light == LightScopeState::kOpen) put_scope_record(t, e, t.light_scopes[i], now, RecordHeader::kTruncated);
+    if (e.light == LightScopeState::kOpen) put_scope_record(t, i, now, RecordHeader::kTruncated);
     // A promoted one's slot is cut with the other slots.
     if (e.light == LightScopeState::kOpen || e.light == LightScopeState::kPromoted) e.light = LightScopeState::kEnded;
   }

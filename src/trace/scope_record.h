@@ -1,33 +1,48 @@
-// Scope records: how a light scope is exported (issue 33's kept-span bound). A light scope is a `LENS_SPAN` with a
-// literal name and no attributes: it takes no slot. Its start writes its identity into its context entry and what its
-// record needs beside it (LightScope, thread_state.h); its end queues one 64-byte scope record in its thread's span
-// queue, where span records go, and the exporters read it through SpanView like any span record.
+// Scope records: how a light scope is exported (issue 33's kept-span bounds). A light scope is a `LENS_SPAN` with a
+// literal name and either no attributes or a few its call site packs (lens/internal/scope_attributes.h): it takes no
+// slot. Its start writes its identity into its context entry and what its record needs beside it (LightScope,
+// thread_state.h); its end queues one scope record, 64 bytes and 24 a packed attribute, in its thread's span queue,
+// where span records go, and the exporters read it through SpanView like any span record.
 //
-// A scope record, eight 8-byte words:
-//   0: kScopeRecordMark (u16, record.h: where a span record has its size), the name's length (u16), RecordHeader's
-//      bits, trace flags, group (u16)
+// A scope record, eight 8-byte words, then its packed attributes (three words each):
+//   0: kScopeRecordMark (u8, record.h: where a span record has the low byte of its size), the attribute count (u8), the
+//      name's length (u16), RecordHeader's bits, trace flags, group (u16)
 //   1: the name's pointer (a literal, never copied)
 //   2: start tick   3: end tick   4: span id   5: parent span id (0: none)   6, 7: trace id
+//   8...: the attributes as packed at the call site (a bool's value word read as its first byte: little-endian)
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
+#include "common/dcheck.h"
 #include "lens/context.h"
+#include "lens/internal/scope_attributes.h"
 #include "trace/record.h"
 
 namespace lens::internal {
 
-inline constexpr std::uint32_t kScopeRecordBytes = 64;
+static_assert(std::endian::native == std::endian::little, "a packed bool is read as its word's first byte");
+
+inline constexpr std::uint32_t kScopeRecordBytes = 64;      // without attributes
 inline constexpr std::size_t kMaxScopeNameLength = 0xffff;  // a longer literal name takes a slot
 
-inline std::uint64_t scope_record_first_word(std::uint16_t name_length, std::uint8_t bits, std::uint8_t trace_flags,
+inline constexpr std::uint32_t scope_record_bytes(std::uint32_t attribute_count) noexcept {
+  return kScopeRecordBytes + std::uint32_t{sizeof(PackedAttribute)} * attribute_count;
+}
+
+inline std::uint64_t scope_record_first_word(std::uint32_t attribute_count, std::uint16_t name_length,
+                                             std::uint8_t bits, std::uint8_t trace_flags,
                                              std::uint16_t group) noexcept {
-  return kScopeRecordMark | std::uint64_t{name_length} << 16 | std::uint64_t{bits} << 32 |
-         std::uint64_t{trace_flags} << 40 | std::uint64_t{group} << 48;
+  return kScopeRecordMark | std::uint64_t{attribute_count} << 8 | std::uint64_t{name_length} << 16 |
+         std::uint64_t{bits} << 32 | std::uint64_t{trace_flags} << 40 | std::uint64_t{group} << 48;
 }
 
 // Word 0's fields, read back (the one reading of the layout above, for SpanView and LightScope).
+inline std::uint32_t scope_record_attribute_count(std::uint64_t first_word) noexcept {
+  return static_cast<std::uint32_t>((first_word >> 8) & 0xff);
+}
 inline std::uint32_t scope_record_name_length(std::uint64_t first_word) noexcept {
   return static_cast<std::uint32_t>((first_word >> 16) & 0xffff);
 }
@@ -41,10 +56,12 @@ inline std::uint16_t scope_record_group(std::uint64_t first_word) noexcept {
   return static_cast<std::uint16_t>(first_word >> 48);
 }
 
-// Writes a scope record at `at` (kScopeRecordBytes, any alignment).
+// Writes a scope record at `at` (scope_record_bytes(attribute_count), any alignment): `attributes` holds
+// attribute_count, first_word's count.
 inline void write_scope_record(std::uint8_t* at, std::uint64_t first_word, const char* name, std::uint64_t start_tick,
                                std::uint64_t end_tick, const SpanId& span_id, const SpanId& parent_span_id,
-                               const TraceId& trace_id) noexcept {
+                               const TraceId& trace_id, const PackedAttribute* attributes,
+                               std::uint32_t attribute_count) noexcept {
   std::memcpy(at, &first_word, 8);
   std::memcpy(at + 8, &name, 8);
   std::memcpy(at + 16, &start_tick, 8);
@@ -52,6 +69,9 @@ inline void write_scope_record(std::uint8_t* at, std::uint64_t first_word, const
   std::memcpy(at + 32, span_id.bytes.data(), 8);
   std::memcpy(at + 40, parent_span_id.bytes.data(), 8);
   std::memcpy(at + 48, trace_id.bytes.data(), 16);
+  LENS_DCHECK(attribute_count == scope_record_attribute_count(first_word));
+  for (std::uint32_t i = 0; i < attribute_count; ++i)
+    std::memcpy(at + kScopeRecordBytes + sizeof(PackedAttribute) * i, &attributes[i], sizeof(PackedAttribute));
 }
 
 // A thread's ids for its light scopes, drawn from a count and seeds from the OS. A span id needs only to be unique: a

@@ -23,6 +23,10 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
       light_group_bits(sampler_keeps_roots_and_follows_parents && step_sampling.step_group < 0
                            ? ~(collective_group >= 0 ? std::uint64_t{1} << collective_group : 0)
                            : 0),
+      light_attribute_count(
+          static_cast<std::uint32_t>(std::clamp<std::int64_t>(limits.span_attribute_count, 0, kMaxScopeAttributes))),
+      light_string_length(static_cast<std::uint32_t>(std::clamp<std::int64_t>(
+          limits.span_attribute_value_length.value_or(std::int64_t{kMaxScopeStringLength}), 0, kMaxScopeStringLength))),
       resource_(resource),
       exporter_(exporter),
       wake_(wake),
@@ -270,6 +274,7 @@ __attribute__((no_sanitize("thread"))) bool copy_open_span(const OpenSpan& s, st
 // A seqlock read of a light scope (its context entry and LightScope), as copy_open_span reads a slot: kept only when
 // the same open scope held them before and after the copy. Written out as its scope record would be, not ended.
 __attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextEntry& e, const LightScope& scope,
+                                                                  const PackedAttribute* packed_attributes,
                                                                   std::vector<std::uint8_t>& out) {
   const std::uint32_t before = scope.generation.load(std::memory_order_acquire);
   if ((before & 1) == 0) return false;
@@ -282,6 +287,9 @@ __attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextE
   copy_words(reinterpret_cast<std::uint8_t*>(words + 1), &scope.name, 1);
   copy_words(reinterpret_cast<std::uint8_t*>(words + 2), &scope.start_tick, 1);
   copy_words(reinterpret_cast<std::uint8_t*>(words + 3), &scope.parent_span_id, 1);
+  PackedAttribute attributes[kMaxScopeAttributes];
+  const std::uint32_t count = std::min<std::uint32_t>(scope_record_attribute_count(words[0]), kMaxScopeAttributes);
+  copy_words(reinterpret_cast<std::uint8_t*>(attributes), packed_attributes, sizeof(PackedAttribute) / 8 * count);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (scope.generation.load(std::memory_order_relaxed) != before) return false;
   SpanContext context;
@@ -290,8 +298,9 @@ __attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextE
   std::memcpy(&name, &words[1], sizeof name);
   SpanId parent;
   std::memcpy(parent.bytes.data(), &words[3], 8);
-  out.resize(kScopeRecordBytes);
-  write_scope_record(out.data(), words[0], name, words[2], 0, context.span_id, parent, context.trace_id);
+  out.resize(scope_record_bytes(count));
+  write_scope_record(out.data(), words[0], name, words[2], 0, context.span_id, parent, context.trace_id, attributes,
+                     count);
   return true;
 }
 
@@ -300,7 +309,8 @@ __attribute__((no_sanitize("thread"))) bool copy_open_light_scope(const ContextE
 void SpanDrain::add_open_light_scopes(const ThreadState& t, std::vector<OpenSpanCopy>& out) {
   for (int i = 0; i < ThreadState::kMaxContextDepth; ++i) {
     OpenSpanCopy copy{t.tid, {}};
-    if (copy_open_light_scope(t.contexts[i], t.light_scopes[i], copy.record)) out.push_back(std::move(copy));
+    if (copy_open_light_scope(t.contexts[i], t.light_scopes[i], t.light_attributes[i], copy.record))
+      out.push_back(std::move(copy));
   }
 }
 

@@ -85,6 +85,10 @@ class SpanDrain {
   // The groups whose LENS_SPANs may be light scopes (trace/scope_record.h): every group but the communication one,
   // where the sampler is decided inline and no step sampling is set; none otherwise.
   const std::uint64_t light_group_bits;
+  // The most packed attributes a light scope takes, and its longest string value: within the limits (the slot path
+  // cuts and counts what exceeds them).
+  const std::uint32_t light_attribute_count;
+  const std::uint32_t light_string_length;
 
   // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
   // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within

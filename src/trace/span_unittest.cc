@@ -728,10 +728,10 @@ TEST(LightScopes, AHangSnapshotSeesEachOpenScopeOnceWithWhatWasAddedToIt) {
   EXPECT_EQ(open_names(), expected);  // an ended one is not open, and a flush leaves the open ones
 }
 
-// Runs `body` inside `depth` nested spans that each hold a slot (they have an attribute).
+// Runs `body` inside `depth` nested spans that each hold a slot (an attribute that is copied, not packed).
 void inside_spans_holding_slots(int depth, const std::function<void()>& body) {
   if (depth == 0) return body();
-  LENS_SPAN(mg::job, "holds a slot", {"depth", depth});
+  LENS_SPAN(mg::job, "holds a slot", {"depth", std::to_string(depth)});
   inside_spans_holding_slots(depth - 1, body);
 }
 
@@ -750,7 +750,7 @@ TEST(LightScopes, AScopeThatNeedsASlotWhenNoneIsFreeIsDroppedAndCounted) {
       throw std::runtime_error("no slot for its status");
     } catch (const std::runtime_error&) {
     }
-    LENS_SPAN(mg::layer, "with a slot", {"a", 1});  // refused a slot, as before: dropped, counted
+    LENS_SPAN(mg::layer, "with a slot", {"a", std::string("copied")});  // refused a slot: dropped, counted
   });
   EXPECT_EQ(c.spans().size(), static_cast<std::size_t>(internal::ThreadState::kMaxOpenSpans) + 2);
   EXPECT_TRUE(c.span("written to").is_null());
@@ -782,6 +782,96 @@ TEST(LightScopes, AFullQueueDropsAndCountsTheScopesThatDoNotFit) {
   EXPECT_EQ(s.exported + s.dropped(), s.produced);
   EXPECT_EQ(s.dropped(), s.dropped_queue_full);
   EXPECT_GT(s.exported, 500u);  // a first batch and the budget's worth of 64-byte records
+}
+
+// A LENS_SPAN whose attributes are literal keys with numbers, bools or literal strings is a light scope too, its
+// attributes packed into its scope record (lens/internal/scope_attributes.h): exported as a slot's span would be.
+TEST(LightScopes, PackedAttributesAreExportedAsASlotsSpanWouldBe) {
+  Capture c;
+  const std::int64_t iteration = -42;
+  {
+    LENS_SPAN(mg::step, "packed", {"megatron.iteration", iteration}, {"megatron.loss", 2.5},
+              {"megatron.is_last_stage", true}, {"megatron.phase", "train"}, {"megatron.repeated", 1},
+              {"megatron.repeated", 2});
+    EXPECT_TRUE(internal::current_thread_state_if_any()->all_slots_free());  // a light scope: no slot
+  }
+  {
+    LENS_SPAN(mg::step, "in a slot", {"megatron.iteration", iteration}, {"megatron.loss", 2.5},
+              {"megatron.is_last_stage", true}, {"megatron.phase", std::string("train")}, {"megatron.repeated", 1},
+              {"megatron.repeated", 2});
+  }
+  json packed = c.span("packed"), slot = c.span("in a slot");
+  ASSERT_FALSE(packed.is_null());
+  EXPECT_EQ(attribute(packed, "megatron.iteration")["intValue"], "-42");
+  EXPECT_EQ(attribute(packed, "megatron.loss")["doubleValue"], 2.5);
+  EXPECT_EQ(attribute(packed, "megatron.is_last_stage")["boolValue"], true);
+  EXPECT_EQ(attribute(packed, "megatron.phase")["stringValue"], "train");
+  EXPECT_EQ(attribute(packed, "megatron.repeated")["intValue"], "2");  // the last value of a key set twice
+  EXPECT_EQ(packed["attributes"], slot["attributes"]);
+  EXPECT_EQ(packed["kind"], slot["kind"]);
+}
+
+TEST(LightScopes, APackedScopeWrittenToOrLeftByAnExceptionKeepsItsAttributes) {
+  Capture c;
+  {
+    LENS_SPAN_NAMED(step, mg::step, "written to", {"megatron.iteration", 7}, {"megatron.phase", "train"});
+    step.set_attribute("megatron.iteration", 8);  // promoted to a slot: a later value of a key wins
+    step.set_attribute("megatron.loss", 1.5);
+  }
+  try {
+    LENS_SPAN(mg::step, "left by an exception", {"megatron.iteration", 9});
+    throw std::runtime_error("diverged");
+  } catch (const std::runtime_error&) {
+  }
+  json written = c.span("written to"), left = c.span("left by an exception");
+  EXPECT_EQ(written["attributes"].size(), 3u);
+  EXPECT_EQ(attribute(written, "megatron.iteration")["intValue"], "8");
+  EXPECT_EQ(attribute(written, "megatron.phase")["stringValue"], "train");
+  EXPECT_EQ(attribute(written, "megatron.loss")["doubleValue"], 1.5);
+  EXPECT_EQ(attribute(left, "megatron.iteration")["intValue"], "9");
+  EXPECT_EQ(left["status"]["code"], 2);
+}
+
+// What cannot be packed takes the slot path and is exported all the same: more than 8 attributes, a copied key or
+// value (a buffer written again before the span ends keeps the value it had), an array, limits that would cut.
+TEST(LightScopes, AttributesThatCannotBePackedAreRecordedInASlot) {
+  Config config = testing::capture_config();
+  config.limits.span_attribute_value_length = 3;
+  Capture c(config);
+  {
+    LENS_SPAN(mg::step, "nine", {"a1", 1}, {"a2", 2}, {"a3", 3}, {"a4", 4}, {"a5", 5}, {"a6", 6}, {"a7", 7}, {"a8", 8},
+              {"a9", 9});
+  }
+  char buffer[16] = "before";
+  {
+    LENS_SPAN(mg::step, "copied", {"phase", buffer});
+    EXPECT_FALSE(internal::current_thread_state_if_any()->all_slots_free());  // in a slot
+    std::snprintf(buffer, sizeof buffer, "after");
+  }
+  const std::int64_t ranks[] = {0, 1};
+  { LENS_SPAN(mg::step, "array", {"ranks", std::span<const std::int64_t>(ranks)}); }
+  { LENS_SPAN(mg::step, "cut", {"phase", "train"}, {"megatron.iteration", 1}); }
+  EXPECT_EQ(c.span("nine")["attributes"].size(), 9u);
+  EXPECT_EQ(attribute(c.span("copied"), "phase")["stringValue"], "bef");
+  EXPECT_EQ(attribute(c.span("array"), "ranks")["arrayValue"]["values"].size(), 2u);
+  EXPECT_EQ(attribute(c.span("cut"), "phase")["stringValue"], "tra");
+  EXPECT_EQ(attribute(c.span("cut"), "megatron.iteration")["intValue"], "1");
+}
+
+TEST(LightScopes, AHangSnapshotSeesAnOpenScopesPackedAttributes) {
+  Capture c;
+  LENS_SPAN(mg::step, "open", {"megatron.iteration", 5}, {"megatron.phase", "train"});
+  std::vector<std::string> seen;
+  for (const auto& copy : internal::g_span_drain.load()->open_spans()) {
+    internal::SpanView v(copy.record.data());
+    if (v.name() != "open") continue;
+    v.for_each_attribute([&](const internal::AttributeView& a) {
+      seen.push_back(std::string(a.key) + "=" +
+                     (a.type == ValueType::kInt ? std::to_string(a.as_int()) : std::string(a.as_string())));
+    });
+  }
+  const std::vector<std::string> expected{"megatron.iteration=5", "megatron.phase=train"};
+  EXPECT_EQ(seen, expected);
 }
 
 TEST(Allocation, TheSpanPathAllocatesNothingEnabledOrDisabled) {

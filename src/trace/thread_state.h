@@ -130,13 +130,14 @@ inline void set_entry(ContextEntry& e, const SpanContext& context, const SpanHan
 // the scope is open and not promoted, bumped (release) after the fields are written and when it ends.
 struct alignas(64) LightScope {
   std::atomic<std::uint32_t> generation{0};
-  std::uint64_t first_word;  // the record's word 0 (scope_record_first_word): name length, bits, flags, group
+  std::uint64_t first_word;  // the record's word 0 (scope_record_first_word): attribute count, name length, bits, ...
   const char* name;
   std::uint64_t start_tick;
   SpanId parent_span_id;  // zero: none
   OpenSpan* slot;         // once promoted
   std::uint32_t slot_generation;
 
+  std::uint32_t attribute_count() const noexcept { return scope_record_attribute_count(first_word); }
   std::uint32_t name_length() const noexcept { return scope_record_name_length(first_word); }
   std::uint8_t bits() const noexcept { return scope_record_bits(first_word); }
   std::uint16_t group() const noexcept { return scope_record_group(first_word); }
@@ -155,6 +156,9 @@ struct ThreadState {
   std::unique_ptr<OpenSpan[]> slots;
   ContextEntry contexts[kMaxContextDepth];
   LightScope light_scopes[kMaxContextDepth];  // beside contexts[i] when it is a light scope's
+  // Its packed attributes (its LightScope's attribute_count()): apart, so a scope without any touches no more memory
+  // and a LightScope stays one cache line.
+  PackedAttribute light_attributes[kMaxContextDepth][kMaxScopeAttributes];
   int context_depth = 0;
   ScopeIds scope_ids;
   IdGenerator ids;

@@ -11,6 +11,8 @@
 
 // The hot paths (the group check, span start and end) must never become a call.
 #define LENS_ALWAYS_INLINE inline __attribute__((always_inline))
+// The same for a lambda: [](int x) LENS_ALWAYS_INLINE_LAMBDA { ... }.
+#define LENS_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 
 // Public API compiled under LENS_DISABLED lives in its own inline namespace, so a program that mixes
 // disabled and enabled translation units never merges two different definitions of one name.
