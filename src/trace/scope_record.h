@@ -15,6 +15,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "common/dcheck.h"
 #include "lens/context.h"
@@ -56,6 +57,19 @@ inline std::uint16_t scope_record_group(std::uint64_t first_word) noexcept {
   return static_cast<std::uint16_t>(first_word >> 48);
 }
 
+// Copies `count` packed attributes (at most kMaxScopeAttributes) to `to`, any alignment: a straight run of moves for
+// each count, not a loop (about 8 instructions an attribute fewer, at a light scope's start and again at its end).
+template <std::uint32_t... N>
+LENS_ALWAYS_INLINE void copy_packed_attributes(void* to, const PackedAttribute* from, std::uint32_t count,
+                                               std::integer_sequence<std::uint32_t, N...>) noexcept {
+  LENS_DCHECK(count <= kMaxScopeAttributes);
+  static_cast<void>(
+      ((count == N + 1 ? (std::memcpy(to, from, (N + 1) * sizeof(PackedAttribute)), true) : false) || ...));
+}
+LENS_ALWAYS_INLINE void copy_packed_attributes(void* to, const PackedAttribute* from, std::uint32_t count) noexcept {
+  copy_packed_attributes(to, from, count, std::make_integer_sequence<std::uint32_t, kMaxScopeAttributes>());
+}
+
 // Writes a scope record at `at` (scope_record_bytes(attribute_count), any alignment): `attributes` holds
 // attribute_count, first_word's count.
 inline void write_scope_record(std::uint8_t* at, std::uint64_t first_word, const char* name, std::uint64_t start_tick,
@@ -70,8 +84,19 @@ inline void write_scope_record(std::uint8_t* at, std::uint64_t first_word, const
   std::memcpy(at + 40, parent_span_id.bytes.data(), 8);
   std::memcpy(at + 48, trace_id.bytes.data(), 16);
   LENS_DCHECK(attribute_count == scope_record_attribute_count(first_word));
-  for (std::uint32_t i = 0; i < attribute_count; ++i)
-    std::memcpy(at + kScopeRecordBytes + sizeof(PackedAttribute) * i, &attributes[i], sizeof(PackedAttribute));
+  copy_packed_attributes(at + kScopeRecordBytes, attributes, attribute_count);
+}
+
+// The bytes of a record as queued: a scope record's, or a span record's (its header's size).
+inline std::uint32_t record_bytes(const std::uint8_t* record) noexcept {
+  if (record[0] == kScopeRecordMark) {
+    std::uint64_t first_word;
+    std::memcpy(&first_word, record, 8);
+    return scope_record_bytes(scope_record_attribute_count(first_word));
+  }
+  std::uint32_t size;
+  std::memcpy(&size, record, 4);
+  return size;
 }
 
 // A thread's ids for its light scopes, drawn from a count and seeds from the OS. A span id needs only to be unique: a
