@@ -811,6 +811,22 @@ TEST(LightScopes, PackedAttributesAreExportedAsASlotsSpanWouldBe) {
   EXPECT_EQ(packed["kind"], slot["kind"]);
 }
 
+// Only a string literal is kept by pointer (a light scope's packed attributes rely on it); a buffer written at run
+// time, a pointer and a std::string are copied.
+TEST(Attributes, OnlyAStringLiteralValueIsMarkedStatic) {
+  static_assert(AttributeValue("train").is_static() && AttributeValue("train").as_string().size() == 5);
+  char buffer[16] = "warmup";
+  const char* pointer = buffer;
+  const std::string text = "train";
+  EXPECT_FALSE(AttributeValue(buffer).is_static());
+  EXPECT_EQ(AttributeValue(buffer).as_string(), "warmup");
+  EXPECT_FALSE(AttributeValue(pointer).is_static());
+  EXPECT_FALSE(AttributeValue(text).is_static());
+  EXPECT_FALSE(AttributeValue(std::string_view(text)).is_static());
+  EXPECT_FALSE(internal::are_packable({{"phase", pointer}}));
+  EXPECT_TRUE(internal::are_packable({{"phase", "train"}, {"iteration", 3}, {"loss", 2.5}, {"last", true}}));
+}
+
 TEST(LightScopes, APackedScopeWrittenToOrLeftByAnExceptionKeepsItsAttributes) {
   Capture c;
   {
