@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
     auto seconds = lens::metrics::histogram<double>("probe.step_time", {.unit = "s"});
     lens::SpanContext previous{};
     for (int it = 0; it < iterations; ++it) {
+      // A light scope with packed attributes, one of each kind (lens/internal/scope_attributes.h); `fb` below is one
+      // too, until add_link moves it to a slot.
       LENS_SPAN_NAMED(step, mg::step, "megatron.train_step", {"megatron.iteration", it},
                       {"megatron.loss", 2.5 - it * 0.01}, {"probe.phase", "warmup"}, {"probe.ok", it % 2 == 0});
       const lens::SpanContext step_context = step.context();
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
           write_span(reference, "megatron.microbatch.forward", micro.context(), &fb_context, nullptr,
                      "\"megatron.microbatch_id\": " + std::to_string(mb));
           const lens::SpanContext micro_context = micro.context();
-          // A light scope (a literal name, no attributes: a scope record, src/trace/scope_record.h).
+          // A light scope without attributes (a 64-byte scope record, src/trace/scope_record.h).
           LENS_SPAN(mg::layer, "megatron.layer.forward");
           write_span(reference, "megatron.layer.forward", lens::current_context(), &micro_context, nullptr, "");
         }
