@@ -25,6 +25,17 @@ inline std::uint64_t now_ticks() noexcept {
   return steady_nanos();
 }
 
+// True where now_ticks() is one instruction that calls nothing (the TSC). A hot path that must make no call (a call
+// there costs it the values kept across the call, saved and spilled: issue 33) reads the clock only when this holds,
+// and takes its path that may call otherwise.
+inline bool now_ticks_is_inline() noexcept {
+#if defined(__x86_64__)
+  return g_clock_uses_tsc;
+#else
+  return false;
+#endif
+}
+
 // Wall-clock time now, in Unix nanoseconds (log records, metric points).
 inline std::uint64_t unix_nanos_now() noexcept {
   return static_cast<std::uint64_t>(

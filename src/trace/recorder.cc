@@ -405,6 +405,7 @@ void set_status_message(OpenSpan& s, std::string_view message) noexcept {
 
 // What a push into `t`'s queue other than kQueued asks: a drop counted, the export thread woken.
 __attribute__((noinline)) void on_queue_push(ThreadState& t, SpanQueue::Push pushed) noexcept {
+  if (pushed == SpanQueue::Push::kBatchMayWait && !t.queue.batch_waiting()) return;
   if (pushed == SpanQueue::Push::kDropped) ThreadCounters::bump(t.counters.dropped_queue_full);
   if (pushed == SpanQueue::Push::kQueuedPastHalf)
     t.drain->wake_exporter_now();  // at most once a chunk, and only while the queues back up
@@ -530,36 +531,34 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
 }
 
 // Starts `h`, a child of `parent` (not sampled), as the thread's current span with a context its children follow; it
-// records nothing. Out of line: the light scope's start keeps no aligned frame for its entry built here.
-__attribute__((noinline)) void start_sampled_out_scope(SpanHandle& h, ThreadState& t,
-                                                       const SpanContext& parent) noexcept {
+// records nothing. Out of line: the light scope's start keeps no aligned frame for its entry built here. Returns `t`.
+__attribute__((noinline)) ThreadState* start_sampled_out_scope(SpanHandle& h, ThreadState& t,
+                                                               const SpanContext& parent) noexcept {
   const auto trace_flags = static_cast<std::uint8_t>(parent.trace_flags & SpanContext::kRandomFlag);
   h.context = SpanContext{parent.trace_id, t.scope_ids.next_span_id(), trace_flags, false};
   ThreadCounters::bump(t.counters.sampled_out);
   set_entry(t.contexts[t.context_depth++], h.context, &h, false);
+  return &t;
 }
 
-// Starts `h` (its group enabled and light_eligible, its thread's state `t`) as a light scope, the thread's current
-// span; false leaves it to the slot path (the context stack full). Sampled out (its parent was), it records nothing
-// and is made current all the same, with a context its children follow. Calls nothing on its usual path (a sampled-out
-// child is started out of line).
-LENS_ALWAYS_INLINE bool start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
-                                          std::size_t length, const ScopeAttributes& attributes) noexcept {
+// Starts `h` (its group enabled and light_eligible, its thread's state `t`, whose context stack has room) as a light
+// scope, the thread's current span; returns `t`. Sampled out (its parent was), it records nothing and is made current
+// all the same, with a context its children follow. Calls nothing on its usual path, and nothing but in tail position
+// on any (a sampled-out child is started out of line).
+LENS_ALWAYS_INLINE ThreadState* start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
+                                                  std::size_t length, const ScopeAttributes& attributes) noexcept {
   const int index = t.context_depth;
-  if (__builtin_expect(index >= ThreadState::kMaxContextDepth, 0)) return false;
+  LENS_DCHECK(index < ThreadState::kMaxContextDepth);
   const SpanContext* parent = nullptr;
   std::uint8_t trace_flags = SpanContext::kRandomFlag | SpanContext::kSampledFlag;  // a root's
   if (index > 0 && t.contexts[index - 1].context.is_valid()) {
     parent = &t.contexts[index - 1].context;
     trace_flags =
         static_cast<std::uint8_t>((parent->trace_flags & SpanContext::kRandomFlag) | SpanContext::kSampledFlag);
-    if (__builtin_expect(!parent->is_sampled(), 0)) {
-      start_sampled_out_scope(h, t, *parent);
-      return true;
-    }
+    if (__builtin_expect(!parent->is_sampled(), 0)) return start_sampled_out_scope(h, t, *parent);
   }
   open_light_scope(h, t, group, name, length, attributes, parent, trace_flags);
-  return true;
+  return &t;
 }
 
 // A light scope no longer open for a hang snapshot (its seqlock even).
@@ -808,30 +807,52 @@ namespace {
 // start_current_scope's span when it cannot be a light scope: out of line, so the light scope's start keeps no frame
 // for the call (its name is passed in memory).
 __attribute__((noinline)) ThreadState* start_scope_as_span(SpanHandle& h, SpanGroup group, const char* name,
-                                                           std::size_t length, const ScopeAttributes& packed) noexcept {
+                                                           std::size_t length, ScopeAttributes packed) noexcept {
   return start_current_span(h, group, SpanName(LiteralText{}, std::string_view(name, length)),
                             UnpackedAttributes(packed.packed, packed.count).view());
 }
+
+// start_current_scope for a light scope that the usual path cannot take (start_scope): the thread's state to attach,
+// a full context stack, or a clock that is a call. Out of line, so that the usual path makes no call.
+__attribute__((noinline)) ThreadState* start_scope_slowly(SpanHandle& h, SpanGroup group, const char* name,
+                                                          std::size_t length, ScopeAttributes attributes) noexcept {
+  // The drain read again, and so everything that depends on it: telemetry may have been set up again or shut down
+  // since start_scope read it.
+  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
+  if (p != nullptr && light_eligible(*p, group, length, attributes) && is_enabled(group)) {
+    ThreadState* t = state_for(p);
+    if (t != nullptr && t->context_depth < ThreadState::kMaxContextDepth)
+      return start_light_scope(h, *t, group, name, length, attributes);
+  }
+  return start_scope_as_span(h, group, name, length, attributes);
+}
+
+// A LENS_SPAN's start. Its usual path, a light scope whose thread's state is already attached to the drain, with room
+// on its context stack and a clock that is an instruction, calls nothing but in tail position, so it keeps no value
+// across a call and spills none (issue 33).
+LENS_ALWAYS_INLINE ThreadState* start_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
+                                            const ScopeAttributes& attributes) noexcept {
+  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
+  if (__builtin_expect(p == nullptr || !light_eligible(*p, group, length, attributes) || !is_enabled(group), 0))
+    return start_scope_as_span(h, group, name, length, attributes);
+  ThreadState* t = t_state;
+  if (__builtin_expect(
+          t != nullptr && t->drain == p && t->context_depth < ThreadState::kMaxContextDepth && now_ticks_is_inline(),
+          1))
+    return start_light_scope(h, *t, group, name, length, attributes);
+  return start_scope_slowly(h, group, name, length, attributes);
+}
+
 }  // namespace
 
 ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length) noexcept {
-  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
-  if (__builtin_expect(p != nullptr && light_eligible(*p, group, length) && is_enabled(group), 1)) {
-    ThreadState* t = state_for(p);
-    if (t != nullptr && start_light_scope(h, *t, group, name, length, ScopeAttributes{nullptr, 0, 0})) return t;
-  }
-  return start_scope_as_span(h, group, name, length, ScopeAttributes{nullptr, 0, 0});
+  return start_scope(h, group, name, length, ScopeAttributes{nullptr, 0, 0});
 }
 
 ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
                                  ScopeAttributes attributes) noexcept {
   LENS_DCHECK(attributes.count <= kMaxScopeAttributes);
-  SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
-  if (__builtin_expect(p != nullptr && light_eligible(*p, group, length, attributes) && is_enabled(group), 1)) {
-    ThreadState* t = state_for(p);
-    if (t != nullptr && start_light_scope(h, *t, group, name, length, attributes)) return t;
-  }
-  return start_scope_as_span(h, group, name, length, attributes);
+  return start_scope(h, group, name, length, attributes);
 }
 
 namespace {
@@ -873,25 +894,38 @@ LENS_ALWAYS_INLINE void end_owned(SpanHandle& h, ThreadState* t, std::uint64_t e
   h.slot = nullptr;
 }
 
-// Queues the scope record of light scope `index` (its context entry and LightScope in `t`) ending at `end` with
-// `more_bits`, counted as queue_record counts a span record. Its thread's (or, while the thread is parked, the export
-// thread's). A scope without attributes takes its own copy of the push, with no loop and no size to compute.
-LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, std::size_t index, std::uint64_t end,
-                                         std::uint8_t more_bits) noexcept {
+// Pushes the scope record of light scope `index` (its context entry and LightScope in `t`, with `attribute_count`
+// packed attributes) ending at `end` with `more_bits`, counted as queue_record counts a span record. kFits: the caller
+// saw the record fit the queue's chunk (SpanQueue::fits), so no chunk is linked and nothing is called.
+template <bool kFits>
+LENS_ALWAYS_INLINE SpanQueue::Push push_scope_record(ThreadState& t, std::size_t index, std::uint64_t end,
+                                                     std::uint8_t more_bits, std::uint32_t attribute_count) noexcept {
   const ContextEntry& e = t.contexts[index];
   LightScope& scope = t.light_scopes[index];
   close_light_scope(scope);
   ThreadCounters::bump(t.counters.produced);
   const std::uint64_t first_word = scope.first_word | std::uint64_t{more_bits} << 32;
-  auto push = [&](std::uint32_t attribute_count) LENS_ALWAYS_INLINE_LAMBDA {
-    return t.queue.push_written(scope_record_bytes(attribute_count), [&](std::uint8_t* at) {
-      write_scope_record(at, first_word, scope.name, scope.start_tick, end, e.context.span_id, scope.parent_span_id,
-                         e.context.trace_id, t.light_attributes[index], attribute_count);
-    });
+  auto write = [&](std::uint8_t* at) LENS_ALWAYS_INLINE_LAMBDA {
+    write_scope_record(at, first_word, scope.name, scope.start_tick, end, e.context.span_id, scope.parent_span_id,
+                       e.context.trace_id, t.light_attributes[index], attribute_count);
   };
-  const std::uint32_t attribute_count = scope.attribute_count();
-  const SpanQueue::Push pushed = attribute_count == 0 ? push(0) : push(attribute_count);
+  const std::uint32_t size = scope_record_bytes(attribute_count);
+  return kFits ? t.queue.push_fitting(size, write) : t.queue.push_written(size, write);
+}
+
+// Queues the scope record of light scope `index` of `t` (push_scope_record) and acts on the outcome. Its thread's (or,
+// while the thread is parked, the export thread's).
+LENS_ALWAYS_INLINE void put_scope_record(ThreadState& t, std::size_t index, std::uint64_t end,
+                                         std::uint8_t more_bits) noexcept {
+  const std::uint32_t attribute_count = t.light_scopes[index].attribute_count();
+  const SpanQueue::Push pushed = push_scope_record<false>(t, index, end, more_bits, attribute_count);
   if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
+}
+
+// put_scope_record out of line, for a record that needs a new chunk: the usual end then calls nothing.
+__attribute__((noinline)) void put_scope_record_in_new_chunk(ThreadState& t, std::size_t index,
+                                                             std::uint64_t end) noexcept {
+  put_scope_record(t, index, end, 0);
 }
 
 // Ends light scope `h` in a slot: promoted before, or now for an exception or an explicit end time.
@@ -960,13 +994,21 @@ void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
   const std::uint32_t index = h.generation;
   ContextEntry& e = t.contexts[index];
   if (e.span != &h) return;
-  // Promoted, ended early, left by an exception, or after shutdown: out of line, so that the usual end keeps few
-  // values alive across a call.
-  if (__builtin_expect(
-          e.light != LightScopeState::kOpen || *t.uncaught_exceptions > h.uncaught_at_start || t.drain->stopped(), 0))
+  // Promoted, ended early, left by an exception, after shutdown, or a clock that is a call: out of line, so that the
+  // usual end calls nothing but in tail position, and keeps no value across a call.
+  if (__builtin_expect(e.light != LightScopeState::kOpen || *t.uncaught_exceptions > h.uncaught_at_start ||
+                           t.drain->stopped() || !now_ticks_is_inline(),
+                       0))
     return end_light_scope_at_exit_slowly(h, t, e);
+  const std::uint64_t end = now_ticks();  // before any store, which could alias the clock's flag: no second look
   e.light = LightScopeState::kEnded;
-  put_scope_record(t, index, now_ticks(), 0);
+  const std::uint32_t attribute_count = t.light_scopes[index].attribute_count();
+  if (__builtin_expect(!t.queue.fits(scope_record_bytes(attribute_count)), 0))
+    return put_scope_record_in_new_chunk(t, index, end);
+  // A scope without attributes takes its own copy of the push, with no size to compute.
+  const SpanQueue::Push pushed = attribute_count == 0 ? push_scope_record</*kFits=*/true>(t, index, end, 0, 0)
+                                                      : push_scope_record<true>(t, index, end, 0, attribute_count);
+  if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
 }
 
 void update_name(SpanHandle& h, SpanName name) noexcept {

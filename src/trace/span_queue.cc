@@ -91,7 +91,8 @@ SpanChunk* SpanQueue::reuse_or_make(std::uint32_t capacity, std::uint32_t record
 
 // Chunks grow while the queue backs up (fewer links, fewer budget touches) and start small again once the
 // export thread keeps up, so an idle thread holds one small chunk.
-bool SpanQueue::link_new_chunk(std::uint32_t record_size, std::uint64_t pushed) noexcept {
+bool SpanQueue::link_new_chunk(std::uint32_t record_size) noexcept {
+  const std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
   cached_popped_ = popped_.load(std::memory_order_acquire);
   const bool backing_up = pushed - cached_popped_ >= wake_every_ / 2;
   std::uint32_t capacity = backing_up ? std::min(last_capacity_ * 2, SpanChunk::kLargest) : SpanChunk::kSmallest;
@@ -110,7 +111,8 @@ bool SpanQueue::link_new_chunk(std::uint32_t record_size, std::uint64_t pushed) 
 
 // A full batch can first be waiting when pushed - popped reaches wake_every_: checked against the consumer's
 // true position, so a wake-up is never missed whatever the consumer did in between, and at most once per batch.
-bool SpanQueue::batch_waiting(std::uint64_t pushed) noexcept {
+bool SpanQueue::batch_waiting() noexcept {
+  const std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
   cached_popped_ = popped_.load(std::memory_order_acquire);
   if (pushed - cached_popped_ >= wake_every_) {
     next_check_ = pushed + wake_every_;

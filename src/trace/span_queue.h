@@ -11,8 +11,10 @@
 // the training thread cost both threads malloc's arena lock, fresh pages faulted in and, when the allocator
 // trimmed them, TLB shootdowns across the cores (issue 33: about a third of the export side's CPU).
 //
-// The wake-up: push() says when a full batch is waiting, computed from the consumer's true position, not a
-// cached guess, and at most once per batch: a span costs one compare against `next_check_`.
+// The wake-up: push() says when a full batch may be waiting (a span costs one compare against `next_check_`), and
+// batch_waiting() then says whether one is, from the consumer's true position, not a cached guess, at most once per
+// batch. Two calls, so that the span's end calls nothing on its usual path: a call there costs it the values kept
+// across the call, saved and spilled (issue 33).
 #pragma once
 
 #include <atomic>
@@ -79,9 +81,10 @@ struct alignas(16) SpanChunk {
 
 class SpanQueue {
  public:
-  // kQueuedPastHalf: this record took a new chunk and the budget is past half: the consumer must come now, even
-  // while it pauses between drains (SpanDrain::wake_exporter_now).
-  enum class Push : std::uint8_t { kQueued, kQueuedWakeExporter, kQueuedPastHalf, kDropped };
+  // kBatchMayWait: queued, and a full batch may be waiting: ask batch_waiting(). kQueuedPastHalf: this record took
+  // a new chunk and the budget is past half: the consumer must come now, even while it pauses between drains
+  // (SpanDrain::wake_exporter_now).
+  enum class Push : std::uint8_t { kQueued, kBatchMayWait, kQueuedPastHalf, kDropped };
 
   // `wake_every` is the batch size. Throws std::bad_alloc when the first chunk cannot be had.
   SpanQueue(std::uint64_t wake_every, QueueBudget& budget);
@@ -100,16 +103,27 @@ class SpanQueue {
   // Producer: one record of `size` bytes (a multiple of 8: a span record, or a scope record), written by write(at).
   template <typename Write>
   LENS_ALWAYS_INLINE Push push_written(std::uint32_t size, Write&& write) noexcept {
-    const std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
-    bool budget_past_half = false;
-    LENS_DCHECK(size % 8 == 0 && size >= kScopeRecordBytes);
-    if (__builtin_expect(write_at_ + size + 4 * (std::size_t{tail_records_} + 1) > tail_capacity_, 0)) {
-      if (!link_new_chunk(size, pushed)) return Push::kDropped;
-      budget_past_half = budget_.past_half();
+    if (__builtin_expect(!fits(size), 0)) {
+      if (!link_new_chunk(size)) return Push::kDropped;
+      if (budget_.past_half()) {
+        push_fitting(size, write);
+        return Push::kQueuedPastHalf;
+      }
     }
-    LENS_DCHECK(write_at_ + size + 4 * (tail_records_ + 1) <= tail_capacity_);  // never into the index
+    return push_fitting(size, write);
+  }
+  // Producer: whether a record of `size` bytes fits the chunk being written (push_fitting then calls nothing).
+  LENS_ALWAYS_INLINE bool fits(std::uint32_t size) const noexcept {
+    return write_at_ + size + 4 * (std::size_t{tail_records_} + 1) <= tail_capacity_;
+  }
+  // Producer: push_written for a record that fits(): no chunk to link, no call.
+  template <typename Write>
+  LENS_ALWAYS_INLINE Push push_fitting(std::uint32_t size, Write&& write) noexcept {
+    LENS_DCHECK(size % 8 == 0 && size >= kScopeRecordBytes);
+    LENS_DCHECK(fits(size));  // never into the index
     // In locals before the record is written: its bytes may alias anything, so the compiler would load each of these
     // again after it (about 10 instructions a record).
+    const std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
     SpanChunk* const tail = tail_;
     LENS_DCHECK(tail->capacity == tail_capacity_);
     const std::uint32_t offset = write_at_, records = tail_records_ + 1;
@@ -121,10 +135,12 @@ class SpanQueue {
     tail_records_ = records;
     tail->written.store(records, std::memory_order_release);
     pushed_.store(pushed + 1, std::memory_order_release);
-    if (__builtin_expect(budget_past_half, 0)) return Push::kQueuedPastHalf;
-    if (__builtin_expect(pushed + 1 >= next_check, 0) && batch_waiting(pushed + 1)) return Push::kQueuedWakeExporter;
+    if (__builtin_expect(pushed + 1 >= next_check, 0)) return Push::kBatchMayWait;
     return Push::kQueued;
   }
+  // Producer, after kBatchMayWait: whether a full batch is waiting, so the consumer must be woken. True at most once
+  // per batch: it moves the next check on.
+  bool batch_waiting() noexcept;
 
   // Consumer: calls on_record(record) for up to `max` records, in order, and on_retired(chunk) for each chunk
   // read to its end (free it with SpanChunk::free once no batch points into it). Returns the records read.
@@ -160,10 +176,9 @@ class SpanQueue {
   }
 
  private:
-  bool link_new_chunk(std::uint32_t record_size, std::uint64_t pushed) noexcept;
+  bool link_new_chunk(std::uint32_t record_size) noexcept;
   // Producer: a spare chunk that holds `record_size`, or a new one of `capacity`; null when neither can be had.
   SpanChunk* reuse_or_make(std::uint32_t capacity, std::uint32_t record_size) noexcept;
-  bool batch_waiting(std::uint64_t pushed) noexcept;
 
   const std::uint64_t wake_every_;
   QueueBudget& budget_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "support/alloc_counter.h"
 #include "support/capture.h"
 #include "trace/record.h"
@@ -782,6 +784,42 @@ TEST(LightScopes, AFullQueueDropsAndCountsTheScopesThatDoNotFit) {
   EXPECT_EQ(s.exported + s.dropped(), s.produced);
   EXPECT_EQ(s.dropped(), s.dropped_queue_full);
   EXPECT_GT(s.exported, 500u);  // a first batch and the budget's worth of 64-byte records
+}
+
+// Without a TSC the span clock is steady_clock, a call: a scope's start and end then take their paths that may call
+// (recorder.cc: start_scope_slowly, end_light_scope_at_exit_slowly), so that the usual ones make no call. Recorded
+// alike, through chunks linked on the way, with and without attributes.
+TEST(LightScopes, WithoutATscTheyAreRecordedAlike) {
+  const bool tsc = internal::g_clock_uses_tsc;
+  internal::g_clock_uses_tsc = false;  // before the setup, which anchors its time map on this clock
+  {
+    Capture c;
+    const auto before = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    {
+      LENS_SPAN(mg::job, "root");
+      LENS_SPAN(mg::step, "step", {"megatron.iteration", 3}, {"megatron.phase", "train"});
+      for (int i = 0; i < 200; ++i) {  // 64-byte records: more than the first chunk holds
+        LENS_SPAN(mg::layer, "layer");
+      }
+      EXPECT_TRUE(internal::current_thread_state_if_any()->all_slots_free());  // light scopes all
+    }
+    json root = c.span("root"), step = c.span("step");
+    EXPECT_EQ(c.spans().size(), 202u);
+    EXPECT_EQ(step["parentSpanId"], root["spanId"]);
+    EXPECT_EQ(attribute(step, "megatron.iteration")["intValue"], "3");
+    EXPECT_EQ(attribute(step, "megatron.phase")["stringValue"], "train");
+    auto t = [](const json& s, const char* k) { return std::stoull(s[k].get<std::string>()); };
+    EXPECT_LE(before, t(root, "startTimeUnixNano") + 1'000'000);  // steady ticks mapped to Unix time, not raw
+    EXPECT_LE(t(root, "startTimeUnixNano"), t(step, "startTimeUnixNano"));
+    EXPECT_LE(t(step, "startTimeUnixNano"), t(step, "endTimeUnixNano"));
+    EXPECT_LE(t(step, "endTimeUnixNano"), t(root, "endTimeUnixNano"));
+    EXPECT_LT(t(root, "endTimeUnixNano") - t(root, "startTimeUnixNano"), 60'000'000'000ull);
+    const SpanStats stats = c.telemetry().span_stats();
+    EXPECT_EQ(stats.exported, 202u);
+  }
+  internal::g_clock_uses_tsc = tsc;
 }
 
 // A LENS_SPAN whose attributes are literal keys with numbers, bools or literal strings is a light scope too, its
