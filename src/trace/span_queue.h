@@ -103,14 +103,13 @@ class SpanQueue {
   // Producer: one record of `size` bytes (a multiple of 8: a span record, or a scope record), written by write(at).
   template <typename Write>
   LENS_ALWAYS_INLINE Push push_written(std::uint32_t size, Write&& write) noexcept {
+    bool budget_past_half = false;
     if (__builtin_expect(!fits(size), 0)) {
       if (!link_new_chunk(size)) return Push::kDropped;
-      if (budget_.past_half()) {
-        push_fitting(size, write);
-        return Push::kQueuedPastHalf;
-      }
+      budget_past_half = budget_.past_half();
     }
-    return push_fitting(size, write);
+    const Push pushed = push_fitting(size, write);  // one copy inlined, whichever way it came
+    return __builtin_expect(budget_past_half, 0) ? Push::kQueuedPastHalf : pushed;
   }
   // Producer: whether a record of `size` bytes fits the chunk being written (push_fitting then calls nothing).
   LENS_ALWAYS_INLINE bool fits(std::uint32_t size) const noexcept {
