@@ -4,14 +4,14 @@
 // them: nothing dropped) and as a tight loop, and prints its drop ratio.
 //
 // Command:  ./scripts/bench.sh   (medians of 15 repetitions, random interleaving). The figures below are from
-//           build/bench/lens_benchmarks --benchmark_filter='TwoSpanClock|BM_Span_|Floor_Tracy'
-//           --benchmark_repetitions=3 (medians), the second of two rounds in docs/PERFORMANCE.md ("Light scopes with
-//           attributes"; the first gave 39.6 ns for 4 attributes).
-// Machine:  AMD EPYC, 2 cores, Debian 12, g++ 12.2 -O2; shared VM, 2026-12-04. Results (median ns):
-//   BM_Baseline_TwoSpanClockReads     22.5     BM_Floor_TracyStyleScope        22.6
-//   BM_Span_NoAttributes/kept:1       32.4     BM_Span_FourAttributes/kept:1   38.5    (drop_ratio 0)
-//   BM_Span_NestedChild/kept:1        31.8     BM_Span_DisabledGroup           0.938
-//   BM_Span_SampledOut                11.8     BM_Span_TwoProducerThreads/kept:1  19.7 (wall, per span)
+//           build/bench/lens_benchmarks --benchmark_repetitions=5 --benchmark_min_time=0.1
+//           --benchmark_enable_random_interleaving=true, medians of four rounds in turn with the commit before issue 33
+//           (docs/PERFORMANCE.md, "Every bound of issue 33 in one same-run comparison").
+// Machine:  AMD EPYC (Zen 5), 2 cores, Debian 12, g++ 12.2 -O2; KVM VM, 2026-12-04. Results (median ns):
+//   BM_Baseline_TwoSpanClockReads     19.3     BM_Floor_TracyStyleScope        19.3
+//   BM_Span_NoAttributes/kept:1       21.1     BM_Span_FourAttributes/kept:1   24.4    (drop_ratio 0)
+//   BM_Span_NestedChild/kept:1        21.0     BM_Span_DisabledGroup           0.5
+//   BM_Span_SampledOut                 8.3     BM_Span_TwoProducerThreads/kept:1  21.9 (wall, per span)
 #include <benchmark/benchmark.h>
 
 #include <atomic>
