@@ -123,15 +123,29 @@ class StragglerTest(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
+    def assert_named_alone(self, directory, rank, windows):
+        """`rank` flagged in `windows` windows of ten steps or more and in a straggler event; any other rank in one
+        window and one event at most. Four ranks and an export thread share two cores here: a Python rank came out at
+        1.30x its peers in one window of a CI run, and the C++ trainer's exporting rank, slowed by its own exports, at
+        1.33x its peer (which waited for it) in one window of 28 runs; never in two."""
+        logs = straggler_logs(directory)
+        self.assertGreaterEqual(len(windows_flagging(logs, rank)), windows, logs)
+        events = straggler_events(directory)
+        self.assertEqual({name for name, _ in events}, {"megatron.train"})
+        event_ranks = [int(a["dl.rank"]) for _, a in events]
+        self.assertIn(rank, event_ranks, events)
+        for other in ({named for named, _, _ in logs} | set(event_ranks)) - {rank}:
+            self.assertLessEqual(len(windows_flagging(logs, other)), 1, logs)
+            self.assertLessEqual(event_ranks.count(other), 1, events)
+        return logs
+
     def test_a_slowed_rank_is_named_while_a_coarse_job_trains_by_the_one_rank_that_exports(self):
         # Production's `default` groups time no micro-batch, and only rank 3 exports (single_rank): rank 1, which
         # exports nothing, still keeps its phases and is named.
         directory = os.path.join(self.tmp.name, "telemetry")
         finish(start_job(directory, ["--testing-slow-rank", "1", "--testing-slow-ms", "15"]))
         self.assertEqual(sorted(name for name, _ in lines_of(directory, "metrics")), ["rank3.metrics.jsonl"])
-        logs = straggler_logs(directory)
-        self.assertGreaterEqual(len(windows_flagging(logs, 1)), 3, logs)  # of the 4 windows
-        self.assertEqual({named for named, _, _ in logs}, {1}, logs)
+        logs = self.assert_named_alone(directory, 1, windows=3)  # of the 4 windows
         self.assertIn("rank 1 (stage 0) is a straggler over the 10 steps to iteration", logs[0][2])
         self.assertEqual(last_gauges(directory, "lens.straggler.flagged").get(1), 1)
         scores = last_gauges(directory, "lens.straggler.score")
@@ -143,20 +157,18 @@ class StragglerTest(unittest.TestCase):
         # The heartbeat and the share of wall time in steps, from the same rank.
         self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: ITERATIONS})
         self.assertTrue(0 < last_gauges(directory, "lens.goodput.ratio")[None] < 1)
-        events = straggler_events(directory)
-        self.assertTrue(events)
-        self.assertEqual({(name, int(a["dl.rank"])) for name, a in events}, {("megatron.train", 1)})
 
     def test_a_rank_paused_from_outside_is_named_online_and_by_lens_report(self):
-        # 40 % of every 50 ms stopped (SIGSTOP/SIGCONT from this process): nothing in the trainer knows.
+        # 40 % of cycles of 12-38 ms stopped (SIGSTOP/SIGCONT from this process): nothing in the trainer knows. The
+        # cycles are shorter than a step's compute (18-28 ms on a fast machine), so that most steps hold a pause: with
+        # cycles of 25-75 ms the rank was flagged there in 38 windows of 44, only 3 of 4 in six runs of 11; with these,
+        # in 38 of 40, 3 of 4 in two runs of 10.
         directory = os.path.join(self.tmp.name, "telemetry")
         ranks = start_job(directory, groups="all", env={"MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"})
-        with Pauser(ranks[2].pid, share=0.4, period=0.05) as pauser:
+        with Pauser(ranks[2].pid, share=0.4, period=0.025) as pauser:
             finish(ranks)
         self.assertGreater(pauser.cycles, 20)
-        logs = straggler_logs(directory)
-        self.assertGreaterEqual(len(windows_flagging(logs, 2)), 3, logs)
-        self.assertEqual({named for named, _, _ in logs}, {2}, logs)
+        self.assert_named_alone(directory, 2, windows=3)
         # Every rank exports; the lowest one alone scores and records.
         self.assertEqual([name for name, docs in lines_of(directory, "metrics")
                           if any("lens.straggler" in json.dumps(d) for d in docs)], ["rank0.metrics.jsonl"])
@@ -177,17 +189,7 @@ class StragglerTest(unittest.TestCase):
         ranks = start_job(directory, python=True, iterations=iterations)
         with Pauser(ranks[1].pid, share=0.4, period=0.025):
             finish(ranks)
-        logs = straggler_logs(directory)  # rank 3 exports (single_rank) and scores
-        self.assertGreaterEqual(len(windows_flagging(logs, 1)), 5, logs)
-        # Four Python ranks and the pauser share two cores, and rank 3 also exports: another rank came out at 1.30x
-        # its peers in one window of a CI run (the paused one at 1.35-1.64x in every window). One window, never two.
-        events = straggler_events(directory)
-        self.assertEqual({name for name, _ in events}, {"megatron.train"})
-        event_ranks = [int(a["dl.rank"]) for _, a in events]
-        self.assertIn(1, event_ranks, events)
-        for other in ({named for named, _, _ in logs} | set(event_ranks)) - {1}:
-            self.assertLessEqual(len(windows_flagging(logs, other)), 1, logs)
-            self.assertLessEqual(event_ranks.count(other), 1, events)
+        self.assert_named_alone(directory, 1, windows=5)  # rank 3 exports (single_rank) and scores
         # Its iteration boundaries are the heartbeat's, as the C++ trainer's are.
         self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: iterations})
 
