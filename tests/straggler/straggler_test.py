@@ -127,7 +127,7 @@ class StragglerTest(unittest.TestCase):
         """`rank` flagged in `windows` windows of ten steps or more and in a straggler event; any other rank in one
         window and one event at most. Four ranks and an export thread share two cores here: a Python rank came out at
         1.30x its peers in one window of a CI run, and the C++ trainer's exporting rank, slowed by its own exports, at
-        1.33x its peer (which waited for it) in one window of 28 runs; never in two."""
+        1.33x its peer (which waited for it) in one window, in 2 runs of 40; never in two."""
         logs = straggler_logs(directory)
         self.assertGreaterEqual(len(windows_flagging(logs, rank)), windows, logs)
         events = straggler_events(directory)
