@@ -16,7 +16,9 @@ echo "demo: packages, then building the trainer), under 2 minutes after that."
 echo "demo: building pretrain_gpt (the first build takes 2 to 3 minutes on 2 cores; output in build/demo-build.log)"
 build_log=build/demo-build.log
 mkdir -p build
-if ! { cmake -S . -B build -G Ninja -Wno-dev -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+# The same configuration as scripts/test.sh's full build (warnings are errors there), so that the tests after the
+# demo reuse what it compiled instead of compiling it again with other flags.
+if ! { cmake -S . -B build -G Ninja -Wno-dev -DLENS_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
        cmake --build build --target pretrain_gpt lens_tool; } >"$build_log" 2>&1; then
   tail -40 "$build_log"
   echo "demo: the build failed; the whole log is in $build_log"

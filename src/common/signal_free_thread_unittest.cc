@@ -3,6 +3,7 @@
 #include "common/signal_free_thread.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include <stdexcept>
@@ -27,7 +28,7 @@ bool same_signals(const sigset_t& a, const sigset_t& b) {
 TEST(SignalFreeThread, BlocksEverySignalAndLeavesTheCallersMask) {
   const sigset_t before = mask_of_this_thread();
   bool blocks_term = false, blocks_usr1 = false;
-  start_signal_free_thread("a test thread", [&] {
+  start_signal_free_thread("a test thread", "lens-test", [&] {
     const sigset_t mask = mask_of_this_thread();
     blocks_term = sigismember(&mask, SIGTERM) == 1;
     blocks_usr1 = sigismember(&mask, SIGUSR1) == 1;
@@ -35,6 +36,14 @@ TEST(SignalFreeThread, BlocksEverySignalAndLeavesTheCallersMask) {
   EXPECT_TRUE(blocks_term);
   EXPECT_TRUE(blocks_usr1);
   EXPECT_TRUE(same_signals(mask_of_this_thread(), before));
+}
+
+TEST(SignalFreeThread, CarriesItsSystemName) {
+  char name[16] = {};
+  start_signal_free_thread("a test thread", "lens-test", [&] {
+    pthread_getname_np(pthread_self(), name, sizeof name);
+  }).join();
+  EXPECT_STREQ(name, "lens-test");
 }
 
 // std::thread throws before any thread exists when the body cannot be moved into it, as it does when the system
@@ -47,7 +56,7 @@ struct ThrowsWhenMoved {
 
 TEST(SignalFreeThread, AStartThatThrowsLeavesTheCallersMask) {
   const sigset_t before = mask_of_this_thread();
-  EXPECT_THROW(start_signal_free_thread("a test thread", ThrowsWhenMoved{}), std::runtime_error);
+  EXPECT_THROW(start_signal_free_thread("a test thread", "lens-test", ThrowsWhenMoved{}), std::runtime_error);
   EXPECT_TRUE(same_signals(mask_of_this_thread(), before)) << "SIGTERM would stay blocked on the training thread";
 }
 
@@ -64,7 +73,7 @@ struct RefusedBySystem {
 TEST(SignalFreeThread, AThreadTheSystemRefusesIsAConfigErrorThatNamesIt) {
   const sigset_t before = mask_of_this_thread();
   try {
-    start_signal_free_thread("the export thread", RefusedBySystem{});
+    start_signal_free_thread("the export thread", "lens-export", RefusedBySystem{});
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("lens: cannot start the export thread: Resource temporarily unavailable", 0),

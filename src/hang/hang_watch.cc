@@ -9,7 +9,7 @@ namespace lens::internal {
 
 void HangWatch::start() {
   if (!on() || thread_.joinable()) return;
-  thread_ = start_signal_free_thread("the hang watch thread",
+  thread_ = start_signal_free_thread("the hang watch thread", "lens-hang",
                                      [this] { run(); });  // the hang signal rings wake_ from another thread
 }
 

@@ -83,7 +83,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
             if (gpu) gpu->append(start, out);
           }),
       hang_(settings_.hang, spans_) {
-  thread_ = start_signal_free_thread("the export thread",
+  thread_ = start_signal_free_thread("the export thread", "lens-export",
                                      [this] { run(); });  // a SIGTERM handled there would wait for itself
 }
 

@@ -26,16 +26,20 @@ Score score_rank(const RankWindow& self, const std::vector<const RankWindow*>& s
   }
   if (compute.empty() || self.steps < Rule::kMinSteps) return s;
   s.scored = true;
+  const double least_peer_wait_ns = *std::min_element(wait.begin(), wait.end());
   s.peer_compute_ns = median_of(compute);
   s.peer_wait_ns = median_of(wait);
   s.score = s.peer_compute_ns > 0 ? self.compute_ns / s.peer_compute_ns : 1.0;
-  // Its peers wait for its extra compute: without that, a slower rank may be one whose extra compute fits in
-  // time it would have waited on another stage's straggler, which delays no one. With no wait measured in the
-  // whole stage (no pipeline, no data parallelism to wait on), compute alone decides.
+  // Its peers wait for its extra compute, and it waits for no one of its stage: without that, a slower rank may
+  // be one whose extra compute fits in time it would have waited on another stage's straggler, or on a worse
+  // straggler of its own stage, which delays no one. Its wait is then shorter than its peers' median by about its
+  // extra compute, but far longer than the least-waiting peer's. In a stage of 2 the second test is the first. With
+  // no wait measured in the whole stage (no pipeline, no data parallelism to wait on), compute alone decides.
   const double excess_ns = self.compute_ns - s.peer_compute_ns;
+  const double share_of_excess_ns = Rule::kWaitedForShare * std::max(excess_ns, 0.0);
   const bool no_wait_in_stage = s.peer_wait_ns == 0 && self.wait_ns == 0;
-  const bool waited_for =
-      no_wait_in_stage || s.peer_wait_ns - self.wait_ns >= Rule::kWaitedForShare * std::max(excess_ns, 0.0);
+  const bool waited_for = no_wait_in_stage || (s.peer_wait_ns - self.wait_ns >= share_of_excess_ns &&
+                                               self.wait_ns - least_peer_wait_ns <= share_of_excess_ns);
   s.flagged = s.score >= Rule::kComputeRatio && excess_ns >= Rule::kMinExcessNs && waited_for;
   return s;
 }

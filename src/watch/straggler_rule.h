@@ -5,7 +5,8 @@
 // straggler shows in how a step is split, not in its length: it computes longest and waits least, and its peers
 // wait for it. A rank is flagged when its median compute is at least kComputeRatio times its peers' (the median
 // of the other ranks of its stage) and more by kMinExcessNs, and its peers are seen waiting for it: they wait
-// longer than it does by at least kWaitedForShare of its extra compute. Medians over a window
+// longer than it does by at least kWaitedForShare of its extra compute, and it waits no longer than its least-waiting
+// peer but by that share (it waits for no one of its stage). Medians over a window
 // see a rank slowed part of the time (a paused process, a noisy neighbour), which a per-step z-score misses; a
 // peer's median works for a stage of 2, where a median/MAD over the stage says nothing.
 //

@@ -123,20 +123,24 @@ class StragglerTest(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
-    def assert_named_alone(self, directory, rank, windows):
-        """`rank` flagged in `windows` windows of ten steps or more and in a straggler event; any other rank in one
-        window and one event at most. Four ranks and an export thread share two cores here: a Python rank came out at
-        1.30x its peers in one window of a CI run, and the C++ trainer's exporting rank, slowed by its own exports, at
-        1.33x its peer (which waited for it) in one window, in 2 runs of 40; never in two."""
+    def assert_named_alone(self, directory, rank, windows, of):
+        """`rank` flagged in `windows` windows of `of` or more, and in a straggler event; no other rank named. Named
+        is the rule's persistence test, as `lens report` applies it (flagged in at least half of the windows,
+        StragglerRule::kShare): a single window flags whichever rank the scheduler starved through most of it, on
+        any machine that runs more threads than it has cores (4 ranks beside two busy loops on 2 cores: ranks 0 and
+        3 of one unslowed run at 1.33x and 1.74x, each in one window), while the rank slowed here is flagged in
+        nearly every window. So another rank is accepted in fewer than half of the windows, and fewer than the
+        slowed one."""
         logs = straggler_logs(directory)
-        self.assertGreaterEqual(len(windows_flagging(logs, rank)), windows, logs)
+        flagged = len(windows_flagging(logs, rank))
+        self.assertGreaterEqual(flagged, windows, logs)
         events = straggler_events(directory)
         self.assertEqual({name for name, _ in events}, {"megatron.train"})
         event_ranks = [int(a["dl.rank"]) for _, a in events]
         self.assertIn(rank, event_ranks, events)
         for other in ({named for named, _, _ in logs} | set(event_ranks)) - {rank}:
-            self.assertLessEqual(len(windows_flagging(logs, other)), 1, logs)
-            self.assertLessEqual(event_ranks.count(other), 1, events)
+            self.assertLess(len(windows_flagging(logs, other)), min(of / 2, flagged), logs)
+            self.assertLess(event_ranks.count(other), min(of / 2, flagged), events)
         return logs
 
     def test_a_slowed_rank_is_named_while_a_coarse_job_trains_by_the_one_rank_that_exports(self):
@@ -145,7 +149,7 @@ class StragglerTest(unittest.TestCase):
         directory = os.path.join(self.tmp.name, "telemetry")
         finish(start_job(directory, ["--testing-slow-rank", "1", "--testing-slow-ms", "15"]))
         self.assertEqual(sorted(name for name, _ in lines_of(directory, "metrics")), ["rank3.metrics.jsonl"])
-        logs = self.assert_named_alone(directory, 1, windows=3)  # of the 4 windows
+        logs = self.assert_named_alone(directory, 1, windows=3, of=ITERATIONS // INTERVAL)
         self.assertIn("rank 1 (stage 0) is a straggler over the 10 steps to iteration",
                       next(body for named, _, body in logs if named == 1))
         self.assertEqual(last_gauges(directory, "lens.straggler.flagged").get(1), 1)
@@ -169,7 +173,7 @@ class StragglerTest(unittest.TestCase):
         with Pauser(ranks[2].pid, share=0.4, period=0.025) as pauser:
             finish(ranks)
         self.assertGreater(pauser.cycles, 20)
-        self.assert_named_alone(directory, 2, windows=3)
+        self.assert_named_alone(directory, 2, windows=3, of=ITERATIONS // INTERVAL)
         # Every rank exports; the lowest one alone scores and records.
         self.assertEqual([name for name, docs in lines_of(directory, "metrics")
                           if any("lens.straggler" in json.dumps(d) for d in docs)], ["rank0.metrics.jsonl"])
@@ -190,7 +194,7 @@ class StragglerTest(unittest.TestCase):
         ranks = start_job(directory, python=True, iterations=iterations)
         with Pauser(ranks[1].pid, share=0.4, period=0.025):
             finish(ranks)
-        self.assert_named_alone(directory, 1, windows=5)  # rank 3 exports (single_rank) and scores
+        self.assert_named_alone(directory, 1, windows=5, of=iterations // INTERVAL)  # rank 3 exports and scores
         # Its iteration boundaries are the heartbeat's, as the C++ trainer's are.
         self.assertEqual(last_gauges(directory, "lens.progress.iteration"), {None: iterations})
 

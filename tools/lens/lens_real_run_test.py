@@ -1,7 +1,7 @@
 """`lens report` and `lens convert` on real runs of pretrain_gpt (ranks launched as processes, files written by
 lens): every span accounted for, a rank slowed on purpose named as the straggler, the pipeline bubble of each stage
-near 1F1B's (P-1)/(M+P-1), the HTML page in headless chromium and the Chrome JSON through its checker. Run one at
-a time (ctest RUN_SERIAL): the figures are timings."""
+1F1B's for the compute each stage measured, the HTML page in headless chromium and the Chrome JSON through its
+checker. Run one at a time (ctest RUN_SERIAL): the figures are timings."""
 
 import json
 import os
@@ -178,27 +178,36 @@ class RealRunTest(TempDirTest):
         self.assertEqual((status, summary["problems"]), (0, []))
         self.assertEqual({(p["rank"], p["pp"], p["dp"]) for p in summary["processes"]}, {(r, 0, r) for r in range(4)})
 
-    def test_the_bubble_of_each_stage_is_near_1f1b_theory(self):
-        # PP = 2, DP = 1, M = 4: (P-1)/(M+P-1) = 20 %. Eight layers of 96 keep the stages even (the last stage's
-        # head is a small share); one thread a rank, as two ranks share two cores: a stage must not compute faster
-        # while the other one idles. A timing on a shared 2-core machine: a second run is allowed when the first
-        # one's stages came out uneven (a stage that computes longer makes the other wait: a bubble the theory
-        # does not have), and both runs' figures are in the message.
-        tries = []
-        for attempt in range(2):
-            with tempfile.TemporaryDirectory() as tmp:
-                telemetry = train(tmp, 2, ["--num-layers", "8", "--hidden-size", "96", "--num-attention-heads", "4",
-                                           "--seq-length", "64", "--pipeline-model-parallel-size", "2",
-                                           "--micro-batch-size", "4", "--global-batch-size", "16",
-                                           "--train-iters", "12"], threads=1)
-                f = report(telemetry)
-            self.assertEqual([(b["stage"], b["microbatches"]) for b in f["bubble"]], [(0, 4), (1, 4)])
-            for b in f["bubble"]:
-                self.assertAlmostEqual(b["theoretical"], 0.2)
-            tries.append([round(b["measured"], 3) for b in f["bubble"]])
-            if all(abs(b["measured"] - 0.2) < 0.07 for b in f["bubble"]):
-                return
-        self.fail(f"a stage's bubble is more than 7 points from 20 % in both runs: {tries}")
+    def test_the_bubble_of_each_stage_is_1f1bs_for_the_compute_each_stage_measured(self):
+        # PP = 2, DP = 1, M = 4: (P-1)/(M+P-1) = 20 % when both stages compute a micro-batch in the same time. On a
+        # shared machine they do not (a stage the scheduler starves computes longer, and the other waits for it: 16
+        # and 31 % in a CI run), so the expectation comes from this run's own compute: 1F1B over two stages whose
+        # micro-batches take c0 and c1 lasts M * max(c) + min(c) (the slower stage waits only for the other's first
+        # or last micro-batch), and stage s idles 1 - M * c_s / that. Equal stages give 20 %. The first two steps
+        # (start-up) are left out of both figures.
+        with tempfile.TemporaryDirectory() as tmp:
+            telemetry = train(tmp, 2, ["--num-layers", "8", "--hidden-size", "96", "--num-attention-heads", "4",
+                                       "--seq-length", "64", "--pipeline-model-parallel-size", "2",
+                                       "--micro-batch-size", "4", "--global-batch-size", "16",
+                                       "--train-iters", "12"], threads=1)
+            f = report(telemetry, "--steps", "3-12")
+        self.assertEqual([(b["stage"], b["microbatches"]) for b in f["bubble"]], [(0, 4), (1, 4)])
+        for b in f["bubble"]:
+            self.assertAlmostEqual(b["theoretical"], 0.2)
+        self.assertAlmostEqual(one_f_one_b_bubble([10.0, 10.0], 4)[0], 0.2)
+        compute = [r["forward_ms"] + r["backward_ms"] for r in sorted(f["phases"]["per_rank"], key=lambda r: r["rank"])]
+        expected = one_f_one_b_bubble(compute, 4)
+        measured = [b["measured"] for b in f["bubble"]]
+        for stage in (0, 1):  # a step's stall the model has not (a stage paused mid-step) shows as more than 5 points
+            self.assertLess(abs(measured[stage] - expected[stage]), 0.05, (measured, expected, compute))
+
+
+def one_f_one_b_bubble(compute_per_step, microbatches):
+    """Each stage's idle share of a 1F1B step over two stages that compute `compute_per_step` each (the step's
+    micro-batches, forward and backward) in `microbatches` micro-batches of equal length."""
+    slow, fast = max(compute_per_step), min(compute_per_step)
+    step = slow + fast / microbatches
+    return [1 - c / step for c in compute_per_step]
 
 
 if __name__ == "__main__":
