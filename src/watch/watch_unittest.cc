@@ -59,7 +59,7 @@ TEST(StragglerRule, ASlowerRankWhosePeerDoesNotWaitForItIsNotFlagged) {
 }
 
 TEST(StragglerRule, ARankWaitingForAWorseStragglerOfItsStageIsNotFlagged) {
-  // Data parallel 4, rank 2 slowed 60 ms a micro-batch on a loaded machine (lens_real_run_test in a CI run): rank 1
+  // Data parallel 4, rank 2 slowed 60 ms a micro-batch on a loaded machine (lens_real_run_test's job): rank 1
   // computes 1.31x the others, and so waits for rank 2 1.8 ms less than they do, but it waits 118 ms itself.
   std::vector<RankWindow> stage = {{.rank = 0, .steps = 20, .compute_ns = 5.29 * kMs, .wait_ns = 131.2 * kMs},
                                    {.rank = 1, .steps = 20, .compute_ns = 7.45 * kMs, .wait_ns = 130.28 * kMs},

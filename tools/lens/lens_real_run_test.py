@@ -181,10 +181,10 @@ class RealRunTest(TempDirTest):
     def test_the_bubble_of_each_stage_is_1f1bs_for_the_compute_each_stage_measured(self):
         # PP = 2, DP = 1, M = 4: (P-1)/(M+P-1) = 20 % when both stages compute a micro-batch in the same time. On a
         # shared machine they do not (a stage the scheduler starves computes longer, and the other waits for it: 16
-        # and 31 % in a CI run), so the expectation comes from this run's own compute: 1F1B over two stages whose
-        # micro-batches take c0 and c1 lasts M * max(c) + min(c) (the slower stage waits only for the other's first
-        # or last micro-batch), and stage s idles 1 - M * c_s / that. Equal stages give 20 %. The first two steps
-        # (start-up) are left out of both figures.
+        # and 31 % for stages 1.2x apart), so the expectation comes from this run's own compute: 1F1B over two
+        # stages whose micro-batches take c0 and c1 lasts M * max(c) + min(c) (the slower stage waits only for the
+        # other's first or last micro-batch), and stage s idles 1 - M * c_s / that. Equal stages give 20 %. The
+        # first two steps (start-up) are left out of both figures.
         with tempfile.TemporaryDirectory() as tmp:
             telemetry = train(tmp, 2, ["--num-layers", "8", "--hidden-size", "96", "--num-attention-heads", "4",
                                        "--seq-length", "64", "--pipeline-model-parallel-size", "2",
