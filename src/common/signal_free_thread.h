@@ -36,10 +36,12 @@ std::thread start_signal_free_thread(const char* thread_name, const char* system
     ~RestoreMask() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
   } restore{previous};
   try {
-    std::thread started(std::forward<Body>(body));
+    // The thread names itself before its body runs, so whatever the body does (or reads of itself) sees the name.
     // ERANGE for a long name: the thread runs unnamed, which changes nothing else.
-    static_cast<void>(pthread_setname_np(started.native_handle(), system_name));
-    return started;
+    return std::thread([system_name, run = std::forward<Body>(body)]() mutable {
+      static_cast<void>(pthread_setname_np(pthread_self(), system_name));
+      run();
+    });
   } catch (const std::system_error& e) {
     throw ConfigError(std::string("lens: cannot start ") + thread_name + ": " + e.what() +
                       " (the process may start no more threads: see its limits on processes and on address space, "
