@@ -6,6 +6,7 @@
 #   ./scripts/soak_tests.sh straggler 20            # after a build of build/ (./scripts/test.sh makes one)
 #   ./scripts/soak_tests.sh multiprocess 20 build   # the build directory may be named; the default is build
 #   SOAK_BUSY_LOOPS=0 ./scripts/soak_tests.sh deploy 5   # without the loops
+#   ./scripts/soak_tests.sh 'deploy|jaeger' 20          # several labels, run together as test.sh runs them
 #
 # Each run is one `ctest -L LABEL -j $(nproc)` as scripts/test.sh runs it (RUN_SERIAL tests alone). A failed run's
 # output is kept in BUILD/soak/LABEL/run-K.log. Exit status: 0 every test passed every run, 1 one did not, 2 usage.
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
@@ -35,13 +36,13 @@ for _ in $(seq 1 "${SOAK_BUSY_LOOPS:-2}"); do
   loops+=($!)
 done
 
-out="$dir/soak/$label"
+out="$(cd "$dir" && pwd)/soak/${label//|/+}"
 rm -rf "$out" && mkdir -p "$out"
 for run in $(seq 1 "$runs"); do
   start=$SECONDS
-  rm -rf "$dir/test-tmp" && mkdir -p "$dir/test-tmp"
-  if TEST_TMPDIR="$PWD/$dir/test-tmp" ctest --test-dir "$dir" -L "^($label)\$" -j "$(nproc)" --output-on-failure \
-    --output-junit "$PWD/$out/run-$run.xml" >"$out/run-$run.log" 2>&1; then
+  rm -rf "$out/tmp" && mkdir -p "$out/tmp"  # its own: a test.sh run of the same build may be using test-tmp
+  if TEST_TMPDIR="$out/tmp" ctest --test-dir "$dir" -L "^($label)\$" -j "$(nproc)" --output-on-failure \
+    --output-junit "$out/run-$run.xml" >"$out/run-$run.log" 2>&1; then
     verdict=passed
     rm -f "$out/run-$run.log"
   else

@@ -265,6 +265,9 @@ class MultiNodeTest(peers.PeerTest):
         self.assertEqual(as_written["clocks"]["hosts"][0]["offset_ms"], 0)  # one machine's clock: nothing runs back
         self.assertIn("node1: links run one way only", as_written["clocks"]["not_bounded"])
         bubble = {b["stage"]: b["measured"] for b in as_written["bubble"]}
+        # As written, node 1's clock is at least minus the fastest node-0-to-node-1 transfer of this run behind.
+        fastest_transfer_ms = -as_written["clocks"]["hosts"][0]["at_least_ms"]
+        self.assertGreater(fastest_transfer_ms, 0)
         for shift_ms in (-300, 300):
             with self.subTest(node1_clock=f"{shift_ms:+} ms"):
                 shifted = os.path.join(self.dir, f"node1-shifted{shift_ms}", os.path.basename(run1))
@@ -273,7 +276,8 @@ class MultiNodeTest(peers.PeerTest):
                 clock = report["clocks"]["hosts"][0]
                 if shift_ms < 0:
                     self.assertTrue(report["clocks"]["corrected"])
-                    self.assertGreater(clock["offset_ms"], 295)  # the fastest transfer: well under 5 ms here
+                    # The shift, less the fastest transfer (the least correction that runs every link forward).
+                    self.assertAlmostEqual(clock["offset_ms"], 300 - fastest_transfer_ms, delta=0.01)
                     self.assertLessEqual(clock["offset_ms"], 300)
                     for b in report["bubble"]:
                         self.assertAlmostEqual(b["measured"], bubble[b["stage"]], delta=0.02)
