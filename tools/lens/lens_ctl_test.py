@@ -73,6 +73,18 @@ class Job:
         return outputs
 
 
+def thread_names(pid):
+    """The names of a process's threads, as `top -H` and `ps -L` show them."""
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # a thread that ended since the listing
+            pass
+    return names
+
+
 def step_iterations(run_dir):
     """Per rank, the iterations of its megatron.train_step spans, and the step spans' change events."""
     by_rank, events = {}, []
@@ -105,6 +117,10 @@ class LiveSpanGroupsTest(TempDirTest):
             before = job.status()
             self.assertEqual((before["span_groups"], before["world_size"]),
                              ("job,checkpoint,evaluate,first_iteration,inference", 4))
+            # A person looking at a rank sees which threads are lens's: its export thread and its hang watch.
+            for r in job.ranks:
+                names = thread_names(r.pid)
+                self.assertEqual((names.count("lens-export"), names.count("lens-hang")), (1, 1), names)
             # Refused, each with nothing changed: a bad spec, no token, a wrong token.
             bad = job.ctl("span-groups", "default,stepp")
             self.assertEqual(bad.returncode, 1)
