@@ -265,7 +265,7 @@ class MultiNodeTest(peers.PeerTest):
         self.assertEqual(as_written["clocks"]["hosts"][0]["offset_ms"], 0)  # one machine's clock: nothing runs back
         self.assertIn("node1: links run one way only", as_written["clocks"]["not_bounded"])
         bubble = {b["stage"]: b["measured"] for b in as_written["bubble"]}
-        # As written, node 1's clock is at least minus the fastest node-0-to-node-1 transfer of this run behind.
+        # As written, the report's lower bound on node 1's offset is minus this run's fastest node-0-to-node-1 transfer.
         fastest_transfer_ms = -as_written["clocks"]["hosts"][0]["at_least_ms"]
         self.assertGreater(fastest_transfer_ms, 0)
         for shift_ms in (-300, 300):
