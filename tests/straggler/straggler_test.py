@@ -125,7 +125,7 @@ class StragglerTest(unittest.TestCase):
 
     def assert_named_alone(self, directory, rank, windows, of):
         """`rank` flagged in `windows` windows of `of` or more, and in a straggler event; no other rank named. Named
-        is the rule's persistence test, as `lens report` applies it (flagged in at least half of the windows,
+        is the rule's persistence test, as `lens report` applies it (flagged in more than half of the steps,
         StragglerRule::kShare): a single window flags whichever rank the scheduler starved through most of it, on
         any machine that runs more threads than it has cores (4 ranks beside two busy loops on 2 cores: ranks 0 and
         3 of one unslowed run at 1.33x and 1.74x, each in one window), while the rank slowed here is flagged in

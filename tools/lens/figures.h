@@ -75,7 +75,7 @@ struct PhaseFigures {
 
 // How `lens report` applies the job's straggler rule (src/watch/straggler_rule.h, CONTRACT §10): over windows of
 // kWindowSteps iterations aligned as STRAGGLER_INTERVAL's default (1-20, 21-40, ...), each rank's median compute and
-// wait against its stage peers'; a rank is named when the windows that flag it hold at least kShare of its scored
+// wait against its stage peers'; a rank is named when the windows that flag it hold more than kShare of its scored
 // steps.
 struct StragglerRule {
   static constexpr std::int64_t kWindowSteps = 20;
@@ -91,7 +91,7 @@ struct StragglerRow {
 };
 
 struct StragglerFigures {
-  std::vector<StragglerRow> ranks, named;  // named: flagged windows hold at least StragglerRule::kShare of its steps
+  std::vector<StragglerRow> ranks, named;  // named: flagged windows hold more than StragglerRule::kShare of its steps
   std::vector<int> unscored_stages;        // a single rank: no peer to compare with
   std::string not_scored;                  // why no rank was scored; empty when they were
 };

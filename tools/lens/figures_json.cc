@@ -103,7 +103,7 @@ json stragglers_json(const StragglerFigures& s) {
             {"compute_excess_ms_at_least", lens::straggler::Rule::kMinExcessNs / 1e6},
             {"peers_extra_wait_over_excess_at_least", lens::straggler::Rule::kWaitedForShare},
             {"min_steps_per_window", lens::straggler::Rule::kMinSteps},
-            {"share_at_least", StragglerRule::kShare},
+            {"share_above", StragglerRule::kShare},
             {"min_ranks_per_stage", 2}}},
           {"ranks", straggler_rows_json(s.ranks)},
           {"named", straggler_rows_json(s.named)},

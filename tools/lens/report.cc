@@ -366,7 +366,8 @@ PhaseFigures Report::phase_figures() const {
 
 // Windows of StragglerRule::kWindowSteps iterations, aligned as the job's own (iterations 1-20, 21-40, ...): in
 // each, every rank's median compute and wait against its stage peers' by the job's rule (src/watch/straggler_rule.h). A
-// rank is named when flagged in at least kShare of its scored windows' steps.
+// rank is named when flagged in more than kShare of its scored windows' steps: in exactly half, the flag is no more
+// persistent than its absence (one window of two that the machine starved).
 StragglerFigures Report::straggler_figures() const {
   StragglerFigures out;
   // Compute is the micro-batches' forward and backward: without their spans every rank would score 0.
@@ -427,7 +428,7 @@ StragglerFigures Report::straggler_figures() const {
                            .wait_ms_median = figure_of(lens::straggler::median_of(t.wait)),
                            .stage_wait_ms_median = figure_of(lens::straggler::median_of(t.peer_wait))};
     out.ranks.push_back(row);
-    if (t.scored > 0 && row.share >= StragglerRule::kShare) out.named.push_back(row);
+    if (t.scored > 0 && row.share > StragglerRule::kShare) out.named.push_back(row);
   }
   return out;
 }

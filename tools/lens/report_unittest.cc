@@ -79,5 +79,69 @@ TEST(Report, AMicroBatchCountPastAnIntIsHeldAtTheLargestInt) {
   EXPECT_EQ(*figures.bubble[0].microbatches, 2147483647.0);
 }
 
+// Two ranks of one stage (data parallel 2), `iterations` steps of 20 ms: rank 1 computes 1.5x rank 0 in
+// the iterations `slowed` holds, and rank 0 waits those 4 ms in the gradient sync (the rule's inputs, exact).
+Figures two_replicas(std::int64_t iterations, bool (*slowed)(std::int64_t iteration)) {
+  static Origin origins[2];
+  for (int rank : {0, 1}) {
+    origins[rank].run_id = "run";
+    origins[rank].rank = rank;
+    origins[rank].world_size = 2;
+    origins[rank].pipeline_size = 1;
+    origins[rank].data_parallel_size = 2;
+  }
+  Report report;
+  constexpr std::uint64_t kStepNs = 20'000'000, kComputeNs = 4'000'000, kExtraNs = 4'000'000;
+  for (std::int64_t i = 1; i <= iterations; ++i) {
+    const std::uint64_t start = static_cast<std::uint64_t>(i) * kStepNs;
+    for (int rank : {0, 1}) {
+      const std::uint64_t extra = slowed(i) && rank == 1 ? kExtraNs : 0;
+      const std::uint64_t wait = slowed(i) && rank == 0 ? kExtraNs : 100'000;
+      report.span(span_row(origins[rank], "megatron.microbatch.forward", start, start + kComputeNs + extra));
+      report.span(span_row(origins[rank], "megatron.microbatch.backward", start + kComputeNs + extra,
+                           start + 2 * kComputeNs + extra));
+      report.span(span_row(origins[rank], "megatron.grad_sync.finish", start + 2 * kComputeNs + extra,
+                           start + 2 * kComputeNs + extra + wait));
+      SpanRow step = span_row(origins[rank], "megatron.train_step", start, start + kStepNs - 1);
+      step.iteration = i;
+      report.span(step);
+    }
+  }
+  return report.figures(ReadStats{});
+}
+
+const StragglerRow& row_of_rank(const StragglerFigures& f, int rank) {
+  for (const StragglerRow& r : f.ranks)
+    if (r.rank == rank) return r;
+  ADD_FAILURE() << "no row for rank " << rank;
+  return f.ranks.front();
+}
+
+// A rank is named where the flag persists: flagged through more than half of its scored steps. A rank the machine
+// starved through one window of two is flagged in exactly half, which is no more persistent than not.
+TEST(Report, ARankFlaggedInExactlyHalfItsStepsIsNotNamed) {
+  const Figures f = two_replicas(2 * StragglerRule::kWindowSteps, [](std::int64_t i) { return i <= 20; });
+  const StragglerRow& slow = row_of_rank(f.stragglers, 1);
+  EXPECT_EQ(slow.steps_flagged, 20);
+  EXPECT_EQ(slow.steps_scored, 40);
+  EXPECT_EQ(slow.share, 0.5);
+  EXPECT_TRUE(f.stragglers.named.empty());
+}
+
+TEST(Report, ARankFlaggedInMoreThanHalfItsStepsIsNamed) {
+  const Figures f = two_replicas(3 * StragglerRule::kWindowSteps, [](std::int64_t i) { return i <= 40; });
+  ASSERT_EQ(f.stragglers.named.size(), 1u);
+  EXPECT_EQ(f.stragglers.named[0].rank, 1);
+  EXPECT_EQ(f.stragglers.named[0].steps_flagged, 40);
+  EXPECT_EQ(f.stragglers.named[0].steps_scored, 60);
+  EXPECT_EQ(row_of_rank(f.stragglers, 0).steps_flagged, 0);
+}
+
+TEST(Report, ARankFlaggedInOneWindowOfThreeIsNotNamed) {
+  const Figures f = two_replicas(3 * StragglerRule::kWindowSteps, [](std::int64_t i) { return i > 40; });
+  EXPECT_EQ(row_of_rank(f.stragglers, 1).steps_flagged, 20);
+  EXPECT_TRUE(f.stragglers.named.empty());
+}
+
 }  // namespace
 }  // namespace lens_tools

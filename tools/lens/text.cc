@@ -164,7 +164,9 @@ void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
   if (!stragglers.not_scored.empty())
     line("stragglers: not scored: " + stragglers.not_scored);
   else if (stragglers.named.empty())
-    line("stragglers: none (no rank computed 1.3x its stage peers' while they waited for it, in half its steps)");
+    line(
+        "stragglers: none (no rank computed 1.3x its stage peers' while they waited for it, in more than half its "
+        "steps)");
   char buffer[512];
   for (const StragglerRow& r : stragglers.named) {
     std::snprintf(buffer, sizeof buffer,
