@@ -33,6 +33,71 @@ def python(code, path):
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(path)}).stdout.strip()
 
 
+def installed_python(code, path, **env):
+    """Runs `code` as in an environment where lens is installed: the build's python folder is a site directory, so
+    Python reads lens_nemo_lens.pth there as it does in site-packages. Returns (stdout, stderr, exit status)."""
+    site_dir = os.path.dirname(PACKAGE)
+    prelude = f"import site; site.addsitedir({site_dir!r})\n"
+    result = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(path), **env})
+    return result.stdout.strip(), result.stderr, result.returncode
+
+
+LOG_TO_STDERR = "import logging; logging.basicConfig(level=logging.INFO, format='%(name)s %(message)s')\n"
+
+
+class InstalledHookTest(unittest.TestCase):
+    """The .pth hook of an installed lens: Megatron's imports of nemo.lens reach lens with no edit."""
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="lens-hook-")
+        self.addCleanup(shutil.rmtree, self.root)
+        self.path = [p for p in os.environ["PYTHONPATH"].split(os.pathsep) if p != os.path.dirname(PACKAGE)]
+
+    def test_megatrons_imports_reach_lens_and_the_first_says_so_once(self):
+        out, err, status = installed_python(
+            "import sys\nprint('lens' in sys.modules)\n" + LOG_TO_STDERR + MEGATRON_IDIOM +
+            "import nemo.lens, nemo.lens.helpers, lens\nprint(nemo.lens is lens)", self.path)
+        self.assertEqual(status, 0, err)
+        self.assertEqual(out.splitlines(), ["False", "nemo.lens lens._native", "True"])  # lens loads on first use
+        said = [line for line in err.splitlines() if "nemo.lens is" in line]
+        self.assertEqual(said, ["lens lens: nemo.lens is served by lens (no NeMo Lens is installed; LENS_NEMO_LENS=0 "
+                                "turns this off)"])
+
+    def test_lens_nemo_lens_0_leaves_nemo_lens_unserved(self):
+        out, err, status = installed_python(MEGATRON_IDIOM, self.path, LENS_NEMO_LENS="0")
+        self.assertEqual((out, status), ("fallbacks lens.fallbacks", 0), err)
+
+    def test_a_bad_value_is_an_error_naming_the_variable_at_the_import_and_nowhere_else(self):
+        out, err, status = installed_python("print('starts')\nimport nemo.lens", self.path, LENS_NEMO_LENS="yes")
+        self.assertEqual(out, "starts")
+        self.assertNotEqual(status, 0)
+        self.assertIn("ValueError: LENS_NEMO_LENS='yes': 1 serves nemo.lens with lens", err)
+        # Megatron's `except ImportError` does not swallow it: the run stops at its first import, not untraced.
+        out, err, status = installed_python(MEGATRON_IDIOM, self.path, LENS_NEMO_LENS="yes")
+        self.assertNotEqual(status, 0)
+        self.assertIn("LENS_NEMO_LENS='yes'", err)
+
+    def test_a_real_nemo_lens_is_the_one_imported_and_lens_says_so(self):
+        stand_in = os.path.join(self.root, "nemo", "lens")  # as NeMo Lens installs it: `nemo` a namespace package
+        os.makedirs(stand_in)
+        with open(os.path.join(stand_in, "__init__.py"), "w") as f:
+            f.write("REAL = True\n")
+        code = LOG_TO_STDERR + "import nemo.lens\nprint(getattr(nemo.lens, 'REAL', False))"
+        out, err, status = installed_python(code, [self.root] + self.path)
+        self.assertEqual((out, status), ("True", 0), err)
+        self.assertIn(f"lens lens: nemo.lens is NeMo Lens ({os.path.join(stand_in, '__init__.py')}); lens does not "
+                      "serve it", err)
+
+    def test_nothing_but_nemo_and_nemo_lens_is_answered(self):
+        out, err, status = installed_python(
+            "import importlib.util as u\n"
+            "print(u.find_spec('nemo_other'), u.find_spec('nemo.collections') if u.find_spec('nemo') else 'no nemo')\n"
+            "import nemo.lens\n"
+            "print(u.find_spec('nemo.lens.contrib'), u.find_spec('nemo.collections'))", self.path)
+        self.assertEqual(out.splitlines(), ["None None", "None None"], err)
+
+
 class CompatTest(unittest.TestCase):
     def setUp(self):
         self.root = tempfile.mkdtemp(prefix="lens-compat-")

@@ -2,8 +2,8 @@
 # `pip install .` and `pip wheel .` from a checkout, as a Python user installs (issue 29): a copy of the tracked
 # files (so the test writes nothing into the source tree), a fresh venv that does not see Debian's site-packages,
 # the build backend from .wheelhouse only (scripts/setup-deps.sh downloaded it, pinned with hashes: no network
-# here), then the installed `lens` and its NeMo Lens shim record a span; the wheel installs the same way into a
-# second fresh venv.
+# here), then the installed `lens`, imported as Megatron does (`nemo.lens`, no edit), records a span; the wheel
+# installs the same way into a second fresh venv.
 #   run_pip_install_test.sh SOURCE_DIR PYTHON
 set -euo pipefail
 source_dir=$1
@@ -21,10 +21,9 @@ check() {  # an installed lens from a venv's interpreter: import, the shim, one 
 import os, sys
 os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=sys.argv[1],
                   NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_HANG_SIGNAL="none")
-import lens
-import lens.compat.nemo_lens  # noqa: F401
-from nemo.lens import NemoLensConfig, managed_span, setup_telemetry
-assert "site-packages" in lens.__file__, lens.__file__
+from nemo.lens import NemoLensConfig, managed_span, setup_telemetry  # no edit: the installed .pth hook serves it
+import lens, nemo.lens
+assert nemo.lens is lens and "site-packages" in lens.__file__, (nemo.lens, lens.__file__)
 handle = setup_telemetry(NemoLensConfig.from_env(), rank=0, world_size=1)
 with managed_span("step", "from.pip"):
     pass
