@@ -88,6 +88,16 @@ class TelemetryHandle:
         return f"<TelemetryHandle exporting={self.is_exporting} run_id={self.run_id!r}>"
 
 
+def _with_wandb(config, resource_attributes):
+    """The config's W&B fields (set in code, or from WANDB_ENTITY / WANDB_PROJECT) under the consumer's attributes,
+    as NeMo Lens puts them on the resource; the consumer's own keys win."""
+    wandb = {key: value for key, value in (("wandb.entity", config.wandb_entity),
+                                           ("wandb.project", config.wandb_project)) if value}
+    if not wandb:
+        return resource_attributes
+    return {**wandb, **(resource_attributes or {})}
+
+
 def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None, span_exporter=None,
                     metric_reader=None, export_strategy=None, _allow_reinit=False, local_rank=None):
     """Sets this process's telemetry up and returns its TelemetryHandle.
@@ -117,8 +127,8 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
         strategies._config_at_setup.config = config  # a (config, rank, world_size) strategy is given it
         try:
             native = _native.setup(config, rank=rank, world_size=world_size, local_rank=local_rank,
-                                   resource_attributes=resource_attributes, reinit=True, span_sink=span_sink,
-                                   metric_sink=metric_sink)
+                                   resource_attributes=_with_wandb(config, resource_attributes), reinit=True,
+                                   span_sink=span_sink, metric_sink=metric_sink)
         finally:
             strategies._config_at_setup.config = None
         handle = TelemetryHandle(native, config, sdk_objects)

@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import lens
 import lens.compat.nemo_lens  # noqa: F401: nemo.lens is lens from here on
-from support import Run, attributes, environment
+from support import Run, attributes, environment, json_lines
 
 # NeMo Lens's __init__ exports (its main branch, and the registry branch's additions).
 NEMO_LENS_NAMES = [
@@ -199,6 +200,25 @@ class SamplerResourcesRegistryTest(unittest.TestCase):
             self.assertEqual((local["process.pid"], local["host.gpu.count"]), (os.getpid(), 2))
             self.assertEqual(detect_kubernetes(), {})
             self.assertEqual(detect_resource(), {**local, **detect_slurm()})
+
+    def test_the_resource_carries_nemo_lenss_keys_as_it_sends_them(self):
+        # service.version; the W&B fields (set in code here, WANDB_PROJECT from the environment) under the consumer's
+        # own keys; SLURM's counts as strings.
+        with tempfile.TemporaryDirectory() as directory, environment(
+                NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=directory,
+                NEMO_LENS_HANG_SIGNAL="none", NEMO_LENS_METRICS_ENABLED="0", SLURM_JOB_ID="7", SLURM_NNODES="2",
+                WANDB_ENTITY="", WANDB_PROJECT="from-env"):
+            config = lens.NemoLensConfig.from_env()
+            config.wandb_entity = "in-code"
+            handle = lens.setup_telemetry(config, rank=0, world_size=1, _allow_reinit=True,
+                                          resource_attributes={"wandb.project": "consumer"})
+            with lens.helpers.span_cm("x"):
+                pass
+            handle.shutdown()
+            resource = attributes(next(json_lines(directory, "traces"))["resourceSpans"][0]["resource"])
+        self.assertEqual(resource["service.version"], lens.__version__)
+        self.assertEqual((resource["wandb.entity"], resource["wandb.project"]), ("in-code", "consumer"))
+        self.assertEqual((resource["slurm.job.id"], resource["slurm.nnodes"]), ("7", "2"))
 
     def test_encode_resource_attributes_for_a_child_process(self):
         from nemo.lens.resources import encode_resource_attributes

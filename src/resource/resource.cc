@@ -80,12 +80,14 @@ void detect(ResourceAttributes& r, const EnvLookup& lookup) {
   if (!gpus) gpus = nvml_device_count();
   if (gpus) set(r, "host.gpu.count", static_cast<std::int64_t>(*gpus));
   if (env.get("SLURM_JOB_ID")) {
+    // As NeMo Lens sends them: strings, from the variables it reads; where one is unset, the SLURM_JOB_* variable
+    // SLURM sets for every job (SLURM_PARTITION is sbatch's input, often unset): a key NeMo Lens would not send.
     set_from(r, env, "slurm.job.id", "SLURM_JOB_ID", false);
     set_from(r, env, "slurm.job.name", "SLURM_JOB_NAME", false);
-    set_from(r, env, "slurm.nodelist", "SLURM_JOB_NODELIST", false);
-    set_from(r, env, "slurm.nnodes", "SLURM_NNODES", true);
-    set_from(r, env, "slurm.ntasks", "SLURM_NTASKS", true);
-    set_from(r, env, "slurm.partition", "SLURM_JOB_PARTITION", false);
+    set_from(r, env, "slurm.nodelist", env.get("SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST", false);
+    set_from(r, env, "slurm.nnodes", "SLURM_NNODES", false);
+    set_from(r, env, "slurm.ntasks", "SLURM_NTASKS", false);
+    set_from(r, env, "slurm.partition", env.get("SLURM_PARTITION") ? "SLURM_PARTITION" : "SLURM_JOB_PARTITION", false);
     set_from(r, env, "slurm.cluster.name", "SLURM_CLUSTER_NAME", false);
   }
   if (env.get("KUBERNETES_SERVICE_HOST")) {
@@ -179,6 +181,7 @@ Resource build_resource(const Config& config, const RankInfo& ranks, const std::
   EnvReader env(lookup, "", "");
   Resource r;
   set(r.attributes, "service.name", config.service_name);
+  set(r.attributes, "service.version", std::string(LENS_VERSION_STRING));
   set(r.attributes, "telemetry.sdk.name", std::string("lens"));
   set(r.attributes, "telemetry.sdk.language", std::string("cpp"));
   set(r.attributes, "telemetry.sdk.version", std::string(LENS_VERSION_STRING));
@@ -187,6 +190,9 @@ Resource build_resource(const Config& config, const RankInfo& ranks, const std::
   set(r.attributes, "nemo.run.id", run_id);
   set(r.attributes, "service.instance.id", run_id + "-rank" + std::to_string(ranks.rank));
   if (!config.user_id.empty()) set(r.attributes, "nemo.user.id", config.user_id);
+  // Weights & Biases Weave needs them on the resource (NeMo Lens's W&B fields read the same variables).
+  set_from(r.attributes, env, "wandb.entity", "WANDB_ENTITY", false);
+  set_from(r.attributes, env, "wandb.project", "WANDB_PROJECT", false);
   if (auto v = env.get("DEPLOYMENT_ENV"))
     set(r.attributes, "deployment.environment", v->text);
   else if (auto w = env.get("ENVIRONMENT"))

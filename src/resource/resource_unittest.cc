@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lens/megatron.h"
+#include "lens/version.h"
 #include "resource/gpu_metrics.h"
 #include "resource/nvml.h"
 #include "resource/resource.h"
@@ -110,11 +111,40 @@ TEST(Resource, LensKeysThenConsumerThenDetectedThenOtelFillsTheRest) {
   EXPECT_EQ(num(a, "host.gpu.count"), 3);
   EXPECT_EQ(str(a, "slurm.job.id"), "42");
   EXPECT_EQ(str(a, "slurm.job.name"), "gpt");
-  EXPECT_EQ(num(a, "slurm.nnodes"), 2);
+  EXPECT_EQ(str(a, "slurm.nnodes"), "2");  // a string, as NeMo Lens sends it
+  EXPECT_EQ(str(a, "service.version"), LENS_VERSION_STRING);
   EXPECT_EQ(str(a, "k8s.pod.name"), "pod-7");
   EXPECT_EQ(str(a, "k8s.namespace.name"), "ml");
   EXPECT_EQ(str(a, "extra.key"), "hello world");
   EXPECT_GT(num(a, "process.pid"), 0);
+}
+
+// The SLURM keys as NeMo Lens reads them (its variables, every value a string); where its variable is unset, the one
+// SLURM sets for every job.
+TEST(Resource, SlurmKeysAreNemoLensesAndTheJobVariablesFillItsGaps) {
+  Env nemo_lens{{"SLURM_JOB_ID", "42"},          {"SLURM_NODELIST", "node[1-2]"}, {"SLURM_JOB_NODELIST", "other"},
+                {"SLURM_NNODES", "2"},           {"SLURM_NTASKS", "16"},          {"SLURM_PARTITION", "batch"},
+                {"SLURM_JOB_PARTITION", "other"}, {"SLURM_CLUSTER_NAME", "eos"}};
+  internal::Resource r = internal::build_resource(Config{}, RankInfo{}, "r", {}, lookup(nemo_lens));
+  EXPECT_EQ(str(r.attributes, "slurm.nodelist"), "node[1-2]");
+  EXPECT_EQ(str(r.attributes, "slurm.partition"), "batch");
+  EXPECT_EQ(str(r.attributes, "slurm.nnodes"), "2");
+  EXPECT_EQ(str(r.attributes, "slurm.ntasks"), "16");
+  EXPECT_EQ(str(r.attributes, "slurm.cluster.name"), "eos");
+  Env job_only{{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NODELIST", "node[3-4]"}, {"SLURM_JOB_PARTITION", "gpu"}};
+  r = internal::build_resource(Config{}, RankInfo{}, "r", {}, lookup(job_only));
+  EXPECT_EQ(str(r.attributes, "slurm.nodelist"), "node[3-4]");
+  EXPECT_EQ(str(r.attributes, "slurm.partition"), "gpu");
+}
+
+TEST(Resource, WeightsAndBiasesKeysComeFromTheirVariablesWhenSet) {
+  internal::Resource r = internal::build_resource(
+      Config{}, RankInfo{}, "r", {}, lookup({{"WANDB_ENTITY", "team"}, {"WANDB_PROJECT", "gpt"}}));
+  EXPECT_EQ(str(r.attributes, "wandb.entity"), "team");
+  EXPECT_EQ(str(r.attributes, "wandb.project"), "gpt");
+  r = internal::build_resource(Config{}, RankInfo{}, "r", {}, lookup({{"WANDB_ENTITY", ""}}));
+  EXPECT_EQ(find(r.attributes, "wandb.entity"), nullptr);
+  EXPECT_EQ(find(r.attributes, "wandb.project"), nullptr);
 }
 
 TEST(Resource, NoSlurmOrKubernetesKeysWithoutThem) {
