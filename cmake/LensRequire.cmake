@@ -58,6 +58,9 @@ function(lens_write_promised_labels)
         list(APPEND labels ${label})
       endif()
     endforeach()
+    if(LENS_BUILD_PYTHON AND LENS_BUILD_TOOLS)  # the wheels users install, and the real NeMo Lens beside them
+      list(APPEND labels wheel parity)
+    endif()
     if(LENS_BUILD_TRAINER AND LENS_BUILD_TOOLS)  # stragglers named in real jobs: tests/straggler, lens_real_run_test
       list(APPEND labels straggler)
     endif()

@@ -13,13 +13,15 @@ echo "demo: writes its telemetry to OTLP/JSON Lines files. On 2 cores: about 5 m
 echo "demo: packages, then building the trainer), under 2 minutes after that."
 ./scripts/setup-deps.sh
 
-echo "demo: building pretrain_gpt (the first build takes 2 to 3 minutes on 2 cores; output in build/demo-build.log)"
+echo "demo: building pretrain_gpt, the lens command and the Python package (the first build takes 3 to 4 minutes on 2"
+echo "demo: cores; output in build/demo-build.log)"
 build_log=build/demo-build.log
 mkdir -p build
 # The same configuration as scripts/test.sh's full build (warnings are errors there), so that the tests after the
-# demo reuse what it compiled instead of compiling it again with other flags.
+# demo reuse what it compiled instead of compiling it again with other flags. The Python package (build/python) too:
+# the docs' commands after this one use it.
 if ! { cmake -S . -B build -G Ninja -Wno-dev -DLENS_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-       cmake --build build --target pretrain_gpt lens_tool; } >"$build_log" 2>&1; then
+       cmake --build build --target pretrain_gpt lens_tool lens_python_package; } >"$build_log" 2>&1; then
   tail -40 "$build_log"
   echo "demo: the build failed; the whole log is in $build_log"
   exit 1

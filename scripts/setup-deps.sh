@@ -103,13 +103,18 @@ if [ ! -f "$venv/.lens-installed" ] || [ "$requirements" -nt "$venv/.lens-instal
   touch "$venv/.lens-installed"
 fi
 
-# The build backend of pyproject.toml (`pip install .`), exact versions and hashes, as wheels in .wheelhouse.
+# What building and installing the wheels needs (python/build-requirements.txt: the build backend, pybind11,
+# auditwheel, the wheel's dependency) and the real NeMo Lens for the parity tests
+# (tests/peers/python/parity-requirements.txt): exact versions and hashes, as wheels in .wheelhouse.
 wheelhouse="$root/.wheelhouse"
-build_requirements="$root/python/build-requirements.txt"
-if [ ! -f "$wheelhouse/.lens-downloaded" ] || [ "$build_requirements" -nt "$wheelhouse/.lens-downloaded" ]; then
-  echo "setup-deps: downloading the Python build backend into .wheelhouse (python/build-requirements.txt, hashed)"
-  "$venv/bin/pip" download --quiet --disable-pip-version-check --require-hashes --no-deps --only-binary=:all: \
-    -d "$wheelhouse" -r "$build_requirements"
+wheel_requirements=("$root/python/build-requirements.txt" "$root/tests/peers/python/parity-requirements.txt")
+if [ ! -f "$wheelhouse/.lens-downloaded" ] || [ "${wheel_requirements[0]}" -nt "$wheelhouse/.lens-downloaded" ] ||
+   [ "${wheel_requirements[1]}" -nt "$wheelhouse/.lens-downloaded" ]; then
+  echo "setup-deps: downloading the wheels' build tools and the parity tests' NeMo Lens into .wheelhouse (hashed)"
+  for requirements in "${wheel_requirements[@]}"; do  # NeMo Lens needs 3.13, this pip is 3.11's: exact pins anyway
+    "$venv/bin/pip" download --quiet --disable-pip-version-check --require-hashes --no-deps --only-binary=:all: \
+      --ignore-requires-python -d "$wheelhouse" -r "$requirements"
+  done
   touch "$wheelhouse/.lens-downloaded"
 fi
 

@@ -158,12 +158,21 @@ void publish_group_ids(const lens::Catalogue& c) {
 
 // A Python callable as a SetupOptions sink: called on lens's background thread with the GIL taken; what it raises
 // is reported once on stderr (the sink's own failures are counted as failed exports either way).
+// Whether the interpreter is being finalized: public API from CPython 3.13, private (same meaning) before.
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 std::function<bool(const std::string&)> json_sink(const py::object& callable) {
   if (callable.is_none()) return {};
   if (!PyCallable_Check(callable.ptr())) throw py::type_error("lens: an exporter sink is a callable");
   auto* kept = new py::object(callable);  // kept for the process's life: the pipeline may outlive the handle
   return [kept](const std::string& json) {
-    if (!Py_IsInitialized() || _Py_IsFinalizing()) return false;  // a late batch after the interpreter ended
+    if (!Py_IsInitialized() || interpreter_finalizing()) return false;  // a late batch after the interpreter ended
     py::gil_scoped_acquire gil;
     try {
       return py::bool_((*kept)(py::str(json))).cast<bool>();

@@ -107,12 +107,20 @@ ExceptionText exception_text(PyTypeObject* type, PyObject* value) {
   return text;
 }
 
-// An exception that left the span: the `exception` event and ERROR status "Type: message".
-void record_python_exception(SpanHandle& h, PyObject* type, PyObject* value, bool escaped) {
+// How an exception that left a span describes its ERROR status, as NeMo Lens's helpers do: managed_span sets the
+// message alone (its own set_status), the others what OpenTelemetry's SDK sets ("Type: message").
+enum class StatusText : unsigned char { kTypeAndMessage, kMessage };
+
+// An exception that left the span: the `exception` event and ERROR status.
+void record_python_exception(SpanHandle& h, PyObject* type, PyObject* value, bool escaped, StatusText form) {
   const ExceptionText text = exception_text(reinterpret_cast<PyTypeObject*>(type), value);
   lens::internal::record_exception(h, text.type_name, text.message, escaped);
-  lens::internal::set_status(h, lens::StatusCode::kError,
-                             text.message.empty() ? text.type_name : text.type_name + ": " + text.message);
+  std::string description = text.message;
+  if (text.message.empty())
+    description = text.type_name;
+  else if (form == StatusText::kTypeAndMessage)
+    description = text.type_name + ": " + text.message;
+  lens::internal::set_status(h, lens::StatusCode::kError, description);
 }
 
 // --- the context manager of a disabled group: one shared object, nothing allocated -------------------------
@@ -148,9 +156,10 @@ struct SpanObject {
   unsigned char group_id;
   lens::SpanKind kind;
   bool has_parent, has_trace_id, root, make_current, record_exception, started, ended;
-  bool borrowed;  // a view of the current span (current_span_view): writes to it, never ends it
-  bool ungated;   // no group named (StartOptions::ungated)
-  bool redact;    // the start attributes get NeMo Lens's default redaction (managed_span, span_cm)
+  bool borrowed;           // a view of the current span (current_span_view): writes to it, never ends it
+  bool ungated;            // no group named (StartOptions::ungated)
+  bool redact;             // the start attributes get NeMo Lens's default redaction (managed_span, span_cm)
+  StatusText status_text;  // how an exception leaving the span describes its status
 };
 
 PyTypeObject SpanType = {PyVarObject_HEAD_INIT(nullptr, 0)};
@@ -172,6 +181,7 @@ SpanObject* alloc_span(PyObject* name) {
   s->has_parent = s->has_trace_id = s->root = false;
   s->make_current = s->record_exception = true;
   s->started = s->ended = s->borrowed = s->ungated = s->redact = false;
+  s->status_text = StatusText::kTypeAndMessage;
   return s;
 }
 
@@ -239,7 +249,7 @@ PyObject* span_exit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* type = nargs > 0 ? args[0] : Py_None;
   if (type != Py_None && s->record_exception && s->h.slot != nullptr && PyType_Check(type) &&
       PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type), reinterpret_cast<PyTypeObject*>(PyExc_Exception)))
-    record_python_exception(s->h, type, nargs > 1 ? args[1] : nullptr, true);
+    record_python_exception(s->h, type, nargs > 1 ? args[1] : nullptr, true, s->status_text);
   finish(s);
   Py_RETURN_FALSE;
 }
@@ -470,6 +480,7 @@ PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyOb
   if (s == nullptr) return nullptr;
   s->group_id = static_cast<unsigned char>(id);
   s->redact = true;
+  s->status_text = StatusText::kMessage;
   const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
   if (nkw > 0) {
     // `tracer` as a keyword is the tracer, not an attribute: lens has one tracer per process.
@@ -522,7 +533,7 @@ PyObject* traced_call(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
     PyErr_Fetch(&type, &value, &traceback);
     PyErr_NormalizeException(&type, &value, &traceback);
     if (type != nullptr && s->h.slot != nullptr && PyErr_GivenExceptionMatches(type, PyExc_Exception))
-      record_python_exception(s->h, type, value, true);
+      record_python_exception(s->h, type, value, true, StatusText::kTypeAndMessage);
     finish(s);
     PyErr_Restore(type, value, traceback);
   } else {

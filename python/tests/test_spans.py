@@ -50,8 +50,13 @@ class ManagedSpanTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "bad shape"):
                 with managed_span(STEP, "failing"):
                     raise ValueError("bad shape")
+            with self.assertRaises(ValueError):
+                with span_cm("failing.ungated"):
+                    raise ValueError("bad shape")
+        # As NeMo Lens's: managed_span sets the message alone; span_cm (and trace_fn) what the SDK sets.
+        self.assertEqual(run.span("failing.ungated")["status"], {"code": 2, "message": "ValueError: bad shape"})
         span = run.span("failing")
-        self.assertEqual(span["status"], {"code": 2, "message": "ValueError: bad shape"})
+        self.assertEqual(span["status"], {"code": 2, "message": "bad shape"})
         event = span["events"][0]
         self.assertEqual(event["name"], "exception")
         self.assertEqual(attributes(event),

@@ -16,21 +16,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir "$work/checkout"
 (cd "$source_dir" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/checkout")
 
-check() {  # an installed lens from a venv's interpreter: import, the shim, one span exported to a file
-  "$1" - "$work/out-$2" <<'PY'
-import os, sys
-os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=sys.argv[1],
-                  NEMO_LENS_SPAN_GROUPS="all", NEMO_LENS_HANG_SIGNAL="none")
-from nemo.lens import NemoLensConfig, managed_span, setup_telemetry  # no edit: the installed .pth hook serves it
-import lens, nemo.lens
-assert nemo.lens is lens and "site-packages" in lens.__file__, (nemo.lens, lens.__file__)
-handle = setup_telemetry(NemoLensConfig.from_env(), rank=0, world_size=1)
-with managed_span("step", "from.pip"):
-    pass
-handle.shutdown()
-assert handle.span_stats()["exported"] == 1, handle.span_stats()
-print("lens", lens.__version__, "from", os.path.dirname(lens.__file__))
-PY
+check() {  # check <venv's python> <name>: tests/install/installed_lens_check.py
+  "$1" "$source_dir/tests/install/installed_lens_check.py" "$work/out-$2"
 }
 
 "$python" -m venv "$work/venv"
@@ -41,6 +28,7 @@ check "$work/venv/bin/python" install
 (cd "$work/checkout" && "$work/venv/bin/pip" wheel --quiet --disable-pip-version-check --no-index \
   --find-links "$wheelhouse" --no-deps -w "$work/dist" .)
 "$python" -m venv "$work/venv2"
-"$work/venv2/bin/pip" install --quiet --disable-pip-version-check --no-index "$work"/dist/lens-*.whl
+"$work/venv2/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$wheelhouse" \
+  "$work"/dist/lens-*.whl
 check "$work/venv2/bin/python" wheel
 echo "pip install . and the wheel: both work"
