@@ -122,8 +122,9 @@ TEST(Resource, LensKeysThenConsumerThenDetectedThenOtelFillsTheRest) {
 // The SLURM keys as NeMo Lens reads them (its variables, every value a string); where its variable is unset, the one
 // SLURM sets for every job.
 TEST(Resource, SlurmKeysAreNemoLensesAndTheJobVariablesFillItsGaps) {
-  Env nemo_lens{{"SLURM_JOB_ID", "42"},          {"SLURM_NODELIST", "node[1-2]"}, {"SLURM_JOB_NODELIST", "other"},
-                {"SLURM_NNODES", "2"},           {"SLURM_NTASKS", "16"},          {"SLURM_PARTITION", "batch"},
+  Env nemo_lens{{"SLURM_JOB_ID", "42"},           {"SLURM_NODELIST", "node[1-2]"},
+                {"SLURM_JOB_NODELIST", "other"},  {"SLURM_NNODES", "2"},
+                {"SLURM_NTASKS", "16"},           {"SLURM_PARTITION", "batch"},
                 {"SLURM_JOB_PARTITION", "other"}, {"SLURM_CLUSTER_NAME", "eos"}};
   internal::Resource r = internal::build_resource(Config{}, RankInfo{}, "r", {}, lookup(nemo_lens));
   EXPECT_EQ(str(r.attributes, "slurm.nodelist"), "node[1-2]");
@@ -138,8 +139,8 @@ TEST(Resource, SlurmKeysAreNemoLensesAndTheJobVariablesFillItsGaps) {
 }
 
 TEST(Resource, WeightsAndBiasesKeysComeFromTheirVariablesWhenSet) {
-  internal::Resource r = internal::build_resource(
-      Config{}, RankInfo{}, "r", {}, lookup({{"WANDB_ENTITY", "team"}, {"WANDB_PROJECT", "gpt"}}));
+  internal::Resource r = internal::build_resource(Config{}, RankInfo{}, "r", {},
+                                                  lookup({{"WANDB_ENTITY", "team"}, {"WANDB_PROJECT", "gpt"}}));
   EXPECT_EQ(str(r.attributes, "wandb.entity"), "team");
   EXPECT_EQ(str(r.attributes, "wandb.project"), "gpt");
   r = internal::build_resource(Config{}, RankInfo{}, "r", {}, lookup({{"WANDB_ENTITY", ""}}));
