@@ -149,6 +149,16 @@ class ParityTest(unittest.TestCase):
     def test_megatrons_documented_test_pattern(self):
         self.compare("test_pattern")
 
+    def test_a_real_nemo_lens_installed_beside_lens_is_the_one_imported(self):
+        both = make_venv(os.path.join(self.tmp.name, "both"), glob.glob(os.path.join(WHEELS, "lens-*-cp313-*.whl"))[0],
+                         "nemo-lens==0.1.0")
+        code = ("import logging; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+                "import nemo.lens, lens; print(nemo.lens is lens, nemo.lens.__name__)")
+        result = run([both, "-c", code])
+        self.assertEqual(result.stdout.strip(), "False nemo.lens")
+        self.assertIn("lens: nemo.lens is NeMo Lens (", result.stderr)
+        self.table.append("NeMo Lens and lens in one venv: nemo.lens is NeMo Lens, and lens says so")
+
     def test_the_resource_under_slurm_and_kubernetes(self):
         nemo, lens = self.compare("resource_slurm_k8s")
         self.assertEqual(self.resource_of(lens), self.resource_of(nemo))
