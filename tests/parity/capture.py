@@ -9,7 +9,6 @@ spans and metrics to them from its export thread), so the two are compared on th
 set its own global TracerProvider instead (the documented test pattern) and report its spans with `report_spans`."""
 
 import json
-import os
 import runpy
 import sys
 
@@ -66,19 +65,6 @@ def _span_form(span, names_by_id):
     }
 
 
-def _metric_form(data):
-    out = {}
-    if data is None:
-        return out
-    for resource_metrics in data.resource_metrics:
-        for scope in resource_metrics.scope_metrics:
-            for metric in scope.metrics:
-                points = [[dict(p.attributes or {}), getattr(p, "value", getattr(p, "sum", None))]
-                          for p in metric.data.data_points]
-                out[metric.name] = {"unit": metric.unit, "kind": type(metric.data).__name__, "points": points}
-    return out
-
-
 def main():
     scenario, out = sys.argv[1], sys.argv[2]
     sys.argv = [scenario]
@@ -91,7 +77,6 @@ def main():
     result = {
         "implementation": "lens" if nemo.lens.__name__ == "lens" else "nemo-lens",
         "spans": [_span_form(s, names_by_id) for s in spans],
-        "metrics": _metric_form(METRICS.get_metrics_data()) if os.environ.get("PARITY_METRICS") else {},
         "notes": _notes,
     }
     with open(out, "w", encoding="utf-8") as f:

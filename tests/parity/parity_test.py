@@ -1,10 +1,10 @@
-"""lens beside the real NeMo Lens (issue 53): the same scenario scripts (tests/parity/scenarios, written in this
+"""lens beside the real NeMo Lens: the same scenario scripts (tests/parity/scenarios, written in this
 project, importing only `nemo.lens`) run under NeMo Lens 0.1.0 from PyPI and under lens's CPython 3.13 wheel, each
 in a fresh venv of its own with the OpenTelemetry SDK; what each exported (tests/parity/capture.py: span by span,
 names, parents, kinds, attributes, status, events, links, the resource) and what each call returned are compared.
 
 Every difference is one of DIFFERENCES, each said in docs/PYTHON.md with why; anything else fails. The table of
-what was compared is printed (the note of issue 53 gives it).
+what was compared is printed.
 
     LENS_WHEELHOUSE=build/wheelhouse python3 tests/parity/parity_test.py   (ctest: label parity)"""
 
@@ -33,7 +33,7 @@ RESOURCE_OWN = {
 # Attributes lens adds to a span that NeMo Lens does not, and why.
 SPAN_ATTRIBUTES_OWN = {"lens.collective.seq": "the collective's sequence number, for matching ranks (lens only)"}
 ABSENT = object()
-# Where lens does not yet behave as NeMo Lens (issue 53 stays open until each is gone; docs/PYTHON.md lists them):
+# Where lens does not yet behave as NeMo Lens (docs/PYTHON.md lists them):
 # lens's answers, asserted exactly, so that a fix shows here as a failure to update.
 OPEN = {
     "groups_before_setup": {
