@@ -183,6 +183,14 @@ namespace internal {
 // set_enabled_span_groups; every span site reads g_recorded_group_bits.
 LENS_API extern std::atomic<std::uint64_t> g_enabled_group_bits;
 LENS_API extern std::atomic<std::uint64_t> g_recorded_group_bits;
+// Groups named outside the catalogue (Python's set_enabled_span_groups with a library's own group, as Megatron's
+// trace_region under the base catalogue): their spans are ungated spans here, as they name no group of the
+// catalogue. Turned on only where the enabled set may be (an exporting rank with traces on); setup and
+// clear_span_groups turn it off. Returns the state now in force.
+LENS_API bool set_outside_catalogue_enabled(bool on) noexcept;
+// Whether an ungated span (span_cm, the OpenTelemetry API's spans, a group outside the catalogue) is recorded now:
+// some group of the enabled set, or one outside the catalogue, is on.
+LENS_API bool records_ungated_spans() noexcept;
 template <typename>
 inline constexpr bool kNotASpanGroup = false;
 }  // namespace internal

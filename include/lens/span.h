@@ -56,8 +56,9 @@ struct StartOptions {
   // When the span started, in Unix nanoseconds, for a phase that has already begun (a back-dated span, as
   // OpenTelemetry's start_time); 0: now.
   std::uint64_t start_unix_nanos = 0;
-  // Recorded wherever this rank records any group's spans, whatever `group` is (span_cm and the OpenTelemetry
-  // API's spans, which name no group); `group` is still the span's group in its record.
+  // Recorded wherever this rank records any group's spans (internal::records_ungated_spans), whatever `group` is:
+  // span_cm, the OpenTelemetry API's spans and a group outside the catalogue name no group here; `group` is still
+  // the span's group in its record.
   bool ungated = false;
 };
 

@@ -15,9 +15,18 @@ is not an Exception (KeyboardInterrupt, SystemExit) ends the span unrecorded. Th
 for compatibility: lens has one tracer per process. As in NeMo Lens, a str attribute under one of
 DEFAULT_REDACT_KEYS ("prompt", "token", "key", ...) given to managed_span, span_cm or safe_set_span_attributes is
 recorded as "[REDACTED]" (span.set_attribute records what it is given).
+
+Where lens records nothing (before any setup, on a rank that does not export), a group enabled with
+set_enabled_span_groups has its spans made by OpenTelemetry's global tracer provider, as NeMo Lens's helpers make
+all of theirs: a test that sets an SDK TracerProvider and enables groups, with no setup, captures the spans it
+would capture on NeMo Lens. span_cm there goes to the same provider. Once lens is set up it is that provider, and
+such spans are non-recording. A group outside the live catalogue (a library's own, as Megatron's trace_region under
+the base catalogue) is recorded on an exporting rank as a span of no group (ungated), as span_cm's are.
 """
 
+import contextlib
 import functools
+import sys
 
 from lens import _native
 from lens._native import is_span_group_enabled, managed_span
@@ -45,8 +54,65 @@ def trace_fn(group, name, tracer=None):
 
 
 def span_cm(name, tracer=None, record_exception=True, **attributes):
-    """A span for a `with` block, whatever groups are on (ungated); nothing where telemetry is off."""
+    """A span for a `with` block, whatever groups are on (ungated): lens's where lens records spans, else one of
+    OpenTelemetry's global tracer provider (non-recording unless the application set its own)."""
+    if not _native.records_ungated_spans():
+        other = _other_global_tracer()
+        if other is not None:
+            return _global_span_cm(other, name, record_exception, attributes)
     return _native.start_span(name, attributes=attributes or None, record_exception=record_exception, redact=True)
+
+
+def use_other_span_groups(names):
+    """Makes the helpers treat `names` (a frozenset) as enabled beside lens's own set: lens.telemetry's
+    set_enabled_span_groups gives the names it could not enable in lens's set."""
+    _native.set_other_span_groups(frozenset(names), _global_managed_span, _global_traced_span)
+
+
+def _other_global_tracer():
+    """OpenTelemetry's global tracer where its global provider is not lens's (an application's SDK provider, or
+    OpenTelemetry's proxy before one is set); None where it is lens's or opentelemetry-api is not installed."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    otel = sys.modules.get("lens.otel")
+    if otel is not None and isinstance(trace.get_tracer_provider(), otel.TracerProvider):
+        return None
+    return trace.get_tracer("nemo.lens")
+
+
+@contextlib.contextmanager
+def _global_managed_span(name, **attributes):
+    """managed_span of an enabled group lens records nothing of here: the global provider's span, current inside;
+    an Exception is recorded with ERROR status described by its message, as NeMo Lens's managed_span does."""
+    tracer = _other_global_tracer()
+    if tracer is None:
+        with _native.start_span(name) as span:  # lens's own, recording nothing here
+            yield span
+        return
+    with tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False) as span:
+        safe_set_span_attributes(span, attributes)
+        try:
+            yield span
+        except Exception as error:
+            from opentelemetry.trace import Status, StatusCode
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, str(error)))
+            raise
+
+
+def _global_traced_span(name):
+    """The span of one call of a trace_fn function whose group lens records nothing of here."""
+    tracer = _other_global_tracer()
+    return tracer.start_as_current_span(name) if tracer is not None else _native.start_span(name)
+
+
+@contextlib.contextmanager
+def _global_span_cm(tracer, name, record_exception, attributes):
+    with tracer.start_as_current_span(name, record_exception=record_exception) as span:
+        safe_set_span_attributes(span, attributes)
+        yield span
 
 
 def redact_value(key, value, redact_keys=DEFAULT_REDACT_KEYS):

@@ -5,8 +5,9 @@ Megatron-LM imports (`from nemo.lens.state import is_span_group_enabled`), and t
     if is_span_group_enabled("microbatch"): ...
 
 Without this module Megatron's import of it failed and its whole training loop fell back to its no-op stubs,
-silently (issue 29). Here the state is lens's own (the native enabled set that every span site reads), not a copy:
-`set_enabled_span_groups` and `lens ctl` change what these functions answer at once.
+silently. Here the state is lens's own (the native enabled set that every span site reads, and the names beside
+it that lens.helpers serves), not a copy: `set_enabled_span_groups` and `lens ctl` change what these functions answer
+at once.
 """
 
 from lens import _native
@@ -20,9 +21,11 @@ _pp_trace_carrier = None
 
 
 def enabled_span_groups():
-    """The names of the span groups enabled now, as a frozenset (empty before setup and on a disabled rank)."""
+    """The names of the span groups enabled now, as a frozenset: lens's own set and the other names
+    set_enabled_span_groups enabled (empty after a setup on a rank that does not export)."""
     bits = _native.enabled_span_groups()
-    return frozenset(name for i, name in enumerate(live_group_cls().group_order()) if bits >> i & 1)
+    own = frozenset(name for i, name in enumerate(live_group_cls().group_order()) if bits >> i & 1)
+    return own | _native.other_span_groups()
 
 
 def pending_span_groups():

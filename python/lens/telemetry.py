@@ -133,6 +133,8 @@ def setup_telemetry(config, rank=None, world_size=None, resource_attributes=None
             strategies._config_at_setup.config = None
         handle = TelemetryHandle(native, config, sdk_objects)
         _live = handle
+        from lens import helpers
+        helpers.use_other_span_groups(frozenset())  # setup's enabled set replaces any set before it, as NeMo Lens's
     _serve_opentelemetry_api()
     return handle
 
@@ -220,20 +222,31 @@ def live_group_cls():
 
 
 def set_enabled_span_groups(groups):
-    """Replaces the enabled set at run time: group names (an iterable) or a span-group spec (a str). Only an
-    exporting rank with traces on can enable anything. Returns the set now in force, as a frozenset of names."""
+    """Replaces the enabled set at run time, as NeMo Lens's does: group names (an iterable of str, any names) or a
+    span-group spec (a str, resolved against the live catalogue: an unknown name is a ValueError). Returns the set
+    now in force, as a frozenset of names.
+
+    The names of the live catalogue go to lens's own set where this rank records spans (an exporting rank with
+    traces on): every span site and `lens ctl` read it. Any other name (a library's own group, or any name before
+    setup and on a rank that does not export) is enabled for the helpers all the same, as lens.helpers says."""
     group_cls = live_group_cls()
     order = group_cls.group_order()
-    names = group_cls.resolve(groups, "set_enabled_span_groups") if isinstance(groups, str) else frozenset(groups)
-    unknown = sorted(names - set(order))
-    if unknown:
-        raise ValueError(f"set_enabled_span_groups: unknown span group(s) {', '.join(unknown)}; valid: "
-                         f"{', '.join(order)}")
+    if isinstance(groups, str):
+        names = group_cls.resolve(groups, "set_enabled_span_groups")
+    else:
+        names = frozenset(groups)
+        odd = sorted(repr(name) for name in names if not isinstance(name, str))
+        if odd:
+            raise TypeError(f"set_enabled_span_groups: span groups are named by str, not {', '.join(odd)}")
     bits = 0
-    for name in names:
+    for name in names & set(order):
         bits |= 1 << order.index(name)
-    now = _native.set_enabled_span_groups(bits)
-    return frozenset(name for i, name in enumerate(order) if now >> i & 1)
+    served = _native.set_enabled_span_groups(bits)
+    other = names - {name for i, name in enumerate(order) if served >> i & 1}
+    _native.set_outside_catalogue_enabled(bool(other - set(order)))
+    from lens import helpers
+    helpers.use_other_span_groups(other)
+    return names
 
 
 def register_rank_strategy(name, strategy, allow_override=False):

@@ -10,11 +10,11 @@
         ...                                      # current here: managed_span and C++ spans nest under it
 
 Spans name no span group: they are recorded wherever this rank records spans of any group (an exporting rank with
-traces on) and are nothing elsewhere. `context` is an OpenTelemetry Context (its span is the parent; one without a
-span starts a new trace) or a lens.SpanContext; None: the current span. Beyond OpenTelemetry's arguments,
-`root=True` starts a new trace whatever is current, and `trace_id` (an int, e.g. lens.step_trace_id(run_id,
-iteration)) a root span in that trace. This module needs no OpenTelemetry package; lens.otel installs it as
-OpenTelemetry's global tracer where one is importable.
+traces on, some group enabled) and are nothing elsewhere. `context` is an OpenTelemetry Context (its span is the
+parent; one without a span starts a new trace) or a lens.SpanContext; None: the current span. Beyond
+OpenTelemetry's arguments, `root=True` starts a new trace whatever is current, and `trace_id` (an int, e.g.
+lens.step_trace_id(run_id, iteration)) a root span in that trace. This module needs no OpenTelemetry package;
+lens.otel installs it as OpenTelemetry's global tracer where one is importable.
 """
 
 import contextlib
@@ -152,7 +152,7 @@ class Tracer:
     def start_span(self, name, context=None, kind=None, attributes=None, links=None, start_time=None,
                    record_exception=True, set_status_on_exception=True, root=False, trace_id=None):
         """A span started now (or at start_time, Unix nanoseconds), not made current; end it with span.end()."""
-        if not _native.enabled_span_groups():
+        if not _native.records_ungated_spans():
             return non_recording_span()
         return self._start(name, context, kind, attributes, links, start_time,
                            record_exception and set_status_on_exception, root, trace_id, current=False)
@@ -162,7 +162,7 @@ class Tracer:
                               trace_id=None):
         """A context manager: the span is current inside `with` (and ends at its exit unless end_on_exit=False).
         An Exception leaving it is recorded (ERROR status, the `exception` event) and re-raised."""
-        if not _native.enabled_span_groups():
+        if not _native.records_ungated_spans():
             return contextlib.nullcontext(non_recording_span())
         span = self._start(name, context, kind, attributes, links, start_time,
                            record_exception and set_status_on_exception, root, trace_id, current=end_on_exit)

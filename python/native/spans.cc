@@ -56,6 +56,23 @@ long group_id(PyObject* group) {
   return value;
 }
 
+// The groups enabled that lens's own set does not serve (lens.telemetry.set_enabled_span_groups says which): a
+// frozenset of names outside the catalogue, or of any names where this rank records nothing (before setup, a rank
+// that does not export). Their spans are ungated lens spans where this rank records them, else the spans of
+// OpenTelemetry's global tracer provider, through the two routes of lens._global_route, as NeMo Lens's helpers
+// make theirs. Null: none.
+PyObject* g_other_groups = nullptr;
+PyObject* g_route_managed_span = nullptr;  // (name, **attributes) -> a context manager
+PyObject* g_route_traced_span = nullptr;   // (name) -> a context manager for one call of a trace_fn function
+
+// Whether `group` is one of the other groups enabled. Nothing is looked up while there are none.
+bool other_group_enabled(PyObject* group) {
+  if (g_other_groups == nullptr || PySet_GET_SIZE(g_other_groups) == 0) return false;
+  const int found = PySet_Contains(g_other_groups, group);
+  if (found < 0) PyErr_Clear();  // unhashable: not a group
+  return found == 1;
+}
+
 // Whether `group` is in `bits`. One relaxed load while every group is off (a disabled rank): no lookup at all.
 bool group_in(const std::atomic<std::uint64_t>& bits_now, PyObject* group, int* id_out) {
   const std::uint64_t bits = bits_now.load(std::memory_order_relaxed);
@@ -159,6 +176,7 @@ struct SpanObject {
   bool borrowed;           // a view of the current span (current_span_view): writes to it, never ends it
   bool ungated;            // no group named (StartOptions::ungated)
   bool redact;             // the start attributes get NeMo Lens's default redaction (managed_span, span_cm)
+  bool position_shown;     // a position that `with` yields (SpanRoute::kPositionShown), not None
   StatusText status_text;  // how an exception leaving the span describes its status
 };
 
@@ -180,7 +198,7 @@ SpanObject* alloc_span(PyObject* name) {
   s->kind = lens::SpanKind::kInternal;
   s->has_parent = s->has_trace_id = s->root = false;
   s->make_current = s->record_exception = true;
-  s->started = s->ended = s->borrowed = s->ungated = s->redact = false;
+  s->started = s->ended = s->borrowed = s->ungated = s->redact = s->position_shown = false;
   s->status_text = StatusText::kTypeAndMessage;
   return s;
 }
@@ -237,7 +255,7 @@ void span_dealloc(PyObject* self) {
 PyObject* span_enter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<SpanObject*>(self);
   start(s);
-  if (s->h.slot != nullptr && !s->h.context.is_valid()) Py_RETURN_NONE;  // a position: a slot and no ids
+  if (s->h.slot != nullptr && !s->h.context.is_valid() && !s->position_shown) Py_RETURN_NONE;  // a slot, no ids
   Py_INCREF(self);
   return self;
 }
@@ -458,7 +476,50 @@ PyGetSetDef span_getset[] = {
 
 // --- the fast functions ----------------------------------------------------------------------------------
 
-PyObject* is_span_group_enabled(PyObject*, PyObject* group) { return PyBool_FromLong(group_enabled(group, nullptr)); }
+PyObject* is_span_group_enabled(PyObject*, PyObject* group) {
+  return PyBool_FromLong(group_enabled(group, nullptr) || other_group_enabled(group));
+}
+
+// How a span of an enabled group is made: by lens's own set; as a position for hang snapshots that the application,
+// having enabled the group where lens records nothing, sees as a non-recording span; as an ungated lens span
+// (another group, where this rank records); or through OpenTelemetry's global tracer provider (another group, where
+// lens records nothing).
+enum class SpanRoute : unsigned char { kOff, kLens, kPositionShown, kLensUngated, kGlobalProvider };
+
+SpanRoute route_of(PyObject* group, int* id) {
+  if (group_recorded(group, id)) {
+    const std::uint64_t enabled = lens::internal::g_enabled_group_bits.load(std::memory_order_relaxed);
+    if (((enabled >> *id) & 1U) != 0 || !other_group_enabled(group)) return SpanRoute::kLens;
+    return SpanRoute::kPositionShown;
+  }
+  if (!other_group_enabled(group)) return SpanRoute::kOff;
+  return lens::internal::records_ungated_spans() ? SpanRoute::kLensUngated : SpanRoute::kGlobalProvider;
+}
+
+// managed_span's keyword arguments but `tracer`, as a dict (the global provider's route takes them so).
+PyObject* attributes_dict(PyObject* const* values, PyObject* kwnames) {
+  PyObject* attributes = PyDict_New();
+  if (attributes == nullptr || kwnames == nullptr) return attributes;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+    if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) continue;
+    if (PyDict_SetItem(attributes, key, values[i]) < 0) {
+      Py_DECREF(attributes);
+      return nullptr;
+    }
+  }
+  return attributes;
+}
+
+PyObject* managed_span_of_global_provider(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* attributes = attributes_dict(args + nargs, kwnames);
+  if (attributes == nullptr) return nullptr;
+  PyObject* positional = PyTuple_Pack(1, args[1]);
+  PyObject* span = positional != nullptr ? PyObject_Call(g_route_managed_span, positional, attributes) : nullptr;
+  Py_XDECREF(positional);
+  Py_DECREF(attributes);
+  return span;
+}
 
 // managed_span(group, name, tracer=None, **attributes)
 PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
@@ -468,7 +529,8 @@ PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyOb
     return nullptr;
   }
   int id = 0;
-  if (!group_recorded(args[0], &id)) {
+  const SpanRoute route = route_of(args[0], &id);
+  if (route == SpanRoute::kOff) {
     Py_INCREF(g_null_span);
     return g_null_span;
   }
@@ -476,9 +538,12 @@ PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyOb
     PyErr_SetString(PyExc_TypeError, "managed_span: the name is a str");
     return nullptr;
   }
+  if (route == SpanRoute::kGlobalProvider) return managed_span_of_global_provider(args, nargs, kwnames);
   SpanObject* s = alloc_span(args[1]);
   if (s == nullptr) return nullptr;
-  s->group_id = static_cast<unsigned char>(id);
+  s->group_id = static_cast<unsigned char>(route == SpanRoute::kLensUngated ? 0 : id);
+  s->ungated = route == SpanRoute::kLensUngated;
+  s->position_shown = route == SpanRoute::kPositionShown;
   s->redact = true;
   s->status_text = StatusText::kMessage;
   const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -519,13 +584,53 @@ struct TracedFunction {
 
 PyTypeObject TracedFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
+// One call inside the context manager the global provider's route gives: its __exit__ sees what the call raised.
+PyObject* call_in_global_provider_span(TracedFunction* t, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  PyObject* span = PyObject_CallOneArg(g_route_traced_span, t->name);
+  if (span == nullptr) return nullptr;
+  PyObject* entered = PyObject_CallMethod(span, "__enter__", nullptr);
+  if (entered == nullptr) {
+    Py_DECREF(span);
+    return nullptr;
+  }
+  Py_DECREF(entered);
+  PyObject* result = PyObject_Vectorcall(t->function, args, nargsf, kwnames);
+  PyObject* exited = nullptr;
+  if (result != nullptr) {
+    exited = PyObject_CallMethod(span, "__exit__", "OOO", Py_None, Py_None, Py_None);
+  } else {
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    exited =
+        PyObject_CallMethod(span, "__exit__", "OOO", type, value ? value : Py_None, traceback ? traceback : Py_None);
+    if (exited != nullptr) {
+      PyErr_Restore(type, value, traceback);  // the call's exception goes on, as it does out of trace_fn's span
+    } else {
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(traceback);
+    }
+  }
+  Py_DECREF(span);
+  if (exited == nullptr) {
+    Py_XDECREF(result);
+    return nullptr;
+  }
+  Py_DECREF(exited);
+  return result;
+}
+
 PyObject* traced_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* t = reinterpret_cast<TracedFunction*>(self);
   int id = 0;
-  if (!group_recorded(t->group, &id)) return PyObject_Vectorcall(t->function, args, nargsf, kwnames);
+  const SpanRoute route = route_of(t->group, &id);
+  if (route == SpanRoute::kOff) return PyObject_Vectorcall(t->function, args, nargsf, kwnames);
+  if (route == SpanRoute::kGlobalProvider) return call_in_global_provider_span(t, args, nargsf, kwnames);
   SpanObject* s = alloc_span(t->name);
   if (s == nullptr) return nullptr;
-  s->group_id = static_cast<unsigned char>(id);
+  s->group_id = static_cast<unsigned char>(route == SpanRoute::kLensUngated ? 0 : id);
+  s->ungated = route == SpanRoute::kLensUngated;
   start(s);
   PyObject* result = PyObject_Vectorcall(t->function, args, nargsf, kwnames);
   if (result == nullptr) {
@@ -607,7 +712,49 @@ PyGetSetDef traced_getset[] = {
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
+// set_other_span_groups(names, managed_span_route, traced_span_route): see g_other_groups.
+PyObject* set_other_span_groups(PyObject*, PyObject* args) {
+  PyObject *names = nullptr, *managed_route = nullptr, *traced_route = nullptr;
+  if (!PyArg_ParseTuple(args, "O!OO", &PyFrozenSet_Type, &names, &managed_route, &traced_route)) return nullptr;
+  if (!PyCallable_Check(managed_route) || !PyCallable_Check(traced_route)) {
+    PyErr_SetString(PyExc_TypeError, "set_other_span_groups: the routes are callables");
+    return nullptr;
+  }
+  Py_INCREF(names);
+  Py_INCREF(managed_route);
+  Py_INCREF(traced_route);
+  Py_XSETREF(g_other_groups, names);
+  Py_XSETREF(g_route_managed_span, managed_route);
+  Py_XSETREF(g_route_traced_span, traced_route);
+  Py_RETURN_NONE;
+}
+
+PyObject* other_span_groups(PyObject*, PyObject*) {
+  if (g_other_groups == nullptr) return PyFrozenSet_New(nullptr);
+  Py_INCREF(g_other_groups);
+  return g_other_groups;
+}
+
+PyObject* records_ungated_spans(PyObject*, PyObject*) {
+  return PyBool_FromLong(lens::internal::records_ungated_spans());
+}
+
+PyObject* set_outside_catalogue_enabled(PyObject*, PyObject* on) {
+  const int truth = PyObject_IsTrue(on);
+  if (truth < 0) return nullptr;
+  return PyBool_FromLong(lens::internal::set_outside_catalogue_enabled(truth == 1));
+}
+
 PyMethodDef functions[] = {
+    {"set_other_span_groups", set_other_span_groups, METH_VARARGS,
+     "set_other_span_groups(names, managed_span_route, traced_span_route): the enabled groups lens's own set does "
+     "not serve (a frozenset of names) and how their spans are made where lens records nothing."},
+    {"other_span_groups", other_span_groups, METH_NOARGS, "The names set_other_span_groups gave last (a frozenset)."},
+    {"records_ungated_spans", records_ungated_spans, METH_NOARGS,
+     "Whether a span of no group (span_cm, the OpenTelemetry API's, a group outside the catalogue) records here now."},
+    {"set_outside_catalogue_enabled", set_outside_catalogue_enabled, METH_O,
+     "Turns the groups outside the catalogue on or off for ungated spans; on only where the enabled set may be "
+     "(an exporting rank with traces on). Returns the state now in force."},
     {"is_span_group_enabled", is_span_group_enabled, METH_O,
      "is_span_group_enabled(group) -> bool: True when `group` is enabled now (its spans are exported)."},
     {"managed_span", fastcall(managed_span), METH_FASTCALL | METH_KEYWORDS,

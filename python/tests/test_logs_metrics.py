@@ -29,7 +29,7 @@ class LoggingBridgeTest(unittest.TestCase):
             handler = setup_logging_bridge("trainer", level=logging.DEBUG)
             self.assertIs(setup_logging_bridge("trainer", level=logging.DEBUG), handler)  # added once
             with managed_span("step", "logging.step") as span:
-                logger.info("loss %.2f", 2.5)
+                logger.info("loss %.2f", 2.5, extra={"step": 3, "unprintable": object()})
                 context = span.get_span_context()
             logger.debug("debug line")
             try:
@@ -44,16 +44,18 @@ class LoggingBridgeTest(unittest.TestCase):
         self.assertEqual(info["spanId"], context.span_id_hex)
         where = attributes(info)
         self.assertEqual(where["logger.name"], "trainer")
-        self.assertTrue(where["code.filepath"].endswith("test_logs_metrics.py"))
-        self.assertEqual(where["code.function"], "test_every_record_with_its_context")
-        self.assertIsInstance(where["code.lineno"], int)
+        self.assertTrue(where["code.file.path"].endswith("test_logs_metrics.py"))
+        self.assertEqual(where["code.function.name"], "test_every_record_with_its_context")
+        self.assertIsInstance(where["code.line.number"], int)
+        self.assertEqual(where["step"], 3)  # an `extra` field
+        self.assertNotIn("unprintable", where)  # not an attribute value: left out
         self.assertEqual(by_body["debug line"]["severityNumber"], 5)
         self.assertNotIn("traceId", by_body["debug line"])  # no span current
         failed = attributes(by_body["step failed"])
         self.assertEqual((by_body["step failed"]["severityNumber"], failed["exception.type"]), (17, "ValueError"))
         self.assertEqual(failed["exception.message"], "bad batch")
         self.assertIn("raise ValueError", failed["exception.stacktrace"])
-        self.assertEqual(by_body["fatal"]["severityNumber"], 21)
+        self.assertEqual((by_body["fatal"]["severityNumber"], by_body["fatal"]["severityText"]), (21, "FATAL"))
 
     def test_a_no_op_where_logs_are_off_or_the_rank_does_not_export(self):
         with Run("all"):  # LOGS_ENABLED unset

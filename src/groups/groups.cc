@@ -19,6 +19,7 @@ namespace {
 // Read and written only off the hot path, so a plain atomic is enough.
 std::atomic<std::uint64_t> g_ceiling_bits{0};
 std::atomic<std::uint64_t> g_position_bits{0};
+std::atomic<bool> g_outside_catalogue{false};
 
 void store_enabled(std::uint64_t enabled) noexcept {
   g_enabled_group_bits.store(enabled, std::memory_order_release);
@@ -29,12 +30,25 @@ void store_enabled(std::uint64_t enabled) noexcept {
 void install_span_groups(GroupSet ceiling, GroupSet enabled, GroupSet positions) noexcept {
   g_ceiling_bits.store(ceiling.bits(), std::memory_order_relaxed);
   g_position_bits.store(positions.bits(), std::memory_order_relaxed);
+  g_outside_catalogue.store(false, std::memory_order_relaxed);
   store_enabled(enabled.bits() & ceiling.bits());
 }
 
 void clear_span_groups() noexcept {
   g_position_bits.store(0, std::memory_order_relaxed);
+  g_outside_catalogue.store(false, std::memory_order_relaxed);
   store_enabled(0);
+}
+
+bool set_outside_catalogue_enabled(bool on) noexcept {
+  const bool now = on && g_ceiling_bits.load(std::memory_order_relaxed) != 0;
+  g_outside_catalogue.store(now, std::memory_order_release);
+  return now;
+}
+
+bool records_ungated_spans() noexcept {
+  return g_enabled_group_bits.load(std::memory_order_relaxed) != 0 ||
+         g_outside_catalogue.load(std::memory_order_relaxed);
 }
 
 }  // namespace internal

@@ -180,5 +180,24 @@ TEST_F(Switch, SetReplacesTheWholeSetWithinTheCeiling) {
   EXPECT_EQ(set_enabled_span_groups(GroupSet{mg::job, mg::layer}), GroupSet{mg::job});
 }
 
+// Python's set_enabled_span_groups with a library's own group (outside the catalogue): ungated spans record while
+// only such a group is on, on an exporting rank; elsewhere it stays off; setup and clear turn it off.
+TEST_F(Switch, AGroupOutsideTheCatalogueRecordsUngatedSpansWithinTheCeiling) {
+  EXPECT_FALSE(internal::set_outside_catalogue_enabled(true));  // no ceiling: a rank that does not export
+  EXPECT_FALSE(internal::records_ungated_spans());
+  internal::install_span_groups(base_catalogue().all(), GroupSet{});
+  EXPECT_FALSE(internal::records_ungated_spans());
+  EXPECT_TRUE(internal::set_outside_catalogue_enabled(true));
+  EXPECT_TRUE(internal::records_ungated_spans());
+  EXPECT_TRUE(enabled_span_groups().empty());  // the catalogue's groups are untouched
+  internal::clear_span_groups();
+  EXPECT_FALSE(internal::records_ungated_spans());
+  EXPECT_TRUE(internal::set_outside_catalogue_enabled(true));
+  internal::install_span_groups(base_catalogue().all(), GroupSet{group::step});  // a new setup starts without it
+  EXPECT_TRUE(internal::records_ungated_spans());
+  set_enabled_span_groups(GroupSet{});
+  EXPECT_FALSE(internal::records_ungated_spans());
+}
+
 }  // namespace
 }  // namespace lens

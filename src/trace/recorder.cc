@@ -712,7 +712,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
   if (p == nullptr) return nullptr;
   ThreadState* t = state_for(p);
   if (t == nullptr) return nullptr;
-  const bool enabled = options.ungated ? g_enabled_group_bits.load(std::memory_order_relaxed) != 0 : is_enabled(group);
+  const bool enabled = options.ungated ? records_ungated_spans() : is_enabled(group);
   if (!enabled) {
     start_position(h, *t, *p, group, name, attributes);
     return t;

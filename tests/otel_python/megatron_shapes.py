@@ -12,8 +12,12 @@ import json
 import sys
 import time
 
-try:  # megatron/training/training.py's form
+try:  # lens on PYTHONPATH (a build tree): installed, its .pth hook does this; under the real NeMo Lens: no lens
     import lens.compat.nemo_lens  # noqa: F401: where no real NeMo Lens is installed, nemo.lens is lens
+except ImportError:
+    pass
+
+try:  # megatron/training/training.py's form
     from nemo.lens.state import is_span_group_enabled as _otel_sg_enabled
     from nemo.lens.helpers import managed_span as _otel_managed_span
     from nemo.lens.helpers import safe_set_span_attributes as _otel_safe_set_attrs
@@ -58,6 +62,27 @@ def get_telemetry():
     return _GLOBAL_TELEMETRY_HANDLE
 
 
+def _megatron_span_group():
+    """megatron/core/telemetry/span_groups.py's shape: Megatron's own subclass of NeMo Lens's SpanGroup (the names
+    and presets of lens's Megatron catalogue)."""
+    from nemo.lens.groups import SpanGroup
+
+    class MegatronSpanGroup(SpanGroup):
+        MICROBATCH, LAYER, COMMUNICATION = "microbatch", "layer", "communication"
+        ACTIVATION_OFFLOAD, DATA_LOADING = "activation_offload", "data_loading"
+        FIRST_ITERATION, TRACE_REGION, INFERENCE = "first_iteration", "trace_region", "inference"
+        ALL_GROUPS = SpanGroup.ALL_GROUPS | frozenset([MICROBATCH, LAYER, COMMUNICATION, ACTIVATION_OFFLOAD,
+                                                       DATA_LOADING, FIRST_ITERATION, TRACE_REGION, INFERENCE])
+        _PRODUCTION = frozenset([SpanGroup.JOB, SpanGroup.CHECKPOINT, SpanGroup.EVALUATE, FIRST_ITERATION, INFERENCE])
+        _PRESETS = {"default": _PRODUCTION,
+                    "per_step": _PRODUCTION | frozenset([SpanGroup.MODEL_INIT, SpanGroup.LOAD_CHECKPOINT,
+                                                         SpanGroup.STEP, SpanGroup.FORWARD_BACKWARD,
+                                                         SpanGroup.OPTIMIZER, COMMUNICATION, DATA_LOADING]),
+                    "all": ALL_GROUPS}
+
+    return MegatronSpanGroup
+
+
 def _set_telemetry(rank, world_size):
     """global_vars._set_telemetry's shape."""
     global _GLOBAL_TELEMETRY_HANDLE
@@ -66,7 +91,7 @@ def _set_telemetry(rank, world_size):
     except ImportError:
         _GLOBAL_TELEMETRY_HANDLE = None
         return
-    from lens.megatron import MegatronSpanGroup
+    MegatronSpanGroup = _megatron_span_group()
     config = NemoLensConfig.from_env(prefix="MEGATRON_OTEL", fallback_prefix="NEMO_LENS",
                                      span_group_cls=MegatronSpanGroup)
     config.service_name = "megatron-lm"
