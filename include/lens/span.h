@@ -135,6 +135,19 @@ LENS_API std::string_view exception_type_name(const std::exception& e) noexcept;
 LENS_API ThreadState* push_context(const SpanContext& context, const SpanHandle* span = nullptr,
                                    bool attached = false) noexcept;
 LENS_API void pop_context(ThreadState* pushed_to) noexcept;
+// How deep the calling thread's context stack is after a push that went to `pushed_to` (0 for null).
+LENS_API std::uint32_t context_depth(const ThreadState* pushed_to) noexcept;
+// What pop_attached_context did.
+enum class DetachResult : unsigned char {
+  kPopped,          // the entry, and any attached above it (as a context variable's reset forgets later values)
+  kGone,            // nothing: it was popped already (with an earlier one, or twice)
+  kOtherThread,     // nothing: the push was another thread's
+  kUnderOpenSpans,  // nothing: a span started after it is still open above it
+};
+// Undoes a push of another API's context (OpenTelemetry Python's context.detach) that left the calling thread's stack
+// `depth` deep: it and the entries above it go when all of them are other contexts attached (never a live span's
+// entry), on the thread that pushed it (never another thread's).
+LENS_API DetachResult pop_attached_context(ThreadState* pushed_to, std::uint32_t depth) noexcept;
 // What is current on the calling thread: nothing, a context another API attached (it knows the span), a live
 // span (its handle copied into *span: the copy writes to the span while it is open), or a context alone
 // (ContextScope, a remote parent).

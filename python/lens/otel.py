@@ -127,6 +127,16 @@ def _push(span):
         return _native.push_context(_INVALID)
 
 
+_warned = set()
+_UNDER_OPEN_SPANS = 3  # _native.pop_context's answer: nothing popped, a span opened after the attach is still open
+
+
+def _warn_once(message):
+    if message not in _warned:
+        _warned.add(message)
+        _logger.warning(message)
+
+
 class LensRuntimeContext(_RuntimeContext):
     """OpenTelemetry's runtime context kept in step with lens's context stack (the module's docstring says how)."""
 
@@ -139,11 +149,16 @@ class LensRuntimeContext(_RuntimeContext):
         return _Token(token, _push(context.get(_SPAN_KEY)))
 
     def detach(self, token):
-        if isinstance(token, _Token):
-            _native.pop_context(token.pushed)
-            self.inner.detach(token.inner)
-        else:  # attached before lens was installed
+        """OpenTelemetry's checks first (a token used twice, or from another thread, raises, and OpenTelemetry's
+        context.detach logs "Failed to detach context"); then lens's stack loses the token's entry and the attached
+        ones above it, as OpenTelemetry's context variable does, never a live span's entry or another thread's."""
+        if not isinstance(token, _Token):  # attached before lens was installed
             self.inner.detach(token)
+            return
+        self.inner.detach(token.inner)
+        if token.pushed and _native.pop_context(token.pushed) == _UNDER_OPEN_SPANS:
+            _warn_once("lens: a context detached while a span started after its attach is still open stays on lens's "
+                       "context stack (detach in the reverse order of attach)")
 
     def get_current(self):
         context = self.inner.get_current()

@@ -314,6 +314,17 @@ bool context_from_python(PyObject* object, lens::SpanContext* out) {
 
 namespace {
 
+// A context push as one Python int: where it went, and in the low bits the stack's depth after it (at most
+// ThreadState's 128 entries). A user-space address has 47 bits, so the token fits 64.
+constexpr unsigned kContextTokenDepthBits = 8;
+constexpr std::uint64_t kContextTokenDepthMask = (std::uint64_t{1} << kContextTokenDepthBits) - 1;
+
+std::uint64_t context_token(lens::internal::ThreadState* pushed_to) {
+  if (pushed_to == nullptr) return 0;
+  return (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pushed_to)) << kContextTokenDepthBits) |
+         lens::internal::context_depth(pushed_to);
+}
+
 // Groups.
 void bind_groups(py::module_& m) {
   m.def("base_catalogue", [] { return catalogue_description(lens::base_catalogue()); });
@@ -368,24 +379,37 @@ void bind_groups(py::module_& m) {
 // and receive, is in phases.cc).
 // One rank's summary from Python: 7 integers (a tensor's tolist()); anything else (a float that is not a whole
 // number, NaN, the wrong length) becomes a summary the scorer refuses, never a guess.
-lens::StragglerSummary summary_from(const py::handle& entry) {
-  constexpr int kWords = lens::StragglerSummary::kWords;
-  lens::StragglerSummary refused{.run_tag = -1, .steps = -1};
-  if (!py::isinstance<py::sequence>(entry) || py::len(entry) != kWords) return refused;
-  std::array<std::int64_t, kWords> words{};
-  std::size_t i = 0;
-  for (const py::handle& v : entry) {
-    if (py::isinstance<py::bool_>(v)) return refused;
-    if (py::isinstance<py::int_>(v)) {
-      words[i++] = v.cast<std::int64_t>();
-      continue;
+// One word of a summary: an int in int64's range, or a float that is a whole number below 9e15; nullopt else.
+std::optional<std::int64_t> summary_word(const py::handle& v) {
+  if (py::isinstance<py::bool_>(v)) return std::nullopt;
+  if (py::isinstance<py::int_>(v)) {
+    int overflow = 0;
+    const long long word = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow != 0 || (word == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return std::nullopt;
     }
-    if (!py::isinstance<py::float_>(v)) return refused;
-    const double d = v.cast<double>();
-    if (!std::isfinite(d) || d != std::trunc(d) || std::abs(d) > 9e15) return refused;
-    words[i++] = static_cast<std::int64_t>(d);
+    return word;
   }
-  return lens::StragglerSummary::decode(words);
+  if (!py::isinstance<py::float_>(v)) return std::nullopt;
+  const double d = v.cast<double>();
+  if (!std::isfinite(d) || d != std::trunc(d) || std::abs(d) > 9e15) return std::nullopt;
+  return static_cast<std::int64_t>(d);
+}
+
+lens::StragglerSummary summary_from(const py::handle& entry) {
+  constexpr std::size_t kWords = lens::StragglerSummary::kWords;
+  lens::StragglerSummary refused{.run_tag = -1, .steps = -1};
+  if (!py::isinstance<py::sequence>(entry)) return refused;
+  std::array<std::int64_t, kWords> words{};
+  std::size_t count = 0;
+  // Counted as it is iterated, never taken from len(): a sequence may yield more or fewer items than len() says.
+  for (const py::handle& v : entry) {
+    const std::optional<std::int64_t> word = summary_word(v);
+    if (count == kWords || !word) return refused;
+    words[count++] = *word;
+  }
+  return count == kWords ? lens::StragglerSummary::decode(words) : refused;
 }
 
 py::dict findings_dict(const lens::StragglerFindings& f) {
@@ -573,11 +597,12 @@ void bind_spans(py::module_& m) {
       "current_span", [] { return py::reinterpret_steal<py::object>(current_span_view()); },
       "The thread's current span for OpenTelemetry's context: a Span writing to it, a SpanContext, or None "
       "(nothing, or what OpenTelemetry attached itself).");
-  // OpenTelemetry's context.attach/detach on lens's context stack (lens.otel): a push returns where it went.
+  // OpenTelemetry's context.attach/detach on lens's context stack (lens.otel): a push returns a token of where it
+  // went and how deep the stack was then, and a pop takes only the calling thread's top (pop_context_if_top).
   m.def(
       "push_context",
       [](const lens::SpanContext& context) {
-        return reinterpret_cast<std::uintptr_t>(lens::internal::push_context(context, nullptr, true));
+        return context_token(lens::internal::push_context(context, nullptr, true));
       },
       "Makes `context` the thread's current one (an invalid one: no parent); returns a token for pop_context.");
   m.def(
@@ -592,17 +617,19 @@ void bind_spans(py::module_& m) {
           c.trace_flags = static_cast<std::uint8_t>(trace_flags);
           c.is_remote = is_remote;
         }
-        return reinterpret_cast<std::uintptr_t>(lens::internal::push_context(c, nullptr, true));
+        return context_token(lens::internal::push_context(c, nullptr, true));
       },
       "push_context of ids given as 16 and 8 big-endian bytes (anything else: an invalid context, no parent).");
   m.def(
       "pop_context",
-      [](std::uintptr_t token) {
-        // The token is the pointer push_context handed out, through Python as an integer.
-        lens::internal::pop_context(
-            reinterpret_cast<lens::internal::ThreadState*>(token));  // NOLINT(performance-no-int-to-ptr)
+      [](std::uint64_t token) {
+        const auto depth = static_cast<std::uint32_t>(token & kContextTokenDepthMask);
+        auto* pushed_to = reinterpret_cast<lens::internal::ThreadState*>(  // NOLINT(performance-no-int-to-ptr)
+            static_cast<std::uintptr_t>(token >> kContextTokenDepthBits));
+        return static_cast<int>(lens::internal::pop_attached_context(pushed_to, depth));
       },
-      "Undoes the push_context that returned `token` (0: nothing was pushed).");
+      "Undoes the push_context that returned `token` and the attached contexts above it: 0 popped, 1 popped "
+      "already, 2 another thread's, 3 under a span still open (nothing popped but for 0).");
 }
 
 // Configuration.

@@ -83,5 +83,24 @@ class HostileCallsTest(unittest.TestCase):
         self.assertIn("span.add_link(GARBAGE) -> TypeError", outcomes)
 
 
+class HostileEnvironmentTest(unittest.TestCase):
+    def test_a_gpu_index_past_int_is_a_warning_not_an_exception_out_of_setup(self):
+        code = textwrap.dedent("""
+            import lens
+            from lens.megatron import build_telemetry_resource_attrs
+            handle = lens.setup_telemetry(lens.NemoLensConfig.from_env(), rank=0, world_size=1)
+            attributes = build_telemetry_resource_attrs({"local_rank": 0})
+            handle.shutdown()
+            print("dl.gpu.uuid" in attributes, "ALL DONE")
+        """)
+        with __import__("tempfile").TemporaryDirectory() as out:
+            env = {**os.environ, "NEMO_LENS_ENABLED": "1", "NEMO_LENS_EXPORTER": "file", "NEMO_LENS_FILE_DIR": out,
+                   "NEMO_LENS_HANG_SIGNAL": "none", "CUDA_VISIBLE_DEVICES": "2147483648"}
+            result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertEqual(result.stdout.split()[-3:], ["False", "ALL", "DONE"])
+        self.assertIn("CUDA_VISIBLE_DEVICES", result.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

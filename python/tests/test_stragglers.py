@@ -2,6 +2,7 @@
 scoring of gathered summaries, bad ones included, against a real setup's metrics and logs. The Python trainer on 4
 ranks is in test_pretrain_gpt.py."""
 
+import collections.abc
 import math
 import time
 import unittest
@@ -50,6 +51,25 @@ class StragglerTest(unittest.TestCase):
             self.assertEqual(found["missing"], [5])
             with self.assertRaisesRegex(ValueError, "compute or wait"):
                 lens.step_phase("forward")
+
+    def test_a_sequence_whose_len_lies_is_refused_never_read_past(self):
+        class Lying(collections.abc.Sequence):  # len() says 7; iteration yields `yields` items
+            def __init__(self, yields):
+                self.yields = yields
+
+            def __len__(self):
+                return 7
+
+            def __getitem__(self, i):
+                if i >= self.yields:
+                    raise IndexError(i)
+                return 1
+
+        with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_RUN_ID="py-straggler-lying"):
+            lens.end_step(1)
+            mine = lens.take_straggler_summary(5, 0)
+            found = lens.score_stragglers(5, [mine, Lying(9), Lying(1000), Lying(3), [2 ** 70] + [0] * 6])
+            self.assertEqual(found["refused"], [1, 2, 3, 4])
 
     def test_off_or_not_exporting_scores_nothing(self):
         with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="0"):

@@ -1,11 +1,14 @@
 #include "common/process_identity.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string_view>
+
+#include "common/text.h"
 
 namespace lens::internal {
 
@@ -27,13 +30,32 @@ std::optional<std::uint64_t> start_ticks_of(const std::string& stat) {
   std::string field;
   for (int n = 3; n <= 22; ++n)  // fields 3 (state) to 22 (starttime)
     if (!(fields >> field)) return std::nullopt;
-  char* end = nullptr;
-  const unsigned long long ticks = std::strtoull(field.c_str(), &end, 10);
-  if (end == field.c_str() || *end != '\0') return std::nullopt;
-  return ticks;
+  const std::optional<std::int64_t> ticks = whole_number(field, 0);
+  if (!ticks) return std::nullopt;
+  return static_cast<std::uint64_t>(*ticks);
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> this_pid_namespace() {
+  struct stat ns {};
+  if (::stat("/proc/self/ns/pid", &ns) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(ns.st_ino);
+}
+
+std::optional<uid_t> process_owner(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) != 0) continue;
+    std::istringstream ids(line.substr(4));
+    std::string real;
+    if (!(ids >> real)) return std::nullopt;
+    const std::optional<std::int64_t> uid = whole_number(real, 0, UINT32_MAX - 1);
+    return uid ? std::optional<uid_t>(static_cast<uid_t>(*uid)) : std::nullopt;
+  }
+  return std::nullopt;
+}
 
 std::string this_host() {
   char host[256] = {};

@@ -25,6 +25,13 @@ struct ProcessIdentity {
 // nullopt when /proc cannot tell (the process has ended, or /proc is not mounted).
 std::optional<ProcessIdentity> process_identity(pid_t pid);
 
+// The calling process's PID namespace (the inode of /proc/self/ns/pid), nullopt when /proc cannot tell. A pid means
+// a process only within its namespace: a rank in a container is another pid (or none) outside it.
+std::optional<std::uint64_t> this_pid_namespace();
+
+// The real user id a process runs as (/proc/<pid>/status), nullopt when /proc cannot tell.
+std::optional<uid_t> process_owner(pid_t pid);
+
 // This host's name (gethostname), "" when it cannot be read.
 std::string this_host();
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <numeric>
 
 namespace lens::internal {
@@ -9,6 +10,15 @@ namespace lens::internal {
 namespace {
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 }  // namespace
+
+std::optional<std::int64_t> whole_number(std::string_view text, std::int64_t min, std::int64_t max) noexcept {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);  // from_chars refuses it; people write it
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end || value < min || value > max) return std::nullopt;
+  return value;
+}
 
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);

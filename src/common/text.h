@@ -1,6 +1,7 @@
 // Small text helpers shared by configuration parsing and span-group resolution.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,12 @@ std::string join(const std::vector<std::string>& items, std::string_view sep);
 std::size_t edit_distance(std::string_view a, std::string_view b);
 // The candidate closest to `word` (first of equals), or empty when there are no candidates.
 std::string closest(std::string_view word, const std::vector<std::string>& candidates);
+
+// The whole of `text` as a decimal integer in [min, max] (a leading '+' allowed); nullopt for anything else: empty,
+// a sign alone, another character anywhere, a value out of range (never clamped, never thrown). Every number lens
+// reads from the environment, a file or a peer goes through it.
+std::optional<std::int64_t> whole_number(std::string_view text, std::int64_t min = INT64_MIN,
+                                         std::int64_t max = INT64_MAX) noexcept;
 
 }  // namespace lens::internal
 

@@ -47,5 +47,20 @@ TEST(Text, RedactUrlTakesOutCredentials) {
   EXPECT_EQ(redact_url("http://host:4317#token"), "http://host:4317#***");
 }
 
+// The one number parser: the whole text, in range, or nothing; never clamped, never thrown.
+TEST(Text, WholeNumberTakesTheWholeTextInRangeOrNothing) {
+  EXPECT_EQ(whole_number("42"), 42);
+  EXPECT_EQ(whole_number("+7"), 7);
+  EXPECT_EQ(whole_number("-3"), -3);
+  EXPECT_EQ(whole_number("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(whole_number("2147483648", 0, INT32_MAX), std::nullopt);
+  EXPECT_EQ(whole_number("9223372036854775808"), std::nullopt);
+  EXPECT_EQ(whole_number("99999999999999999999"), std::nullopt);
+  for (const char* bad : {"", "+", "-", " 1", "1 ", "12a", "0x10", "1e3", "1.0", "++1"})
+    EXPECT_EQ(whole_number(bad), std::nullopt) << "'" << bad << "'";
+  EXPECT_EQ(whole_number("0", 1, 10), std::nullopt);
+  EXPECT_EQ(whole_number("10", 1, 10), 10);
+}
+
 }  // namespace
 }  // namespace lens::internal

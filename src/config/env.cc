@@ -1,6 +1,5 @@
 #include "config/env.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -57,27 +56,14 @@ bool parse_flag(const EnvValue& value) {
 
 bool parse_otel_bool(const EnvValue& value) { return parse_choice<bool>(value, {{"true", true}, {"false", false}}); }
 
-namespace {
-// The whole text as an integer in [min, max], else nullopt.
-std::optional<std::int64_t> integer_in(const EnvValue& value, std::int64_t min, std::int64_t max) {
-  std::int64_t result = 0;
-  const char* begin = value.text.data();
-  const char* end = begin + value.text.size();
-  if (*begin == '+') ++begin;  // from_chars rejects a leading '+', people write it
-  auto [stop, error] = std::from_chars(begin, end, result);
-  if (error != std::errc() || stop != end || result < min || result > max) return std::nullopt;
-  return result;
-}
-}  // namespace
-
 std::int64_t parse_int(const EnvValue& value, std::int64_t min, std::int64_t max) {
-  if (auto n = integer_in(value, min, max)) return *n;
+  if (auto n = whole_number(value.text, min, max)) return *n;
   throw_invalid(value, max == INT64_MAX ? "an integer >= " + std::to_string(min)
                                         : "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
 }
 
 std::int64_t parse_duration_ms(const EnvValue& value, std::int64_t min_ms) {
-  if (auto n = integer_in(value, min_ms, kMaxDurationMs)) return *n;
+  if (auto n = whole_number(value.text, min_ms, kMaxDurationMs)) return *n;
   throw_invalid(value,
                 "milliseconds in [" + std::to_string(min_ms) + ", " + std::to_string(kMaxDurationMs) + "] (one day)");
 }

@@ -129,14 +129,12 @@ HttpResponse change_request(const HttpRequest& request) {
   if (spec == nullptr) return error(400, "POST /span-groups?spec=SPEC[&for=N]: spec is missing");
   std::int64_t iterations = 0;
   if (const char* n = request.query("for")) {
-    char* end = nullptr;
-    errno = 0;
-    iterations = std::strtoll(n, &end, 10);
-    // Bounded, so that the iteration it restores at is a number (for=9223372036854775000 wrapped around and
-    // restored at the next iteration).
-    if (*n == '\0' || *end != '\0' || errno == ERANGE || iterations < 1 || iterations > kMaxForIterations)
+    // Bounded, so that the iteration it restores at is a number (for=9223372036854775000 would wrap around).
+    const std::optional<std::int64_t> wanted = whole_number(n, 1, kMaxForIterations);
+    if (!wanted)
       return error(400, std::string("for=") + printable_excerpt(n, 32) + " is not a number of iterations (1 to " +
                             std::to_string(kMaxForIterations) + ")");
+    iterations = *wanted;
   }
   ControlState& s = state();
   // The spec is resolved on a copy of the catalogue, outside the lock the training threads take at every iteration

@@ -173,7 +173,9 @@ std::string rank_process_json(const HangSettings& settings) {
          ", \"pid\": " + std::to_string(::getpid()) + ", \"host\": " + json_string(this_host()) +
          ", \"run_id\": " + json_string(settings.run_id) + ", \"boot_id\": " + json_string(me.boot_id) +
          ", \"start_ticks\": " + std::to_string(me.start_ticks) + ", \"comm\": " + json_string(me.comm) +
-         ", \"hang_signal\": \"" + signal + "\"}\n";
+         ", \"uid\": " + std::to_string(::getuid()) +
+         ", \"pid_namespace\": " + std::to_string(this_pid_namespace().value_or(0)) + ", \"hang_signal\": \"" + signal +
+         "\"}\n";
 }
 
 bool write_rank_process_record(const HangSettings& settings) {

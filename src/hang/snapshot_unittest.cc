@@ -276,6 +276,8 @@ TEST_F(HangSnapshot, EachRankRecordsItsProcessWhileItRuns) {
   EXPECT_EQ(r.at("start_ticks"), me.start_ticks);
   EXPECT_EQ(r.at("comm"), me.comm);
   EXPECT_EQ(r.at("hang_signal"), "SIGUSR2");
+  EXPECT_EQ(r.at("uid"), ::getuid());  // `lens hang --signal` signals only a process of the record's owner
+  EXPECT_EQ(r.at("pid_namespace"), internal::this_pid_namespace().value());  // and only in its own namespace
   EXPECT_EQ(fs::status(run_dir(c) / "rank2.process.json").permissions(),
             fs::perms::owner_read | fs::perms::owner_write);
   EXPECT_TRUE(t.shutdown());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -48,19 +49,9 @@ bool has(const ResourceAttributes& attributes, const std::string& key) {
   return std::any_of(attributes.begin(), attributes.end(), [&](const auto& kv) { return kv.first == key; });
 }
 
-// Sets `key` from `variable` when the variable is set (as an int when it is one).
-void set_from(ResourceAttributes& r, const EnvReader& env, const char* key, const char* variable, bool integer) {
-  auto v = env.get(variable);
-  if (!v) return;
-  if (integer) {
-    char* end = nullptr;
-    long long n = std::strtoll(v->text.c_str(), &end, 10);
-    if (end && *end == '\0') {
-      set(r, key, static_cast<std::int64_t>(n));
-      return;
-    }
-  }
-  set(r, key, v->text);
+// Sets `key` from `variable` when the variable is set, as its text.
+void set_from(ResourceAttributes& r, const EnvReader& env, const char* key, const char* variable) {
+  if (auto v = env.get(variable)) set(r, key, v->text);
 }
 
 std::optional<int> visible_device_count(const EnvReader& env) {
@@ -82,24 +73,24 @@ void detect(ResourceAttributes& r, const EnvLookup& lookup) {
   if (env.get("SLURM_JOB_ID")) {
     // As NeMo Lens sends them: strings, from the variables it reads; where one is unset, the SLURM_JOB_* variable
     // SLURM sets for every job (SLURM_PARTITION is sbatch's input, often unset): a key NeMo Lens would not send.
-    set_from(r, env, "slurm.job.id", "SLURM_JOB_ID", false);
-    set_from(r, env, "slurm.job.name", "SLURM_JOB_NAME", false);
-    set_from(r, env, "slurm.nodelist", env.get("SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST", false);
-    set_from(r, env, "slurm.nnodes", "SLURM_NNODES", false);
-    set_from(r, env, "slurm.ntasks", "SLURM_NTASKS", false);
-    set_from(r, env, "slurm.partition", env.get("SLURM_PARTITION") ? "SLURM_PARTITION" : "SLURM_JOB_PARTITION", false);
-    set_from(r, env, "slurm.cluster.name", "SLURM_CLUSTER_NAME", false);
+    set_from(r, env, "slurm.job.id", "SLURM_JOB_ID");
+    set_from(r, env, "slurm.job.name", "SLURM_JOB_NAME");
+    set_from(r, env, "slurm.nodelist", env.get("SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST");
+    set_from(r, env, "slurm.nnodes", "SLURM_NNODES");
+    set_from(r, env, "slurm.ntasks", "SLURM_NTASKS");
+    set_from(r, env, "slurm.partition", env.get("SLURM_PARTITION") ? "SLURM_PARTITION" : "SLURM_JOB_PARTITION");
+    set_from(r, env, "slurm.cluster.name", "SLURM_CLUSTER_NAME");
   }
   if (env.get("KUBERNETES_SERVICE_HOST")) {
-    set_from(r, env, "k8s.namespace.name", "K8S_NAMESPACE", false);
+    set_from(r, env, "k8s.namespace.name", "K8S_NAMESPACE");
     if (env.get("K8S_POD_NAME"))
-      set_from(r, env, "k8s.pod.name", "K8S_POD_NAME", false);
+      set_from(r, env, "k8s.pod.name", "K8S_POD_NAME");
     else
-      set_from(r, env, "k8s.pod.name", "HOSTNAME", false);
-    set_from(r, env, "k8s.pod.uid", "K8S_POD_UID", false);
-    set_from(r, env, "k8s.node.name", "K8S_NODE_NAME", false);
-    set_from(r, env, "k8s.container.name", "K8S_CONTAINER_NAME", false);
-    set_from(r, env, "k8s.job.name", "K8S_JOB_NAME", false);
+      set_from(r, env, "k8s.pod.name", "HOSTNAME");
+    set_from(r, env, "k8s.pod.uid", "K8S_POD_UID");
+    set_from(r, env, "k8s.node.name", "K8S_NODE_NAME");
+    set_from(r, env, "k8s.container.name", "K8S_CONTAINER_NAME");
+    set_from(r, env, "k8s.job.name", "K8S_JOB_NAME");
   }
 }
 
@@ -145,7 +136,13 @@ std::optional<int> gpu_index_for(const EnvLookup& lookup, int local_rank) {
   std::string_view entry = trim(entries[static_cast<std::size_t>(local_rank)]);
   if (entry.empty() || !std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;  // GPU-<uuid> or MIG-<uuid>: not an NVML index
-  return std::stoi(std::string(entry));
+  const std::optional<std::int64_t> index = whole_number(entry, 0, INT32_MAX);
+  if (!index) {
+    log_warning("CUDA_VISIBLE_DEVICES entry '%s' is not a GPU index (0 to %d): no GPU identity on the resource",
+                printable_excerpt(entry, 32).c_str(), INT32_MAX);
+    return std::nullopt;
+  }
+  return static_cast<int>(*index);
 }
 
 std::optional<GpuIdentity> detect_gpu_identity_from(const EnvLookup& env, int local_rank) {
@@ -191,8 +188,8 @@ Resource build_resource(const Config& config, const RankInfo& ranks, const std::
   set(r.attributes, "service.instance.id", run_id + "-rank" + std::to_string(ranks.rank));
   if (!config.user_id.empty()) set(r.attributes, "nemo.user.id", config.user_id);
   // Weights & Biases Weave needs them on the resource (NeMo Lens's W&B fields read the same variables).
-  set_from(r.attributes, env, "wandb.entity", "WANDB_ENTITY", false);
-  set_from(r.attributes, env, "wandb.project", "WANDB_PROJECT", false);
+  set_from(r.attributes, env, "wandb.entity", "WANDB_ENTITY");
+  set_from(r.attributes, env, "wandb.project", "WANDB_PROJECT");
   if (auto v = env.get("DEPLOYMENT_ENV"))
     set(r.attributes, "deployment.environment", v->text);
   else if (auto w = env.get("ENVIRONMENT"))

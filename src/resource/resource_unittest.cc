@@ -170,6 +170,21 @@ TEST(Resource, MalformedOtelResourceAttributesAreIgnoredWhole) {
   EXPECT_EQ(find(r.attributes, "good"), nullptr);
 }
 
+// A GPU index past int (CUDA_VISIBLE_DEVICES=2147483648) aborted setup: now no GPU identity, a warning, a resource.
+TEST(Resource, AGpuIndexPastIntIsNoIndexAndSetupGoesOn) {
+  EXPECT_EQ(internal::gpu_index_for(lookup({{"CUDA_VISIBLE_DEVICES", "0,3"}}), 1), 3);
+  for (const char* huge : {"2147483648", "99999999999999999999999", "0,2147483648"}) {
+    const auto env = lookup({{"CUDA_VISIBLE_DEVICES", huge}});
+    const int local_rank = huge[0] == '0' ? 1 : 0;
+    EXPECT_EQ(internal::gpu_index_for(env, local_rank), std::nullopt) << huge;
+    EXPECT_NO_THROW((void)internal::detect_gpu_identity_from(env, local_rank));
+    internal::Resource r = internal::build_resource(Config{}, RankInfo{0, 2, local_rank}, "r", {}, env);
+    EXPECT_NE(find(r.attributes, "host.name"), nullptr);
+  }
+  // The warning naming the variable is rate-limited per process (another test may have said it already): a fresh
+  // process shows it (python/tests/test_hostile_calls.py).
+}
+
 // The fake NVML library, chosen through LENS_NVML_LIBRARY.
 class FakeNvml : public ::testing::Test {
  protected:

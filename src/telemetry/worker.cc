@@ -86,11 +86,9 @@ WorkerBootstrap WorkerBootstrap::parse(std::string_view text) {
     std::string_view key = line.substr(0, eq), raw = line.substr(eq + 1);
     std::string value;
     auto number_of = [&](std::string_view v) {
-      std::string s(v);
-      char* e = nullptr;
-      long long n = std::strtoll(s.c_str(), &e, 10);
-      if (s.empty() || *e != '\0') fail("not an integer: " + std::string(key));
-      return n;
+      const std::optional<std::int64_t> n = internal::whole_number(v);
+      if (!n) fail("not an integer: " + std::string(key));
+      return *n;
     };
     if (key == "enabled") {
       b.enabled = raw == "1";

@@ -1106,6 +1106,21 @@ CurrentKind current_kind(SpanHandle* span) noexcept {
 
 void pop_context(ThreadState* pushed_to) noexcept { pop_context_from(pushed_to); }
 
+std::uint32_t context_depth(const ThreadState* pushed_to) noexcept {
+  return pushed_to != nullptr ? static_cast<std::uint32_t>(pushed_to->context_depth) : 0;
+}
+
+DetachResult pop_attached_context(ThreadState* pushed_to, std::uint32_t depth) noexcept {
+  if (pushed_to == nullptr || depth == 0) return DetachResult::kGone;
+  if (pushed_to != current_state()) return DetachResult::kOtherThread;
+  const std::uint32_t now = context_depth(pushed_to);
+  if (depth > now) return DetachResult::kGone;
+  for (std::uint32_t i = depth - 1; i < now; ++i)
+    if (!pushed_to->contexts[i].attached) return DetachResult::kUnderOpenSpans;
+  pushed_to->context_depth = static_cast<int>(depth - 1);
+  return DetachResult::kPopped;
+}
+
 void truncate_open_light_scopes(ThreadState& t) noexcept {
   const std::uint64_t now = now_ticks();
   for (int i = t.context_depth - 1; i >= 0; --i) {  // innermost first

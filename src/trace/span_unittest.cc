@@ -982,5 +982,33 @@ TEST(Spans, TheCurrentKindTellsASpanFromAnAttachedContext) {
   EXPECT_EQ(attribute(c.span("step"), "set.through.current")["intValue"], "7");
 }
 
+// Another API's detach (OpenTelemetry Python's context.detach) takes its entry and the attached ones above it, as a
+// context variable's reset forgets later values; never a live span's entry, never another thread's, never twice.
+TEST(Spans, AMisusedDetachTakesNoOtherSpansEntry) {
+  using internal::DetachResult;
+  Capture c;
+  const SpanContext outer{TraceId{{1}}, SpanId{{1}}, 1, true}, inner{TraceId{{1}}, SpanId{{2}}, 1, true};
+  internal::ThreadState* a = internal::push_context(outer, nullptr, true);
+  const std::uint32_t depth_a = internal::context_depth(a);
+  internal::ThreadState* b = internal::push_context(inner, nullptr, true);
+  const std::uint32_t depth_b = internal::context_depth(b);
+  EXPECT_EQ(depth_b, depth_a + 1);
+  DetachResult elsewhere = DetachResult::kPopped;
+  std::thread([&] { elsewhere = internal::pop_attached_context(b, depth_b); }).join();
+  EXPECT_EQ(elsewhere, DetachResult::kOtherThread);
+  EXPECT_EQ(current_context().span_id, inner.span_id);
+  EXPECT_EQ(internal::pop_attached_context(b, depth_b), DetachResult::kPopped);
+  EXPECT_EQ(internal::pop_attached_context(b, depth_b), DetachResult::kGone);  // twice
+  { LENS_SPAN(mg::step, "child.of.outer"); }
+  {
+    LENS_SPAN(mg::step, "open.above.outer");
+    EXPECT_EQ(internal::pop_attached_context(a, depth_a), DetachResult::kUnderOpenSpans);
+  }
+  internal::push_context(inner, nullptr, true);
+  EXPECT_EQ(internal::pop_attached_context(a, depth_a), DetachResult::kPopped);  // out of order: both go
+  EXPECT_FALSE(current_context().is_valid());
+  EXPECT_EQ(c.span("child.of.outer")["parentSpanId"], span_id_hex(outer));
+}
+
 }  // namespace
 }  // namespace lens

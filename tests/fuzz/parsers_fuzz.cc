@@ -10,6 +10,7 @@
 #include "lens/context.h"
 #include "lens/megatron.h"
 #include "lens/worker.h"
+#include "resource/resource.h"
 
 namespace lens::fuzz {
 
@@ -109,6 +110,45 @@ std::string worker_bootstrap(const std::string& text) {
     (void)WorkerBootstrap::parse(text);
     return std::string();
   });
+}
+
+const std::vector<std::string>& resource_variables() {
+  static const std::vector<std::string> variables = {"CUDA_VISIBLE_DEVICES",
+                                                     "SLURM_JOB_ID",
+                                                     "SLURM_NNODES",
+                                                     "SLURM_NTASKS",
+                                                     "SLURM_NODELIST",
+                                                     "SLURM_PROCID",
+                                                     "SLURM_RESTART_COUNT",
+                                                     "TORCHELASTIC_RUN_ID",
+                                                     "TORCHELASTIC_RESTART_COUNT",
+                                                     "KUBERNETES_SERVICE_HOST",
+                                                     "K8S_POD_NAME",
+                                                     "OTEL_RESOURCE_ATTRIBUTES",
+                                                     "OTEL_SERVICE_NAME",
+                                                     "WANDB_PROJECT",
+                                                     "DEPLOYMENT_ENV"};
+  return variables;
+}
+
+std::string resource_detection(const std::string& variable, const std::string& value) {
+  const auto env = [&](const std::string& name) -> std::optional<std::string> {
+    if (name == variable) return value;
+    if (name == "KUBERNETES_SERVICE_HOST" || name == "SLURM_JOB_ID") return std::string("set");  // their keys read
+    return std::nullopt;
+  };
+  try {
+    for (int local_rank = 0; local_rank < 4; ++local_rank) {
+      const std::optional<int> index = internal::gpu_index_for(env, local_rank);
+      if (index && *index < 0) return "a negative GPU index from " + internal::printable_excerpt(value);
+    }
+    (void)internal::run_uuids_from(env);
+    internal::Resource resource = internal::build_resource(Config{}, RankInfo{1, 4, 1}, "run", {}, env);
+    if (resource.attributes.empty()) return "an empty resource";
+  } catch (const std::exception& e) {
+    return std::string("threw ") + e.what() + " for " + variable + "=" + internal::printable_excerpt(value);
+  }
+  return "";
 }
 
 }  // namespace lens::fuzz

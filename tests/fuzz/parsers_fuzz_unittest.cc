@@ -108,5 +108,16 @@ TEST(ParsersFuzz, WorkerBootstrap) {
   for (int i = 0; i < kIterations; ++i) ASSERT_EQ(fuzz::worker_bootstrap(inputs.next(seeds)), "");
 }
 
+TEST(ParsersFuzz, ResourceDetection) {
+  const std::vector<std::string>& variables = fuzz::resource_variables();
+  const std::vector<std::string> seeds = {"0,1,2,3",     "2147483648", "GPU-6f1a,MIG-2", "4",
+                                          "node[01-04]", "k=v,a=%20b", "none",           "99999999999999999999999"};
+  Inputs inputs(4);
+  for (int i = 0; i < kIterations; ++i) {
+    const std::string& variable = variables[inputs.pick(variables.size())];
+    ASSERT_EQ(fuzz::resource_detection(variable, inputs.next(seeds)), "") << variable;
+  }
+}
+
 }  // namespace
 }  // namespace lens

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t pick = data[0];
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   std::string failure;
-  switch (pick % 4) {
+  switch (pick % 5) {
     case 0: {
       const auto& variables = lens::fuzz::configuration_variables();
       const std::size_t cut = text.find('\n');  // the sampler argument after a newline, if any
@@ -25,7 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     case 1: failure = lens::fuzz::otlp_headers(text); break;
     case 2: failure = lens::fuzz::context_run_id_and_text(text); break;
-    default: failure = lens::fuzz::worker_bootstrap(text); break;
+    case 3: failure = lens::fuzz::worker_bootstrap(text); break;
+    default: {
+      const auto& variables = lens::fuzz::resource_variables();
+      failure = lens::fuzz::resource_detection(variables[(pick / 5) % variables.size()], text);
+      break;
+    }
   }
   if (!failure.empty()) {
     std::fprintf(stderr, "lens_parsers_fuzzer: %s\n", failure.c_str());

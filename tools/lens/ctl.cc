@@ -1,8 +1,9 @@
 #include "ctl.h"
 
-#include <httplib.h>
+#include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -59,46 +60,89 @@ bool find_endpoint(const std::string& run_dir, ControlFile& out) {
   return true;
 }
 
-int answer(const httplib::Result& result, const std::string& body, const ControlFile& e) {
-  if (!result) {
-    const bool gave_up = result.error() == httplib::Error::Canceled;
+// What came back: the HTTP status (0: none), the body, and why there is none.
+struct Answer {
+  long status = 0;
+  std::string body;
+  std::size_t bytes = 0;  // headers and body together, against kMaxAnswerBytes
+  CURLcode error = CURLE_OK;
+};
+
+// Headers and body count against one cap: an endless header block is given up as an endless body is.
+std::size_t take_header(char*, std::size_t size, std::size_t n, void* to) {
+  auto* a = static_cast<Answer*>(to);
+  a->bytes += size * n;
+  return a->bytes > kMaxAnswerBytes ? 0 : size * n;
+}
+
+std::size_t take_body(char* data, std::size_t size, std::size_t n, void* to) {
+  auto* a = static_cast<Answer*>(to);
+  a->bytes += size * n;
+  if (a->bytes > kMaxAnswerBytes) return 0;
+  a->body.append(data, size * n);
+  return size * n;
+}
+
+int report(const Answer& a, const ControlFile& e) {
+  if (a.error != CURLE_OK || a.status == 0) {
+    const bool gave_up = a.error == CURLE_WRITE_ERROR || a.error == CURLE_OPERATION_TIMEDOUT;
     std::fprintf(stderr, "lens ctl: %s %s:%d (%s)\n",
                  gave_up ? "gave up on the answer of" : "the job does not answer on", e.address.c_str(), e.port,
-                 gave_up ? "longer than 64 KiB or slower than 15 s: not lens's control endpoint?"
-                         : (httplib::to_string(result.error()) + ": it has ended or hangs").c_str());
+                 gave_up ? "longer than 64 KiB or slower than 15 s, headers included: not lens's control endpoint?"
+                         : (std::string(curl_easy_strerror(a.error)) + ": it has ended or hangs").c_str());
     return kUnreachable;
   }
-  if (result->status >= 200 && result->status < 300) {
-    std::cout << body;
+  if (a.status >= 200 && a.status < 300) {
+    std::cout << a.body;
     return 0;
   }
-  std::string message = body;
+  std::string message = a.body;
   try {
-    message = nlohmann::json::parse(body).at("error").get<std::string>();
+    message = nlohmann::json::parse(a.body).at("error").get<std::string>();
   } catch (const std::exception&) {
   }
-  std::fprintf(stderr, "lens ctl: refused (%d): %s\n", result->status,
-               lens::internal::printable_excerpt(message).c_str());
+  std::fprintf(stderr, "lens ctl: refused (%ld): %s\n", a.status, lens::internal::printable_excerpt(message).c_str());
   return kRefused;
 }
 
-// One request: at most kMaxAnswerBytes of answer, within kDeadline whatever the endpoint does.
-int request(const ControlFile& e, const char* method, const std::string& path) {
-  httplib::Client c(e.address, e.port);
-  c.set_connection_timeout(5);
-  c.set_read_timeout(10);
-  c.set_bearer_token_auth(e.token);
-  std::string body;
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  httplib::Request r;
-  r.method = method;
-  r.path = path;
-  r.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-    if (body.size() + n > kMaxAnswerBytes || std::chrono::steady_clock::now() > deadline) return false;
-    body.append(data, n);
-    return true;
-  };
-  return answer(c.send(r), body, e);
+// One request with libcurl: at most kMaxAnswerBytes of answer (status line, headers and body) within kDeadline,
+// whatever the endpoint sends or withholds (a header trickled a byte at a time included).
+int request(const ControlFile& e, bool post, const std::string& path_and_query) {
+  CURL* c = curl_easy_init();
+  if (c == nullptr) {
+    std::fprintf(stderr, "lens ctl: libcurl could not start a request\n");
+    return kUnreachable;
+  }
+  const std::string url = "http://" + e.address + ":" + std::to_string(e.port) + path_and_query;
+  const std::string authorization = "Authorization: Bearer " + e.token;
+  curl_slist* headers = curl_slist_append(nullptr, authorization.c_str());
+  Answer a;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // the endpoint is the job's own address
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(std::chrono::milliseconds(kDeadline).count()));
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, take_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, take_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+  if (post) {
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+  }
+  a.error = curl_easy_perform(c);
+  if (a.error == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(c);
+  return report(a, e);
+}
+
+// What a query value escapes: everything but RFC 3986's unreserved characters.
+bool reserved_in_query(unsigned char ch) {
+  return !(std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~');
 }
 
 }  // namespace
@@ -119,16 +163,15 @@ std::optional<ControlFile> parse_control_file(std::string_view text, std::string
 int ctl_status(const std::string& run_dir) {
   ControlFile e;
   if (!find_endpoint(run_dir, e)) return kUnreachable;
-  return request(e, "GET", "/status");
+  return request(e, false, "/status");
 }
 
 int ctl_span_groups(const std::string& run_dir, const std::string& spec, std::int64_t iterations) {
   ControlFile e;
   if (!find_endpoint(run_dir, e)) return kUnreachable;
-  httplib::Params query{{"spec", spec}};
-  if (iterations > 0) query.emplace("for", std::to_string(iterations));
-  const std::string path = httplib::append_query_params("/span-groups", query);
-  return request(e, "POST", path);
+  std::string path = "/span-groups?spec=" + lens::internal::percent_encode(spec, reserved_in_query);
+  if (iterations > 0) path += "&for=" + std::to_string(iterations);
+  return request(e, true, path);
 }
 
 }  // namespace lens_tools

@@ -1,6 +1,7 @@
 #include "hang.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -327,8 +328,10 @@ struct RankProcess {
   pid_t pid = 0;
   std::string host;
   lens::internal::ProcessIdentity identity;
-  int signal = 0;       // 0: the run has none
-  std::string outcome;  // "sent", or why not
+  std::optional<std::int64_t> uid;            // who the rank ran as, as its record says
+  std::optional<std::int64_t> pid_namespace;  // where its pid means it (0 or absent: unknown)
+  int signal = 0;                             // 0: the run has none
+  std::string outcome;                        // "sent", or why not
 };
 
 std::optional<RankProcess> read_process_record(const fs::path& file) {
@@ -346,6 +349,8 @@ std::optional<RankProcess> read_process_record(const fs::path& file) {
     if (!r.at("start_ticks").is_number_unsigned()) return std::nullopt;  // a float or a negative: not a record
     p.identity = {r.at("boot_id").get<std::string>(), r.at("start_ticks").get<std::uint64_t>(),
                   r.at("comm").get<std::string>()};
+    if (r.contains("uid")) p.uid = integer_field(r.at("uid"));
+    if (r.contains("pid_namespace")) p.pid_namespace = integer_field(r.at("pid_namespace"));
     const std::string signal = r.at("hang_signal").get<std::string>();
     p.signal = signal == "SIGUSR1" ? SIGUSR1 : signal == "SIGUSR2" ? SIGUSR2 : 0;
     return p;
@@ -354,17 +359,50 @@ std::optional<RankProcess> read_process_record(const fs::path& file) {
   }
 }
 
+// Why the record `file` of `p` is not trusted to name a process to signal, or "" when it is: it and its directory
+// are writable by nobody but their owner (a sticky directory aside: there nobody replaces another's file), it says
+// the uid it belongs to, the process runs as that uid, and that is the user running lens hang (root: any user,
+// provided the process's owner wrote the record). So a record planted by another user never makes lens signal a
+// process of someone else.
+std::string untrusted_because(const fs::path& file, const RankProcess& p) {
+  struct stat record {};
+  struct stat dir {};
+  if (::lstat(file.c_str(), &record) != 0 || ::lstat(file.parent_path().c_str(), &dir) != 0)
+    return "its record can no longer be examined";
+  if ((record.st_mode & (S_IWGRP | S_IWOTH)) != 0) return "its record is writable by other users";
+  if ((dir.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (dir.st_mode & S_ISVTX) == 0)
+    return "its record's directory is writable by other users";
+  if (!p.uid) return "its record says no uid (an older lens wrote it)";
+  if (*p.uid != static_cast<std::int64_t>(record.st_uid))
+    return "its record says uid " + std::to_string(*p.uid) + " but belongs to uid " + std::to_string(record.st_uid);
+  const std::optional<uid_t> owner = lens::internal::process_owner(p.pid);
+  if (!owner) return "has ended (pid " + std::to_string(p.pid) + " is gone)";
+  if (*owner != record.st_uid)
+    return "its process runs as uid " + std::to_string(*owner) + ", not as its record's owner (uid " +
+           std::to_string(record.st_uid) + ")";
+  if (::getuid() != 0 && *owner != ::getuid())
+    return "its process runs as uid " + std::to_string(*owner) + ", not as you (uid " + std::to_string(::getuid()) +
+           ")";
+  return "";
+}
+
 // Signals `p` only when it is the process the record names: on this host's boot, with the same start time and
-// name (a pid is reused), never pid 0, 1 or -1 (a process group, init, everything), never this process.
-void signal_if_same_process(RankProcess& p, const std::string& boot_id) {
+// name (a pid is reused), never pid 0, 1 or -1 (a process group, init, everything), never this process, and only
+// when its record is trusted (untrusted_because).
+void signal_if_same_process(RankProcess& p, const fs::path& file, const std::string& boot_id) {
   if (p.identity.boot_id != boot_id) {
     p.outcome = "on another host (" + p.host + ")";
   } else if (p.signal == 0) {
     p.outcome = "runs with no hang signal (MEGATRON_OTEL_HANG_SIGNAL=none)";
+  } else if (p.pid_namespace.value_or(0) != 0 && lens::internal::this_pid_namespace() &&
+             static_cast<std::uint64_t>(*p.pid_namespace) != *lens::internal::this_pid_namespace()) {
+    p.outcome = "runs in another PID namespace (a container?): run `lens hang --signal` there";
   } else if (p.pid <= 1 || p.pid == ::getpid()) {
     p.outcome = "has a record naming pid " + std::to_string(p.pid) + ": not signalled";
   } else if (lens::internal::process_identity(p.pid) != p.identity) {
     p.outcome = "has ended (pid " + std::to_string(p.pid) + " is gone or is another process now)";
+  } else if (const std::string why = untrusted_because(file, p); !why.empty()) {
+    p.outcome = "is not signalled: " + why;
   } else if (::kill(p.pid, p.signal) != 0) {
     p.outcome = std::string("could not be signalled: ") + std::strerror(errno);
   } else {
@@ -418,7 +456,7 @@ int hang_signal(const std::vector<std::string>& run_dirs, bool as_json) {
     }
     p->dir = file.parent_path();
     if (std::find(dirs.begin(), dirs.end(), p->dir.string()) == dirs.end()) dirs.push_back(p->dir.string());
-    signal_if_same_process(*p, boot_id);
+    signal_if_same_process(*p, file, boot_id);
     (p->outcome == "sent" ? sent : processes).push_back(*p);
   }
   std::string page;

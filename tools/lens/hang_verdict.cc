@@ -1,6 +1,7 @@
 #include "hang_verdict.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/dcheck.h"
 
@@ -25,6 +26,23 @@ std::vector<Group> groups_of(const std::vector<Position>& positions) {
   return groups;
 }
 
+// The group that computes while every other rank has moved on (a later phase, or a wait): its innermost span is not
+// a wait and has been open decisively longer than any other rank's (kStuckMargin), so the others' positions are newer
+// than its own. A healthy job caught by a signal has every position a fraction of a second to a few seconds old, all
+// of about the same age; a stopped rank's ages while the others go on. None when no group stands out so.
+std::optional<std::size_t> stuck_in_compute(const std::vector<Group>& groups) {
+  std::optional<std::size_t> oldest;
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    if (!oldest || groups[i].since_seconds > groups[*oldest].since_seconds) oldest = i;
+  if (!oldest || groups.size() < 2 || groups[*oldest].first.waits()) return std::nullopt;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    if (i == *oldest) continue;
+    const double other = groups[i].since_seconds, stuck = groups[*oldest].since_seconds;
+    if (stuck < other * kStuckMargin.ratio || stuck < other + kStuckMargin.seconds) return std::nullopt;
+  }
+  return oldest;
+}
+
 std::vector<std::size_t> behind_of(const std::vector<Position>& positions, const std::vector<Group>& groups) {
   std::int64_t lowest = INT64_MAX, highest = INT64_MIN;
   for (const Position& p : positions) {
@@ -37,6 +55,8 @@ std::vector<std::size_t> behind_of(const std::vector<Position>& positions, const
     const Position& p = groups[i].first;
     if (lowest != highest ? p.iteration == lowest : (i != 0 && most.first.waits() && !p.waits())) behind.push_back(i);
   }
+  if (behind.empty() && lowest == highest)
+    if (const std::optional<std::size_t> stuck = stuck_in_compute(groups)) behind.push_back(*stuck);
   return behind;
 }
 

@@ -47,12 +47,18 @@ struct StaleSnapshot {
 };
 inline constexpr double kStaleSeconds = 60;
 
+// How much longer than every other rank's position a rank's compute position must be open to be behind when all
+// ranks are in one iteration and none waits where most do: both 1.5 times and 1 s longer (a stopped rank ages while
+// the others go on; the positions of a running job caught by a signal are all about as old).
+inline constexpr struct { double ratio = 1.5, seconds = 1.0; } kStuckMargin{};
+
 struct Verdict {
   int world_size = 0;
   std::vector<Position> positions;  // by rank
   std::vector<Group> groups;        // the largest first
   // Indices into `groups`: the groups at the lowest iteration when the ranks' iterations differ; else those not
-  // waiting where most ranks wait.
+  // waiting where most ranks wait; else the one computing for decisively longer than any other rank has been where
+  // it is (kStuckMargin): the others moved on to a later phase or a wait.
   std::vector<std::size_t> behind;
   // The ranks below the world size without a snapshot, as ranges (as many as there are gaps between snapshots).
   std::vector<RankRange> missing;

@@ -90,6 +90,42 @@ TEST(HangVerdict, ANodeBehindIsOneGroupAndTheOtherNodesSnapshotsAreNotStale) {
   EXPECT_TRUE(v.missing.empty());
 }
 
+Position aged(Position p, int rank, double since_seconds) {
+  p.rank = rank;
+  p.since_seconds = since_seconds;
+  return p;
+}
+
+// A rank stopped (6 s) at one point of a step or of evaluation while the others went on into evaluation, or wait
+// there: it is behind.
+TEST(HangVerdict, ARankStoppedInComputeWhileTheOthersMovedOnIsBehind) {
+  const Position evaluating = at(0, 27, {"megatron.train", "megatron.evaluate"}, "evaluate");
+  const Position evaluating_step =
+      at(0, 27, {"megatron.train", "megatron.evaluate", "megatron.evaluate.step"}, "evaluate");
+  for (const Position& stopped :
+       {at(0, 27, {"megatron.train_step", "megatron.forward_backward", "megatron.microbatch.forward"}, "microbatch"),
+        at(0, 27, {"megatron.train_step", "megatron.optimizer_step"}, "optimizer"),
+        at(0, 27, {"megatron.train_step"}, "step")}) {
+    const Verdict v = judge(
+        {aged(evaluating, 0, 3.1), aged(stopped, 1, 6.0), aged(evaluating, 2, 2.9), aged(evaluating_step, 3, 0.2)}, 4);
+    EXPECT_EQ(behind_ranks(v), std::vector<int>{1}) << stopped.where();
+  }
+  // Stopped in an evaluation step while the others wait in evaluation's collective.
+  const Verdict v =
+      judge({aged(waiting(0, 27), 0, 3.1), aged(evaluating_step, 1, 6.0), aged(waiting(0, 27), 2, 3.0)}, 3);
+  EXPECT_EQ(behind_ranks(v), std::vector<int>{1});
+}
+
+// A running job caught by a signal: its positions are all about as old. Nobody is behind.
+TEST(HangVerdict, PositionsOfAboutTheSameAgeNameNobody) {
+  const Position evaluating = at(0, 57, {"megatron.train", "megatron.evaluate"}, "evaluate");
+  const Position optimizer = at(0, 57, {"megatron.train_step", "megatron.optimizer_step"}, "optimizer");
+  // The oldest, but less than 1 s older than the next.
+  EXPECT_TRUE(judge({aged(computing(0), 0, 0.8), aged(optimizer, 1, 0.5), aged(evaluating, 2, 1.4)}, 3).behind.empty());
+  // More than 1 s older, but less than 1.5 times as old.
+  EXPECT_TRUE(judge({aged(computing(0), 0, 0.8), aged(optimizer, 1, 2.5), aged(evaluating, 2, 3.6)}, 3).behind.empty());
+}
+
 TEST(HangVerdict, ARankBeforeTheFirstIterationAndWithNoOpenSpan) {
   const Verdict v = judge({at(1, -1, {}, ""), at(0, -1, {}, "")}, 2);
   ASSERT_EQ(v.groups.size(), 1u);

@@ -4,6 +4,7 @@ watchdog fire on every rank, and `lens hang` names that rank and its span; a ran
 while the others answer SIGUSR1, and `lens hang` names it as the one without a snapshot. Also `lens hang`'s answer to
 bad input. Run alone (ctest RUN_SERIAL): the watchdog is a timing."""
 
+import contextlib
 import glob
 import json
 import os
@@ -199,24 +200,36 @@ class HangSignalTest(TempDirTest):
         self.assertRegex(text.stdout, r"ranks 0, 2, 3 wait in megatron\.\S+ at iteration 5")
 
 
+@contextlib.contextmanager
+def sleeping_victim():
+    """A process that SIGUSR1 would end, and what a record of it says of it: (process, pid, boot id, start ticks).
+    Killed at the end of the block."""
+    victim = subprocess.Popen(["/usr/bin/sleep", "300"])
+    try:
+        with open(f"/proc/{victim.pid}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        yield victim, victim.pid, boot, ticks
+    finally:
+        victim.kill()
+        victim.wait()
+
+
 class HangSignalRecordsTest(TempDirTest):
     """What --signal does with records that name a process it must not signal."""
 
     def test_a_record_naming_another_process_or_no_process_is_not_signalled(self):
-        victim = subprocess.Popen(["/usr/bin/sleep", "300"])  # SIGUSR1 would end it
-        try:
-            with open(f"/proc/{victim.pid}/stat") as f:
-                ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                boot = f.read().strip()
+        with sleeping_victim() as (victim, pid, boot, ticks):
             base = {"lens_rank_process": 1, "host": "h", "run_id": "r", "comm": "sleep", "hang_signal": "SIGUSR1"}
             records = {
-                0: {"pid": victim.pid, "boot_id": boot, "start_ticks": ticks + 1},  # its pid, reused since
+                0: {"pid": pid, "boot_id": boot, "start_ticks": ticks + 1},  # its pid, reused since
                 1: {"pid": -1, "boot_id": boot, "start_ticks": 0},  # kill(-1) would signal everything
                 2: {"pid": 0, "boot_id": boot, "start_ticks": 0},  # kill(0): this process group
-                3: {"pid": victim.pid, "boot_id": "another-host", "start_ticks": ticks},
-                4: {"pid": victim.pid, "boot_id": boot, "start_ticks": ticks, "hang_signal": "none"},
-                5: {"pid": victim.pid, "boot_id": boot, "start_ticks": ticks, "comm": "bash"},
+                3: {"pid": pid, "boot_id": "another-host", "start_ticks": ticks},
+                4: {"pid": pid, "boot_id": boot, "start_ticks": ticks, "hang_signal": "none"},
+                5: {"pid": pid, "boot_id": boot, "start_ticks": ticks, "comm": "bash"},
+                7: {"pid": pid, "boot_id": boot, "start_ticks": ticks, "pid_namespace": 1},  # a container's
             }
             for rank, fields in records.items():
                 with open(os.path.join(self.tmp.name, f"rank{rank}.process.json"), "w") as f:
@@ -225,9 +238,6 @@ class HangSignalRecordsTest(TempDirTest):
                 f.write("not json")
             result = lens("hang", self.tmp.name, "--signal")
             self.assertIsNone(victim.poll(), "a process the records do not name was signalled")
-        finally:
-            victim.kill()
-            victim.wait()
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("rank 0 has ended", result.stderr)
         self.assertIn("rank 1 has a record naming pid -1: not signalled", result.stderr)
@@ -236,7 +246,44 @@ class HangSignalRecordsTest(TempDirTest):
         self.assertIn("rank 4 runs with no hang signal", result.stderr)
         self.assertIn("rank 5 has ended", result.stderr)
         self.assertIn("rank6.process.json is not a rank process record", result.stderr)
+        self.assertIn("rank 7 runs in another PID namespace (a container?)", result.stderr)
         self.assertIn("no rank process of this run on this host was signalled", result.stderr)
+
+    def test_a_record_another_user_could_have_written_never_signals(self):
+        with sleeping_victim() as (victim, pid, boot, ticks):
+            record = {"lens_rank_process": 1, "host": "h", "run_id": "r", "pid": pid, "boot_id": boot,
+                      "start_ticks": ticks, "comm": "sleep", "uid": os.getuid(), "hang_signal": "SIGUSR1"}
+            nobody = 65534
+            planted = {  # rank: (directory mode, file mode, what differs, the owner of the file)
+                0: (0o777, 0o600, {}, None),  # a directory anyone may write in
+                1: (0o755, 0o666, {}, None),  # a record anyone may rewrite
+                2: (0o755, 0o600, {"uid": None}, None),  # an older lens's record: no uid
+            }
+            if os.getuid() == 0:  # records planted by `nobody`, naming a process of root's
+                planted[3] = (0o755, 0o600, {"uid": nobody}, nobody)
+                planted[4] = (0o755, 0o600, {}, nobody)  # says root's uid, but nobody wrote it
+            directories = []
+            for rank, (dir_mode, file_mode, fields, owner) in planted.items():
+                directory = os.path.join(self.tmp.name, f"planted{rank}")
+                os.makedirs(directory)
+                os.chmod(directory, dir_mode)
+                path = os.path.join(directory, f"rank{rank}.process.json")
+                with open(path, "w") as f:
+                    json.dump({k: v for k, v in {**record, "rank": rank, **fields}.items() if v is not None}, f)
+                os.chmod(path, file_mode)
+                if owner is not None:
+                    os.chown(path, owner, owner)
+                directories.append(directory)
+            result = lens("hang", *directories, "--signal")
+            self.assertIsNone(victim.poll(), "a process was signalled on a record another user could have written")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("rank 0 is not signalled: its record's directory is writable by other users", result.stderr)
+        self.assertIn("rank 1 is not signalled: its record is writable by other users", result.stderr)
+        self.assertIn("rank 2 is not signalled: its record says no uid", result.stderr)
+        if os.getuid() == 0:
+            self.assertIn("rank 3 is not signalled: its process runs as uid 0, not as its record's owner (uid 65534)",
+                          result.stderr)
+            self.assertIn("rank 4 is not signalled: its record says uid 0 but belongs to uid 65534", result.stderr)
 
     def test_no_record_is_a_clear_error(self):
         result = lens("hang", self.tmp.name, "--signal")
@@ -356,7 +403,8 @@ class HangNodesTest(TempDirTest):
                     boot = f.read().strip()
                 with open(os.path.join(directory, f"rank{rank}.process.json"), "w") as f:
                     json.dump({"lens_rank_process": 1, "rank": rank, "pid": victim.pid, "host": "h", "run_id": "r",
-                               "boot_id": boot, "start_ticks": ticks, "comm": comm, "hang_signal": "SIGUSR1"}, f)
+                               "boot_id": boot, "start_ticks": ticks, "comm": comm, "uid": os.getuid(),
+                               "hang_signal": "SIGUSR1"}, f)
                 node_dirs.append(directory)
             result = lens("hang", *node_dirs, "--signal", "--json")
         finally:

@@ -11,6 +11,7 @@ import http.server
 import signal
 import subprocess
 import threading
+import time
 import unittest
 
 from lens_hang_test import snapshot
@@ -236,6 +237,36 @@ class EndlessAnswer(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class EndlessHeaders(http.server.BaseHTTPRequestHandler):
+    """Answers with a status line and then header lines for ever, as fast as they go."""
+
+    def do_GET(self):
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        line = b"X-Again: " + b"h" * 100 + b"\r\n"
+        try:
+            while True:
+                self.wfile.write(line * 64)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+class TrickledHeaders(EndlessHeaders):
+    """Answers with a header a byte every 2 s: each read finds a byte, so only a deadline on the whole answer ends
+    it."""
+
+    def do_GET(self):
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"s" * 1000:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(2)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
 class HostileControlTest(TempDirTest):
     def control_file(self, **fields):
         run = os.path.join(self.tmp.name, "run")
@@ -256,6 +287,26 @@ class HostileControlTest(TempDirTest):
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("gave up on the answer", result.stderr)
 
+    def test_endless_or_trickled_headers_are_given_up_within_the_deadline_and_the_cap(self):
+        for handler in (EndlessHeaders, TrickledHeaders):
+            with self.subTest(handler=handler.__name__):
+                server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+                server.daemon_threads = True
+                threading.Thread(target=server.serve_forever, daemon=True).start()
+                try:
+                    run = self.control_file(port=server.server_address[1])
+                    started = time.monotonic()
+                    result = lens_capped("ctl", run, "status", memory=256 << 20, timeout=60)
+                    took = time.monotonic() - started
+                finally:
+                    server.shutdown()
+                    server.server_close()
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn("gave up on the answer", result.stderr)
+                # The 15 s deadline covers the headers (the trickle would otherwise last 2,000 s); the margin is
+                # the process's start and exit on a loaded machine.
+                self.assertLess(took, 40)
+
     def test_a_control_file_that_is_a_link_a_fifo_or_has_a_crlf_token_is_refused(self):
         run = self.control_file()
         path = os.path.join(run, "control.json")
@@ -275,6 +326,17 @@ class HostileControlTest(TempDirTest):
 
 
 class FullDiskTest(TempDirTest):
+    def test_a_report_or_verdict_onto_a_full_disk_is_an_error_not_exit_0(self):
+        run = os.path.join(self.tmp.name, "run")
+        write_lines(os.path.join(run, "rank0.traces.jsonl"), [spans_line(0, step_spans(range(1, 50)))])
+        with open(os.path.join(run, "rank0.snapshot.json"), "w") as f:
+            json.dump(snapshot(0, 1, 5, [("megatron.train_step", "step", {})]), f)
+        for args in (["report", run], ["report", "--json", run], ["hang", run], ["hang", "--json", run]):
+            with self.subTest(args=args), open("/dev/full", "w") as full:
+                result = subprocess.run([LENS, *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn("could not write the output to stdout", result.stderr)
+
     def test_convert_onto_a_disk_that_fills_is_an_error_message(self):
         run = os.path.join(self.tmp.name, "run")
         write_lines(os.path.join(run, "rank0.traces.jsonl"),

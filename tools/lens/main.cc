@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <vector>
@@ -412,9 +414,20 @@ int lens_main(int argc, char** argv) {
 
 }  // namespace
 
+// What was written to stdout is all there, or the exit status says it is not: a full disk or a closed pipe loses
+// the end of a report at the last flush or at close, after every command's own writes succeeded.
+int with_stdout_delivered(int status) {
+  std::cout.flush();
+  const bool lost =
+      std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::fclose(stdout) != 0;
+  if (!lost) return status;
+  std::fprintf(stderr, "lens: could not write the output to stdout (%s): is the disk full?\n", std::strerror(errno));
+  return kBadInput;
+}
+
 int main(int argc, char** argv) {
   try {
-    return lens_main(argc, argv);
+    return with_stdout_delivered(lens_main(argc, argv));
   } catch (...) {  // outside the parse's own handling: building the command line ran out of memory
     std::fprintf(stderr, "lens: could not start\n");
     return kBadInput;

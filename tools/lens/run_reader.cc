@@ -338,11 +338,23 @@ class FileParser {
   void count_into(ReadStats& stats) { stats_ = &stats; }
 
   // Parses a line where it lies: what follows it in its block (the next lines, then the padding) is simdjson's.
+  // Every document of the line is read: a Collector killed and restarted may leave two on one line ("...}{...").
   void line(simdjson::padded_string_view json) {
-    auto doc = parser_.iterate(json);
-    if (doc.error() == simdjson::SUCCESS && !has_string_buffer(parser_))
-      throw simdjson::simdjson_error(simdjson::MEMALLOC);
-    object root = doc.get_object();
+    const char* const begin = json.data();
+    const char* const end = begin + json.size();
+    for (const char* at = begin; at != nullptr;) {
+      auto doc = parser_.iterate(simdjson::padded_string_view(at, static_cast<std::size_t>(end - at),
+                                                              json.capacity() - static_cast<std::size_t>(at - begin)));
+      if (doc.error() == simdjson::SUCCESS && !has_string_buffer(parser_))
+        throw simdjson::simdjson_error(simdjson::MEMALLOC);
+      document(doc.get_object());
+      auto next = doc.current_location();  // OUT_OF_BOUNDS at the line's end
+      at = next.error() == simdjson::SUCCESS && next.value() > at && next.value() < end ? next.value() : nullptr;
+    }
+  }
+
+ private:
+  void document(object root) {
     for (auto field : root) {
       std::string_view key = field.unescaped_key();  // once a line: said in a problem when unknown
       if (key == "resourceSpans") {
@@ -355,7 +367,6 @@ class FileParser {
     }
   }
 
- private:
   const Origin* origin_of(object resource) {
     Origin o;
     for (auto field : resource) {

@@ -157,6 +157,32 @@ TEST(ParallelRead, AProblemIsSaidAtItsLineOfTheFileWhicheverBlockHeldIt) {
   fs::remove_all(dir);
 }
 
+// A Collector killed and restarted wrote two documents on one line: both are read (and a third that is not OTLP is
+// a problem at that line).
+TEST(ParallelRead, EveryDocumentOfALineIsRead) {
+  const fs::path dir = fs::temp_directory_path() / ("lens_read_two_documents." + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto batch = [](int first) {
+    std::string b =
+        R"({"resourceSpans":[{"resource":{"attributes":[{"key":"nemo.run.id","value":{"stringValue":"r"}}]},)"
+        R"("scopeSpans":[{"spans":[)";
+    for (int i = first; i < first + 3; ++i) b += (i > first ? "," : "") + span_json(0, i);
+    return b + "]}]}]}";
+  };
+  {
+    std::ofstream out(dir / "rank0.traces.jsonl");
+    out << batch(0) << batch(3) << "\n" << batch(6) << " " << batch(9) << "\n" << batch(12) << "{\"notOtlp\":1}\n";
+  }
+  const Read r = read(dir, 1, false);
+  EXPECT_EQ(r.stats.lines, 3u);
+  EXPECT_EQ(r.stats.spans, 15u);
+  ASSERT_EQ(r.stats.problems.size(), 1u);
+  EXPECT_EQ(r.stats.problems[0].line, 3u);
+  expect_same(r, read(dir, 3, false));
+  fs::remove_all(dir);
+}
+
 TEST(ParallelRead, AFileThatCannotBeOpenedIsAProblemInItsPlace) {
   const fs::path dir = write_run("lens_read_missing", 3, 2, 5);
   std::vector<std::string> files = telemetry_files({dir.string()});
