@@ -170,7 +170,7 @@ TEST(Resource, MalformedOtelResourceAttributesAreIgnoredWhole) {
   EXPECT_EQ(find(r.attributes, "good"), nullptr);
 }
 
-// A GPU index past int (CUDA_VISIBLE_DEVICES=2147483648) aborted setup: now no GPU identity, a warning, a resource.
+// A GPU index past int (CUDA_VISIBLE_DEVICES=2147483648) is no index: no GPU identity, a warning, a resource.
 TEST(Resource, AGpuIndexPastIntIsNoIndexAndSetupGoesOn) {
   EXPECT_EQ(internal::gpu_index_for(lookup({{"CUDA_VISIBLE_DEVICES", "0,3"}}), 1), 3);
   for (const char* huge : {"2147483648", "99999999999999999999999", "0,2147483648"}) {
