@@ -127,14 +127,8 @@ def _push(span):
         return _native.push_context(_INVALID)
 
 
-_warned = set()
 _UNDER_OPEN_SPANS = 3  # _native.pop_context's answer: nothing popped, a span opened after the attach is still open
-
-
-def _warn_once(message):
-    if message not in _warned:
-        _warned.add(message)
-        _logger.warning(message)
+_said_under_open_spans = False
 
 
 class LensRuntimeContext(_RuntimeContext):
@@ -156,9 +150,11 @@ class LensRuntimeContext(_RuntimeContext):
             self.inner.detach(token)
             return
         self.inner.detach(token.inner)
-        if token.pushed and _native.pop_context(token.pushed) == _UNDER_OPEN_SPANS:
-            _warn_once("lens: a context detached while a span started after its attach is still open stays on lens's "
-                       "context stack (detach in the reverse order of attach)")
+        global _said_under_open_spans
+        if token.pushed and _native.pop_context(token.pushed) == _UNDER_OPEN_SPANS and not _said_under_open_spans:
+            _said_under_open_spans = True  # once a process: a loop that does it every step must not flood the log
+            _logger.warning("lens: a context detached while a span started after its attach is still open stays on "
+                            "lens's context stack (detach in the reverse order of attach)")
 
     def get_current(self):
         context = self.inner.get_current()

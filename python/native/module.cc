@@ -598,7 +598,7 @@ void bind_spans(py::module_& m) {
       "The thread's current span for OpenTelemetry's context: a Span writing to it, a SpanContext, or None "
       "(nothing, or what OpenTelemetry attached itself).");
   // OpenTelemetry's context.attach/detach on lens's context stack (lens.otel): a push returns a token of where it
-  // went and how deep the stack was then, and a pop takes only the calling thread's top (pop_context_if_top).
+  // went and how deep the stack was then, and a pop is pop_attached_context's (never another thread's entry).
   m.def(
       "push_context",
       [](const lens::SpanContext& context) {
