@@ -15,6 +15,10 @@ namespace lens {
 namespace internal {
 namespace {
 
+bool decides_by_trace_id_ratio(TracesSampler s) {
+  return s == TracesSampler::kTraceIdRatio || s == TracesSampler::kParentBasedTraceIdRatio;
+}
+
 // OTEL_PROPAGATORS: a comma-separated list of tracecontext, baggage, none; any other name (b3, jaeger, xray, ...)
 // is an error naming it, rather than a propagator silently missing.
 void read_propagators(const EnvValue& v, Config& c) {
@@ -64,8 +68,6 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     }
     c.sampling_strategy_source = v->variable;
   }
-  if (auto v = env.lens_key({"TRACE_LAYOUT"}))
-    c.trace_layout = parse_choice<TraceLayout>(*v, {{"segment", TraceLayout::kSegment}, {"step", TraceLayout::kStep}});
   if (auto v = env.lens_key({"SPAN_NAMES"})) {
     c.span_names =
         parse_choice<SpanNaming>(*v, {{"documented", SpanNaming::kDocumented}, {"megatron", SpanNaming::kMegatron}});
@@ -123,10 +125,18 @@ void read_sampler(const EnvReader& env, Config& c) {
                                          {"parentbased_always_off", TracesSampler::kParentBasedAlwaysOff},
                                          {"parentbased_traceidratio", TracesSampler::kParentBasedTraceIdRatio}});
   }
-  bool uses_ratio =
-      c.traces_sampler == TracesSampler::kTraceIdRatio || c.traces_sampler == TracesSampler::kParentBasedTraceIdRatio;
   // The argument means something only to the ratio samplers; the specification ignores it elsewhere.
-  if (auto v = env.get("OTEL_TRACES_SAMPLER_ARG"); v && uses_ratio) c.traces_sampler_ratio = parse_number(*v, 0, 1);
+  if (auto v = env.get("OTEL_TRACES_SAMPLER_ARG"); v && decides_by_trace_id_ratio(c.traces_sampler)) c.traces_sampler_ratio = parse_number(*v, 0, 1);
+}
+
+// TRACE_LAYOUT, else `step` under a trace-id ratio sampler (CONTRACT §4): there each step is a trace of its own,
+// so OpenTelemetry's rule, deciding by trace id, keeps that share of steps; in one segment trace it decides once.
+void read_trace_layout(const EnvReader& env, Config& c) {
+  if (auto v = env.lens_key({"TRACE_LAYOUT"})) {
+    c.trace_layout = parse_choice<TraceLayout>(*v, {{"segment", TraceLayout::kSegment}, {"step", TraceLayout::kStep}});
+  } else if (decides_by_trace_id_ratio(c.traces_sampler)) {
+    c.trace_layout = TraceLayout::kStep;
+  }
 }
 
 BatchConfig read_batch(const EnvReader& env, std::string_view prefix, BatchConfig b) {
@@ -250,6 +260,7 @@ Config config_from(const EnvLookup& lookup, std::string_view prefix, std::string
   if (auto v = env.get("OTEL_SDK_DISABLED")) c.sdk_disabled = parse_otel_bool(*v);
   if (auto v = env.get("OTEL_PROPAGATORS")) read_propagators(*v, c);
   read_sampler(env, c);
+  read_trace_layout(env, c);
   c.span_batch = read_batch(env, "OTEL_BSP_", c.span_batch);
   c.log_batch = read_batch(env, "OTEL_BLRP_", c.log_batch);
   read_limits(env, c.limits);
@@ -313,7 +324,7 @@ std::string Config::summary() const {
   s += " service=" + service_name + " span_groups='" + span_groups + "' rank_strategy=" + rank_strategy;
   if (!sampling_strategy.empty()) s += " sampling_strategy=" + sampling_strategy;
   s += " sampler=" + std::string(to_string(traces_sampler));
-  if (traces_sampler == TracesSampler::kTraceIdRatio || traces_sampler == TracesSampler::kParentBasedTraceIdRatio)
+  if (internal::decides_by_trace_id_ratio(traces_sampler))
     s += "(" + std::to_string(traces_sampler_ratio) + ")";
   s += " exporter=" + std::string(to_string(exporter));
   if (exporter == Exporter::kFile) s += " file_dir=" + file_dir;

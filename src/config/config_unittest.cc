@@ -267,6 +267,18 @@ TEST(ConfigChoices, TraceLayout) {
   EXPECT_TRUE(contains(m, "segment, step")) << m;
 }
 
+// Under a trace-id ratio sampler each step is a trace of its own unless TRACE_LAYOUT says otherwise (CONTRACT §4).
+TEST(ConfigChoices, ARatioSamplerMakesTheStepLayoutTheDefault) {
+  for (const char* sampler : {"traceidratio", "parentbased_traceidratio"}) {
+    EXPECT_EQ(megatron_config({{"OTEL_TRACES_SAMPLER", sampler}}).trace_layout, TraceLayout::kStep) << sampler;
+    EXPECT_EQ(megatron_config({{"OTEL_TRACES_SAMPLER", sampler}, {"MEGATRON_OTEL_TRACE_LAYOUT", "segment"}}).trace_layout,
+              TraceLayout::kSegment)
+        << sampler;
+  }
+  for (const char* sampler : {"always_on", "parentbased_always_off"})
+    EXPECT_EQ(megatron_config({{"OTEL_TRACES_SAMPLER", sampler}}).trace_layout, TraceLayout::kSegment) << sampler;
+}
+
 TEST(ConfigChoices, SpanNames) {
   EXPECT_EQ(megatron_config({}).span_names, SpanNaming::kDocumented);
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_SPAN_NAMES", "Megatron"}}).span_names, SpanNaming::kMegatron);

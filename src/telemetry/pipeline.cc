@@ -73,7 +73,7 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
       spans_({.batch = settings_.batch,
               .limits = settings_.limits,
               .collective_group = settings_.collective_group,
-              .step_sampling = settings_.step_sampling},
+              .step_traces = settings_.step_traces},
              std::move(sampler), settings_.resource, *exporter_, wake_),
       logs_(settings_.log_batch, settings_.resource, *exporter_, wake_),
       metrics_(

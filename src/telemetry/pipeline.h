@@ -40,7 +40,7 @@ struct PipelineSettings {
   std::int64_t metric_timeout_ms = 30000;  // OTEL_METRIC_EXPORT_TIMEOUT
   Temporality temporality = Temporality::kCumulative;
   int collective_group = -1;              // the catalogue's `communication` group: its spans carry lens.collective.seq
-  StepSampling step_sampling;             // trace-ratio sampling by step (trace/span_drain.h says when)
+  StepTraces step_traces;                 // the step layout's step roots (trace/span_drain.h)
   HangSettings hang;                      // hang.path empty: no snapshots
   std::shared_ptr<const GpuMetrics> gpu;  // the rank's GPU, read at each metric collection; null: none
 };

@@ -186,11 +186,8 @@ PipelineSettings pipeline_settings(const TelemetryState& s) {
   settings.hang = hang_settings(s);
   if (SpanGroup communication(0); c.catalogue.find_group("communication", &communication))
     settings.collective_group = communication.id();
-  const bool ratio =
-      c.traces_sampler == TracesSampler::kTraceIdRatio || c.traces_sampler == TracesSampler::kParentBasedTraceIdRatio;
-  if (SpanGroup step(0); ratio && c.trace_layout == TraceLayout::kSegment && c.sampling_strategy.empty() &&
-                         c.catalogue.find_group("step", &step))
-    settings.step_sampling = {step.id(), TraceIdRatioRule(c.traces_sampler_ratio), s.run_id};
+  if (SpanGroup step(0); c.trace_layout == TraceLayout::kStep && c.catalogue.find_group("step", &step))
+    settings.step_traces = {step.id(), s.run_id};
   return settings;
 }
 

@@ -623,16 +623,9 @@ OpenSpan* writable_slot(const SpanHandle& h) noexcept {
   return owns(h) ? h.slot : nullptr;
 }
 
-// Trace-ratio sampling by step (StepSampling, trace/span_drain.h): a step by its key (the trace id it was given, as a
-// step trace of its own, else its run's and ordinal's), what is under a step as its parent, a root outside a step kept.
-bool step_sampled(SpanDrain& p, SpanGroup group, const SpanContext* parent, const TraceId* given) noexcept {
-  const StepSampling& steps = p.step_sampling;
-  if (group.id() == steps.step_group) {
-    if (given != nullptr) return steps.ratio.keeps(*given);
-    const std::int64_t step = p.steps_started.fetch_add(1, std::memory_order_relaxed);
-    return steps.ratio.keeps(step_trace_id(steps.run_id, step));
-  }
-  return parent == nullptr || parent->is_sampled();
+// The step layout (StepTraces, trace/span_drain.h): the trace of the rank's next step span.
+__attribute__((noinline)) TraceId next_step_trace(SpanDrain& p) noexcept {
+  return step_trace_id(p.step_traces.run_id, p.steps_started.fetch_add(1, std::memory_order_relaxed));
 }
 
 // The sampler's decision (`parent`: null or valid); the default sampler's made inline, without its virtual calls.
@@ -726,14 +719,20 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
     else if (t->context_depth > 0 && t->contexts[t->context_depth - 1].context.is_valid())
       parent = &t->contexts[t->context_depth - 1].context;
   }
-  const TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
-  const bool sampled = p->step_sampling.step_group >= 0
-                           ? step_sampled(*p, group, parent, given_trace ? options.trace_id : nullptr)
-                           : sampler_keeps(*p, parent, trace_id, name);
+  TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
+  // The step layout: a step given no trace id roots the next step trace, linked to where it would have been.
+  SpanContext step_link;
+  const bool step_root = __builtin_expect(group.id() == p->step_traces.step_group, 0) && !given_trace;
+  if (step_root) {
+    if (parent != nullptr) step_link = *parent;
+    parent = nullptr;
+    trace_id = next_step_trace(*p);
+  }
+  const bool sampled = sampler_keeps(*p, parent, trace_id, name);
   // A derived trace id is not random (W3C's random flag): the same run and iteration give the same id.
-  std::uint8_t random = parent        ? (parent->trace_flags & SpanContext::kRandomFlag)
-                        : given_trace ? std::uint8_t{0}
-                                      : SpanContext::kRandomFlag;
+  std::uint8_t random = parent                      ? (parent->trace_flags & SpanContext::kRandomFlag)
+                        : given_trace || step_root ? std::uint8_t{0}
+                                                   : SpanContext::kRandomFlag;
   h.context = SpanContext{trace_id, t->ids.span_id(),
                           static_cast<std::uint8_t>(random | (sampled ? SpanContext::kSampledFlag : 0)), false};
   if (!sampled) {
@@ -766,6 +765,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
   r.status_message_entry = 0;
   if (options.start_unix_nanos != 0) r.bits |= RecordHeader::kStartIsUnixNanos;
   set_name_attributes_and_open(h, *s, *p, group, name, attributes, options.start_unix_nanos);
+  if (step_link.is_valid()) add_link(h, step_link, {});
   if (__builtin_expect(device_timed(group.bit()), 0)) start_device_span(*s, name);
   return t;
 }

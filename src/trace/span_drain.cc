@@ -11,6 +11,11 @@ namespace lens::internal {
 
 std::atomic<SpanDrain*> g_span_drain{nullptr};
 
+namespace {
+// The bit of group `id` in a 64-bit group mask; none for -1 (no such group).
+std::uint64_t group_bit(int id) { return id >= 0 ? std::uint64_t{1} << id : 0; }
+}  // namespace
+
 SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler> sampler_in, const Resource& resource,
                      TelemetryExporter& exporter, WakeUp& wake)
     : owned_sampler_(std::move(sampler_in)),
@@ -19,9 +24,9 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
       limits(settings.limits),
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
       collective_group(settings.collective_group),
-      step_sampling(settings.step_sampling),
-      light_group_bits(sampler_keeps_roots_and_follows_parents && step_sampling.step_group < 0
-                           ? ~(collective_group >= 0 ? std::uint64_t{1} << collective_group : 0)
+      step_traces(settings.step_traces),
+      light_group_bits(sampler_keeps_roots_and_follows_parents
+                           ? ~(group_bit(collective_group) | group_bit(step_traces.step_group))
                            : 0),
       light_attribute_count(
           static_cast<std::uint32_t>(std::clamp<std::int64_t>(limits.span_attribute_count, 0, kMaxScopeAttributes))),

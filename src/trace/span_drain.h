@@ -25,14 +25,13 @@
 
 namespace lens::internal {
 
-// Trace-ratio sampling by step (CONTRACT §4), set where OTEL_TRACES_SAMPLER is a trace-id ratio, the layout is
-// `segment` and no sampling strategy is set: a span of `step_group` is kept when its step's key passes the ratio
-// (the key: step_trace_id(run id, the rank's count of steps), alike on every rank), and everything under it
-// follows it; a root outside a step is kept, so a kept step has its segment. Without it, the segment's root was
-// the only decision: at 0.1 a run with one segment exported nothing 9 times in 10.
-struct StepSampling {
+// The step layout (TRACE_LAYOUT=step, CONTRACT §6), set where the layout is `step` and the catalogue has a `step`
+// group: a span of `step_group` given no trace id is the root of the trace step_trace_id(run id, n), n the rank's
+// count of such spans so far (0, 1, ...; alike on every rank), with a Link to the span it would have been under.
+// The sampler then decides it by that id, as any root: a trace-id ratio keeps the same steps, whole, on every rank
+// and in every OpenTelemetry SDK (CONTRACT §4).
+struct StepTraces {
   int step_group = -1;  // -1: off
-  TraceIdRatioRule ratio;
   std::string run_id;
 };
 
@@ -43,7 +42,7 @@ struct SpanDrainSettings {
   // Spans of this group (the catalogue's `communication`, -1: none) carry lens.collective.seq, the rank's count of
   // such spans started so far (1, 2, ...): their order, to join a trace with a flight-recorder dump of the same rank.
   int collective_group = -1;
-  StepSampling step_sampling;
+  StepTraces step_traces;
 };
 
 class SpanDrain {
@@ -80,10 +79,10 @@ class SpanDrain {
   const int collective_group;
   std::atomic<std::int64_t> collective_sequence{0};
 
-  const StepSampling step_sampling;
+  const StepTraces step_traces;
   std::atomic<std::int64_t> steps_started{0};
-  // The groups whose LENS_SPANs may be light scopes (trace/scope_record.h): every group but the communication one,
-  // where the sampler is decided inline and no step sampling is set; none otherwise.
+  // The groups whose LENS_SPANs may be light scopes (trace/scope_record.h): every group but the communication one
+  // and the step layout's step group, where the sampler is decided inline; none otherwise.
   const std::uint64_t light_group_bits;
   // The most packed attributes a light scope takes, and its longest string value: within the limits (the slot path
   // cuts and counts what exceeds them).

@@ -119,6 +119,41 @@ TEST(Spans, ASpanGivenATraceIdIsARootOfThatTrace) {
   EXPECT_LT(kept.size(), 20u);
 }
 
+// The step layout (CONTRACT §6) where the consumer gives no trace id (Megatron-LM's Python code): each step span
+// roots the trace of the rank's count of steps so far, linked to where it would have been, also where LENS_SPAN
+// could be a light scope (the default sampler).
+TEST(Spans, InTheStepLayoutAStepGivenNoTraceIdRootsTheNextStepTrace) {
+  Config config = testing::capture_config("all");
+  config.trace_layout = TraceLayout::kStep;
+  config.run_id = "run-l";
+  Capture c(config);
+  std::string segment_span;
+  {
+    LENS_SPAN(mg::job, "megatron.train");
+    segment_span = to_traceparent(current_context()).substr(36, 16);
+    for (int i = 0; i < 3; ++i) {
+      LENS_SPAN(mg::step, "megatron.train_step");
+      LENS_SPAN(mg::forward_backward, "megatron.forward_backward");
+    }
+  }
+  std::vector<std::string> step_traces;
+  for (const json& s : c.spans()) {
+    if (s["name"] != "megatron.train_step") continue;
+    EXPECT_FALSE(s.contains("parentSpanId"));
+    ASSERT_EQ(s["links"].size(), 1u);
+    EXPECT_EQ(s["links"][0]["spanId"], segment_span);
+    step_traces.push_back(s["traceId"]);
+  }
+  ASSERT_EQ(step_traces.size(), 3u);
+  for (std::int64_t n = 0; n < 3; ++n)
+    EXPECT_EQ(step_traces[static_cast<std::size_t>(n)],
+              to_traceparent(SpanContext{step_trace_id("run-l", n), SpanId{{1}}, 0, false}).substr(3, 32));
+  for (const json& s : c.spans()) {  // what runs inside a step is in the step's trace
+    if (s["name"] != "megatron.forward_backward") continue;
+    EXPECT_NE(std::find(step_traces.begin(), step_traces.end(), s["traceId"]), step_traces.end());
+  }
+}
+
 // A key set again keeps its last value and appears once, in a span with few attributes and in one with more than
 // the exporter decodes at once (16).
 TEST(Spans, AnAttributeSetAgainKeepsItsLastValue) {
