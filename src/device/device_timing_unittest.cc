@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "device/cuda_runtime.h"
+#include "device/driver_thread.h"
 #include "lens/device.h"
 #include "lens/span.h"
 #include "support/capture.h"
@@ -182,6 +183,33 @@ TEST_F(DeviceTiming, AnExhaustedPoolKeepsHostTimeAndCountsTheSkip) {
   EXPECT_EQ(internal::device_counts().skipped_pool_exhausted, skipped + 100);
   EXPECT_EQ(wait_for(c, ".device", internal::kPairsPerThread).size(), internal::kPairsPerThread);
   EXPECT_EQ(c.telemetry().span_stats().dropped(), 0u);
+}
+
+// A wedged cudaEventQuery stopped every export (the export thread polled the events itself): now the polls run on
+// the CUDA driver thread, spans and metrics keep flowing, the call is counted and said once, and device spans come
+// back with the driver.
+TEST_F(DeviceTiming, AWedgedEventQueryHoldsUpDeviceSpansOnly) {
+  testing::Capture c(device_config());
+  void* stream = new_stream();
+  set_device_stream(stream);
+  { LENS_SPAN(mg::layer, "warm-up"); }
+  ASSERT_EQ(wait_for(c, ".device", 1).size(), 1u);
+  const std::uint64_t stuck_before = internal::stuck_driver_calls(internal::DriverApi::kCuda);
+  auto wedge = control<void(bool)>("fake_cuda_wedge_event_query");
+  wedge(true);
+  { LENS_SPAN(mg::layer, "megatron.layer.forward"); }
+  for (int i = 0; i < 30; ++i) {  // 3 s of the export thread's cycles, past the 2 s a call may take
+    { LENS_SPAN(mg::job, "megatron.train"); }
+    ASSERT_TRUE(c.telemetry().force_flush(std::chrono::seconds(10))) << "the export thread never waits on CUDA";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::size_t trains = 0;
+  for (const json& s : c.spans()) trains += s["name"] == "megatron.train" ? 1 : 0;
+  EXPECT_EQ(trains, 30u);
+  EXPECT_EQ(wait_for(c, ".device", 1).size(), 1u) << "the layer's device span waits for the driver";
+  EXPECT_EQ(internal::stuck_driver_calls(internal::DriverApi::kCuda), stuck_before + 1);
+  wedge(false);
+  EXPECT_EQ(wait_for(c, ".device", 2).size(), 2u) << "and comes with it";
 }
 
 TEST_F(DeviceTiming, APairThatNeverCompletesIsDroppedAndCountedAtShutdownWithinTheDeadline) {

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "device/device_timing.h"
+#include "device/driver_thread.h"
 
 namespace lens::internal {
 
@@ -67,11 +68,11 @@ MetricPoint point(std::int64_t value, std::uint64_t start_unix_nanos, std::uint6
 void append_span_metrics(const SpanStats& s, std::uint64_t start_unix_nanos, std::vector<MetricData>& out) {
   const std::uint64_t now = unix_nanos_now();
   auto counter = [&](const char* name, const char* unit, const char* description,
-                     const std::vector<std::pair<const char*, std::uint64_t>>& by_reason) {
+                     const std::vector<std::pair<const char*, std::uint64_t>>& by_reason, const char* key = "reason") {
     MetricData d{name, unit, description, InstrumentKind::kCounter, true, true, false, {}, {}};
     for (const auto& [reason, value] : by_reason) {
       MetricPoint p = point(static_cast<std::int64_t>(value), start_unix_nanos, now);
-      if (reason) p.attributes = {{"reason", std::string(reason)}};
+      if (reason) p.attributes = {{key, std::string(reason)}};
       d.points.push_back(std::move(p));
     }
     out.push_back(std::move(d));
@@ -105,6 +106,12 @@ void append_span_metrics(const SpanStats& s, std::uint64_t start_unix_nanos, std
         {{"pool_exhausted", d.skipped_pool_exhausted}, {"capturing", d.skipped_capturing}, {"error", d.skipped_error}});
     counter("lens.device.dropped", "{span}", "Device spans recorded but never emitted, by reason.",
             {{"incomplete", d.dropped_incomplete}, {"error", d.dropped_error}});
+  }
+  // GPU driver calls that did not return within their bound (device/driver_thread.h), once there is one.
+  const std::uint64_t nvml = stuck_driver_calls(DriverApi::kNvml), cuda = stuck_driver_calls(DriverApi::kCuda);
+  if (nvml + cuda != 0) {
+    counter("lens.driver.stuck_calls", "{call}", "GPU driver calls that did not return in time, by API.",
+            {{"nvml", nvml}, {"cuda", cuda}}, "api");
   }
 }
 

@@ -45,11 +45,54 @@ GpuMetrics::GpuMetrics(const GpuIdentity& gpu)
       attributes_{{"dl.gpu.index", std::int64_t{gpu.index}},
                   {"hw.id", gpu.uuid},
                   {"hw.model", gpu.name},
-                  {"hw.type", std::string("gpu")}} {}
+                  {"hw.type", std::string("gpu")}},
+      nvml_(driver_thread(DriverApi::kNvml)) {}
 
 void GpuMetrics::append(std::uint64_t start_unix_nanos, std::vector<MetricData>& out) const {
-  if (std::optional<GpuSample> s = nvml_device_sample(index_))
-    append_gpu_sample(*s, attributes_, start_unix_nanos, unix_nanos_now(), out);
+  // Owned by the call, which outlives this frame when NVML does not return.
+  auto reading = std::make_shared<std::optional<GpuSample>>();
+  const bool read = nvml_.run([reading, index = index_] { *reading = nvml_device_sample(index); }, kReadingWait) ==
+                    DriverThread::Result::kDone;
+  const std::uint64_t now = unix_nanos_now();
+  if (read && *reading) {
+    if (int dropped = drop_readings_out_of_range(**reading); dropped > 0)
+      out_of_range_.fetch_add(static_cast<std::uint64_t>(dropped), std::memory_order_relaxed);
+    append_gpu_sample(**reading, attributes_, start_unix_nanos, now, out);
+  }
+  if (std::uint64_t dropped = out_of_range_.load(std::memory_order_relaxed); dropped > 0) {
+    MetricData d{"lens.gpu.readings.dropped", "{reading}", "GPU readings left out, by reason.",
+                 InstrumentKind::kCounter, true, true, false, {}, {}};
+    MetricAttributes attributes = attributes_;
+    attributes.emplace_back("reason", std::string("out_of_range"));
+    std::sort(attributes.begin(), attributes.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    MetricPoint p = point_at(start_unix_nanos, now, attributes);
+    p.int_value = static_cast<std::int64_t>(dropped);
+    d.points.push_back(std::move(p));
+    out.push_back(std::move(d));
+  }
+}
+
+int drop_readings_out_of_range(GpuSample& s) {
+  // Bounds no GPU reaches (the largest draw about 1.2 kW, run hotter than about 100 C or clock past 3 GHz), wide
+  // enough never to drop a true reading; NVML's unsigned values past them are garbage (a driver fault, a wrap).
+  constexpr double kMaxWatts = 10'000;
+  constexpr std::int64_t kMaxCelsius = 200;
+  constexpr std::int64_t kMaxSmClockHz = 10'000'000'000;
+  int dropped = 0;
+  auto drop_if = [&](auto& reading, bool out_of_range) {
+    if (reading && out_of_range) {
+      reading.reset();
+      ++dropped;
+    }
+  };
+  drop_if(s.utilization, s.utilization && !(*s.utilization >= 0.0 && *s.utilization <= 1.0));
+  const bool memory_wrong = s.memory_used && s.memory_total && *s.memory_used > *s.memory_total;
+  drop_if(s.memory_used, memory_wrong);
+  drop_if(s.memory_total, memory_wrong);
+  drop_if(s.power_watts, s.power_watts && !(*s.power_watts >= 0.0 && *s.power_watts <= kMaxWatts));
+  drop_if(s.temperature_celsius, s.temperature_celsius && *s.temperature_celsius > kMaxCelsius);
+  drop_if(s.sm_clock_hz, s.sm_clock_hz && *s.sm_clock_hz > kMaxSmClockHz);
+  return dropped;
 }
 
 void append_gpu_sample(const GpuSample& s, const MetricAttributes& gpu, std::uint64_t start_unix_nanos,

@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "lens/megatron.h"
+#include "lens/span.h"
+#include "lens/telemetry.h"
 #include "lens/version.h"
 #include "resource/gpu_metrics.h"
 #include "resource/nvml.h"
@@ -195,7 +198,14 @@ class FakeNvml : public ::testing::Test {
   void TearDown() override {
     ::unsetenv("LENS_NVML_LIBRARY");
     ::unsetenv("FAKE_NVML_FAIL");
+    ::unsetenv("FAKE_NVML_READINGS");
     internal::reset_nvml_for_testing();
+  }
+  static void wedge(bool wedged) {
+    void* h = dlopen(LENS_FAKE_NVML, RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(h, nullptr);
+    reinterpret_cast<void (*)(bool)>(dlsym(h, "fake_nvml_wedge"))(wedged);
+    dlclose(h);
   }
   static int calls() {
     void* h = dlopen(LENS_FAKE_NVML, RTLD_NOW | RTLD_NOLOAD);
@@ -345,6 +355,80 @@ TEST_F(FakeNvml, AReadingNvmlRefusesIsLeftOutNotZero) {
   out.clear();
   gpu->append(0, out);
   EXPECT_TRUE(out.empty());
+}
+
+// Readings NVML gives as unsigned garbage (a utilization of 4294967295 %, more memory used than there is, 4.3 MW,
+// 4294967295 C, 4.3 PHz) were exported as read: each is left out and counted.
+TEST_F(FakeNvml, ReadingsNoGpuGivesAreLeftOutAndCounted) {
+  use(LENS_FAKE_NVML);
+  std::unique_ptr<internal::GpuMetrics> gpu = internal::GpuMetrics::for_rank(lookup({}), 0);
+  ASSERT_NE(gpu, nullptr);
+  ::setenv("FAKE_NVML_READINGS", "out_of_range", 1);
+  std::vector<internal::MetricData> out;
+  gpu->append(7, out);
+  ASSERT_EQ(out.size(), 1u) << out[0].name;
+  EXPECT_EQ(out[0].name, "lens.gpu.readings.dropped");
+  EXPECT_EQ(out[0].points.at(0).int_value, 6) << "utilization, memory used and limit, power, temperature, clock";
+  EXPECT_EQ(str(out[0].points[0].attributes, "reason"), "out_of_range");
+  EXPECT_EQ(out[0].points[0].start_unix_nanos, 7u);
+  ::unsetenv("FAKE_NVML_READINGS");
+  out.clear();
+  gpu->append(7, out);
+  EXPECT_EQ(out.size(), 7u) << "the six readings, and the count so far";
+  EXPECT_EQ(metric(out, "lens.gpu.readings.dropped")->points.at(0).int_value, 6);
+}
+
+// A wedged NVML call stopped every export (the export thread read NVML itself): now the GPU metrics are left out,
+// spans and the other metrics go on, the call is counted once and said once, and readings come back with the driver.
+TEST_F(FakeNvml, AWedgedNvmlCallLeavesOutTheGpuMetricsOnly) {
+  use(LENS_FAKE_NVML);
+  Config c;
+  c.enabled = true;
+  c.logs_enabled = false;
+  c.exporter = Exporter::kFile;
+  c.file_dir = ::testing::TempDir() + "lens-gpu-wedged";
+  std::mutex mutex;
+  std::vector<std::string> metric_batches;
+  std::size_t span_batches = 0;
+  Telemetry t = setup_telemetry(c, {.rank = 0,
+                                    .world_size = 1,
+                                    .reinit = true,
+                                    .span_sink = [&](const std::string&) {
+                                      std::lock_guard lock(mutex);
+                                      ++span_batches;
+                                      return true;
+                                    },
+                                    .metric_sink = [&](const std::string& json) {
+                                      std::lock_guard lock(mutex);
+                                      metric_batches.push_back(json);
+                                      return true;
+                                    }});
+  const std::uint64_t stuck_before = internal::stuck_driver_calls(internal::DriverApi::kNvml);
+  wedge(true);
+  for (int i = 0; i < 3; ++i) {
+    { LENS_SPAN(megatron::group::job, "megatron.train"); }
+    ASSERT_TRUE(t.force_flush()) << "the export thread never waits on NVML past its bound";
+  }
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(span_batches, 3u);
+    ASSERT_EQ(metric_batches.size(), 3u);
+    for (const std::string& batch : metric_batches) {
+      EXPECT_EQ(batch.find("\"hw.gpu.utilization\""), std::string::npos);
+      EXPECT_NE(batch.find("\"lens.spans.exported\""), std::string::npos);
+    }
+    EXPECT_NE(metric_batches.back().find("\"lens.driver.stuck_calls\""), std::string::npos);
+  }
+  EXPECT_EQ(internal::stuck_driver_calls(internal::DriverApi::kNvml), stuck_before + 1);
+  wedge(false);
+  bool back = false;
+  for (int i = 0; i < 200 && !back; ++i) {
+    ASSERT_TRUE(t.force_flush());
+    std::lock_guard lock(mutex);
+    back = metric_batches.back().find("\"hw.gpu.utilization\"") != std::string::npos;
+  }
+  EXPECT_TRUE(back) << "readings come back with the driver";
+  t.shutdown();
 }
 
 TEST_F(FakeNvml, NoNvmlNoSuchGpuOrAGpuByUuidGiveNoGpuMetrics) {

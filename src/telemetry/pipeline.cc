@@ -41,6 +41,8 @@ constexpr std::int64_t kDeviceIdlePollMs = 100;
 // At shutdown, how long the export thread waits for the device to finish what spans recorded (OTEL_BSP_EXPORT_TIMEOUT
 // when shorter); what is still pending then is dropped and counted.
 constexpr std::int64_t kDeviceShutdownWaitMs = 1000;
+// How long the export thread waits for one poll (microseconds, unless the driver is wedged).
+constexpr std::chrono::milliseconds kDevicePollWait{200};
 
 // A device span: a child of its host span named `<host name>.device`, carrying lens.device=cuda:N.
 void emit_device_span(SpanDrain& spans, const DeviceSpan& d, std::string& name) {
@@ -90,15 +92,13 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
 void Pipeline::run() {
   const std::int64_t delay_ms = std::min(settings_.batch.schedule_delay_ms, settings_.log_batch.schedule_delay_ms);
   bool busy = false;
-  std::optional<DevicePoller> device;  // made on this thread: it sets the thread's capture mode
-  std::string device_span_name;
-  const DevicePoller::Emit emit = [&](const DeviceSpan& d) { emit_device_span(spans_, d, device_span_name); };
-  bool device_outstanding = false;
   for (;;) {
     // While producers keep queues filling, pause briefly and drain again (their rings cost them nothing meanwhile);
     // otherwise sleep until woken, the delay passes or metrics are due.
     std::int64_t idle_ms = std::min(metrics_.wait_ms(delay_ms), std::int64_t{INT32_MAX});
-    if (device) idle_ms = std::min(idle_ms, device_outstanding ? kDevicePollMs : kDeviceIdlePollMs);
+    if (device_runtime_.load(std::memory_order_acquire) != nullptr)
+      idle_ms = std::min(idle_ms, device_.outstanding.load(std::memory_order_relaxed) ? kDevicePollMs
+                                                                                      : kDeviceIdlePollMs);
     if (busy)
       wake_.pause(kBusyPauseMicros);
     else
@@ -122,17 +122,7 @@ void Pipeline::run() {
       finish();
       return;
     }
-    if (const CudaRuntime* cuda = device_runtime_.load(std::memory_order_acquire); cuda != nullptr && !device)
-      device.emplace(*cuda);
-    if (device) {
-      if (stop)  // before the drain stops: what completes by then is still exported
-        device->finish(
-            std::chrono::steady_clock::now() +
-                std::chrono::milliseconds(std::min(kDeviceShutdownWaitMs, settings_.batch.export_timeout_ms)),
-            emit);
-      else
-        device_outstanding = device->poll(emit);
-    }
+    poll_device_spans(stop);  // before the drain stops: what completes by then is still exported
     if (stop) {
       spans_.stop();
       logs_.stop();
@@ -153,6 +143,30 @@ void Pipeline::run() {
       done_.notify_all();
     }
   }
+}
+
+// Emits the device spans whose events completed, on the CUDA driver thread, waiting for it at most a bound; at stop,
+// what completes within kDeviceShutdownWaitMs (then pending pairs are dropped and counted).
+void Pipeline::poll_device_spans(bool stop) {
+  const CudaRuntime* cuda = device_runtime_.load(std::memory_order_acquire);
+  if (cuda == nullptr) return;
+  const std::int64_t finish_ms = std::min(kDeviceShutdownWaitMs, settings_.batch.export_timeout_ms);
+  // The pipeline is never freed: the call may keep `this` when it outlives the wait.
+  driver_thread(DriverApi::kCuda).run(
+      [this, cuda, stop, finish_ms] {
+        if (!device_.poller) device_.poller.emplace(*cuda);
+        const DevicePoller::Emit emit = [this](const DeviceSpan& d) { emit_device_span(spans_, d, device_.name); };
+        if (stop)
+          device_.poller->finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(finish_ms), emit);
+        else
+          device_.outstanding.store(device_.poller->poll(emit), std::memory_order_relaxed);
+      },
+      stop ? std::chrono::milliseconds(finish_ms) + kDevicePollWait : kDevicePollWait);
+}
+
+void Pipeline::poll_device(const CudaRuntime* cuda) {
+  if (cuda != nullptr) driver_thread(DriverApi::kCuda);  // started here, where an error can still be a ConfigError
+  device_runtime_.store(cuda, std::memory_order_release);
 }
 
 void Pipeline::finish() {

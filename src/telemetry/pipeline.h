@@ -12,11 +12,15 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "common/event_fd.h"
 #include "device/cuda_runtime.h"
+#include "device/device_timing.h"
+#include "device/driver_thread.h"
 #include "hang/hang_watch.h"
 #include "hang/snapshot.h"
 #include "lens/config.h"
@@ -60,7 +64,9 @@ class Pipeline {
   void start_hang_watch() { hang_.start(); }
   // Device timing is on (device/device_timing.h): the background thread polls the pairs spans record with `cuda`,
   // until it finishes, even after the setup detached (what is pending at shutdown is waited for, then counted).
-  void poll_device(const CudaRuntime* cuda) noexcept { device_runtime_.store(cuda, std::memory_order_release); }
+  // Device timing's runtime, from setup. Throws ConfigError when the CUDA driver thread cannot be started (then
+  // nothing changed).
+  void poll_device(const CudaRuntime* cuda);
 
   // Exports everything queued now; false when `deadline` passed first.
   bool force_flush(Deadline deadline);
@@ -108,8 +114,16 @@ class Pipeline {
   std::atomic<bool> shutdown_started_{false};
   std::atomic<bool> summary_logged_{false};
   std::atomic<bool> abandoned_{false};  // abandon(): stop without a last export
-  std::atomic<const CudaRuntime*> device_runtime_{
-      nullptr};  // the totals line, once: at the end, or when shutdown gives up
+  std::atomic<const CudaRuntime*> device_runtime_{nullptr};  // poll_device's runtime, once device timing is on
+  // Device timing's polls run on a CUDA driver thread of their own (device/driver_thread.h), so a wedged
+  // cudaEventQuery holds up device spans only. The poller is made there by the first poll (it sets that thread's
+  // capture mode); it, and the name being built, are touched only there.
+  struct DevicePolling {
+    std::optional<DevicePoller> poller;
+    std::string name;
+    std::atomic<bool> outstanding{false};  // pairs were open or pending at the last poll
+  } device_;
+  void poll_device_spans(bool stop);
 
   // The SIGTERM handler's side: flags it sets, eventfds the thread answers on.
   EventFd done_fd_;     // the thread has finished

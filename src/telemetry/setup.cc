@@ -91,7 +91,13 @@ void start_device_timing_for(const TelemetryState& s) {
                       s.ranks.rank, why.c_str());
     return;
   }
-  s.pipeline->poll_device(cuda);
+  try {
+    s.pipeline->poll_device(cuda);
+  } catch (const ConfigError& e) {  // no thread for CUDA's calls: the setup is live already, so host time only
+    log_setup_warning("device timing (DEVICE_TIMING=cuda) is off on rank %d: %s; spans keep host time only",
+                      s.ranks.rank, e.what());
+    return;
+  }
   start_device_timing(cuda, s.device_span_groups.bits(), nvtx());  // NVTX ranges too, where its library loads
 }
 

@@ -12,6 +12,8 @@
 // - Global capture mode: while any stream captures, a thread that has not made its mode relaxed
 //   (cudaThreadExchangeStreamCaptureMode) is refused cudaEventQuery and cudaEventElapsedTime
 //   (cudaErrorStreamCaptureUnsupported), as the runtime refuses potentially unsafe calls.
+// - A wedged driver: after fake_cuda_wedge_event_query(true), cudaEventQuery does not return until
+//   fake_cuda_wedge_event_query(false).
 // - Every entry point is counted per calling thread (fake_cuda_calls_on_this_thread) and in all, so a test proves
 //   what a thread never called (a sync on the training thread).
 #include <atomic>
@@ -146,6 +148,9 @@ extern "C" {
 
 long fake_cuda_records_while_capturing = 0;
 
+std::atomic<bool> g_event_query_wedged{false};
+void fake_cuda_wedge_event_query(bool wedged) { g_event_query_wedged.store(wedged); }
+
 // ---- the test's controls ----
 
 void* fake_cuda_stream_create() { return new Stream; }
@@ -222,6 +227,7 @@ int cudaEventRecord(void* event, void* stream) {
 
 int cudaEventQuery(void* event) {
   COUNT("cudaEventQuery");
+  while (g_event_query_wedged.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::lock_guard lock(g_mutex);
   auto* e = static_cast<Event*>(event);
   if (g_events.count(e) == 0) return kInvalidResourceHandle;
