@@ -68,8 +68,8 @@ IterationAgreement agree_before_iteration(trainer::Parallel& parallel) {
 }
 
 // Every STRAGGLER_INTERVAL iterations, every rank: each puts its window's summary in its own slot and one SUM
-// all-reduce gathers them all (lens/straggler.h); the exporting rank scores them.
-std::optional<lens::StragglerFindings> gather_stragglers(trainer::Parallel& parallel, const trainer::Topology& topology,
+// all-reduce gathers them all (lens/straggler.h); the exporting rank hands them to lens's scoring thread.
+void gather_stragglers(trainer::Parallel& parallel, const trainer::Topology& topology,
                                                          std::int64_t iteration) {
   constexpr int kWords = lens::StragglerSummary::kWords;
   const auto mine = lens::take_straggler_summary(iteration, topology.stage()).encode();
@@ -84,7 +84,7 @@ std::optional<lens::StragglerFindings> gather_stragglers(trainer::Parallel& para
     for (int i = 0; i < kWords; ++i) w[static_cast<std::size_t>(i)] = words[std::int64_t{rank} * kWords + i];
     by_rank[static_cast<std::size_t>(rank)] = lens::StragglerSummary::decode(w);
   }
-  return lens::score_stragglers(iteration, by_rank);
+  lens::score_stragglers(iteration, by_rank);
 }
 
 // This CPU trainer's stand-in for the GPU's peak allocated memory: the process's peak resident set.
@@ -330,9 +330,11 @@ void PretrainRun::train_iteration(const lens::SpanContext& segment,
   if (args_.save_interval > 0 && iteration % args_.save_interval == 0) trainer_->save_checkpoint(args_.save);
 }
 
-// The window's findings as an event of the segment span, on the exporting rank.
+// The findings scored since the last window (usually the last window's) as an event of the segment span, on the
+// exporting rank.
 void PretrainRun::watch_stragglers(lens::ScopedSpan& segment) {
-  const auto found = gather_stragglers(*parallel_, topology_, trainer_->iteration());
+  gather_stragglers(*parallel_, topology_, trainer_->iteration());
+  const auto found = lens::take_straggler_findings();
   if (!found) return;
   for (int rank : found->flagged) {
     const auto& v =

@@ -288,13 +288,14 @@ class Telemetry:
 
     def gather_stragglers(self, iteration, args):
         """Each rank's window summary in its own slot, gathered by one SUM all-reduce; the lowest exporting rank
-        scores them (a dict of what it found), the others get None."""
-        from lens import score_stragglers, take_straggler_summary
+        hands them to lens's scoring thread. What was scored since the last window (a dict), or None."""
+        from lens import score_stragglers, take_straggler_findings, take_straggler_summary
         mine = take_straggler_summary(iteration, args.stage)
         slots = torch.zeros(args.world_size * len(mine), dtype=torch.long)
         slots[args.rank * len(mine):(args.rank + 1) * len(mine)] = torch.tensor(mine, dtype=torch.long)
         dist.all_reduce(slots)
-        return score_stragglers(iteration, slots.view(args.world_size, len(mine)).tolist())
+        score_stragglers(iteration, slots.view(args.world_size, len(mine)).tolist())
+        return take_straggler_findings()
 
     def record_metrics(self, **values):
         if self.handle is not None:
@@ -807,7 +808,7 @@ def main(argv=None):
                             segment.add_event("lens.straggler", {"dl.rank": rank,
                                                                  "dl.pipeline_parallel.rank": verdict["stage"],
                                                                  "lens.straggler.score": verdict["score"],
-                                                                 "megatron.iteration": it})
+                                                                 "megatron.iteration": found["iteration"]})
                     if it % args.log_interval == 0 or it == args.train_iters:
                         seconds = (time.perf_counter() - interval_start) / interval_iterations
                         tokens_per_sec = args.global_batch_size * args.seq_length / seconds

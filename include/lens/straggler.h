@@ -4,9 +4,11 @@
 // LENS_STEP_PHASE scopes beside the spans that time them; the sums are kept whatever span groups are enabled and
 // on ranks that export nothing, so a coarse production job is watched too. Every STRAGGLER_INTERVAL steps
 // (MEGATRON_OTEL_STRAGGLER_INTERVAL, default 20, 0: off) each rank's window is a fixed-size summary that the
-// consumer gathers with its own collective, as for lens/control.h; the (lowest) exporting rank scores it with the rule
-// `lens report` uses (src/watch/straggler_rule.h) and records lens.straggler.score, lens.step.compute and
-// lens.step.wait per rank, and a log record naming a flagged rank.
+// consumer gathers with its own collective, as for lens/control.h; the (lowest) exporting rank hands them to lens's
+// scoring thread, off the training thread, which scores them with the rule `lens report` uses
+// (src/watch/straggler_rule.h, O(n log n) in the ranks of a stage) and records lens.straggler.score, lens.step.compute
+// and lens.step.wait per rank, and a log record naming a flagged rank. Its findings can be taken later (usually at the
+// next window).
 //
 //   { LENS_STEP_PHASE(lens::StepPhase::kCompute); forward(); }
 //   { LENS_STEP_PHASE(lens::StepPhase::kWait); recv(); }
@@ -14,7 +16,8 @@
 //   if (lens::straggler_summary_due(iteration)) {
 //     lens::StragglerSummary mine = lens::take_straggler_summary(iteration, pipeline_stage);
 //     // ... each rank puts mine.encode() in its slot of a world_size x kWords int64 tensor, all-reduce SUM ...
-//     if (auto found = lens::score_stragglers(iteration, summaries_by_rank); found && !found->flagged.empty())
+//     lens::score_stragglers(iteration, summaries_by_rank);      // returns at once
+//     if (auto found = lens::take_straggler_findings(); found && !found->flagged.empty())  // an earlier window's
 //       segment_span.add_event("lens.straggler", {{"dl.rank", found->flagged.front()}});
 //   }
 //
@@ -23,6 +26,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -109,10 +113,14 @@ LENS_API void end_step(std::int64_t iteration) noexcept;
 LENS_API bool straggler_summary_due(std::int64_t iteration) noexcept;
 // This rank's window as it is sent, then a new window.
 LENS_API StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexcept;
-// The lowest exporting rank: scores the gathered summaries (index = rank), records the metrics, logs a flagged
-// rank. Elsewhere, or with scoring off, nothing.
-LENS_API std::optional<StragglerFindings> score_stragglers(std::int64_t iteration,
-                                                           std::span<const StragglerSummary> by_rank) noexcept;
+// The lowest exporting rank: copies the gathered summaries (index = rank) to lens's scoring thread and returns at once
+// (true); that thread scores them, records the metrics and logs a flagged rank. A window handed over while the one
+// before still waits to be scored replaces it. Elsewhere, or with scoring off, nothing (false).
+LENS_API bool score_stragglers(std::int64_t iteration, std::span<const StragglerSummary> by_rank) noexcept;
+// The findings of the latest window the scoring thread has finished and nobody has taken yet; with a `wait`, until
+// then for a window handed over to finish. nullopt: none.
+LENS_API std::optional<StragglerFindings> take_straggler_findings(
+    std::chrono::milliseconds wait = std::chrono::milliseconds(0)) noexcept;
 LENS_ABI_NAMESPACE_END
 
 #define LENS_STEP_PHASE(phase) ::lens::StepPhaseScope LENS_INTERNAL_CONCAT(lens_step_phase_, __LINE__)(phase)
@@ -123,7 +131,9 @@ LENS_ABI_NAMESPACE_BEGIN
 inline void end_step(std::int64_t) noexcept {}
 inline bool straggler_summary_due(std::int64_t) noexcept { return false; }
 inline StragglerSummary take_straggler_summary(std::int64_t, int) noexcept { return {}; }
-inline std::optional<StragglerFindings> score_stragglers(std::int64_t, std::span<const StragglerSummary>) noexcept {
+inline bool score_stragglers(std::int64_t, std::span<const StragglerSummary>) noexcept { return false; }
+inline std::optional<StragglerFindings> take_straggler_findings(
+    std::chrono::milliseconds = std::chrono::milliseconds(0)) noexcept {
   return std::nullopt;
 }
 LENS_ABI_NAMESPACE_END

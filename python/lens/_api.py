@@ -52,12 +52,14 @@ at_iteration_boundary = _native.at_iteration_boundary
 # Stragglers found while the job trains (lens/straggler.h): `with step_phase("compute")` / `step_phase("wait")`
 # around forward/backward and receives/gradient sync, end_step(iteration) after each step, and every
 # STRAGGLER_INTERVAL steps (straggler_summary_due) gather take_straggler_summary()'s 7 words from every rank with
-# a SUM all-reduce and pass them, one list per rank, to score_stragglers on every rank.
+# a SUM all-reduce and pass them, one list per rank, to score_stragglers on every rank (the exporting rank hands
+# them to lens's scoring thread and returns at once); take_straggler_findings() gives what was scored since.
 step_phase = _native.step_phase
 end_step = _native.end_step
 straggler_summary_due = _native.straggler_summary_due
 take_straggler_summary = _native.take_straggler_summary
 score_stragglers = _native.score_stragglers
+take_straggler_findings = _native.take_straggler_findings
 # Device time (docs/GPU.md): with DEVICE_TIMING=cuda, the spans of DEVICE_SPAN_GROUPS record CUDA events on the
 # calling thread's stream: set_device_stream(torch.cuda.current_stream()) (or a raw handle, or None for the default).
 set_device_stream = _native.set_device_stream
@@ -92,6 +94,7 @@ __all__ = [
     "Tracer", "at_iteration_boundary", "build_worker_bootstrap", "current_context", "extract", "from_bytes", "inject",
     "register_rank_strategy", "register_sampling_strategy", "resolve_run_id", "run_uuids", "setup_worker_telemetry",
     "set_device_stream", "device_stream",
-    "end_step", "score_stragglers", "step_phase", "straggler_summary_due", "take_straggler_summary",
+    "end_step", "score_stragglers", "step_phase", "straggler_summary_due", "take_straggler_findings",
+    "take_straggler_summary",
     "step_trace_id", "take_span_group_request", "to_bytes", "uuid5_url",
 ]

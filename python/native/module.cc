@@ -453,17 +453,30 @@ void bind_stragglers(py::module_& m) {
       "and all-reduce with SUM.");
   m.def(
       "score_stragglers",
-      [](std::int64_t iteration, const py::sequence& by_rank) -> py::object {
+      [](std::int64_t iteration, const py::sequence& by_rank) {
         std::vector<lens::StragglerSummary> summaries;
         summaries.reserve(py::len(by_rank));
         for (const py::handle& entry : by_rank) summaries.push_back(summary_from(entry));
-        const auto found = lens::score_stragglers(iteration, summaries);
+        return lens::score_stragglers(iteration, summaries);
+      },
+      py::arg("iteration"), py::arg("by_rank"),
+      "The lowest exporting rank: hands the gathered summaries (one 7-word list per rank) to lens's scoring thread, "
+      "which scores them, records the metrics and logs a straggler, and returns at once (True); elsewhere False.");
+  m.def(
+      "take_straggler_findings",
+      [](double wait_s) -> py::object {
+        if (!(wait_s >= 0 && wait_s <= 3600)) throw py::value_error("wait_s must be in [0, 3600] seconds");
+        std::optional<lens::StragglerFindings> found;
+        {
+          py::gil_scoped_release release;
+          found = lens::take_straggler_findings(std::chrono::milliseconds(std::llround(wait_s * 1000)));
+        }
         if (!found) return py::none();
         return py::object(findings_dict(*found));
       },
-      py::arg("iteration"), py::arg("by_rank"),
-      "The lowest exporting rank: scores the gathered summaries (one 7-word list per rank), records the metrics and "
-      "logs a straggler; a dict (iteration, ranks, flagged, missing, refused, text), or None elsewhere.");
+      py::arg("wait_s") = 0.0,
+      "The findings of the latest window scored and not yet taken, waiting up to wait_s for a window handed over: a "
+      "dict (iteration, ranks, flagged, missing, refused, text), or None.");
 }
 
 // The stream device-timed spans record on (lens/device.h): a torch.cuda.Stream (its .cuda_stream), a raw cudaStream_t

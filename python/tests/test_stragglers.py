@@ -32,8 +32,10 @@ class StragglerTest(unittest.TestCase):
             self.assertEqual((mine[1], mine[2], mine[3], mine[6]), (5, 0, 5, 1))
             self.assertGreaterEqual(mine[4], 2_000_000)
             gathered = [mine, summary(mine, 0, 30, 0), summary(mine, 1, 3, 3), summary(mine, 1, 3, 3)]
-            found = lens.score_stragglers(5, gathered)
+            self.assertTrue(lens.score_stragglers(5, gathered))  # handed to the scoring thread
+            found = lens.take_straggler_findings(wait_s=30)
             self.assertEqual(found["flagged"], [1])
+            self.assertIsNone(lens.take_straggler_findings(), "taken once")
             self.assertIn("rank 1 (stage 0) is a straggler", found["text"])
             self.assertEqual([r["rank"] for r in found["ranks"]], [0, 1, 2, 3])
         names = {m["name"] for m in run.metrics}
@@ -45,8 +47,9 @@ class StragglerTest(unittest.TestCase):
         with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_RUN_ID="py-straggler-bad"):
             lens.end_step(1)
             mine = lens.take_straggler_summary(5, 0)
-            found = lens.score_stragglers(5, [mine, summary(mine, 0, math.nan, 1), [1, 2, 3],
-                                              summary(mine, 0, -2, 1), "seven", [0] * 7])
+            self.assertTrue(lens.score_stragglers(5, [mine, summary(mine, 0, math.nan, 1), [1, 2, 3],
+                                                      summary(mine, 0, -2, 1), "seven", [0] * 7]))
+            found = lens.take_straggler_findings(wait_s=30)
             self.assertEqual(found["refused"], [1, 2, 3, 4])
             self.assertEqual(found["missing"], [5])
             with self.assertRaisesRegex(ValueError, "compute or wait"):
@@ -68,14 +71,16 @@ class StragglerTest(unittest.TestCase):
         with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_RUN_ID="py-straggler-lying"):
             lens.end_step(1)
             mine = lens.take_straggler_summary(5, 0)
-            found = lens.score_stragglers(5, [mine, Lying(9), Lying(1000), Lying(3), [2 ** 70] + [0] * 6])
+            self.assertTrue(lens.score_stragglers(5, [mine, Lying(9), Lying(1000), Lying(3), [2 ** 70] + [0] * 6]))
+            found = lens.take_straggler_findings(wait_s=30)
             self.assertEqual(found["refused"], [1, 2, 3, 4])
 
     def test_off_or_not_exporting_scores_nothing(self):
         with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="0"):
             self.assertFalse(lens.straggler_summary_due(20))
             self.assertEqual(lens.take_straggler_summary(20, 0), [0] * 7)
-            self.assertIsNone(lens.score_stragglers(20, [[0] * 7]))
+            self.assertFalse(lens.score_stragglers(20, [[0] * 7]))
+            self.assertIsNone(lens.take_straggler_findings(wait_s=1))
         with environment(NEMO_LENS_STRAGGLER_INTERVAL="2"):
             with self.assertRaisesRegex(ValueError, "NEMO_LENS_STRAGGLER_INTERVAL='2'"):
                 lens.NemoLensConfig.from_env()

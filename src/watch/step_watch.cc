@@ -2,16 +2,20 @@
 #include "watch/step_watch.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/dcheck.h"
 #include "common/log.h"
+#include "common/signal_free_thread.h"
 #include "hang/snapshot.h"
 #include "lens/log.h"
 #include "lens/metrics.h"
@@ -145,7 +149,130 @@ void log_flagged(const StragglerFindings& f) {
   if (!f.flagged.empty()) log_info("%s", f.text.c_str());  // once a window: never floods
 }
 
+// A gathered window on its way to the scoring thread.
+struct Gathered {
+  std::int64_t iteration = 0, run_tag = 0;
+  std::vector<StragglerSummary> by_rank;
+};
+
+StragglerFindings score(const Gathered& g) {
+  StragglerFindings f;
+  f.iteration = g.iteration;
+  std::vector<straggler::RankWindow> windows;
+  std::int64_t steps = 0;
+  for (std::size_t rank = 0; rank < g.by_rank.size(); ++rank) {
+    const StragglerSummary& s = g.by_rank[rank];
+    switch (classify(s, g.run_tag, g.iteration)) {
+      case SlotKind::kMissing: f.missing.push_back(static_cast<int>(rank)); continue;
+      case SlotKind::kRefused: f.refused.push_back(static_cast<int>(rank)); continue;
+      case SlotKind::kValid: break;
+    }
+    steps = std::max(steps, s.steps);
+    windows.push_back({.rank = static_cast<int>(rank),
+                       .stage = static_cast<int>(s.stage),
+                       .steps = s.steps,
+                       .compute_ns = static_cast<double>(s.compute_ns),
+                       .wait_ns = static_cast<double>(s.wait_ns)});
+  }
+  for (const straggler::Score& s : straggler::score_window(windows)) {
+    f.ranks.push_back({.rank = s.rank,
+                       .stage = s.stage,
+                       .scored = s.scored,
+                       .flagged = s.flagged,
+                       .score = s.score,
+                       .compute_ms = s.compute_ns / 1e6,
+                       .wait_ms = s.wait_ns / 1e6,
+                       .peer_compute_ms = s.peer_compute_ns / 1e6,
+                       .peer_wait_ms = s.peer_wait_ns / 1e6});
+    if (s.flagged) f.flagged.push_back(s.rank);
+  }
+  f.text = describe(f, steps);
+  return f;
+}
+
+// The scoring thread (lens-straggler), started by the first window handed over and kept for the process: one window
+// waiting at most (a newer one replaces it), the latest findings until taken.
+struct Scoring {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::optional<Gathered> waiting;
+  bool scoring = false;  // the thread holds a window
+  std::optional<StragglerFindings> finished;
+  bool started = false;
+  std::function<void()> observer;  // tests: called where a window is scored
+};
+
+Scoring& scoring() {
+  static auto* s = new Scoring;  // the thread uses it until exit
+  return *s;
+}
+
+void score_and_record(const Gathered& g, Scoring& s) {
+  std::optional<StragglerFindings> f;
+  try {
+    f = score(g);
+    record_findings(*f);
+    log_flagged(*f);
+  } catch (...) {  // out of memory: this window is not scored
+  }
+  std::lock_guard lock(s.mutex);
+  if (f) s.finished = std::move(f);
+}
+
+void run_scoring_thread(Scoring& s) {
+  std::unique_lock lock(s.mutex);
+  for (;;) {
+    s.changed.wait(lock, [&] { return s.waiting.has_value(); });
+    Gathered g = std::move(*s.waiting);
+    s.waiting.reset();
+    s.scoring = true;
+    const std::function<void()> observer = s.observer;
+    lock.unlock();
+    if (observer) observer();
+    score_and_record(g, s);
+    lock.lock();
+    s.scoring = false;
+    s.changed.notify_all();
+  }
+}
+
+// Hands `g` to the scoring thread; where no thread can be started, scores it here.
+void hand_over(Gathered g) {
+  Scoring& s = scoring();
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.started) {
+      try {
+        start_signal_free_thread("the straggler scoring thread", "lens-straggler", [&s] { run_scoring_thread(s); })
+            .detach();
+        s.started = true;
+      } catch (const ConfigError& e) {
+        log_warning("%s: straggler windows are scored on the calling thread", e.what());
+      }
+    }
+    if (s.started) {
+      s.waiting = std::move(g);
+      s.changed.notify_all();
+      return;
+    }
+  }
+  score_and_record(g, s);
+}
+
+std::optional<StragglerFindings> take_findings(std::chrono::milliseconds wait) {
+  Scoring& s = scoring();
+  std::unique_lock lock(s.mutex);
+  s.changed.wait_for(lock, wait, [&] { return s.finished.has_value() || (!s.waiting && !s.scoring); });
+  return std::exchange(s.finished, std::nullopt);
+}
+
 }  // namespace
+
+void set_scoring_observer_for_testing(std::function<void()> observer) {
+  Scoring& s = scoring();
+  std::lock_guard lock(s.mutex);
+  s.observer = std::move(observer);
+}
 
 std::int64_t run_tag_of(std::string_view run_id) noexcept {
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a
@@ -241,56 +368,27 @@ StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexc
   return s;
 }
 
-std::optional<StragglerFindings> score_stragglers(std::int64_t iteration,
-                                                  std::span<const StragglerSummary> by_rank) noexcept {
+bool score_stragglers(std::int64_t iteration, std::span<const StragglerSummary> by_rank) noexcept {
   try {
     std::int64_t run_tag = 0;
     int my_rank = 0;
     {
       internal::Window& w = internal::window();
       std::lock_guard lock(w.mutex);
-      if (!w.exports) return std::nullopt;
+      if (!w.exports) return false;
       run_tag = w.run_tag;
       my_rank = w.rank;
     }
-    if (internal::scoring_rank(by_rank, run_tag, iteration) != my_rank) return std::nullopt;
-    StragglerFindings f;
-    f.iteration = iteration;
-    std::vector<straggler::RankWindow> windows;
-    std::int64_t steps = 0;
-    for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
-      const StragglerSummary& s = by_rank[rank];
-      switch (internal::classify(s, run_tag, iteration)) {
-        case internal::SlotKind::kMissing: f.missing.push_back(static_cast<int>(rank)); continue;
-        case internal::SlotKind::kRefused: f.refused.push_back(static_cast<int>(rank)); continue;
-        case internal::SlotKind::kValid: break;
-      }
-      steps = std::max(steps, s.steps);
-      windows.push_back({.rank = static_cast<int>(rank),
-                         .stage = static_cast<int>(s.stage),
-                         .steps = s.steps,
-                         .compute_ns = static_cast<double>(s.compute_ns),
-                         .wait_ns = static_cast<double>(s.wait_ns)});
-    }
-    for (const straggler::Score& s : straggler::score_window(windows)) {
-      f.ranks.push_back({.rank = s.rank,
-                         .stage = s.stage,
-                         .scored = s.scored,
-                         .flagged = s.flagged,
-                         .score = s.score,
-                         .compute_ms = s.compute_ns / 1e6,
-                         .wait_ms = s.wait_ns / 1e6,
-                         .peer_compute_ms = s.peer_compute_ns / 1e6,
-                         .peer_wait_ms = s.peer_wait_ns / 1e6});
-      if (s.flagged) f.flagged.push_back(s.rank);
-    }
-    f.text = internal::describe(f, steps);
-    internal::record_findings(f);
-    internal::log_flagged(f);
-    return f;
+    if (internal::scoring_rank(by_rank, run_tag, iteration) != my_rank) return false;
+    internal::hand_over({iteration, run_tag, std::vector<StragglerSummary>(by_rank.begin(), by_rank.end())});
+    return true;
   } catch (...) {  // out of memory: this window is not scored
-    return std::nullopt;
+    return false;
   }
+}
+
+std::optional<StragglerFindings> take_straggler_findings(std::chrono::milliseconds wait) noexcept {
+  return internal::take_findings(wait);
 }
 
 LENS_ABI_NAMESPACE_END

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,9 @@ struct StepTimeTotals {
   std::int64_t last_iteration = -1;  // the last end_step's (-1: none)
 };
 StepTimeTotals step_time_totals() noexcept;
+
+// Called on the thread that scores a window, before it scores (null: nothing); for tests.
+void set_scoring_observer_for_testing(std::function<void()> observer);
 
 // The tag of a run id as summaries carry it: non-zero, non-negative.
 std::int64_t run_tag_of(std::string_view run_id) noexcept;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace lens::straggler {
 
@@ -16,19 +17,38 @@ double median_of(std::vector<double>& values) {
 
 namespace {
 
-Score score_rank(const RankWindow& self, const std::vector<const RankWindow*>& stage) {
-  Score s{.rank = self.rank, .stage = self.stage, .compute_ns = self.compute_ns, .wait_ns = self.wait_ns};
-  std::vector<double> compute, wait;
-  for (const RankWindow* peer : stage) {
-    if (peer->rank == self.rank || peer->steps < Rule::kMinSteps) continue;
-    compute.push_back(peer->compute_ns);
-    wait.push_back(peer->wait_ns);
+// One stage's peer values, sorted once: the median and least of "every value but one rank's" come by index in
+// O(log n), so a stage of n ranks scores in O(n log n) (the job's scoring rank does it every window, at any scale).
+class SortedValues {
+ public:
+  explicit SortedValues(std::vector<double> values) : v_(std::move(values)) { std::sort(v_.begin(), v_.end()); }
+  std::size_t size() const { return v_.size(); }
+  // The median and least of the values with one copy of `own` left out (it is one of them).
+  double median_without(double own) const {
+    const std::size_t skip = index_of(own), k = v_.size() - 1;
+    return k % 2 == 1 ? at(k / 2, skip) : (at(k / 2 - 1, skip) + at(k / 2, skip)) / 2;
   }
-  if (compute.empty() || self.steps < Rule::kMinSteps) return s;
+  double least_without(double own) const { return at(0, index_of(own)); }
+
+ private:
+  std::size_t index_of(double own) const {
+    return static_cast<std::size_t>(std::lower_bound(v_.begin(), v_.end(), own) - v_.begin());
+  }
+  double at(std::size_t i, std::size_t skip) const { return v_[i < skip ? i : i + 1]; }
+  std::vector<double> v_;
+};
+
+struct Stage {
+  SortedValues compute, wait;  // of its ranks with at least kMinSteps steps: the peers a rank is scored against
+};
+
+Score score_rank(const RankWindow& self, const Stage& stage) {
+  Score s{.rank = self.rank, .stage = self.stage, .compute_ns = self.compute_ns, .wait_ns = self.wait_ns};
+  if (self.steps < Rule::kMinSteps || stage.compute.size() < 2) return s;  // too few steps, or no peer
   s.scored = true;
-  const double least_peer_wait_ns = *std::min_element(wait.begin(), wait.end());
-  s.peer_compute_ns = median_of(compute);
-  s.peer_wait_ns = median_of(wait);
+  const double least_peer_wait_ns = stage.wait.least_without(self.wait_ns);
+  s.peer_compute_ns = stage.compute.median_without(self.compute_ns);
+  s.peer_wait_ns = stage.wait.median_without(self.wait_ns);
   s.score = s.peer_compute_ns > 0 ? self.compute_ns / s.peer_compute_ns : 1.0;
   // Its peers wait for its extra compute, and it waits for no one of its stage: without that, a slower rank may
   // be one whose extra compute fits in time it would have waited on another stage's straggler, or on a worse
@@ -47,11 +67,19 @@ Score score_rank(const RankWindow& self, const std::vector<const RankWindow*>& s
 }  // namespace
 
 std::vector<Score> score_window(std::span<const RankWindow> ranks) {
-  std::map<int, std::vector<const RankWindow*>> by_stage;
-  for (const RankWindow& r : ranks) by_stage[r.stage].push_back(&r);
+  std::map<int, std::pair<std::vector<double>, std::vector<double>>> values;
+  for (const RankWindow& r : ranks) {
+    auto& [compute, wait] = values[r.stage];
+    if (r.steps < Rule::kMinSteps) continue;
+    compute.push_back(r.compute_ns);
+    wait.push_back(r.wait_ns);
+  }
+  std::map<int, Stage> stages;
+  for (auto& [stage, v] : values)
+    stages.emplace(stage, Stage{SortedValues(std::move(v.first)), SortedValues(std::move(v.second))});
   std::vector<Score> out;
   out.reserve(ranks.size());
-  for (const RankWindow& r : ranks) out.push_back(score_rank(r, by_stage[r.stage]));
+  for (const RankWindow& r : ranks) out.push_back(score_rank(r, stages.at(r.stage)));
   return out;
 }
 

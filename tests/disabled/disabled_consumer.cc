@@ -73,7 +73,8 @@ int main() {
     lens::end_step(1);
     const lens::StragglerSummary summary = lens::take_straggler_summary(20, 0);
     any = any || lens::straggler_summary_due(20) || summary.steps != 0 ||
-          lens::score_stragglers(20, std::span<const lens::StragglerSummary>(&summary, 1)).has_value();
+          lens::score_stragglers(20, std::span<const lens::StragglerSummary>(&summary, 1)) ||
+          lens::take_straggler_findings().has_value();
   }
   any = any || !telemetry.force_flush() || telemetry.span_stats().produced != 0;
   telemetry.shutdown();
