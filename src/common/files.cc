@@ -5,15 +5,55 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <iterator>
 
 namespace lens::internal {
 
-std::error_code make_private_directories(const std::filesystem::path& path) {
+namespace {
+
+// Makes each missing directory of `path`: the last with `last_mode`, the others 0755, each exactly that (whatever the
+// umask: chmod of a directory this call made). Those that exist are left as they are.
+std::error_code make_missing_directories(const std::filesystem::path& path, mode_t last_mode) {
   std::filesystem::path at;
-  for (const auto& part : path) {
-    at /= part;
-    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return {errno, std::generic_category()};
+  for (auto part = path.begin(); part != path.end(); ++part) {
+    at /= *part;
+    const mode_t mode = std::next(part) == path.end() ? last_mode : 0755;
+    if (::mkdir(at.c_str(), mode) == 0) {
+      if (::chmod(at.c_str(), mode) != 0) return {errno, std::generic_category()};
+    } else if (errno != EEXIST) {
+      return {errno, std::generic_category()};
+    }
   }
+  return {};
+}
+
+}  // namespace
+
+std::error_code make_readable_directories(const std::filesystem::path& path) {
+  if (std::error_code error = make_missing_directories(path, 0755)) return error;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {errno, std::generic_category()};
+  if (!S_ISDIR(st.st_mode)) return std::make_error_code(std::errc::not_a_directory);
+  return {};
+}
+
+std::optional<std::filesystem::path> first_closed_to_others(const std::filesystem::path& path) {
+  std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  if (error) return path;
+  std::filesystem::path at;
+  for (auto part = absolute.begin(); part != absolute.end(); ++part) {
+    at /= *part;
+    struct stat st {};
+    if (::stat(at.c_str(), &st) != 0) return at;
+    const mode_t needed = std::next(part) == absolute.end() ? (S_IROTH | S_IXOTH) : S_IXOTH;
+    if ((st.st_mode & needed) != needed) return at;
+  }
+  return std::nullopt;
+}
+
+std::error_code make_private_directories(const std::filesystem::path& path) {
+  if (std::error_code error = make_missing_directories(path, 0700)) return error;
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return {errno, std::generic_category()};
   if (!S_ISDIR(st.st_mode)) return std::make_error_code(std::errc::not_a_directory);
@@ -58,6 +98,11 @@ std::optional<std::string> read_regular_file(const std::string& path, std::size_
   }
   ::close(fd);
   return text;
+}
+
+void remove_file(const std::string& path) noexcept {
+  std::error_code error;
+  std::filesystem::remove(path, error);
 }
 
 void remove_file_and_empty_directory(const std::string& path) noexcept {

@@ -10,14 +10,28 @@
 
 namespace lens::internal {
 
-// Makes each missing directory of `path` with mode 0700 (the files name hosts, jobs and users); directories that
-// exist keep their mode, but for the last: a symlink or a file in its place is refused (not_a_directory), another
-// user's directory is refused (permission_denied), and one of ours that others may write in is made 0700.
+// Makes `path` a private directory (the files in it name hosts, jobs and users): the last directory, when missing, with
+// mode 0700, each missing one above it 0755 (they hold only such directories, and <FILE_DIR>/prometheus, which
+// Prometheus reads); directories that exist keep their mode, but for the last: a symlink or a file in its place is
+// refused (not_a_directory), another user's directory is refused (permission_denied), and one of ours that others
+// may write in is made 0700.
 std::error_code make_private_directories(const std::filesystem::path& path);
+
+// Makes each missing directory of `path` with mode 0755 exactly (a directory another user's program reads, such as
+// Prometheus's file service discovery); directories that exist keep their mode and owner, whoever it is. A symlink or
+// a file in place of the last is refused (not_a_directory).
+std::error_code make_readable_directories(const std::filesystem::path& path);
+
+// The first of `path` and the directories above it that a user other than its owner (and outside its group) cannot
+// search, or `path` itself when such a user cannot list it; nullopt when all can.
+std::optional<std::filesystem::path> first_closed_to_others(const std::filesystem::path& path);
 
 // Writes `text` to `path` under a temporary name (made afresh, never through a symlink) with `mode`, and renames it
 // over `path`: a reader sees the whole file or none. False when it could not.
 bool write_file_atomically(const std::string& path, std::string_view text, unsigned mode);
+
+// Removes `path`; errors are ignored.
+void remove_file(const std::string& path) noexcept;
 
 // Removes `path`, then its directory when that is left empty (a file lens wrote while it ran, such as a rank's
 // process record); errors are ignored: nothing to remove is nothing to do.

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/process_identity.h"
+#include "export/json_lines_exporter.h"
 #include "lens/megatron.h"
 #include "lens/metrics.h"
 #include "support/capture.h"
@@ -170,7 +172,10 @@ TEST(PrometheusEndpoint, EachLocalRankServesItsOwnPortAndSaysWhere) {
   auto scraped = client.Get("/metrics");
   ASSERT_TRUE(scraped);
   EXPECT_EQ(scraped->status, 200);
-  const std::filesystem::path target = std::filesystem::path(c.file_dir) / "prometheus" / "prom-run.rank5.json";
+  // The serving process's own file: run, rank, host and pid.
+  const std::filesystem::path target = std::filesystem::path(c.file_dir) / "prometheus" /
+                                       ("prom-run.rank5." + internal::run_directory_name(internal::this_host()) + "." +
+                                        std::to_string(::getpid()) + ".json");
   std::ifstream in(target);
   ASSERT_TRUE(in) << target;
   const nlohmann::json groups = nlohmann::json::parse(in);

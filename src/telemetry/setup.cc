@@ -11,6 +11,7 @@
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/process_identity.h"
 #include "common/log.h"
 #include "config/env.h"
 #include "device/cuda_runtime.h"
@@ -118,6 +119,34 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
 }
 
+// One directory for every run, as Prometheus's file_sd globs only a file name: <FILE_DIR>/prometheus/*.json, one
+// file for each serving process (run, rank, host and pid: a second job with the same run id and rank has a file of
+// its own, and removes only its own). The directory is made readable by others where lens makes it; one that exists
+// keeps its mode, and where a Prometheus of another user could not read the file, the warning says which directory.
+void write_prometheus_target(TelemetryState& s) {
+  const Config& c = s.config;
+  const std::filesystem::path directory = std::filesystem::path(c.file_dir) / "prometheus";
+  s.prometheus_target_path = (directory / (run_directory_name(s.run_id) + ".rank" + std::to_string(s.ranks.rank) +
+                                           "." + run_directory_name(this_host()) + "." +
+                                           std::to_string(::getpid()) + ".json"))
+                                 .string();
+  const std::error_code error = make_readable_directories(directory);
+  if (error || !write_file_atomically(
+                   s.prometheus_target_path,
+                   prometheus_target_json(c, s.prometheus->port(), s.run_id, s.ranks.rank, s.ranks.local_rank), 0644)) {
+    log_setup_warning("cannot write %s: Prometheus's file service discovery will not find rank %d",
+                      s.prometheus_target_path.c_str(), s.ranks.rank);
+    s.prometheus_target_path.clear();
+    return;
+  }
+  if (std::optional<std::filesystem::path> closed = first_closed_to_others(directory)) {
+    log_setup_warning("%s is closed to other users: a Prometheus running as another user finds no target of rank %d "
+                      "there; open it to them (chmod o+rx on the directory, o+x above it) or run Prometheus as this "
+                      "user (docs/METRICS_AND_LOGS.md)",
+                      closed->c_str(), s.ranks.rank);
+  }
+}
+
 // The rank's Prometheus endpoint on OTEL_EXPORTER_PROMETHEUS_PORT + its local rank, and the file that tells
 // Prometheus's file service discovery where it is. A port that cannot be bound is a warning, never the end of the
 // job: the rank trains on, its metrics not served (issue 28: every rank exporting on one host asked for one port and
@@ -134,24 +163,13 @@ void serve_prometheus(TelemetryState& s) {
     log_setup_warning("%s: rank %d's metrics are not served; the job goes on", e.what(), s.ranks.rank);
     return;
   }
-  // One directory for every run, as Prometheus's file_sd globs only a file name: <FILE_DIR>/prometheus/*.json.
-  s.prometheus_target_path = (std::filesystem::path(c.file_dir) / "prometheus" /
-                              (run_directory_name(s.run_id) + ".rank" + std::to_string(s.ranks.rank) + ".json"))
-                                 .string();
-  const std::error_code error = make_private_directories(std::filesystem::path(s.prometheus_target_path).parent_path());
-  if (error || !write_file_atomically(
-                   s.prometheus_target_path,
-                   prometheus_target_json(c, s.prometheus->port(), s.run_id, s.ranks.rank, s.ranks.local_rank), 0644)) {
-    log_setup_warning("cannot write %s: Prometheus's file service discovery will not find rank %d",
-                      s.prometheus_target_path.c_str(), s.ranks.rank);
-    s.prometheus_target_path.clear();
-  }
+  write_prometheus_target(s);
 }
 
 void stop_prometheus(TelemetryState& s) {
   if (!s.prometheus) return;
   s.prometheus->stop();
-  if (!s.prometheus_target_path.empty()) remove_file_and_empty_directory(s.prometheus_target_path);
+  if (!s.prometheus_target_path.empty()) remove_file(s.prometheus_target_path);  // the directory stays: it is shared
 }
 
 // The loop's structure, kept as positions with hang snapshots on whatever the enabled set (CONTRACT §10): where a

@@ -7,6 +7,7 @@ end of its log; none is left running: stop() ends it, and a test's tearDown call
 
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -197,8 +198,9 @@ class Prometheus(Peer):
     discovery finds every second; query() asks its
     HTTP API. The first scraped sample is queryable about 6 s after the start."""
 
-    def __init__(self, program, directory, targets, file_sd=None):
-        """`file_sd`: {job: a glob of file service discovery files}, read every second."""
+    def __init__(self, program, directory, targets, file_sd=None, user=None):
+        """`file_sd`: {job: a glob of file service discovery files}, read every second. `user`: run as that user
+        (as Debian's package runs it, as `prometheus`), its home given to it; needs root."""
         self.port = free_port()
         home = os.path.join(directory, "prometheus")
         os.makedirs(home, exist_ok=True)
@@ -213,6 +215,12 @@ class Prometheus(Peer):
         super().__init__("prometheus", program, home, None, [self.port])
         self.args = [program, f"--config.file={config}", f"--storage.tsdb.path={home}/data",
                      f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
+        if user is not None:
+            record = pwd.getpwnam(user)
+            for path in (home, config):
+                os.chown(path, record.pw_uid, record.pw_gid)
+            self.args = ["/usr/bin/setpriv", f"--reuid={record.pw_uid}", f"--regid={record.pw_gid}", "--clear-groups",
+                         *self.args]
 
     def start(self):
         """Started, and ready: its port opens before its storage is, and until then a query is a 503."""

@@ -102,15 +102,21 @@ if __name__ == "__main__":
 class EveryRankOnOneHostTest(peers.PeerTest):
     """Issue 28: every rank exporting to Prometheus on one host asked for one port; the second rank's setup failed
     and took the job down. Each rank serves the port + its local rank and writes where (<FILE_DIR>/prometheus/
-    <run id>.rank<R>.json), and a real Prometheus finds both through its file service discovery."""
+    <run id>.rank<R>.<host>.<pid>.json), and a real Prometheus finds both through its file service discovery, running
+    as a user of its own (as Debian's package runs it) over a FILE_DIR that lens made: the directory it made 0700 hid
+    every target from such a Prometheus, and nothing said why."""
 
     def test_two_local_ranks_serve_two_ports_that_prometheus_discovers(self):
         base_port = peers.free_port()
         while not peers.port_is_free(base_port + 1):
             base_port = peers.free_port()
         telemetry = os.path.join(self.dir, "telemetry")
+        as_root = os.geteuid() == 0
+        if as_root:
+            os.chmod(self.dir, 0o755)  # the test's own directory, as a shared file system would be
         prometheus = self.start(peers.Prometheus(PROMETHEUS, self.dir, {},
-                                                 file_sd={"lens": os.path.join(telemetry, "prometheus", "*.json")}))
+                                                 file_sd={"lens": os.path.join(telemetry, "prometheus", "*.json")},
+                                                 user="nobody" if as_root else None))
         env = {"MEGATRON_OTEL_RUN_ID": "every-rank", "OTEL_METRICS_EXPORTER": "prometheus",
                "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1", "OTEL_EXPORTER_PROMETHEUS_PORT": str(base_port),
                "MEGATRON_OTEL_FILE_DIR": telemetry, "MEGATRON_OTEL_EXPORTER": "file"}
@@ -137,7 +143,8 @@ class EveryRankOnOneHostTest(peers.PeerTest):
             for r in ranks:
                 r.send_signal(signal.SIGKILL)
             outputs = [r.communicate(timeout=60)[0] for r in ranks]
-        self.assertEqual(targets, ["every-rank.rank0.json", "every-rank.rank1.json"])
+        self.assertEqual([t.split(".")[:2] for t in targets], [["every-rank", "rank0"], ["every-rank", "rank1"]])
+        self.assertEqual(len({t.split(".")[-2] for t in targets}), 2, "a file a process: its pid in the name")
         self.assertEqual(sorted(t["metric"]["instance"] for t in found),
                          [f"127.0.0.1:{base_port}", f"127.0.0.1:{base_port + 1}"], outputs[1][-2000:])
         self.assertEqual(sorted(t["metric"]["dl_rank"] for t in found), ["0", "1"])
