@@ -646,6 +646,17 @@ void bind_spans(py::module_& m) {
 }
 
 // Configuration.
+// A rate or ratio set from Python: a number in [0, 1]. NaN passed as set, and every comparison with it failed: at
+// export_sample_rate = nan no rank exported, and nothing said why.
+double rate_in_unit_interval(double value, const char* name) {
+  if (!(value >= 0.0 && value <= 1.0)) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%s must be in [0.0, 1.0], got %g", name, value);
+    throw lens::ConfigError(text);
+  }
+  return value;
+}
+
 void bind_configuration(py::module_& m) {
   py::class_<lens::Config>(m, "Config", py::dynamic_attr())
       .def(py::init<>())
@@ -670,7 +681,8 @@ void bind_configuration(py::module_& m) {
       .def_readwrite("span_groups_source", &lens::Config::span_groups_source)
       .def_readwrite("rank_strategy", &lens::Config::rank_strategy)
       .def_readwrite("export_rank", &lens::Config::export_rank)
-      .def_readwrite("export_sample_rate", &lens::Config::export_sample_rate)
+      .def_property("export_sample_rate", [](const lens::Config& c) { return c.export_sample_rate; },
+                    [](lens::Config& c, double rate) { c.export_sample_rate = rate_in_unit_interval(rate, "export_sample_rate"); })
       .def_readwrite("sampling_strategy", &lens::Config::sampling_strategy)
       .def_readwrite("traces_enabled", &lens::Config::traces_enabled)
       .def_readwrite("metrics_enabled", &lens::Config::metrics_enabled)
@@ -679,7 +691,10 @@ void bind_configuration(py::module_& m) {
       .def_readwrite("run_id", &lens::Config::run_id)
       .def_readwrite("user_id", &lens::Config::user_id)
       .def_readwrite("sdk_disabled", &lens::Config::sdk_disabled)
-      .def_readwrite("traces_sampler_ratio", &lens::Config::traces_sampler_ratio)
+      .def_property("traces_sampler_ratio", [](const lens::Config& c) { return c.traces_sampler_ratio; },
+                    [](lens::Config& c, double ratio) {
+                      c.traces_sampler_ratio = rate_in_unit_interval(ratio, "traces_sampler_ratio");
+                    })
       .def_readwrite("metric_export_interval_ms", &lens::Config::metric_export_interval_ms)
       .def_readwrite("metric_export_timeout_ms", &lens::Config::metric_export_timeout_ms)
       .def_readwrite("resource_attributes", &lens::Config::resource_attributes)

@@ -49,6 +49,9 @@ class ControlTest(unittest.TestCase):
             self.assertEqual(_native.enabled_span_groups(), before)
             with self.assertRaises(ValueError):
                 lens.at_iteration_boundary(5, [1, 2])
+            # Past lens ctl's bound on --for (10^9): refused, never "for 9223372036854775807 iterations".
+            self.assertIsNone(lens.at_iteration_boundary(10, [words[0] + 1, 1, 0, 2 ** 63 - 1]))
+            self.assertEqual(_native.enabled_span_groups(), before)
 
 
 def ask_for_snapshot(run_dir):

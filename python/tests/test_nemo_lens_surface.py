@@ -4,6 +4,7 @@ of the same type at the same moments; export strategies of the form (config, ran
 redaction; the rank-aware sampler; resource detection; the span-group registry."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -98,6 +99,16 @@ class ConfigTest(unittest.TestCase):
     def test_validation_errors_have_nemo_lens_s_type_at_its_moments(self):
         with self.assertRaisesRegex(ValueError, r"export_sample_rate must be in \[0.0, 1.0\]"):
             lens.NemoLensConfig(export_sample_rate=1.5)
+        # Set afterwards (as Megatron sets fields): NaN was accepted, and no rank exported.
+        config = lens.NemoLensConfig()
+        for bad in (math.nan, -0.5, 1.5, math.inf):
+            with self.assertRaisesRegex(ValueError, r"export_sample_rate must be in \[0.0, 1.0\]"):
+                config.export_sample_rate = bad
+            with self.assertRaisesRegex(ValueError, r"traces_sampler_ratio must be in \[0.0, 1.0\]"):
+                config.traces_sampler_ratio = bad
+        self.assertEqual(config.export_sample_rate, 1.0)
+        config.export_sample_rate = 0.25
+        self.assertEqual(config.export_sample_rate, 0.25)
         with environment(NEMO_LENS_ENABLED="maybe"), self.assertRaises(ValueError):
             lens.NemoLensConfig.from_env()
         with environment(NEMO_LENS_EXPORT_SAMPLE_RATE="2"), self.assertRaises(ValueError):

@@ -15,6 +15,8 @@ namespace lens {
 namespace internal {
 namespace {
 
+constexpr std::int64_t kMinMetricExportIntervalMs = 100;
+
 bool decides_by_trace_id_ratio(TracesSampler s) {
   return s == TracesSampler::kTraceIdRatio || s == TracesSampler::kParentBasedTraceIdRatio;
 }
@@ -174,7 +176,9 @@ void read_limits(const EnvReader& env, Limits& l) {
 }
 
 void read_metrics(const EnvReader& env, Config& c) {
-  if (auto v = env.get("OTEL_METRIC_EXPORT_INTERVAL")) c.metric_export_interval_ms = parse_duration_ms(*v, 1);
+  // At least 100 ms: a collection and an export each millisecond (1 was accepted) would keep the export thread busy.
+  if (auto v = env.get("OTEL_METRIC_EXPORT_INTERVAL"))
+    c.metric_export_interval_ms = parse_duration_ms(*v, kMinMetricExportIntervalMs);
   if (auto v = env.get("OTEL_METRIC_EXPORT_TIMEOUT")) c.metric_export_timeout_ms = parse_duration_ms(*v, 0);
   if (auto v = env.get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")) {
     c.metrics_temporality = parse_choice<Temporality>(*v, {{"cumulative", Temporality::kCumulative},

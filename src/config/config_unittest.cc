@@ -250,6 +250,16 @@ TEST(ConfigNumbers, DurationsAreBoundedToOneDay) {
   }
 }
 
+// OTEL_METRIC_EXPORT_INTERVAL=1 was accepted: a collection and an export every millisecond.
+TEST(ConfigNumbers, TheMetricExportIntervalIsAtLeast100Ms) {
+  for (const char* bad : {"1", "99", "0"}) {
+    std::string m = error_of({{"OTEL_METRIC_EXPORT_INTERVAL", bad}});
+    EXPECT_TRUE(contains(m, "OTEL_METRIC_EXPORT_INTERVAL")) << m;
+    EXPECT_TRUE(contains(m, "[100, 86400000]")) << m;
+  }
+  EXPECT_EQ(megatron_config({{"OTEL_METRIC_EXPORT_INTERVAL", "100"}}).metric_export_interval_ms, 100);
+}
+
 TEST(ConfigChoices, ExporterValuesAndErrors) {
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORTER", "OTLP"}}).exporter, Exporter::kOtlp);
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORTER", "file"}}).exporter, Exporter::kFile);

@@ -306,7 +306,13 @@ std::optional<SpanGroupChange> at_iteration_boundary(std::int64_t iteration, con
     s.iteration = iteration;
     internal::note_iteration_boundary(iteration);  // the hang watchdog's heartbeat
     const GroupSet from = enabled_span_groups();
-    if (agreed.id > s.applied_id) {
+    if (agreed.id > s.applied_id && !(agreed.iterations >= 0 && agreed.iterations <= internal::kMaxForIterations)) {
+      // Words no rank 0 asks for (lens ctl bounds --for): refused, so no change lasts for 2^63 iterations.
+      s.applied_id = agreed.id;
+      internal::log_warning("a span-group change for %lld iterations was refused: the most is %lld (lens ctl --for)",
+                            static_cast<long long>(agreed.iterations),
+                            static_cast<long long>(internal::kMaxForIterations));
+    } else if (agreed.id > s.applied_id) {
       s.applied_id = agreed.id;
       if (s.pending.id == agreed.id) s.pending = {};
       // A `--for N` change keeps the set from before any change still timed: that is what comes back.

@@ -182,6 +182,21 @@ TEST_F(Control, AnAgreedRequestAppliesOnceAndOnlyWithinTheCeiling) {
   EXPECT_EQ(enabled_span_groups(), GroupSet{});
 }
 
+// Words no rank 0 sends (lens ctl bounds --for to 10^9) applied "for 9223372036854775807 iterations", and the
+// iteration it would end at overflowed: such a request is refused, and a later one still applies.
+TEST_F(Control, AnAgreedRequestPastTheForBoundIsRefused) {
+  const GroupSet before = enabled_span_groups();
+  for (std::int64_t iterations : {std::int64_t{INT64_MAX}, std::int64_t{1'000'000'001}, std::int64_t{-1}}) {
+    static std::int64_t id = 100;
+    EXPECT_FALSE(at_iteration_boundary(3, SpanGroupRequest{++id, GroupSet{mg::layer}.bits(), iterations}))
+        << iterations;
+    EXPECT_EQ(enabled_span_groups(), before) << iterations;
+  }
+  const auto change = at_iteration_boundary(4, SpanGroupRequest{200, GroupSet{mg::layer}.bits(), 1'000'000'000});
+  ASSERT_TRUE(change);
+  EXPECT_EQ(change->iterations, 1'000'000'000);
+}
+
 // Issue 27: the spec was resolved under the lock that every training thread takes at an iteration boundary (a flood
 // of bad specs took step p50 from 2.05 to 5.61 ms). Here resolution waits, in the hook, for a boundary to pass: under
 // the lock the boundary could not, and the hook gives up after 2 s.

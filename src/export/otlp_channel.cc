@@ -173,6 +173,13 @@ const char* header_problem(std::string_view key, std::string_view value, bool gr
   }
   const std::string lower = to_lower(key);
   if (grpc && lower.starts_with("grpc-")) return "has a key with the prefix 'grpc-', which gRPC reserves";
+  // HTTP/2's connection-specific fields (RFC 9113 §8.2.2): a request carrying one is malformed, and gRPC sets te.
+  for (std::string_view connection_specific :
+       {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te"}) {
+    if (grpc && lower == connection_specific)
+      return "has a connection-specific key (connection, keep-alive, proxy-connection, transfer-encoding, upgrade, "
+             "te) that HTTP/2 cannot carry";
+  }
   if (grpc && lower.ends_with("-bin")) return nullptr;  // binary metadata carries any bytes
   for (char v : value) {
     auto c = static_cast<unsigned char>(v);

@@ -115,6 +115,8 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
                       "), so no rank would export; valid: 0.." + std::to_string(s.ranks.world_size - 1) +
                       ", or a negative value for the last rank");
   }
+  if (!(c.export_sample_rate >= 0.0 && c.export_sample_rate <= 1.0))  // NaN set in code: no rank would export
+    throw ConfigError("lens: export_sample_rate must be in [0, 1], got " + std::to_string(c.export_sample_rate));
   RankStrategyInput input{s.ranks, c.export_rank, c.export_sample_rate};
   s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
 }

@@ -1,5 +1,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -90,6 +92,22 @@ TEST_F(Setup, SdkDisabledWinsOverEnabled) {
   Config c = enabled_megatron();
   c.sdk_disabled = true;
   EXPECT_FALSE(setup_telemetry(c, {.rank = 0, .world_size = 1}).is_exporting());
+}
+
+// export_sample_rate set in code to NaN passed, and the sampled strategy's comparison with it failed on every rank:
+// no rank exported, without a word.
+TEST_F(Setup, AnExportSampleRateOutsideZeroToOneIsASetupError) {
+  for (double bad : {std::nan(""), -0.1, 1.5}) {
+    Config c = enabled_megatron();
+    c.rank_strategy = "sampled";
+    c.export_sample_rate = bad;
+    try {
+      setup_telemetry(c, {.rank = 0, .world_size = 1});
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("export_sample_rate must be in [0, 1]"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(Setup, TracesOffMeansNoGroupsButStillExporting) {

@@ -263,7 +263,8 @@ TEST(OtlpGrpc, AHugeOrNegativeRetryInfoIsBounded) {
 }
 
 // Keys and values gRPC metadata cannot carry would make gRPC abort the process at the first export (and print the
-// value): they are refused at setup, naming the variable and the entry, never the value.
+// value): they are refused at setup, naming the variable and the entry, never the value. So are HTTP/2's
+// connection-specific keys, which were accepted: a request with one is malformed.
 TEST(OtlpGrpc, HeadersGrpcCannotCarryAreRefusedAtSetup) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"authorization", "Bearer TOKEN123\n"},
@@ -273,7 +274,13 @@ TEST(OtlpGrpc, HeadersGrpcCannotCarryAreRefusedAtSetup) {
       {":authority", "TOKEN123"},
       {"grpc-timeout", "TOKEN123"},
       {"x-caf\xc3\xa9", "TOKEN123"},
-      {"x", "caf\xc3\xa9 TOKEN123"}};
+      {"x", "caf\xc3\xa9 TOKEN123"},
+      {"Connection", "TOKEN123"},
+      {"keep-alive", "TOKEN123"},
+      {"proxy-connection", "TOKEN123"},
+      {"transfer-encoding", "TOKEN123"},
+      {"upgrade", "TOKEN123"},
+      {"te", "TOKEN123"}};
   for (const auto& header : bad) {
     Config c = grpc_config(1);
     c.otlp_traces.headers = {{"x-ok", "fine"}, header};
