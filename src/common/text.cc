@@ -135,17 +135,36 @@ std::optional<std::string> percent_decode(std::string_view s) {
 namespace lens::internal {
 
 namespace {
-// `text` with every control byte written as \xNN, but for newlines when `keep_newlines`.
+// The Unicode code point of a bidirectional formatting character (U+061C, U+200E-U+200F, U+202A-U+202E,
+// U+2066-U+2069) starting `text` in UTF-8, else 0. Shown as they are, they reorder what a terminal displays (a
+// span name with U+202E reads backwards, "Trojan Source").
+unsigned bidi_control_at(std::string_view text) {
+  auto byte = [&](std::size_t i) { return i < text.size() ? static_cast<unsigned char>(text[i]) : 0u; };
+  if (byte(0) == 0xd8 && byte(1) == 0x9c) return 0x061c;
+  if (byte(0) != 0xe2 || (byte(2) & 0xc0u) != 0x80) return 0;
+  const unsigned point = 0x2000 | (byte(1) & 0x3fu) << 6 | (byte(2) & 0x3fu);
+  const bool bidi = (byte(1) == 0x80 && (point == 0x200e || point == 0x200f || (point >= 0x202a && point <= 0x202e))) ||
+                    (byte(1) == 0x81 && point >= 0x2066 && point <= 0x2069);
+  return bidi ? point : 0;
+}
+
+// `text` with every control byte written as \xNN (but for newlines when `keep_newlines`) and every bidirectional
+// formatting character as \uXXXX.
 std::string escape_control_bytes(std::string_view text, bool keep_newlines) {
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c >= 0x20 && c != 0x7f) || (keep_newlines && c == '\n')) {
-      out += ch;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (const unsigned point = c >= 0x80 ? bidi_control_at(text.substr(i)) : 0) {
+      out += {'\\', 'u', kHex[point >> 12 & 15], kHex[point >> 8 & 15], kHex[point >> 4 & 15], kHex[point & 15]};
+      i += point == 0x061c ? 1 : 2;
       continue;
     }
-    static constexpr char kHex[] = "0123456789abcdef";
+    if ((c >= 0x20 && c != 0x7f) || (keep_newlines && c == '\n')) {
+      out += text[i];
+      continue;
+    }
     out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
   }
   return out;

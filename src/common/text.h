@@ -40,10 +40,12 @@ std::string percent_encode(std::string_view s, bool (*escaped)(unsigned char));
 namespace lens::internal {
 // What lens may show of text that came from outside (a collector's error message, a response body): at most
 // `max_bytes` (then "..."), every control byte (ESC, CR, LF, NUL, DEL, ...) written as \xNN, so nothing a
-// collector sends can move a terminal's cursor or forge a log line. Other bytes (UTF-8) are kept.
+// collector sends can move a terminal's cursor or forge a log line; a bidirectional formatting character (U+202E,
+// ...) is written as \uXXXX, so nothing reorders what is shown. Other bytes (UTF-8) are kept.
 std::string printable_excerpt(std::string_view text, std::size_t max_bytes = 256);
 // A page of text lens writes to a terminal (a report, a verdict): whole, its lines kept, every other control byte
-// written as \xNN, so a span name or a value from a file cannot send an escape sequence to the reader's terminal.
+// written as \xNN and every bidirectional formatting character as \uXXXX, so a span name or a value from a file
+// cannot send an escape sequence to the reader's terminal or reorder what it shows.
 std::string terminal_text(std::string_view text);
 // A URL with its credentials taken out, for messages and summaries: "user:token@" becomes "***@" and a query
 // ("?api_key=...") becomes "?***". Endpoints are shown this way everywhere.

@@ -127,6 +127,10 @@ constexpr std::int64_t kMaxForIterations = 1'000'000'000;
 HttpResponse change_request(const HttpRequest& request) {
   const char* spec = request.query("spec");
   if (spec == nullptr) return error(400, "POST /span-groups?spec=SPEC[&for=N]: spec is missing");
+  // An empty spec resolves to no group: asked for by mistake (`lens ctl RUN span-groups ''`), it would have turned
+  // every span off. Every group off is said as such.
+  if (std::string_view(spec).find_first_not_of(", \t") == std::string_view::npos)
+    return error(400, "the spec is empty, which would turn every span group off; to do that, ask for '-all'");
   std::int64_t iterations = 0;
   if (const char* n = request.query("for")) {
     // Bounded, so that the iteration it restores at is a number (for=9223372036854775000 would wrap around).

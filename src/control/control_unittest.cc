@@ -119,6 +119,12 @@ TEST_F(Control, ABadSpecIsRefusedWithTheSetupMessage) {
   EXPECT_NE(r->body.find("unknown span group 'stepp'"), std::string::npos) << r->body;
   EXPECT_NE(r->body.find("did you mean 'step'"), std::string::npos) << r->body;
   EXPECT_EQ(post("", token_)->status, 400);                // no spec
+  for (const char* empty : {"spec=", "spec=%20", "spec=,,"}) {  // every group off, by mistake: said as '-all'
+    auto refused = post(empty, token_);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 400) << empty;
+    EXPECT_NE(refused->body.find("ask for '-all'"), std::string::npos) << refused->body;
+  }
   EXPECT_EQ(post("spec=all&for=0", token_)->status, 400);  // not a number of iterations
   EXPECT_EQ(post("spec=all&for=three", token_)->status, 400);
   EXPECT_EQ(post("spec=all&for=9223372036854775000", token_)->status, 400);  // issue 27: wrapped around

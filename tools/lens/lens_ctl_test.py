@@ -126,6 +126,9 @@ class LiveSpanGroupsTest(TempDirTest):
             self.assertEqual(bad.returncode, 1)
             self.assertIn("unknown span group 'stepp'", bad.stderr)
             self.assertIn("did you mean 'step'", bad.stderr)
+            empty = job.ctl("span-groups", "")  # turned every group off; now said as '-all'
+            self.assertEqual(empty.returncode, 1, empty.stderr)
+            self.assertIn("ask for '-all'", empty.stderr)
             with open(os.path.join(job.run_dir, "control.json")) as f:
                 endpoint = json.load(f)
             url = f"http://127.0.0.1:{endpoint['port']}/span-groups?spec=all"

@@ -175,6 +175,47 @@ class TerminalEscapesTest(TempDirTest):
                 self.assertIn("\\x1b[2J", result.stdout)
 
 
+    def test_run_ids_options_and_bidi_characters_reach_no_terminal_raw(self):
+        # Raw terminal bytes came through from --run, from run ids in files and from CLI11's echo of an invalid
+        # --fail-if; U+202E in a span name reversed what followed it on the screen.
+        run = os.path.join(self.tmp.name, "runs")
+        write_lines(os.path.join(run, "a", "rank0.traces.jsonl"),
+                    [spans_line(0, step_spans(range(1, 4)), run_id="run\x1b[2Ja")])
+        write_lines(os.path.join(run, "b", "rank0.traces.jsonl"),
+                    [spans_line(0, step_spans(range(1, 4)) + [span("megatron.\u202eptts", 5000, 10)],
+                                run_id="run-b")])
+        cases = {"run ids from files": ["report", run],
+                 "--run": ["report", run, "--run", "x\x1b]0;owned\x07"],
+                 "--fail-if": ["report", run, "--run", "run-b", "--fail-if", "straggler\x1b[2J"],
+                 "a span name": ["report", run, "--run", "run-b"]}
+        for case, args in cases.items():
+            with self.subTest(case=case):
+                result = lens_capped(*args)
+                for stream in (result.stdout, result.stderr):
+                    for raw in ("\x1b", "\x07", "\u202e"):
+                        self.assertNotIn(raw, stream)
+        self.assertIn("\\u202eptts", lens_capped(*cases["a span name"]).stdout)
+        self.assertIn("\\x1b[2J", lens_capped(*cases["--fail-if"]).stderr)
+
+
+class FailIfTest(TempDirTest):
+    def test_a_bound_that_is_no_number_of_at_least_zero_is_refused(self):
+        # dropped>nan was accepted and never held.
+        run = os.path.join(self.tmp.name, "run")
+        write_lines(os.path.join(run, "rank0.traces.jsonl"), [spans_line(0, step_spans(range(1, 4)))])
+        for condition in ("dropped>nan", "dropped>inf", "dropped>-1", "bubble>nan", "bubble-excess>1e400"):
+            with self.subTest(condition=condition):
+                result = lens_capped("report", run, "--fail-if", condition)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn("a number of at least 0", result.stderr)
+        self.assertEqual(lens_capped("report", run, "--fail-if", "dropped>0").returncode, 0)
+
+    def test_the_help_states_the_straggler_rule_the_report_applies(self):
+        text = lens_capped("report", "--help").stdout
+        self.assertNotIn("z-score", text)
+        self.assertIn("1.3x its stage peers'", text)
+
+
 class HostileSnapshotsTest(TempDirTest):
     def snapshot(self, rank, world_size):
         path = os.path.join(self.tmp.name, "run", f"rank{rank}.snapshot.json")

@@ -13,11 +13,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cmath>
+#include <cstdarg>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "chrome_trace.h"
@@ -74,6 +77,21 @@ class Progress {
   bool terminal_ = isatty(2) != 0, shown_ = false;
 };
 
+// Every message lens writes to stderr: what it holds from outside (a path, a run id or a span name from a file, the
+// text of an option) cannot send an escape sequence to the terminal or reorder what it shows (terminal_text).
+__attribute__((format(printf, 1, 2))) void tell(const char* format, ...) {
+  std::va_list args;
+  va_start(args, format);
+  std::va_list again;
+  va_copy(again, args);
+  const int length = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string text(length > 0 ? static_cast<std::size_t>(length) : 0, '\0');
+  if (length > 0) std::vsnprintf(text.data(), text.size() + 1, format, again);
+  va_end(again);
+  std::fputs(lens::internal::terminal_text(text).c_str(), stderr);
+}
+
 // `--fail-if` conditions for CI: what a script can hold a run to.
 struct FailIf {
   std::string text, what;
@@ -88,7 +106,8 @@ FailIf parse_fail_if(const std::string& text) {
     try {
       std::size_t used = 0;
       f.bound = std::stod(text.substr(gt + 1), &used);
-      if (used != text.size() - gt - 1) throw std::invalid_argument(text);
+      // The whole rest, a finite number of at least 0: "dropped>nan" was accepted and never held.
+      if (used != text.size() - gt - 1 || !std::isfinite(f.bound) || f.bound < 0) throw std::invalid_argument(text);
     } catch (const std::exception&) {
       f.what.clear();
     }
@@ -98,7 +117,7 @@ FailIf parse_fail_if(const std::string& text) {
   if (!(bare || (with_bound && gt != std::string::npos)))
     throw CLI::ValidationError("--fail-if", "'" + text +
                                                 "' is not one of straggler, problems, bubble>PERCENT, "
-                                                "bubble-excess>POINTS, dropped>N");
+                                                "bubble-excess>POINTS, dropped>N (a number of at least 0)");
   return f;
 }
 
@@ -169,12 +188,12 @@ int one_run_only(const char* tool, const lens_tools::ReadStats& read, const std:
   std::string runs;
   for (const std::string& id : read.run_ids) runs += (runs.empty() ? "" : ", ") + id;
   if (!run.empty() && !read.run_ids.contains(run)) {
-    std::fprintf(stderr, "lens %s: no run %s under %s (its runs: %s)\n", tool, run.c_str(), dir.c_str(),
+    tell("lens %s: no run %s under %s (its runs: %s)\n", tool, run.c_str(), dir.c_str(),
                  runs.empty() ? "none named" : runs.c_str());
     return kBadInput;
   }
   if (run.empty() && read.run_ids.size() > 1) {
-    std::fprintf(stderr,
+    tell(
                  "lens %s: %zu runs under %s (%s): their spans are not mixed; name one with --run ID, or give its "
                  "own directory\n",
                  tool, read.run_ids.size(), dir.c_str(), runs.c_str());
@@ -198,7 +217,7 @@ int report(const ReportOptions& o) {
   const std::vector<std::string> files = lens_tools::telemetry_files(o.inputs);
   const std::string inputs = lens_tools::inputs_text(o.inputs);
   if (files.empty()) {
-    std::fprintf(stderr, "lens report: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", inputs.c_str());
+    tell("lens report: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", inputs.c_str());
     return kBadInput;
   }
   lens_tools::Report r(range);
@@ -208,7 +227,7 @@ int report(const ReportOptions& o) {
   if (const int status = one_run_only("report", read, o.run, o.inputs)) return status;
   const lens_tools::Figures figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
-    std::fprintf(stderr, "lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
+    tell("lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
                  p.what.c_str());
   if (o.json) {
     std::cout << lens_tools::figures_json(figures).dump(2) << "\n";
@@ -217,7 +236,7 @@ int report(const ReportOptions& o) {
         lens_tools::render_text(figures, {.every_step = !o.steps.empty()}));  // names from files, escaped
   }
   if (read.spans == 0) {
-    std::fprintf(stderr, "lens report: no span in %zu files under %s\n", files.size(), inputs.c_str());
+    tell("lens report: no span in %zu files under %s\n", files.size(), inputs.c_str());
     return kBadInput;
   }
   if (!o.html.empty()) {
@@ -228,12 +247,12 @@ int report(const ReportOptions& o) {
                                   ? std::to_string(shown.first)
                                   : std::to_string(shown.first) + "-" + std::to_string(shown.last);
     write_file(o.html, lens_tools::render_html(figures, timeline, label));
-    std::fprintf(stderr, "lens report: wrote %s\n", o.html.c_str());
+    tell("lens report: wrote %s\n", o.html.c_str());
   }
   int status = 0;
   for (const FailIf& c : conditions)
     if (const std::string why = failed(c, figures); !why.empty()) {
-      std::fprintf(stderr, "lens report: --fail-if %s: %s\n", c.text.c_str(), why.c_str());
+      tell("lens report: --fail-if %s: %s\n", c.text.c_str(), why.c_str());
       status = kFailed;
     }
   return status;
@@ -246,7 +265,7 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
   const std::vector<std::string> files = lens_tools::telemetry_files(run_dirs);
   const std::string inputs = lens_tools::inputs_text(run_dirs);
   if (files.empty()) {
-    std::fprintf(stderr, "lens convert: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", inputs.c_str());
+    tell("lens convert: no telemetry files (*.jsonl, *.jsonl.gz) under %s\n", inputs.c_str());
     return kBadInput;
   }
   std::map<std::string, std::vector<lens_tools::StepWindow>> windows;
@@ -257,7 +276,7 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
     if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
     windows = r.windows(range);
     if (windows.empty()) {
-      std::fprintf(stderr, "lens convert: no step span of iterations %s under %s\n", steps.c_str(), inputs.c_str());
+      tell("lens convert: no step span of iterations %s under %s\n", steps.c_str(), inputs.c_str());
       return kBadInput;
     }
   }
@@ -267,15 +286,15 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
       files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run, .threads = threads});
   if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
   for (const auto& p : read.problems)
-    std::fprintf(stderr, "lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
+    tell("lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
                  p.what.c_str());
   if (read.spans == 0) {
-    std::fprintf(stderr, "lens convert: no span in %zu files under %s\n", files.size(), inputs.c_str());
+    tell("lens convert: no span in %zu files under %s\n", files.size(), inputs.c_str());
     return kBadInput;
   }
   timeline.lay_out();
   const std::size_t events = lens_tools::write_chrome_trace(timeline, output);
-  std::fprintf(stderr, "lens convert: wrote %zu events (%zu processes) to %s\n", events, timeline.processes.size(),
+  tell("lens convert: wrote %zu events (%zu processes) to %s\n", events, timeline.processes.size(),
                output.c_str());
   return 0;
 }
@@ -298,8 +317,8 @@ int lens_main(int argc, char** argv) {
       "report",
       "What a person asks first about a run: who wrote it; per span name, count and p50/p90/p99/max over all "
       "ranks; step time per iteration and rank; where a step's time goes (forward, backward, pipeline receive "
-      "wait, gradient-sync wait, optimizer, other); stragglers (the rank the others wait for: robust z-score of "
-      "compute within its pipeline stage); the pipeline bubble of every stage beside (P-1)/(M+P-1); the first "
+      "wait, gradient-sync wait, optimizer, other); stragglers (the rank the others wait for: its median compute "
+      "over a window at least 1.3x its stage peers' while they wait for it, docs/TOOLS.md); the pipeline bubble of every stage beside (P-1)/(M+P-1); the first "
       "iteration, checkpoints, evaluations; loss and training metrics; what was lost. Exit 0; 1 when a --fail-if "
       "holds; 2 for bad input (nothing to read, no span, a malformed option).");
   rep->add_option("RUN_DIR", o.inputs,
@@ -405,9 +424,12 @@ int lens_main(int argc, char** argv) {
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
     return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run, o.threads);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version: CLI11 prints them
+    // CLI11 would echo the option's text as it came (an invalid --fail-if with escape sequences in it).
+    tell("%s\nRun with --help for more information.\n", e.what());
+    return kBadInput;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lens: %s\n", e.what());
+    tell("lens: %s\n", e.what());
     return kBadInput;
   }
 }
@@ -421,7 +443,7 @@ int with_stdout_delivered(int status) {
   const bool lost =
       std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::fclose(stdout) != 0;
   if (!lost) return status;
-  std::fprintf(stderr, "lens: could not write the output to stdout (%s): is the disk full?\n", std::strerror(errno));
+  tell("lens: could not write the output to stdout (%s): is the disk full?\n", std::strerror(errno));
   return kBadInput;
 }
 
@@ -429,7 +451,7 @@ int main(int argc, char** argv) {
   try {
     return with_stdout_delivered(lens_main(argc, argv));
   } catch (...) {  // outside the parse's own handling: building the command line ran out of memory
-    std::fprintf(stderr, "lens: could not start\n");
+    tell("lens: could not start\n");
     return kBadInput;
   }
 }
