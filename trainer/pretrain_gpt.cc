@@ -69,8 +69,7 @@ IterationAgreement agree_before_iteration(trainer::Parallel& parallel) {
 
 // Every STRAGGLER_INTERVAL iterations, every rank: each puts its window's summary in its own slot and one SUM
 // all-reduce gathers them all (lens/straggler.h); the exporting rank hands them to lens's scoring thread.
-void gather_stragglers(trainer::Parallel& parallel, const trainer::Topology& topology,
-                                                         std::int64_t iteration) {
+void gather_stragglers(trainer::Parallel& parallel, const trainer::Topology& topology, std::int64_t iteration) {
   constexpr int kWords = lens::StragglerSummary::kWords;
   const auto mine = lens::take_straggler_summary(iteration, topology.stage()).encode();
   torch::Tensor slots = torch::zeros({std::int64_t{topology.world_size} * kWords}, torch::kLong);

@@ -681,8 +681,11 @@ void bind_configuration(py::module_& m) {
       .def_readwrite("span_groups_source", &lens::Config::span_groups_source)
       .def_readwrite("rank_strategy", &lens::Config::rank_strategy)
       .def_readwrite("export_rank", &lens::Config::export_rank)
-      .def_property("export_sample_rate", [](const lens::Config& c) { return c.export_sample_rate; },
-                    [](lens::Config& c, double rate) { c.export_sample_rate = rate_in_unit_interval(rate, "export_sample_rate"); })
+      .def_property(
+          "export_sample_rate", [](const lens::Config& c) { return c.export_sample_rate; },
+          [](lens::Config& c, double rate) {
+            c.export_sample_rate = rate_in_unit_interval(rate, "export_sample_rate");
+          })
       .def_readwrite("sampling_strategy", &lens::Config::sampling_strategy)
       .def_readwrite("traces_enabled", &lens::Config::traces_enabled)
       .def_readwrite("metrics_enabled", &lens::Config::metrics_enabled)
@@ -691,10 +694,11 @@ void bind_configuration(py::module_& m) {
       .def_readwrite("run_id", &lens::Config::run_id)
       .def_readwrite("user_id", &lens::Config::user_id)
       .def_readwrite("sdk_disabled", &lens::Config::sdk_disabled)
-      .def_property("traces_sampler_ratio", [](const lens::Config& c) { return c.traces_sampler_ratio; },
-                    [](lens::Config& c, double ratio) {
-                      c.traces_sampler_ratio = rate_in_unit_interval(ratio, "traces_sampler_ratio");
-                    })
+      .def_property(
+          "traces_sampler_ratio", [](const lens::Config& c) { return c.traces_sampler_ratio; },
+          [](lens::Config& c, double ratio) {
+            c.traces_sampler_ratio = rate_in_unit_interval(ratio, "traces_sampler_ratio");
+          })
       .def_readwrite("metric_export_interval_ms", &lens::Config::metric_export_interval_ms)
       .def_readwrite("metric_export_timeout_ms", &lens::Config::metric_export_timeout_ms)
       .def_readwrite("resource_attributes", &lens::Config::resource_attributes)

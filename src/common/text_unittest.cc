@@ -35,8 +35,14 @@ TEST(Text, PrintableExcerptEscapesControlBytesAndBoundsLength) {
   EXPECT_EQ(printable_excerpt(std::string_view("a\0b\x7f", 4)), "a\\x00b\\x7f");
   EXPECT_EQ(printable_excerpt("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 kept
   // Bidirectional formatting characters (U+202E reads what follows backwards) are shown as escapes, not applied.
-  EXPECT_EQ(terminal_text("megatron.\xe2\x80\xae" "ptts\nnext"), "megatron.\\u202eptts\nnext");
-  EXPECT_EQ(printable_excerpt("a\xe2\x81\xa6" "b\xe2\x80\x8f" "c\xd8\x9c" "d"), "a\\u2066b\\u200fc\\u061cd");
+  EXPECT_EQ(terminal_text("megatron.\xe2\x80\xae"
+                          "ptts\nnext"),
+            "megatron.\\u202eptts\nnext");
+  EXPECT_EQ(printable_excerpt("a\xe2\x81\xa6"
+                              "b\xe2\x80\x8f"
+                              "c\xd8\x9c"
+                              "d"),
+            "a\\u2066b\\u200fc\\u061cd");
   EXPECT_EQ(printable_excerpt("\xe2\x80\x94 \xe2\x80\x2a"), "\xe2\x80\x94 \xe2\x80\x2a");  // an em dash; not UTF-8
   EXPECT_EQ(printable_excerpt(std::string(1000, 'x'), 8), "xxxxxxxx...");
 }

@@ -128,7 +128,8 @@ void read_sampler(const EnvReader& env, Config& c) {
                                          {"parentbased_traceidratio", TracesSampler::kParentBasedTraceIdRatio}});
   }
   // The argument means something only to the ratio samplers; the specification ignores it elsewhere.
-  if (auto v = env.get("OTEL_TRACES_SAMPLER_ARG"); v && decides_by_trace_id_ratio(c.traces_sampler)) c.traces_sampler_ratio = parse_number(*v, 0, 1);
+  if (auto v = env.get("OTEL_TRACES_SAMPLER_ARG"); v && decides_by_trace_id_ratio(c.traces_sampler))
+    c.traces_sampler_ratio = parse_number(*v, 0, 1);
 }
 
 // TRACE_LAYOUT, else `step` under a trace-id ratio sampler (CONTRACT §4): there each step is a trace of its own,
@@ -328,8 +329,7 @@ std::string Config::summary() const {
   s += " service=" + service_name + " span_groups='" + span_groups + "' rank_strategy=" + rank_strategy;
   if (!sampling_strategy.empty()) s += " sampling_strategy=" + sampling_strategy;
   s += " sampler=" + std::string(to_string(traces_sampler));
-  if (internal::decides_by_trace_id_ratio(traces_sampler))
-    s += "(" + std::to_string(traces_sampler_ratio) + ")";
+  if (internal::decides_by_trace_id_ratio(traces_sampler)) s += "(" + std::to_string(traces_sampler_ratio) + ")";
   s += " exporter=" + std::string(to_string(exporter));
   if (exporter == Exporter::kFile) s += " file_dir=" + file_dir;
   if (exporter == Exporter::kOtlp) {

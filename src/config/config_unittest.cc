@@ -281,8 +281,9 @@ TEST(ConfigChoices, TraceLayout) {
 TEST(ConfigChoices, ARatioSamplerMakesTheStepLayoutTheDefault) {
   for (const char* sampler : {"traceidratio", "parentbased_traceidratio"}) {
     EXPECT_EQ(megatron_config({{"OTEL_TRACES_SAMPLER", sampler}}).trace_layout, TraceLayout::kStep) << sampler;
-    EXPECT_EQ(megatron_config({{"OTEL_TRACES_SAMPLER", sampler}, {"MEGATRON_OTEL_TRACE_LAYOUT", "segment"}}).trace_layout,
-              TraceLayout::kSegment)
+    EXPECT_EQ(
+        megatron_config({{"OTEL_TRACES_SAMPLER", sampler}, {"MEGATRON_OTEL_TRACE_LAYOUT", "segment"}}).trace_layout,
+        TraceLayout::kSegment)
         << sampler;
   }
   for (const char* sampler : {"always_on", "parentbased_always_off"})

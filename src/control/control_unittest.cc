@@ -118,7 +118,7 @@ TEST_F(Control, ABadSpecIsRefusedWithTheSetupMessage) {
   EXPECT_EQ(r->status, 400);
   EXPECT_NE(r->body.find("unknown span group 'stepp'"), std::string::npos) << r->body;
   EXPECT_NE(r->body.find("did you mean 'step'"), std::string::npos) << r->body;
-  EXPECT_EQ(post("", token_)->status, 400);                // no spec
+  EXPECT_EQ(post("", token_)->status, 400);                     // no spec
   for (const char* empty : {"spec=", "spec=%20", "spec=,,"}) {  // every group off, by mistake: said as '-all'
     auto refused = post(empty, token_);
     ASSERT_TRUE(refused);

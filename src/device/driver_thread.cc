@@ -92,10 +92,10 @@ void DriverThread::count_stuck_locked(std::chrono::steady_clock::time_point now)
   ApiCounts& counts = counts_of(api_);
   counts.stuck.fetch_add(1, std::memory_order_relaxed);
   if (!counts.said.exchange(true)) {
-    log_warning("%s call has not returned for %lld ms (a wedged GPU driver?): it runs on a thread of its own, so "
-                "spans, metrics and logs go on; %s (lens.driver.stuck_calls counts such calls)",
-                call_of(api_), static_cast<long long>(stuck_after_.count()),
-                what_waits(api_));
+    log_warning(
+        "%s call has not returned for %lld ms (a wedged GPU driver?): it runs on a thread of its own, so "
+        "spans, metrics and logs go on; %s (lens.driver.stuck_calls counts such calls)",
+        call_of(api_), static_cast<long long>(stuck_after_.count()), what_waits(api_));
   }
 }
 

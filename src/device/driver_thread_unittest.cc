@@ -28,7 +28,11 @@ TEST(DriverThread, AWedgedCallIsGivenUpAtTheBoundCountedOnceAndLaterCallsAreRefu
   auto later_ran = std::make_shared<std::atomic<bool>>(false);
   {
     DriverThread t(DriverApi::kNvml, "lens-test", milliseconds(50));
-    EXPECT_EQ(t.run([wedged] { while (*wedged) std::this_thread::sleep_for(milliseconds(1)); }, milliseconds(50)),
+    EXPECT_EQ(t.run(
+                  [wedged] {
+                    while (*wedged) std::this_thread::sleep_for(milliseconds(1));
+                  },
+                  milliseconds(50)),
               DriverThread::Result::kTimedOut);
     EXPECT_EQ(stuck_driver_calls(DriverApi::kNvml), stuck_before + 1);
     for (int i = 0; i < 3; ++i)
@@ -47,7 +51,11 @@ TEST(DriverThread, DestroyingItDoesNotWaitForACallThatNeverReturns) {
   auto wedged = std::make_shared<std::atomic<bool>>(true);
   {
     DriverThread t(DriverApi::kCuda, "lens-test", milliseconds(10'000));
-    EXPECT_EQ(t.run([wedged] { while (*wedged) std::this_thread::sleep_for(milliseconds(1)); }, milliseconds(0)),
+    EXPECT_EQ(t.run(
+                  [wedged] {
+                    while (*wedged) std::this_thread::sleep_for(milliseconds(1));
+                  },
+                  milliseconds(0)),
               DriverThread::Result::kStarted);
   }  // detached: the call owns what it touches
   *wedged = false;

@@ -60,8 +60,15 @@ void GpuMetrics::append(std::uint64_t start_unix_nanos, std::vector<MetricData>&
     append_gpu_sample(**reading, attributes_, start_unix_nanos, now, out);
   }
   if (std::uint64_t dropped = out_of_range_.load(std::memory_order_relaxed); dropped > 0) {
-    MetricData d{"lens.gpu.readings.dropped", "{reading}", "GPU readings left out, by reason.",
-                 InstrumentKind::kCounter, true, true, false, {}, {}};
+    MetricData d{"lens.gpu.readings.dropped",
+                 "{reading}",
+                 "GPU readings left out, by reason.",
+                 InstrumentKind::kCounter,
+                 true,
+                 true,
+                 false,
+                 {},
+                 {}};
     MetricAttributes attributes = attributes_;
     attributes.emplace_back("reason", std::string("out_of_range"));
     std::sort(attributes.begin(), attributes.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

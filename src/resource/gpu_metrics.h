@@ -42,7 +42,7 @@ class GpuMetrics {
  private:
   const int index_;
   const MetricAttributes attributes_;  // hw.id, hw.model, hw.type, dl.gpu.index
-  DriverThread& nvml_;  // the process's (driver_thread)
+  DriverThread& nvml_;                 // the process's (driver_thread)
   mutable std::atomic<std::uint64_t> out_of_range_{0};
 };
 

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -393,16 +393,18 @@ TEST_F(FakeNvml, AWedgedNvmlCallLeavesOutTheGpuMetricsOnly) {
   Telemetry t = setup_telemetry(c, {.rank = 0,
                                     .world_size = 1,
                                     .reinit = true,
-                                    .span_sink = [&](const std::string&) {
-                                      std::lock_guard lock(mutex);
-                                      ++span_batches;
-                                      return true;
-                                    },
-                                    .metric_sink = [&](const std::string& json) {
-                                      std::lock_guard lock(mutex);
-                                      metric_batches.push_back(json);
-                                      return true;
-                                    }});
+                                    .span_sink =
+                                        [&](const std::string&) {
+                                          std::lock_guard lock(mutex);
+                                          ++span_batches;
+                                          return true;
+                                        },
+                                    .metric_sink =
+                                        [&](const std::string& json) {
+                                          std::lock_guard lock(mutex);
+                                          metric_batches.push_back(json);
+                                          return true;
+                                        }});
   const std::uint64_t stuck_before = internal::stuck_driver_calls(internal::DriverApi::kNvml);
   wedge(true);
   for (int i = 0; i < 3; ++i) {

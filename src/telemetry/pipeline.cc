@@ -97,8 +97,8 @@ void Pipeline::run() {
     // otherwise sleep until woken, the delay passes or metrics are due.
     std::int64_t idle_ms = std::min(metrics_.wait_ms(delay_ms), std::int64_t{INT32_MAX});
     if (device_runtime_.load(std::memory_order_acquire) != nullptr)
-      idle_ms = std::min(idle_ms, device_.outstanding.load(std::memory_order_relaxed) ? kDevicePollMs
-                                                                                      : kDeviceIdlePollMs);
+      idle_ms =
+          std::min(idle_ms, device_.outstanding.load(std::memory_order_relaxed) ? kDevicePollMs : kDeviceIdlePollMs);
     if (busy)
       wake_.pause(kBusyPauseMicros);
     else
@@ -152,16 +152,17 @@ void Pipeline::poll_device_spans(bool stop) {
   if (cuda == nullptr) return;
   const std::int64_t finish_ms = std::min(kDeviceShutdownWaitMs, settings_.batch.export_timeout_ms);
   // The pipeline is never freed: the call may keep `this` when it outlives the wait.
-  driver_thread(DriverApi::kCuda).run(
-      [this, cuda, stop, finish_ms] {
-        if (!device_.poller) device_.poller.emplace(*cuda);
-        const DevicePoller::Emit emit = [this](const DeviceSpan& d) { emit_device_span(spans_, d, device_.name); };
-        if (stop)
-          device_.poller->finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(finish_ms), emit);
-        else
-          device_.outstanding.store(device_.poller->poll(emit), std::memory_order_relaxed);
-      },
-      stop ? std::chrono::milliseconds(finish_ms) + kDevicePollWait : kDevicePollWait);
+  driver_thread(DriverApi::kCuda)
+      .run(
+          [this, cuda, stop, finish_ms] {
+            if (!device_.poller) device_.poller.emplace(*cuda);
+            const DevicePoller::Emit emit = [this](const DeviceSpan& d) { emit_device_span(spans_, d, device_.name); };
+            if (stop)
+              device_.poller->finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(finish_ms), emit);
+            else
+              device_.outstanding.store(device_.poller->poll(emit), std::memory_order_relaxed);
+          },
+          stop ? std::chrono::milliseconds(finish_ms) + kDevicePollWait : kDevicePollWait);
 }
 
 void Pipeline::poll_device(const CudaRuntime* cuda) {

@@ -113,7 +113,7 @@ class Pipeline {
   std::atomic<bool> finished_{false};
   std::atomic<bool> shutdown_started_{false};
   std::atomic<bool> summary_logged_{false};
-  std::atomic<bool> abandoned_{false};  // abandon(): stop without a last export
+  std::atomic<bool> abandoned_{false};                       // abandon(): stop without a last export
   std::atomic<const CudaRuntime*> device_runtime_{nullptr};  // poll_device's runtime, once device timing is on
   // Device timing's polls run on a CUDA driver thread of their own (device/driver_thread.h), so a wedged
   // cudaEventQuery holds up device spans only. The poller is made there by the first poll (it sets that thread's

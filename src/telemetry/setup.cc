@@ -11,8 +11,8 @@
 
 #include "common/clock.h"
 #include "common/files.h"
-#include "common/process_identity.h"
 #include "common/log.h"
+#include "common/process_identity.h"
 #include "config/env.h"
 #include "device/cuda_runtime.h"
 #include "device/device_timing.h"
@@ -128,10 +128,10 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
 void write_prometheus_target(TelemetryState& s) {
   const Config& c = s.config;
   const std::filesystem::path directory = std::filesystem::path(c.file_dir) / "prometheus";
-  s.prometheus_target_path = (directory / (run_directory_name(s.run_id) + ".rank" + std::to_string(s.ranks.rank) +
-                                           "." + run_directory_name(this_host()) + "." +
-                                           std::to_string(::getpid()) + ".json"))
-                                 .string();
+  s.prometheus_target_path =
+      (directory / (run_directory_name(s.run_id) + ".rank" + std::to_string(s.ranks.rank) + "." +
+                    run_directory_name(this_host()) + "." + std::to_string(::getpid()) + ".json"))
+          .string();
   const std::error_code error = make_readable_directories(directory);
   if (error || !write_file_atomically(
                    s.prometheus_target_path,
@@ -142,10 +142,11 @@ void write_prometheus_target(TelemetryState& s) {
     return;
   }
   if (std::optional<std::filesystem::path> closed = first_closed_to_others(directory)) {
-    log_setup_warning("%s is closed to other users: a Prometheus running as another user finds no target of rank %d "
-                      "there; open it to them (chmod o+rx on the directory, o+x above it) or run Prometheus as this "
-                      "user (docs/METRICS_AND_LOGS.md)",
-                      closed->c_str(), s.ranks.rank);
+    log_setup_warning(
+        "%s is closed to other users: a Prometheus running as another user finds no target of rank %d "
+        "there; open it to them (chmod o+rx on the directory, o+x above it) or run Prometheus as this "
+        "user (docs/METRICS_AND_LOGS.md)",
+        closed->c_str(), s.ranks.rank);
   }
 }
 

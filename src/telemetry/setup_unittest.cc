@@ -1,13 +1,12 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
-
-#include <cmath>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <optional>

@@ -730,7 +730,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
   }
   const bool sampled = sampler_keeps(*p, parent, trace_id, name);
   // A derived trace id is not random (W3C's random flag): the same run and iteration give the same id.
-  std::uint8_t random = parent                      ? (parent->trace_flags & SpanContext::kRandomFlag)
+  std::uint8_t random = parent                     ? (parent->trace_flags & SpanContext::kRandomFlag)
                         : given_trace || step_root ? std::uint8_t{0}
                                                    : SpanContext::kRandomFlag;
   h.context = SpanContext{trace_id, t->ids.span_id(),

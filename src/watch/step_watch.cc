@@ -243,8 +243,9 @@ void hand_over(Gathered g) {
     std::lock_guard lock(s.mutex);
     if (!s.started) {
       try {
-        start_signal_free_thread("the straggler scoring thread", "lens-straggler", [&s] { run_scoring_thread(s); })
-            .detach();
+        start_signal_free_thread("the straggler scoring thread", "lens-straggler", [&s] {
+          run_scoring_thread(s);
+        }).detach();
         s.started = true;
       } catch (const ConfigError& e) {
         log_warning("%s: straggler windows are scored on the calling thread", e.what());

@@ -3,8 +3,8 @@
 // by the trainer and paused from outside) are in tests/straggler/straggler_test.py.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <random>
@@ -110,7 +110,8 @@ Score score_by_definition(const RankWindow& self, const std::vector<RankWindow>&
   const double least = *std::min_element(wait.begin(), wait.end());
   s.peer_wait_ns = straggler::median_of(wait);
   s.score = s.peer_compute_ns > 0 ? self.compute_ns / s.peer_compute_ns : 1.0;
-  const double excess = self.compute_ns - s.peer_compute_ns, share = straggler::Rule::kWaitedForShare * std::max(excess, 0.0);
+  const double excess = self.compute_ns - s.peer_compute_ns,
+               share = straggler::Rule::kWaitedForShare * std::max(excess, 0.0);
   const bool waited_for = (s.peer_wait_ns == 0 && self.wait_ns == 0) ||
                           (s.peer_wait_ns - self.wait_ns >= share && self.wait_ns - least <= share);
   s.flagged = s.score >= straggler::Rule::kComputeRatio && excess >= straggler::Rule::kMinExcessNs && waited_for;
@@ -125,7 +126,7 @@ TEST(StragglerRule, EveryRankIsScoredAsTheDefinitionSaysWhateverTheStage) {
     for (int r = 0; r < n; ++r) {
       ranks.push_back({.rank = r,
                        .stage = static_cast<int>(random() % static_cast<unsigned>(stages)),
-                       .steps = static_cast<std::int64_t>(random() % 6),  // some below kMinSteps
+                       .steps = static_cast<std::int64_t>(random() % 6),           // some below kMinSteps
                        .compute_ns = 1e6 * static_cast<double>(1 + random() % 8),  // many equal values
                        .wait_ns = 1e6 * static_cast<double>(random() % 5)});
     }
@@ -177,7 +178,8 @@ class StepWatch : public ::testing::Test {
             .exports = stage == 0 ? 1 : 0};
   }
   // Hands the gather to the scoring thread and takes its findings (nullopt: this rank does not score).
-  static std::optional<StragglerFindings> scored(std::int64_t iteration, const std::vector<StragglerSummary>& gathered) {
+  static std::optional<StragglerFindings> scored(std::int64_t iteration,
+                                                 const std::vector<StragglerSummary>& gathered) {
     take_straggler_findings();  // an earlier test's, if any
     if (!score_stragglers(iteration, gathered)) return std::nullopt;
     return take_straggler_findings(std::chrono::seconds(30));

@@ -174,7 +174,6 @@ class TerminalEscapesTest(TempDirTest):
                 self.assertNotIn("\x07", result.stdout)
                 self.assertIn("\\x1b[2J", result.stdout)
 
-
     def test_run_ids_options_and_bidi_characters_reach_no_terminal_raw(self):
         # Raw terminal bytes came through from --run, from run ids in files and from CLI11's echo of an invalid
         # --fail-if; U+202E in a span name reversed what followed it on the screen.

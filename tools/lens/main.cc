@@ -13,9 +13,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -189,14 +189,14 @@ int one_run_only(const char* tool, const lens_tools::ReadStats& read, const std:
   for (const std::string& id : read.run_ids) runs += (runs.empty() ? "" : ", ") + id;
   if (!run.empty() && !read.run_ids.contains(run)) {
     tell("lens %s: no run %s under %s (its runs: %s)\n", tool, run.c_str(), dir.c_str(),
-                 runs.empty() ? "none named" : runs.c_str());
+         runs.empty() ? "none named" : runs.c_str());
     return kBadInput;
   }
   if (run.empty() && read.run_ids.size() > 1) {
     tell(
-                 "lens %s: %zu runs under %s (%s): their spans are not mixed; name one with --run ID, or give its "
-                 "own directory\n",
-                 tool, read.run_ids.size(), dir.c_str(), runs.c_str());
+        "lens %s: %zu runs under %s (%s): their spans are not mixed; name one with --run ID, or give its "
+        "own directory\n",
+        tool, read.run_ids.size(), dir.c_str(), runs.c_str());
     return kBadInput;
   }
   return 0;
@@ -227,8 +227,7 @@ int report(const ReportOptions& o) {
   if (const int status = one_run_only("report", read, o.run, o.inputs)) return status;
   const lens_tools::Figures figures = r.figures(read, !o.html.empty());
   for (const auto& p : read.problems)
-    tell("lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
-                 p.what.c_str());
+    tell("lens report: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line), p.what.c_str());
   if (o.json) {
     std::cout << lens_tools::figures_json(figures).dump(2) << "\n";
   } else {
@@ -286,16 +285,14 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
       files, timeline, {.detail = true, .progress = std::ref(progress), .run_id = run, .threads = threads});
   if (const int status = one_run_only("convert", read, run, run_dirs)) return status;
   for (const auto& p : read.problems)
-    tell("lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line),
-                 p.what.c_str());
+    tell("lens convert: %s:%llu: %s\n", p.file.c_str(), static_cast<unsigned long long>(p.line), p.what.c_str());
   if (read.spans == 0) {
     tell("lens convert: no span in %zu files under %s\n", files.size(), inputs.c_str());
     return kBadInput;
   }
   timeline.lay_out();
   const std::size_t events = lens_tools::write_chrome_trace(timeline, output);
-  tell("lens convert: wrote %zu events (%zu processes) to %s\n", events, timeline.processes.size(),
-               output.c_str());
+  tell("lens convert: wrote %zu events (%zu processes) to %s\n", events, timeline.processes.size(), output.c_str());
   return 0;
 }
 
@@ -318,7 +315,8 @@ int lens_main(int argc, char** argv) {
       "What a person asks first about a run: who wrote it; per span name, count and p50/p90/p99/max over all "
       "ranks; step time per iteration and rank; where a step's time goes (forward, backward, pipeline receive "
       "wait, gradient-sync wait, optimizer, other); stragglers (the rank the others wait for: its median compute "
-      "over a window at least 1.3x its stage peers' while they wait for it, docs/TOOLS.md); the pipeline bubble of every stage beside (P-1)/(M+P-1); the first "
+      "over a window at least 1.3x its stage peers' while they wait for it, docs/TOOLS.md); the pipeline bubble of "
+      "every stage beside (P-1)/(M+P-1); the first "
       "iteration, checkpoints, evaluations; loss and training metrics; what was lost. Exit 0; 1 when a --fail-if "
       "holds; 2 for bad input (nothing to read, no span, a malformed option).");
   rep->add_option("RUN_DIR", o.inputs,
