@@ -60,8 +60,12 @@ Args parse_args(int argc, char** argv) {
                  "Testing aid: the first iteration --testing-slow-rank is slowed in (default 1)")
       ->check(CLI::PositiveNumber);
   app.add_option("--testing-stall-iteration", a.testing_stall_iteration,
-                 "Testing aid: at this iteration --testing-slow-rank stops in micro-batch 1's forward until killed (a "
-                 "hang)");
+                 "Testing aid: at this iteration --testing-slow-rank stops until killed (a hang), where "
+                 "--testing-stall-in says");
+  app.add_option("--testing-stall-in", a.testing_stall_in,
+                 "Testing aid: forward (micro-batch 1's, the default), backward (micro-batch 1's), optimizer, or "
+                 "evaluate (micro-batch 1's forward in the evaluation after that iteration)")
+      ->check(CLI::IsMember({"forward", "backward", "optimizer", "evaluate"}));
   app.add_flag("--testing-startup-times", a.testing_startup_times,
                "Testing aid: print on stderr when this rank agreed on the run id and finished telemetry setup, in ms "
                "from the start of main (bench/scale.sh reads it)");

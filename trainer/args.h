@@ -54,9 +54,12 @@ struct Args {
   int testing_slow_rank = -1;
   double testing_slow_ms = 0;
   std::int64_t testing_slow_from = 1;  // the first iteration slowed: a straggler that appears mid-run
-  // And in iteration `testing_stall_iteration` (the step span's megatron.iteration) that rank stops in micro-batch 1's
-  // forward until it is killed: a hang with a known place, for the tests of hang snapshots and `lens hang` (-1: never).
+  // And in iteration `testing_stall_iteration` (the step span's megatron.iteration) that rank stops until it is
+  // killed, at `testing_stall_in`: micro-batch 1's forward or backward, the optimizer step, or micro-batch 1's forward
+  // in the evaluation after that iteration. A hang with a known place, for the tests of hang snapshots and `lens
+  // hang` (-1: never).
   std::int64_t testing_stall_iteration = -1;
+  std::string testing_stall_in = "forward";
   // Or that rank stops in startup, in process group setup, until it is killed: a death during startup whatever the
   // machine's speed (killed from outside, the rank could otherwise have finished startup first).
   bool testing_stall_startup = false;

@@ -19,12 +19,9 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, const torch::Tensor& rece
                                    const std::vector<std::uint8_t>& data, std::uint64_t stream, bool keep_graph) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.forward", {"megatron.microbatch_id", micro});
   LENS_STEP_PHASE(lens::StepPhase::kCompute);  // kept whatever groups are on (lens/straggler.h)
-  if (topology_.rank == args_.testing_slow_rank) {
-    if (iteration_ + 1 >= args_.testing_slow_from)  // iteration_ counts the iterations done
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));
-    while (iteration_ + 1 == args_.testing_stall_iteration && micro == 1)
-      std::this_thread::sleep_for(std::chrono::hours(1));
-  }
+  if (topology_.rank == args_.testing_slow_rank && iteration_ + 1 >= args_.testing_slow_from)
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(args_.testing_slow_ms));  // iterations done
+  if (micro == 1) stall_if(keep_graph ? "forward" : "evaluate");
   InFlight f;
   torch::Tensor tokens;
   if (topology_.first_stage() || topology_.last_stage())
@@ -43,9 +40,17 @@ Trainer::InFlight Trainer::forward(std::int64_t micro, const torch::Tensor& rece
   return f;
 }
 
+void Trainer::stall_if(std::string_view point) const {
+  if (topology_.rank != args_.testing_slow_rank || point != args_.testing_stall_in) return;
+  // iteration_ counts the iterations done: the one running in training, the one just done in its evaluation.
+  const std::int64_t iteration = point == "evaluate" ? iteration_ : iteration_ + 1;
+  while (iteration == args_.testing_stall_iteration) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
 void Trainer::backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.backward", {"megatron.microbatch_id", micro});
   LENS_STEP_PHASE(lens::StepPhase::kCompute);
+  if (micro == 1) stall_if("backward");
   if (topology_.last_stage()) {
     (f.loss / static_cast<double>(microbatches_)).backward();
   } else {
@@ -169,6 +174,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
   StepResult r{};
   {
     LENS_SPAN_NAMED(optimizer_step, mg::optimizer, names().optimizer_step);
+    stall_if("optimizer");
     r.grad_norm = clip_and_norm();
     r.learning_rate = learning_rate();
     for (auto& group : optimizer_->param_groups())

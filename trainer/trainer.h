@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "args.h"
@@ -76,6 +77,9 @@ class Trainer {
   InFlight forward(std::int64_t micro, const torch::Tensor& received, const std::vector<std::uint8_t>& data,
                    std::uint64_t stream, bool keep_graph);
   void backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad);
+  // Testing aid: --testing-slow-rank stops here until killed when this is --testing-stall-in's point of
+  // --testing-stall-iteration.
+  void stall_if(std::string_view point) const;
   torch::Tensor recv_forward(std::int64_t micro, bool linked);
   torch::Tensor recv_backward();
   void send_forward(const torch::Tensor& output);

@@ -258,7 +258,10 @@ std::string verdict_text(const Verdict& v, const std::string& dir) {
     append(page, "rank %d's snapshot is %s older than the newest: from an earlier signal or stall?\n", s.rank,
            seconds_text(s.older_seconds).c_str());
   if (v.behind.empty() && v.missing.empty())
-    append(page, "no rank is behind the others: every rank is where most are\n");
+    append(page,
+           "no rank is behind by where it is: what holds the ranks is inside the spans below (a collective they all "
+           "wait in, or a wait or a stall where lens keeps no span); their stacks tell (py-spy dump --pid PID, gdb "
+           "-p PID)\n");
   for (const Group& g : v.groups) append(page, "  %s\n", describe(g).c_str());
   for (std::size_t i : v.behind) {
     std::string chain;

@@ -43,6 +43,30 @@ std::optional<std::size_t> stuck_in_compute(const std::vector<Group>& groups) {
   return oldest;
 }
 
+// True when `outer`'s open spans are the first of `inner`'s and fewer: a rank there sits in a span `inner`'s rank is
+// deeper inside, between that span's children.
+bool encloses(const Position& outer, const Position& inner) {
+  return outer.chain.size() < inner.chain.size() &&
+         std::equal(outer.chain.begin(), outer.chain.end(), inner.chain.begin());
+}
+
+// The group computing inside spans every other rank sits in (or waits): the others' positions enclose its own, so
+// they sit between those spans' children, in code lens keeps no span of (evaluation's receives and its all-reduce, a
+// step's last collectives), waiting for what it computes. The hang that the ages cannot show: a rank stopped at the
+// start of an evaluation step, the others in that step or its evaluation from the same moment. Its position must be
+// at least kStuckMargin.seconds old: a running job's compute positions are younger.
+std::optional<std::size_t> deepest_in_compute(const std::vector<Group>& groups) {
+  std::optional<std::size_t> deepest;
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    if (!groups[i].first.waits() && (!deepest || groups[i].first.chain.size() > groups[*deepest].first.chain.size()))
+      deepest = i;
+  if (!deepest || groups.size() < 2 || groups[*deepest].since_seconds < kStuckMargin.seconds) return std::nullopt;
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    if (i != *deepest && !groups[i].first.waits() && !encloses(groups[i].first, groups[*deepest].first))
+      return std::nullopt;
+  return deepest;
+}
+
 std::vector<std::size_t> behind_of(const std::vector<Position>& positions, const std::vector<Group>& groups) {
   std::int64_t lowest = INT64_MAX, highest = INT64_MIN;
   for (const Position& p : positions) {
@@ -55,8 +79,11 @@ std::vector<std::size_t> behind_of(const std::vector<Position>& positions, const
     const Position& p = groups[i].first;
     if (lowest != highest ? p.iteration == lowest : (i != 0 && most.first.waits() && !p.waits())) behind.push_back(i);
   }
-  if (behind.empty() && lowest == highest)
-    if (const std::optional<std::size_t> stuck = stuck_in_compute(groups)) behind.push_back(*stuck);
+  if (behind.empty() && lowest == highest) {
+    std::optional<std::size_t> stuck = stuck_in_compute(groups);
+    if (!stuck) stuck = deepest_in_compute(groups);
+    if (stuck) behind.push_back(*stuck);
+  }
   return behind;
 }
 

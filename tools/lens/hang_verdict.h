@@ -58,7 +58,9 @@ struct Verdict {
   std::vector<Group> groups;        // the largest first
   // Indices into `groups`: the groups at the lowest iteration when the ranks' iterations differ; else those not
   // waiting where most ranks wait; else the one computing for decisively longer than any other rank has been where
-  // it is (kStuckMargin): the others moved on to a later phase or a wait.
+  // it is (kStuckMargin): the others moved on to a later phase or a wait; else the one computing inside spans that
+  // every other rank sits in or waits (for at least kStuckMargin.seconds). Where none is, the positions do not tell:
+  // what holds the ranks is inside them, where lens keeps no span.
   std::vector<std::size_t> behind;
   // The ranks below the world size without a snapshot, as ranges (as many as there are gaps between snapshots).
   std::vector<RankRange> missing;

@@ -116,6 +116,28 @@ TEST(HangVerdict, ARankStoppedInComputeWhileTheOthersMovedOnIsBehind) {
   EXPECT_EQ(behind_ranks(v), std::vector<int>{1});
 }
 
+// A pipeline 2 x data 2 job with rank 1 stopped at the start of an evaluation step's forward (the run): its
+// pipeline peer sits in that evaluation step, receiving outside any span, and the other replica in the evaluation's
+// closing all-reduce; all from the same moment, so the ages alone name nobody. Rank 1 computes inside the spans the
+// others sit in: it is behind.
+TEST(HangVerdict, ARankComputingInsideTheSpansTheOthersSitInIsBehind) {
+  const std::vector<std::string> evaluation = {"megatron.pretrain", "megatron.train", "megatron.evaluate"};
+  std::vector<std::string> step = evaluation, forward = evaluation;
+  step.push_back("megatron.evaluate.step");
+  forward.insert(forward.end(), {"megatron.evaluate.step", "megatron.microbatch.forward"});
+  const Verdict v =
+      judge({aged(at(0, 5, evaluation, "evaluate"), 0, 3.0), aged(at(0, 5, forward, "microbatch"), 1, 3.0),
+             aged(at(0, 5, evaluation, "evaluate"), 2, 3.0), aged(at(0, 5, step, "evaluate"), 3, 3.0)},
+            4);
+  EXPECT_EQ(behind_ranks(v), std::vector<int>{1});
+  // Caught by a signal a moment after it began computing: not yet a second, not named.
+  EXPECT_TRUE(judge({aged(at(0, 5, evaluation, "evaluate"), 0, 0.3), aged(at(0, 5, forward, "microbatch"), 1, 0.3)}, 2)
+                  .behind.empty());
+  // Two ranks computing in different places: the positions do not tell which one holds the other.
+  const Position optimizer = at(0, 5, {"megatron.train_step", "megatron.optimizer_step"}, "optimizer");
+  EXPECT_TRUE(judge({aged(computing(0, 5), 0, 3.0), aged(optimizer, 1, 3.0)}, 2).behind.empty());
+}
+
 // A running job caught by a signal: its positions are all about as old. Nobody is behind.
 TEST(HangVerdict, PositionsOfAboutTheSameAgeNameNobody) {
   const Position evaluating = at(0, 57, {"megatron.train", "megatron.evaluate"}, "evaluate");
