@@ -1,0 +1,309 @@
+#!/usr/bin/python3
+"""The Python hot paths on lens beside the real NeMo Lens, in the same CPython 3.13, one run.
+
+    python3 bench/python_vs_nemo_lens.py [--rounds 15] [--quick]
+        (LENS_WHEELHOUSE=build/wheelhouse: lens's wheels; .wheelhouse: NeMo Lens 0.1.0 and the OpenTelemetry SDK,
+         both from scripts/setup-deps.sh)
+
+Each library runs in a fresh venv of its own on CPython 3.13 with the OpenTelemetry SDK; the same measuring code
+(this file, as `--child`) imports only `nemo.lens` and `opentelemetry`. NeMo Lens exports through its SDK
+providers (a BatchSpanProcessor) to an SDK exporter that counts and keeps nothing; lens through its own pipeline to
+its file exporter (what it encodes is written: its figure includes the encoding NeMo Lens's counting exporter
+skips). A round runs each path a batch of times (fewer than either library's queue holds), then flushes; the figures
+are medians over rounds:
+  - ns a call on the calling thread (perf_counter), and process CPU a call (process_time, the flush included: the
+    background thread's work on the spans is counted), with the drop ratio beside every path that exports;
+  - each path's baseline in the same round: `contextlib.nullcontext`, `functools.partial`, a frozenset test.
+Paths: a kept managed_span with 2 attributes, a kept trace_fn call, the OpenTelemetry API's start_as_current_span,
+get_current_span().set_attribute, a context.attach/detach pair, and with the group off: managed_span, a trace_fn
+call, is_span_group_enabled. Then a burst of kept spans into an SDK exporter given to setup_telemetry (NeMo Lens's
+form): its throughput and drop ratio. Figures, command and machine: docs/PERFORMANCE.md."""
+
+import argparse
+import contextlib
+import functools
+import glob
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+DOWNLOADS = os.path.join(ROOT, ".wheelhouse")
+
+KEPT_GROUP, OFF_GROUP = "step", "layer"  # the `default` preset has neither: both set below
+BATCH = 1000  # calls a round, under NeMo Lens's BatchSpanProcessor queue (2048): no drop from the queue's size
+
+
+# ---- the measuring child: runs inside one library's venv -------------------------------------------------------
+
+def counting_exporter():
+    """An OpenTelemetry SDK span exporter that counts what it is given and keeps nothing."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class Counting(SpanExporter):
+        def __init__(self):
+            self.spans = 0
+
+        def export(self, spans):
+            self.spans += len(spans)
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self):
+            pass
+
+    return Counting()
+
+
+def child_environment():
+    directory = tempfile.mkdtemp(prefix="bench-vs-")
+    os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS=KEPT_GROUP, NEMO_LENS_RUN_ID="bench",
+                      NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=directory, NEMO_LENS_METRICS_ENABLED="0")
+    return directory
+
+
+def child_paths(library, rounds):
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    directory = child_environment()
+    from nemo.lens import NemoLensConfig, setup_telemetry
+    from nemo.lens.helpers import managed_span, trace_fn
+    from nemo.lens.state import is_span_group_enabled
+
+    counting = counting_exporter()
+    exported = Exported(library, directory, counting)
+    handle = setup_telemetry(NemoLensConfig.from_env(), rank=0, world_size=1,
+                             **({"span_exporter": counting} if library == "nemo_lens" else {}))
+    tracer = trace.get_tracer("bench")
+
+    def work():
+        return None
+
+    kept_fn = trace_fn(KEPT_GROUP, "bench.traced")(work)
+    off_fn = trace_fn(OFF_GROUP, "bench.traced")(work)
+    partial_fn = functools.partial(work)
+    groups = frozenset({KEPT_GROUP})
+    nullcontext = contextlib.nullcontext
+
+    def kept_managed_span():
+        for _ in range(BATCH):
+            with managed_span(KEPT_GROUP, "bench.span", a=1, b="two"):
+                pass
+
+    def kept_trace_fn():
+        for _ in range(BATCH):
+            kept_fn()
+
+    def otel_span():
+        for _ in range(BATCH):
+            with tracer.start_as_current_span("bench.otel"):
+                pass
+
+    def baseline_nullcontext():
+        for _ in range(BATCH):
+            with nullcontext():
+                pass
+
+    def baseline_partial():
+        for _ in range(BATCH):
+            partial_fn()
+
+    def baseline_frozenset():
+        for _ in range(BATCH):
+            KEPT_GROUP in groups  # noqa: B015: the baseline is the test itself
+
+    def off_managed_span():
+        for _ in range(BATCH):
+            with managed_span(OFF_GROUP, "bench.off", a=1, b="two"):
+                pass
+
+    def off_trace_fn():
+        for _ in range(BATCH):
+            off_fn()
+
+    def group_check():
+        for _ in range(BATCH):
+            is_span_group_enabled(OFF_GROUP)
+
+    def set_attribute():
+        with tracer.start_as_current_span("bench.holder"):
+            for i in range(BATCH):
+                trace.get_current_span().set_attribute("k", i)
+
+    def attach_detach():
+        with tracer.start_as_current_span("bench.holder") as span:
+            ctx = trace.set_span_in_context(span)
+            for _ in range(BATCH):
+                otel_context.detach(otel_context.attach(ctx))
+
+    # name: (body, baseline, spans it exports a round)
+    paths = {
+        "nullcontext": (baseline_nullcontext, None, 0),
+        "functools.partial call": (baseline_partial, None, 0),
+        "frozenset membership": (baseline_frozenset, None, 0),
+        "kept managed_span, 2 attributes": (kept_managed_span, "nullcontext", BATCH),
+        "kept trace_fn call": (kept_trace_fn, "functools.partial call", BATCH),
+        "OTel API start_as_current_span": (otel_span, "nullcontext", BATCH),
+        "get_current_span().set_attribute": (set_attribute, None, 1),
+        "context.attach + detach": (attach_detach, None, 1),
+        "off-group managed_span": (off_managed_span, "nullcontext", 0),
+        "off-group trace_fn call": (off_trace_fn, "functools.partial call", 0),
+        "is_span_group_enabled (off)": (group_check, "frozenset membership", 0),
+    }
+    samples = {name: {"ns": [], "cpu_ns": [], "ratio": []} for name in paths}
+    produced = {name: 0 for name in paths}
+    for _ in range(rounds):
+        this_round = {}
+        for name, (body, baseline, spans) in paths.items():
+            before = exported.count()
+            wall, cpu = time.perf_counter_ns(), time.process_time_ns()
+            body()
+            wall = time.perf_counter_ns() - wall
+            if spans:
+                trace.get_tracer_provider().force_flush()  # both libraries' global provider once set up
+            cpu = time.process_time_ns() - cpu
+            this_round[name] = wall / BATCH
+            samples[name]["ns"].append(wall / BATCH)
+            samples[name]["cpu_ns"].append(cpu / BATCH)
+            if baseline:
+                samples[name]["ratio"].append(this_round[name] / this_round[baseline])
+            if spans:
+                produced[name] += spans
+                samples[name].setdefault("exported", 0)
+                samples[name]["exported"] += exported.count() - before
+    result = {}
+    for name, s in samples.items():
+        entry = {"ns": statistics.median(s["ns"]), "cpu_ns": statistics.median(s["cpu_ns"])}
+        if s["ratio"]:
+            entry["ratio"] = statistics.median(s["ratio"])
+        if produced[name]:
+            entry["drop_ratio"] = 1 - min(s["exported"], produced[name]) / produced[name]
+        result[name] = entry
+    handle.shutdown()
+    result["python"] = platform.python_version()
+    return result
+
+
+class Exported:
+    """Spans exported so far: the counting exporter's (NeMo Lens), or the lines of lens's span files."""
+
+    def __init__(self, library, directory, counting):
+        self.library, self.directory, self.counting = library, directory, counting
+
+    def count(self):
+        if self.library == "nemo_lens":
+            return self.counting.spans
+        total = 0
+        for path in glob.glob(os.path.join(self.directory, "*", "rank0.traces.jsonl")):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    document = json.loads(line)
+                    total += sum(len(ss["spans"]) for rs in document["resourceSpans"] for ss in rs["scopeSpans"])
+        return total
+
+
+def child_burst(spans):
+    """A burst of kept managed_spans into an SDK exporter given to setup_telemetry: spans a second and drop ratio."""
+    child_environment()
+    from nemo.lens import NemoLensConfig, setup_telemetry
+    from nemo.lens.helpers import managed_span
+    counting = counting_exporter()
+    handle = setup_telemetry(NemoLensConfig.from_env(), rank=0, world_size=1, span_exporter=counting)
+    start = time.perf_counter()
+    for _ in range(spans):
+        with managed_span(KEPT_GROUP, "bench.burst", a=1):
+            pass
+    from opentelemetry import trace
+    trace.get_tracer_provider().force_flush()
+    seconds = time.perf_counter() - start
+    handle.shutdown()
+    return {"spans": spans, "exported": counting.spans, "drop_ratio": 1 - counting.spans / spans,
+            "exported_per_second": counting.spans / seconds}
+
+
+# ---- the driver ------------------------------------------------------------------------------------------------
+
+def run(command, **kwargs):
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, **kwargs)
+    if result.returncode != 0:
+        raise SystemExit(f"{command}: exit {result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+    return result
+
+
+def python313():
+    return run(["bash", "-c", f"source {ROOT}/scripts/python_of.sh && python_of 3.13"]).stdout.strip()
+
+
+def venv(path, *packages):
+    run([python313(), "-m", "venv", path])
+    run([os.path.join(path, "bin", "pip"), "install", "--quiet", "--disable-pip-version-check", "--no-index",
+         "--find-links", DOWNLOADS, *packages])
+    return os.path.join(path, "bin", "python")
+
+
+def lens_wheel():
+    wheels = glob.glob(os.path.join(os.environ.get("LENS_WHEELHOUSE", "build/wheelhouse"), "lens-*-cp313-*.whl"))
+    if not wheels:
+        raise SystemExit("no lens wheel for CPython 3.13: build the wheels (LENS_WHEELHOUSE)")
+    return wheels[0]
+
+
+def table(results):
+    lens, nemo = results["lens"], results["nemo_lens"]
+    lines = ["| path | lens ns | NeMo Lens ns | NeMo Lens / lens | lens CPU ns | NeMo Lens CPU ns | lens x baseline "
+             "| NeMo Lens x baseline | drop lens / NeMo Lens |", "|---" * 9 + "|"]
+    for name, mine in lens.items():
+        if name in ("python", "sdk exporter burst"):
+            continue
+        theirs = nemo[name]
+
+        def ratio(entry):
+            return f"{entry['ratio']:.2f}x" if "ratio" in entry else ""
+
+        def drop(entry):
+            return f"{entry['drop_ratio']:.3f}" if "drop_ratio" in entry else ""
+
+        drops = f"{drop(mine)} / {drop(theirs)}" if "drop_ratio" in mine else ""
+        lines.append(f"| {name} | {mine['ns']:.0f} | {theirs['ns']:.0f} | {theirs['ns'] / mine['ns']:.1f}x "
+                     f"| {mine['cpu_ns']:.0f} | {theirs['cpu_ns']:.0f} | {ratio(mine)} | {ratio(theirs)} | {drops} |")
+    for library in ("lens", "nemo_lens"):
+        b = results[library]["sdk exporter burst"]
+        lines.append(f"\nSDK exporter burst ({library}): {b['spans']} spans, {b['exported_per_second']:,.0f} exported "
+                     f"a second, drop ratio {b['drop_ratio']:.3f}")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="3 rounds, a small burst: a smoke run (CI)")
+    parser.add_argument("--child", choices=("lens", "nemo_lens"), help=argparse.SUPPRESS)
+    parser.add_argument("--burst", type=int, default=250_000, help=argparse.SUPPRESS)
+    parser.add_argument("--burst-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    rounds, burst = (3, 5_000) if args.quick else (args.rounds, args.burst)
+    if args.child:  # one library's figures as a JSON line (a setup a process: each library's burst in its own)
+        print(json.dumps(child_burst(burst) if args.burst_only else child_paths(args.child, rounds)))
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-vs-nemo-lens-") as tmp:
+        pythons = {"nemo_lens": venv(os.path.join(tmp, "nemo"), "nemo-lens==0.1.0", "opentelemetry-sdk==1.45.2"),
+                   "lens": venv(os.path.join(tmp, "lens"), lens_wheel(), "opentelemetry-sdk==1.45.2")}
+        results = {}
+        for library, python in pythons.items():
+            command = [python, os.path.abspath(__file__), "--child", library, "--rounds", str(rounds),
+                       "--burst", str(burst), *(["--quick"] if args.quick else [])]
+            results[library] = json.loads(run(command, cwd=tmp).stdout.strip().splitlines()[-1])
+            burst_line = run([*command, "--burst-only"], cwd=tmp).stdout.strip().splitlines()[-1]
+            results[library]["sdk exporter burst"] = json.loads(burst_line)
+    print(f"CPython {results['lens']['python']}, {platform.machine()}, {os.cpu_count()} cores, {rounds} rounds of "
+          f"{BATCH} calls a path (medians)")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
