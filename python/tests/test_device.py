@@ -51,8 +51,8 @@ class DeviceSpans(unittest.TestCase):
             lens.set_device_stream(TorchLikeStream(stream))
             self.assertEqual(lens.device_stream(), stream)
             # The stream is busy 30 ms when the span starts, so its kernel is queued before the stream reaches the
-            # span's start event: the device time is the kernel's alone, whenever this thread gets to launch it (a
-            # preempted thread once put 0.22 ms between an idle stream's start event and the launch).
+            # span's start event: the device time is the kernel's alone, whenever this thread gets to launch it (on an
+            # idle stream, a preempted thread would add the time between the start event and the launch).
             fake.fake_cuda_launch_kernel(stream, 30000.0)
             with managed_span(MegatronSpanGroup.LAYER, "megatron.layer.forward"):
                 fake.fake_cuda_launch_kernel(stream, 15000.0)

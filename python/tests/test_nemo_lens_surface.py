@@ -99,7 +99,7 @@ class ConfigTest(unittest.TestCase):
     def test_validation_errors_have_nemo_lens_s_type_at_its_moments(self):
         with self.assertRaisesRegex(ValueError, r"export_sample_rate must be in \[0.0, 1.0\]"):
             lens.NemoLensConfig(export_sample_rate=1.5)
-        # Set afterwards (as Megatron sets fields): NaN was accepted, and no rank exported.
+        # Set afterwards (as Megatron sets fields): a NaN rate would export on no rank, so it is refused too.
         config = lens.NemoLensConfig()
         for bad in (math.nan, -0.5, 1.5, math.inf):
             with self.assertRaisesRegex(ValueError, r"export_sample_rate must be in \[0.0, 1.0\]"):

@@ -177,7 +177,7 @@ void read_limits(const EnvReader& env, Limits& l) {
 }
 
 void read_metrics(const EnvReader& env, Config& c) {
-  // At least 100 ms: a collection and an export each millisecond (1 was accepted) would keep the export thread busy.
+  // At least 100 ms: a collection and an export each millisecond would keep the export thread busy.
   if (auto v = env.get("OTEL_METRIC_EXPORT_INTERVAL"))
     c.metric_export_interval_ms = parse_duration_ms(*v, kMinMetricExportIntervalMs);
   if (auto v = env.get("OTEL_METRIC_EXPORT_TIMEOUT")) c.metric_export_timeout_ms = parse_duration_ms(*v, 0);

@@ -250,7 +250,7 @@ TEST(ConfigNumbers, DurationsAreBoundedToOneDay) {
   }
 }
 
-// OTEL_METRIC_EXPORT_INTERVAL=1 was accepted: a collection and an export every millisecond.
+// OTEL_METRIC_EXPORT_INTERVAL below 100 ms (a collection and an export every millisecond) is a setup error.
 TEST(ConfigNumbers, TheMetricExportIntervalIsAtLeast100Ms) {
   for (const char* bad : {"1", "99", "0"}) {
     std::string m = error_of({{"OTEL_METRIC_EXPORT_INTERVAL", bad}});

@@ -185,9 +185,8 @@ TEST_F(DeviceTiming, AnExhaustedPoolKeepsHostTimeAndCountsTheSkip) {
   EXPECT_EQ(c.telemetry().span_stats().dropped(), 0u);
 }
 
-// A wedged cudaEventQuery stopped every export (the export thread polled the events itself): now the polls run on
-// the CUDA driver thread, spans and metrics keep flowing, the call is counted and said once, and device spans come
-// back with the driver.
+// A wedged cudaEventQuery holds up device spans only: the polls run on the CUDA driver thread, spans and metrics
+// keep flowing, the call is counted and said once, and device spans come back with the driver.
 TEST_F(DeviceTiming, AWedgedEventQueryHoldsUpDeviceSpansOnly) {
   testing::Capture c(device_config());
   void* stream = new_stream();

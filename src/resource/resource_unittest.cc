@@ -357,8 +357,8 @@ TEST_F(FakeNvml, AReadingNvmlRefusesIsLeftOutNotZero) {
   EXPECT_TRUE(out.empty());
 }
 
-// Readings NVML gives as unsigned garbage (a utilization of 4294967295 %, more memory used than there is, 4.3 MW,
-// 4294967295 C, 4.3 PHz) were exported as read: each is left out and counted.
+// Readings no GPU gives (NVML's unsigned garbage: a utilization of 4294967295 %, more memory used than there is,
+// 4.3 MW, 4294967295 C, 4.3 PHz) are each left out and counted.
 TEST_F(FakeNvml, ReadingsNoGpuGivesAreLeftOutAndCounted) {
   use(LENS_FAKE_NVML);
   std::unique_ptr<internal::GpuMetrics> gpu = internal::GpuMetrics::for_rank(lookup({}), 0);
@@ -378,8 +378,8 @@ TEST_F(FakeNvml, ReadingsNoGpuGivesAreLeftOutAndCounted) {
   EXPECT_EQ(metric(out, "lens.gpu.readings.dropped")->points.at(0).int_value, 6);
 }
 
-// A wedged NVML call stopped every export (the export thread read NVML itself): now the GPU metrics are left out,
-// spans and the other metrics go on, the call is counted once and said once, and readings come back with the driver.
+// A wedged NVML call leaves out the GPU metrics only: spans and the other metrics go on, the call is counted once
+// and said once, and readings come back with the driver.
 TEST_F(FakeNvml, AWedgedNvmlCallLeavesOutTheGpuMetricsOnly) {
   use(LENS_FAKE_NVML);
   Config c;

@@ -94,8 +94,8 @@ TEST(StragglerRule, ALoneRankOrAShortWindowIsNotScored) {
 }
 
 // The rule as CONTRACT §10 states it, one rank at a time: its peers are the other ranks of its stage with enough
-// steps. score_window answers it for every rank at once in O(n log n) (it was this, O(n^2): 3.1 s for 16,384 ranks
-// in one stage); both must agree to the bit, duplicates, short windows and several stages included.
+// steps. score_window answers it for every rank at once in O(n log n); both must agree to the bit, duplicates, short
+// windows and several stages included.
 Score score_by_definition(const RankWindow& self, const std::vector<RankWindow>& all) {
   Score s{.rank = self.rank, .stage = self.stage, .compute_ns = self.compute_ns, .wait_ns = self.wait_ns};
   std::vector<double> compute, wait;
@@ -271,8 +271,8 @@ TEST_F(StepWatch, OnlyTheLowestExportingRankScores) {
   EXPECT_FALSE(score_stragglers(10, gathered));
 }
 
-// Scoring 16,384 ranks took 3.1 s of the training thread: it now returns once the gather is copied, and the scoring
-// thread's findings are taken later, each once.
+// Scoring runs on lens's scoring thread: score_stragglers returns once the gather is copied, and the findings are
+// taken later, each once.
 TEST_F(StepWatch, ScoringRunsOffTheCallingThreadAndItsFindingsAreTakenOnce) {
   const std::vector<StragglerSummary> gathered = {summary(0, 30, 30), summary(0, 48, 8)};
   take_straggler_findings();

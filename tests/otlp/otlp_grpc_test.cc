@@ -264,7 +264,7 @@ TEST(OtlpGrpc, AHugeOrNegativeRetryInfoIsBounded) {
 
 // Keys and values gRPC metadata cannot carry would make gRPC abort the process at the first export (and print the
 // value): they are refused at setup, naming the variable and the entry, never the value. So are HTTP/2's
-// connection-specific keys, which were accepted: a request with one is malformed.
+// connection-specific keys: a request with one is malformed.
 TEST(OtlpGrpc, HeadersGrpcCannotCarryAreRefusedAtSetup) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"authorization", "Bearer TOKEN123\n"},

@@ -116,7 +116,7 @@ TEST(HangVerdict, ARankStoppedInComputeWhileTheOthersMovedOnIsBehind) {
   EXPECT_EQ(behind_ranks(v), std::vector<int>{1});
 }
 
-// A pipeline 2 x data 2 job with rank 1 stopped at the start of an evaluation step's forward (the run): its
+// A pipeline 2 x data 2 job with rank 1 stopped at the start of an evaluation step's forward: its
 // pipeline peer sits in that evaluation step, receiving outside any span, and the other replica in the evaluation's
 // closing all-reduce; all from the same moment, so the ages alone name nobody. Rank 1 computes inside the spans the
 // others sit in: it is behind.

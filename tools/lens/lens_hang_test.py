@@ -158,11 +158,11 @@ class HangTest(TempDirTest):
 @unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the C++ trainer (set by ctest)")
 class HangPointsTest(TempDirTest):
     """A rank stopped at several points of a step and of evaluation, on the shape users run (pipeline 2 x data 2), by
-    the trainer's own stall, which the watchdog answers on every rank. `lens hang` said "every rank is where most are"
-    with rank 1 stopped in an evaluation step's forward while the others sat in that evaluation (the issue's run).
-    Stopped at the start of its optimizer step under the `default` groups, rank 1 is where every rank is (its step,
-    the optimizer being no position there; its pipeline peer waits in the gradient norm's all-reduce, which has no
-    span): the positions cannot tell, and the verdict says so instead of naming nobody as if nothing held them."""
+    the trainer's own stall, which the watchdog answers on every rank. Stopped in an evaluation step's forward while the
+    others sit in that evaluation, it computes inside the spans they sit in: named behind. Stopped at the start of its
+    optimizer step under the `default` groups, rank 1 is where every rank is (its step, the optimizer being no position
+    there; its pipeline peer waits in the gradient norm's all-reduce, which has no span): the positions cannot tell,
+    and the verdict says so."""
 
     # point, span groups, rank 1's innermost position, the ranks named behind (rank 3 is rank 1's pipeline peer)
     POINTS = [("forward", "default", "megatron.microbatch.forward", [1]),

@@ -199,7 +199,7 @@ class TerminalEscapesTest(TempDirTest):
 
 class FailIfTest(TempDirTest):
     def test_a_bound_that_is_no_number_of_at_least_zero_is_refused(self):
-        # dropped>nan was accepted and never held.
+        # A bound that is no number (dropped>nan) would never hold: it is malformed.
         run = os.path.join(self.tmp.name, "run")
         write_lines(os.path.join(run, "rank0.traces.jsonl"), [spans_line(0, step_spans(range(1, 4)))])
         for condition in ("dropped>nan", "dropped>inf", "dropped>-1", "bubble>nan", "bubble-excess>1e400"):

@@ -106,7 +106,7 @@ FailIf parse_fail_if(const std::string& text) {
     try {
       std::size_t used = 0;
       f.bound = std::stod(text.substr(gt + 1), &used);
-      // The whole rest, a finite number of at least 0: "dropped>nan" was accepted and never held.
+      // The whole rest, a finite number of at least 0 (a NaN bound would never hold).
       if (used != text.size() - gt - 1 || !std::isfinite(f.bound) || f.bound < 0) throw std::invalid_argument(text);
     } catch (const std::exception&) {
       f.what.clear();
