@@ -36,6 +36,9 @@ class StragglerTest(unittest.TestCase):
             found = lens.take_straggler_findings(wait_s=30)
             self.assertEqual(found["flagged"], [1])
             self.assertIsNone(lens.take_straggler_findings(), "taken once")
+            for bad in (math.nan, -1, 1e9):  # a wait that is no number of seconds in [0, 3600]
+                with self.assertRaisesRegex(ValueError, "wait_s must be in"):
+                    lens.take_straggler_findings(wait_s=bad)
             self.assertIn("rank 1 (stage 0) is a straggler", found["text"])
             self.assertEqual([r["rank"] for r in found["ranks"]], [0, 1, 2, 3])
         names = {m["name"] for m in run.metrics}

@@ -721,10 +721,12 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
   }
   TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
   // The step layout: a step given no trace id roots the next step trace, linked to where it would have been.
-  SpanContext step_link;
+  // (`step_link` points where `parent` did: the caller's options or this thread's context stack, unchanged until the
+  // span is open.)
+  const SpanContext* step_link = nullptr;
   const bool step_root = __builtin_expect(group.id() == p->step_traces.step_group, 0) && !given_trace;
   if (step_root) {
-    if (parent != nullptr) step_link = *parent;
+    step_link = parent;
     parent = nullptr;
     trace_id = next_step_trace(*p);
   }
@@ -765,7 +767,7 @@ LENS_ALWAYS_INLINE ThreadState* start_span_on_thread(SpanHandle& h, SpanGroup gr
   r.status_message_entry = 0;
   if (options.start_unix_nanos != 0) r.bits |= RecordHeader::kStartIsUnixNanos;
   set_name_attributes_and_open(h, *s, *p, group, name, attributes, options.start_unix_nanos);
-  if (step_link.is_valid()) add_link(h, step_link, {});
+  if (step_link != nullptr) add_link(h, *step_link, {});
   if (__builtin_expect(device_timed(group.bit()), 0)) start_device_span(*s, name);
   return t;
 }
