@@ -4,6 +4,7 @@ exactly five iterations; a wrong token, no token, a bad spec and a second change
 with nothing changed; a rank that does not export never emits; `lens report` marks the change. Run alone (ctest
 RUN_SERIAL): it paces a job."""
 
+import contextlib
 import json
 import os
 import signal
@@ -64,6 +65,27 @@ class Job:
         while self.status()["iteration"] < iteration:
             assert time.time() < deadline, "the job does not get on"
             time.sleep(0.05)
+
+    @contextlib.contextmanager
+    def others_stopped(self):
+        """Ranks 1-3 stopped (SIGSTOP) until the block ends: rank 0 passes at most one more iteration boundary, then
+        waits for them in the all-reduce that comes before its next one. Yields once its iteration has stood still
+        for 2 s, 25 times an iteration."""
+        for r in self.ranks[1:]:
+            r.send_signal(signal.SIGSTOP)
+        try:
+            seen, since = self.status()["iteration"], time.time()
+            deadline = since + 30
+            while time.time() - since < 2:
+                assert time.time() < deadline, "rank 0 goes on with ranks 1-3 stopped"
+                time.sleep(0.1)
+                now = self.status()["iteration"]
+                if now != seen:
+                    seen, since = now, time.time()
+            yield
+        finally:
+            for r in self.ranks[1:]:
+                r.send_signal(signal.SIGCONT)
 
     def stop(self):
         for r in self.ranks:
@@ -138,13 +160,15 @@ class LiveSpanGroupsTest(TempDirTest):
                 self.assertEqual(refused.exception.code, 401)
             self.assertEqual(job.status()["span_groups"], before["span_groups"])
             self.assertIsNone(job.status()["pending"])
-            # The change, and a second one while it is pending.
-            asked = job.ctl("span-groups", "per_step")
-            self.assertEqual(asked.returncode, 0, asked.stderr)
-            asked_after = json.loads(asked.stdout)["from_iteration_after"]
-            second = job.ctl("span-groups", "all")
-            self.assertEqual(second.returncode, 1)
-            self.assertIn("pending", second.stderr)
+            # The change, and a second one while it is pending. Ranks 1-3 are stopped meanwhile, so rank 0 waits in
+            # the all-reduce before its next boundary and the first change stays pending however slow the machine.
+            with job.others_stopped():
+                asked = job.ctl("span-groups", "per_step")
+                self.assertEqual(asked.returncode, 0, asked.stderr)
+                asked_after = json.loads(asked.stdout)["from_iteration_after"]
+                second = job.ctl("span-groups", "all")
+                self.assertEqual(second.returncode, 1, second.stdout)
+                self.assertIn("pending", second.stderr)
             job.wait_for_iteration(asked_after + 6)
         finally:
             job.stop()
