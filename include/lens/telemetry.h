@@ -38,6 +38,7 @@ inline constexpr std::chrono::milliseconds kDefaultShutdownTimeout{5000};
 namespace internal {
 struct TelemetryState;
 struct TelemetryAccess;
+struct ExportBatch;
 }  // namespace internal
 
 // What happened to the log records of a setup; after shutdown produced == exported + dropped().
@@ -91,6 +92,9 @@ struct SetupOptions {
   // caller's. Returning false or throwing counts one failed export; the next batch is handed over again.
   std::function<bool(const std::string& otlp_json)> span_sink{};
   std::function<bool(const std::string& otlp_json)> metric_sink{};
+  // lens's Python package only (the type is internal and changes with lens): each batch of spans as lens's records,
+  // read with lens/internal/span_batch.h, in place of span_sink's OTLP/JSON. Same rules as span_sink.
+  std::function<bool(const internal::ExportBatch& batch)> span_batch_sink{};
 };
 
 LENS_ABI_NAMESPACE_BEGIN

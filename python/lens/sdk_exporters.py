@@ -5,13 +5,14 @@ Lens accepts them).
     handle = setup_telemetry(config, span_exporter=InMemorySpanExporter(),
                              metric_reader=PeriodicExportingMetricReader(ConsoleMetricExporter()))
 
-lens records as always (its span path, its instruments); its background thread hands each batch, as OTLP/JSON, to
-the functions below, which make the SDK's objects (ReadableSpan, MetricsData) and call the exporter: never on the
-training thread. A span_exporter replaces the configured traces exporter, a metric_reader the configured metrics
-exporter, as in NeMo Lens. What the exporter returns or raises is lens's export result: a failure is counted
-(span_stats()["dropped_export_failed"]) and the next batch goes to it again. A metric_reader collects lens's
-newest metrics (its own thread, or its caller's, decides when): lens takes the place of the SDK's MeterProvider
-for it.
+lens records as always (its span path, its instruments). Its background thread hands each batch of spans to the
+exporter as the SDK's ReadableSpans, built by lens's native code from its records with the GIL taken once a batch
+(SpanKit names the SDK classes it builds with), and each batch of metrics, as OTLP/JSON, to MetricFeed, which makes
+the SDK's MetricsData: never on the training thread. A span_exporter replaces the configured traces exporter, a
+metric_reader the configured metrics exporter, as in NeMo Lens. What the exporter returns or raises is lens's export
+result: a failure is counted (span_stats()["dropped_export_failed"]) and the next batch goes to it again. A
+metric_reader collects lens's newest metrics (its own thread, or its caller's, decides when): lens takes the place
+of the SDK's MeterProvider for it.
 
 Needs opentelemetry-sdk, which a caller passing its objects has.
 """
@@ -26,9 +27,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-
-_KINDS = {1: SpanKind.INTERNAL, 2: SpanKind.SERVER, 3: SpanKind.CLIENT, 4: SpanKind.PRODUCER, 5: SpanKind.CONSUMER}
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TraceFlags
 
 
 def _value(any_value):
@@ -47,47 +46,21 @@ def _attributes(item):
     return {kv["key"]: _value(kv.get("value", {})) for kv in item.get("attributes", [])}
 
 
-def _context(trace_hex, span_hex, flags, remote=False):
-    return otel_trace.SpanContext(int(trace_hex, 16), int(span_hex, 16), remote,
-                                  otel_trace.TraceFlags(int(flags) & 0xFF))
-
-
 def _scope(scope):
     return InstrumentationScope(scope.get("name", ""), scope.get("version") or None)
 
 
-def readable_spans(otlp_json):
-    """The SDK's ReadableSpans of one OTLP/JSON ExportTraceServiceRequest."""
-    spans = []
-    for resource_spans in json.loads(otlp_json).get("resourceSpans", []):
-        resource = Resource(_attributes(resource_spans.get("resource", {})))
-        for scope_spans in resource_spans.get("scopeSpans", []):
-            scope = _scope(scope_spans.get("scope", {}))
-            for s in scope_spans.get("spans", []):
-                flags = int(s.get("flags", 1))
-                parent = _context(s["traceId"], s["parentSpanId"], flags, bool(flags & 0x200)) \
-                    if s.get("parentSpanId") else None
-                status = s.get("status", {})
-                spans.append(ReadableSpan(
-                    name=s["name"], context=_context(s["traceId"], s["spanId"], flags), parent=parent,
-                    resource=resource, attributes=_attributes(s),
-                    events=[Event(e["name"], _attributes(e), int(e["timeUnixNano"])) for e in s.get("events", [])],
-                    links=[Link(_context(link["traceId"], link["spanId"], link.get("flags", 1)), _attributes(link))
-                           for link in s.get("links", [])],
-                    kind=_KINDS.get(int(s.get("kind", 1)), SpanKind.INTERNAL),
-                    status=Status(StatusCode(int(status.get("code", 0))), status.get("message") or None),
-                    start_time=int(s["startTimeUnixNano"]), end_time=int(s["endTimeUnixNano"]),
-                    instrumentation_scope=scope))
-    return spans
+class SpanKit:
+    """What lens's native bridge builds each batch of ReadableSpans with, and the exporter it hands them to."""
 
+    ReadableSpan, SpanContext, TraceFlags, Event, Link = ReadableSpan, otel_trace.SpanContext, TraceFlags, Event, Link
+    Resource, Status, InstrumentationScope = Resource, Status, InstrumentationScope
+    STATUS_CODES = (StatusCode.UNSET, StatusCode.OK, StatusCode.ERROR)  # OTLP's status codes 0..2
+    SPAN_KINDS = (SpanKind.INTERNAL, SpanKind.SERVER, SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CONSUMER)  # 1..5
+    SUCCESS = SpanExportResult.SUCCESS
 
-def span_sink(exporter):
-    """The function lens's pipeline calls with each batch of spans: exporter.export(ReadableSpans)."""
-
-    def export(otlp_json):
-        return exporter.export(readable_spans(otlp_json)) == SpanExportResult.SUCCESS
-
-    return export
+    def __init__(self, exporter):
+        self.exporter = exporter
 
 
 def _number_points(metric_data):

@@ -152,7 +152,7 @@ def _sdk_sinks(span_exporter, metric_reader):
         from lens import sdk_exporters
     except ImportError as error:
         raise TypeError(f"span_exporter / metric_reader need opentelemetry-sdk: {error}") from error
-    span_sink = sdk_exporters.span_sink(span_exporter) if span_exporter is not None else None
+    span_sink = sdk_exporters.SpanKit(span_exporter) if span_exporter is not None else None
     metric_sink = sdk_exporters.MetricFeed(metric_reader).sink if metric_reader is not None else None
     return span_sink, metric_sink, tuple(x for x in (span_exporter, metric_reader) if x is not None)
 

@@ -144,42 +144,61 @@ def _kind_number(kind):
 
 class Tracer:
     """lens's one tracer: spans go to the process's pipeline whatever tracer a call names (its name, version and
-    scope are not kept: lens has one instrumentation scope per process)."""
+    scope are not kept: lens has one instrumentation scope per process).
+
+    start_span(name, context=None, kind=None, attributes=None, links=None, start_time=None, record_exception=True,
+    set_status_on_exception=True, root=False, trace_id=None): a span started now (or at start_time, Unix
+    nanoseconds), not made current; end it with span.end().
+
+    start_as_current_span(..., end_on_exit=True, ...): a context manager: the span is current inside `with` (and
+    ends at its exit unless end_on_exit=False). An Exception leaving it is recorded (ERROR status, the `exception`
+    event) and re-raised.
+
+    Both are lens._native's: the usual call (a name, attributes, kind) is C; every other form goes to
+    start_span / start_as_current_span below."""
+
+    start_span = _native.tracer_start_span
+    start_as_current_span = _native.tracer_start_as_current_span
 
     def __init__(self, name="lens", version=None, schema_url=None, attributes=None):
         self.name = name
 
-    def start_span(self, name, context=None, kind=None, attributes=None, links=None, start_time=None,
-                   record_exception=True, set_status_on_exception=True, root=False, trace_id=None):
-        """A span started now (or at start_time, Unix nanoseconds), not made current; end it with span.end()."""
-        if not _native.records_ungated_spans():
-            return non_recording_span()
-        return self._start(name, context, kind, attributes, links, start_time,
-                           record_exception and set_status_on_exception, root, trace_id, current=False)
 
-    def start_as_current_span(self, name, context=None, kind=None, attributes=None, links=None, start_time=None,
-                              record_exception=True, set_status_on_exception=True, end_on_exit=True, root=False,
-                              trace_id=None):
-        """A context manager: the span is current inside `with` (and ends at its exit unless end_on_exit=False).
-        An Exception leaving it is recorded (ERROR status, the `exception` event) and re-raised."""
-        if not _native.records_ungated_spans():
-            return contextlib.nullcontext(non_recording_span())
-        span = self._start(name, context, kind, attributes, links, start_time,
-                           record_exception and set_status_on_exception, root, trace_id, current=end_on_exit)
-        return span if end_on_exit else _current_until_exit(span)
+def start_span(name, context=None, kind=None, attributes=None, links=None, start_time=None, record_exception=True,
+               set_status_on_exception=True, root=False, trace_id=None):
+    """Tracer.start_span's general form."""
+    if not _native.records_ungated_spans():
+        return non_recording_span()
+    return _start(name, context, kind, attributes, links, start_time, record_exception and set_status_on_exception,
+                  root, trace_id, current=False)
 
-    def _start(self, name, context, kind, attributes, links, start_time, record_exception, root, trace_id, current):
-        if not isinstance(name, str):
-            raise TypeError(f"lens: a span's name is a str, not {type(name).__name__}")
-        parent, no_parent = _parent(context)
-        at_start, with_attributes = _links(links)
-        span = _native.start_span(name, attributes=attributes, links=at_start, parent=parent,
-                                  root=root or no_parent, trace_id=trace_id, current=current,
-                                  record_exception=record_exception, start_now=not current,
-                                  kind=_kind_number(kind), start_time=_nanos(start_time))
-        for link, link_attributes in with_attributes:
-            span.add_link(link, link_attributes)
-        return span
+
+def start_as_current_span(name, context=None, kind=None, attributes=None, links=None, start_time=None,
+                          record_exception=True, set_status_on_exception=True, end_on_exit=True, root=False,
+                          trace_id=None):
+    """Tracer.start_as_current_span's general form."""
+    if not _native.records_ungated_spans():
+        return contextlib.nullcontext(non_recording_span())
+    span = _start(name, context, kind, attributes, links, start_time, record_exception and set_status_on_exception,
+                  root, trace_id, current=end_on_exit)
+    return span if end_on_exit else _current_until_exit(span)
+
+
+def _start(name, context, kind, attributes, links, start_time, record_exception, root, trace_id, current):
+    if not isinstance(name, str):
+        raise TypeError(f"lens: a span's name is a str, not {type(name).__name__}")
+    parent, no_parent = _parent(context)
+    at_start, with_attributes = _links(links)
+    span = _native.start_span(name, attributes=attributes, links=at_start, parent=parent,
+                              root=root or no_parent, trace_id=trace_id, current=current,
+                              record_exception=record_exception, start_now=not current,
+                              kind=_kind_number(kind), start_time=_nanos(start_time))
+    for link, link_attributes in with_attributes:
+        span.add_link(link, link_attributes)
+    return span
+
+
+_native.set_tracer_fallbacks(start_span, start_as_current_span)
 
 
 def _nanos(time):

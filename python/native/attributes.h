@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "lens/attributes.h"
@@ -16,7 +18,8 @@
 namespace lens_python {
 
 // Converted attributes and the storage their arrays point into. String keys and values point into the Python
-// str objects (their cached UTF-8), which the caller keeps alive while the attributes are used.
+// str objects (their cached UTF-8), which the caller keeps alive while the attributes are used. The usual few
+// attributes of a span need no heap memory: a span on every layer of every micro-batch allocates nothing here.
 class AttributeBuffer {
  public:
   // NeMo Lens's default redaction (DEFAULT_REDACT_KEYS): a str value under one of these keys is replaced, in the
@@ -59,7 +62,10 @@ class AttributeBuffer {
     while (PyDict_Next(dict, &pos, &key, &value)) add(key, value);
   }
 
-  const std::vector<lens::Attribute>& attributes() const noexcept { return attributes_; }
+  std::span<const lens::Attribute> attributes() const noexcept {
+    return overflow_.empty() ? std::span<const lens::Attribute>(inline_.items, count_)
+                             : std::span<const lens::Attribute>(overflow_);
+  }
 
  private:
   static bool utf8(PyObject* text, std::string_view* out) {
@@ -95,7 +101,13 @@ class AttributeBuffer {
     return ok && push(k, lens::AttributeValue(v));
   }
   bool push(std::string_view key, lens::AttributeValue value) {
-    attributes_.push_back(lens::Attribute{lens::AttributeKey(key), value});
+    const lens::Attribute a{lens::AttributeKey(key), value};
+    if (count_ < kInline) {
+      std::construct_at(&inline_.items[count_++], a);
+      return true;
+    }
+    if (overflow_.empty()) overflow_.assign(inline_.items, inline_.items + kInline);
+    overflow_.push_back(a);
     return true;
   }
 
@@ -110,13 +122,14 @@ class AttributeBuffer {
         if (!is(items[i])) return false;
       return true;
     };
+    Arrays& arrays = this->arrays();
     if (PyBool_Check(first) && all([](PyObject* o) { return PyBool_Check(o); })) {
-      auto& v = bools_.emplace_back(new bool[static_cast<std::size_t>(n)]);
+      auto& v = arrays.bools.emplace_back(new bool[static_cast<std::size_t>(n)]);
       for (Py_ssize_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = items[i] == Py_True;
       return push(k, lens::AttributeValue(std::span<const bool>(v.get(), static_cast<std::size_t>(n))));
     }
     if (PyLong_Check(first) && all([](PyObject* o) { return PyLong_Check(o) && !PyBool_Check(o); })) {
-      auto& v = ints_.emplace_back();
+      auto& v = arrays.ints.emplace_back();
       for (Py_ssize_t i = 0; i < n; ++i) {
         std::int64_t x = 0;
         if (!as_int64(items[i], &x)) return false;
@@ -125,12 +138,12 @@ class AttributeBuffer {
       return push(k, lens::AttributeValue(std::span<const std::int64_t>(v)));
     }
     if (PyFloat_Check(first) && all([](PyObject* o) { return PyFloat_Check(o); })) {
-      auto& v = doubles_.emplace_back();
+      auto& v = arrays.doubles.emplace_back();
       for (Py_ssize_t i = 0; i < n; ++i) v.push_back(PyFloat_AS_DOUBLE(items[i]));
       return push(k, lens::AttributeValue(std::span<const double>(v)));
     }
     if (PyUnicode_Check(first) && all([](PyObject* o) { return PyUnicode_Check(o); })) {
-      auto& v = strings_.emplace_back();
+      auto& v = arrays.strings.emplace_back();
       for (Py_ssize_t i = 0; i < n; ++i) {
         std::string_view s;
         if (!utf8(items[i], &s)) return false;
@@ -141,12 +154,28 @@ class AttributeBuffer {
     return false;
   }
 
-  std::vector<lens::Attribute> attributes_;
-  // Deques: an array already pointed to never moves when another is added.
-  std::deque<std::unique_ptr<bool[]>> bools_;
-  std::deque<std::vector<std::int64_t>> ints_;
-  std::deque<std::vector<double>> doubles_;
-  std::deque<std::vector<std::string_view>> strings_;
+  // Deques: an array already pointed to never moves when another is added. Made at the first array only (a
+  // deque allocates as it is constructed).
+  struct Arrays {
+    std::deque<std::unique_ptr<bool[]>> bools;
+    std::deque<std::vector<std::int64_t>> ints;
+    std::deque<std::vector<double>> doubles;
+    std::deque<std::vector<std::string_view>> strings;
+  };
+  Arrays& arrays() {
+    if (!arrays_) arrays_ = std::make_unique<Arrays>();
+    return *arrays_;
+  }
+
+  static constexpr std::size_t kInline = 8;
+  union Inline {  // left unconstructed: only the first count_ are written and read
+    Inline() {}
+    lens::Attribute items[kInline];
+  } inline_;
+  static_assert(std::is_trivially_destructible_v<lens::Attribute>);
+  std::size_t count_ = 0;
+  std::vector<lens::Attribute> overflow_;  // all of them, once there are more than kInline
+  std::unique_ptr<Arrays> arrays_;
   bool redact_ = false;
 };
 

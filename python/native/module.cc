@@ -28,6 +28,8 @@
 
 #include "attributes.h"
 #include "context_conversion.h"
+#include "ids.h"
+#include "interpreter.h"
 #include "lens/config.h"
 #include "lens/context.h"
 #include "lens/control.h"
@@ -44,7 +46,9 @@
 #include "lens/telemetry.h"
 #include "lens/version.h"
 #include "lens/worker.h"
+#include "otel_tracer.h"
 #include "phases.h"
+#include "sdk_spans.h"
 #include "spans.h"
 
 namespace py = pybind11;
@@ -158,21 +162,12 @@ void publish_group_ids(const lens::Catalogue& c) {
 
 // A Python callable as a SetupOptions sink: called on lens's background thread with the GIL taken; what it raises
 // is reported once on stderr (the sink's own failures are counted as failed exports either way).
-// Whether the interpreter is being finalized: public API from CPython 3.13, private (same meaning) before.
-bool interpreter_finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
-}
-
 std::function<bool(const std::string&)> json_sink(const py::object& callable) {
   if (callable.is_none()) return {};
   if (!PyCallable_Check(callable.ptr())) throw py::type_error("lens: an exporter sink is a callable");
   auto* kept = new py::object(callable);  // kept for the process's life: the pipeline may outlive the handle
   return [kept](const std::string& json) {
-    if (!Py_IsInitialized() || interpreter_finalizing()) return false;  // a late batch after the interpreter ended
+    if (interpreter_ending()) return false;  // a late batch after the interpreter ended
     py::gil_scoped_acquire gil;
     try {
       return py::bool_((*kept)(py::str(json))).cast<bool>();
@@ -214,18 +209,15 @@ py::dict resource_to_dict(const lens::ResourceAttributes& attributes) {
 }
 
 py::int_ id_to_int(const std::uint8_t* bytes, std::size_t n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  for (std::size_t i = 0; i < n; ++i) hex += {kHex[bytes[i] >> 4], kHex[bytes[i] & 15]};
-  return py::reinterpret_steal<py::int_>(PyLong_FromString(hex.c_str(), nullptr, 16));
+  PyObject* id = int_of_id(bytes, n);
+  if (id == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::int_>(id);
 }
 
 template <std::size_t N>
 std::array<std::uint8_t, N> id_from_int(const py::int_& value) {
   std::array<std::uint8_t, N> out{};
-  py::object big = py::module_::import("builtins").attr("int").attr("to_bytes")(value, N, "big");
-  std::string bytes = py::cast<py::bytes>(big);
-  std::copy(bytes.begin(), bytes.end(), out.begin());
+  if (!id_of_int(value.ptr(), out.data(), N)) throw py::error_already_set();
   return out;
 }
 
@@ -297,18 +289,42 @@ PyObject* context_to_python(const lens::SpanContext& context) {
   }
 }
 
+namespace {
+
+// OpenTelemetry's SpanContext (or anything with its trace_id, span_id, trace_flags and is_remote) as lens's.
+bool context_of_otel_shape(PyObject* object, lens::SpanContext* out) {
+  py::handle o(object);
+  if (!py::hasattr(o, "trace_id") || !py::hasattr(o, "span_id") || !py::hasattr(o, "trace_flags")) return false;
+  py::object trace_id = o.attr("trace_id"), span_id = o.attr("span_id");
+  if (!id_of_int(trace_id.ptr(), out->trace_id.bytes.data(), 16) ||
+      !id_of_int(span_id.ptr(), out->span_id.bytes.data(), 8)) {
+    PyErr_Clear();
+    return false;
+  }
+  out->trace_flags = static_cast<std::uint8_t>(py::int_(o.attr("trace_flags")).cast<unsigned>() & 0xFFU);
+  out->is_remote = py::hasattr(o, "is_remote") && py::bool_(o.attr("is_remote"));
+  return true;
+}
+
+}  // namespace
+
 bool context_from_python(PyObject* object, lens::SpanContext* out) {
   // None (what extract() gives for a header it cannot read) is a reference pybind11 cannot bind: it throws
   // reference_cast_error, which is not a cast_error. Every failure here is the caller's TypeError, never an
   // exception out of a C function (std::terminate).
   try {
     if (object != Py_None) {
-      *out = py::cast<lens::SpanContext>(py::handle(object));
-      return true;
+      if (py::isinstance<lens::SpanContext>(py::handle(object))) {
+        *out = py::cast<lens::SpanContext>(py::handle(object));
+        return true;
+      }
+      if (context_of_otel_shape(object, out)) return true;
     }
   } catch (const std::exception&) {
+    PyErr_Clear();
   }
-  PyErr_Format(PyExc_TypeError, "lens: expected a lens.SpanContext, got %s", Py_TYPE(object)->tp_name);
+  PyErr_Format(PyExc_TypeError, "lens: expected a SpanContext (lens's or OpenTelemetry's), got %s",
+               Py_TYPE(object)->tp_name);
   return false;
 }
 
@@ -798,7 +814,7 @@ void bind_setup(py::module_& m) {
          std::optional<int> local_rank, const py::object& resource, bool reinit, const py::object& span_sink,
          const py::object& metric_sink) {
         lens::SetupOptions o;
-        o.span_sink = json_sink(span_sink);
+        o.span_batch_sink = sdk_span_sink(span_sink.ptr());
         o.metric_sink = json_sink(metric_sink);
         o.rank = rank;
         o.world_size = world_size;
@@ -1045,7 +1061,7 @@ using namespace lens_python;
 PYBIND11_MODULE(_native, m) {
   m.doc() = "lens's C++ library for the lens Python package";
   py::register_exception<lens::ConfigError>(m, "ConfigError", PyExc_ValueError);
-  if (!add_span_path(m.ptr())) throw py::error_already_set();
+  if (!add_span_path(m.ptr()) || !add_otel_tracer(m.ptr())) throw py::error_already_set();
   if (!add_phase_path(m.ptr())) throw py::error_already_set();
   m.attr("LENS_VERSION") = LENS_VERSION_STRING;
 

@@ -157,14 +157,19 @@ PyObject* g_null_span = nullptr;
 
 // --- Span ----------------------------------------------------------------------------------------------
 
+constexpr Py_ssize_t kInlineKeywords = 6;
+
 struct SpanObject {
   PyObject_HEAD
   SpanHandle h;
   ThreadState* pushed_to;
   PyObject* name;
   PyObject* attributes;  // dict or null: applied at start
-  PyObject* kwnames;     // managed_span's keyword names (a tuple) and values, or null
+  // managed_span's keyword attributes: their names (a tuple, or null), and their values, in kwinline when there
+  // are at most kInlineKeywords of them (no tuple made for the usual few), else in the tuple kwvalues.
+  PyObject* kwnames;
   PyObject* kwvalues;
+  PyObject* kwinline[kInlineKeywords];
   lens::SpanContext parent;
   lens::SpanContext links[kMaxStartLinks];
   unsigned char link_count;
@@ -203,12 +208,18 @@ SpanObject* alloc_span(PyObject* name) {
   return s;
 }
 
+// managed_span's keyword values (as many as its names).
+PyObject* const* keyword_values(const SpanObject* s) {
+  return s->kwvalues != nullptr ? &PyTuple_GET_ITEM(s->kwvalues, 0) : s->kwinline;
+}
+
 // The span's attributes: the dict of the general form and managed_span's keywords.
 void collect_attributes(const SpanObject* s, AttributeBuffer& buffer) {
   buffer.add_dict(s->attributes);
   if (s->kwnames != nullptr) {
     const Py_ssize_t n = PyTuple_GET_SIZE(s->kwnames);
-    for (Py_ssize_t i = 0; i < n; ++i) buffer.add(PyTuple_GET_ITEM(s->kwnames, i), PyTuple_GET_ITEM(s->kwvalues, i));
+    PyObject* const* values = keyword_values(s);
+    for (Py_ssize_t i = 0; i < n; ++i) buffer.add(PyTuple_GET_ITEM(s->kwnames, i), values[i]);
   }
 }
 
@@ -245,6 +256,8 @@ void span_dealloc(PyObject* self) {
   }
   Py_XDECREF(s->name);
   Py_XDECREF(s->attributes);
+  if (s->kwnames != nullptr && s->kwvalues == nullptr)
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->kwnames); ++i) Py_DECREF(s->kwinline[i]);
   Py_XDECREF(s->kwnames);
   Py_XDECREF(s->kwvalues);
   PyObject_Free(self);
@@ -445,11 +458,6 @@ PyObject* span_get_name(PyObject* self, void*) {
   return name;
 }
 
-template <typename F>
-PyCFunction fastcall(F f) {
-  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
-}
-
 PyMethodDef span_methods[] = {
     {"__enter__", span_enter, METH_NOARGS, "Starts the span and makes it current; returns it."},
     {"__exit__", fastcall(span_exit), METH_FASTCALL,
@@ -496,13 +504,15 @@ SpanRoute route_of(PyObject* group, int* id) {
   return lens::internal::records_ungated_spans() ? SpanRoute::kLensUngated : SpanRoute::kGlobalProvider;
 }
 
+bool is_tracer_keyword(PyObject* key) { return PyUnicode_CompareWithASCIIString(key, "tracer") == 0; }
+
 // managed_span's keyword arguments but `tracer`, as a dict (the global provider's route takes them so).
 PyObject* attributes_dict(PyObject* const* values, PyObject* kwnames) {
   PyObject* attributes = PyDict_New();
   if (attributes == nullptr || kwnames == nullptr) return attributes;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, i);
-    if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) continue;
+    if (is_tracer_keyword(key)) continue;
     if (PyDict_SetItem(attributes, key, values[i]) < 0) {
       Py_DECREF(attributes);
       return nullptr;
@@ -519,6 +529,37 @@ PyObject* managed_span_of_global_provider(PyObject* const* args, Py_ssize_t narg
   Py_XDECREF(positional);
   Py_DECREF(attributes);
   return span;
+}
+
+// Keeps managed_span's keyword arguments as the span's attributes (`values` as many as `kwnames`). `tracer` as a
+// keyword is the tracer, not an attribute: lens has one tracer per process. False with a Python error set.
+bool keep_keyword_attributes(SpanObject* s, PyObject* const* values, PyObject* kwnames) {
+  const Py_ssize_t n = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  Py_ssize_t tracers = 0;
+  for (Py_ssize_t i = 0; i < n; ++i) tracers += is_tracer_keyword(PyTuple_GET_ITEM(kwnames, i)) ? 1 : 0;
+  if (n - tracers == 0) return true;
+  if (tracers == 0 && n <= kInlineKeywords) {  // the usual call: the caller's names, the values kept inline
+    for (Py_ssize_t i = 0; i < n; ++i) s->kwinline[i] = Py_NewRef(values[i]);
+    s->kwnames = Py_NewRef(kwnames);
+    return true;
+  }
+  PyObject* names = PyTuple_New(n - tracers);
+  PyObject* kept = PyTuple_New(n - tracers);
+  if (names == nullptr || kept == nullptr) {
+    Py_XDECREF(names);
+    Py_XDECREF(kept);
+    return false;
+  }
+  for (Py_ssize_t i = 0, k = 0; i < n; ++i) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+    if (is_tracer_keyword(key)) continue;
+    PyTuple_SET_ITEM(names, k, Py_NewRef(key));
+    PyTuple_SET_ITEM(kept, k, Py_NewRef(values[i]));
+    ++k;
+  }
+  s->kwnames = names;
+  s->kwvalues = kept;
+  return true;
 }
 
 // managed_span(group, name, tracer=None, **attributes)
@@ -546,27 +587,9 @@ PyObject* managed_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyOb
   s->position_shown = route == SpanRoute::kPositionShown;
   s->redact = true;
   s->status_text = StatusText::kMessage;
-  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
-  if (nkw > 0) {
-    // `tracer` as a keyword is the tracer, not an attribute: lens has one tracer per process.
-    PyObject* names = PyTuple_New(nkw);
-    PyObject* values = PyTuple_New(nkw);
-    Py_ssize_t kept = 0;
-    for (Py_ssize_t i = 0; i < nkw; ++i) {
-      PyObject* key = PyTuple_GET_ITEM(kwnames, i);
-      if (PyUnicode_CompareWithASCIIString(key, "tracer") == 0) continue;
-      Py_INCREF(key);
-      Py_INCREF(args[nargs + i]);
-      PyTuple_SET_ITEM(names, kept, key);
-      PyTuple_SET_ITEM(values, kept, args[nargs + i]);
-      ++kept;
-    }
-    if (kept < nkw) {
-      _PyTuple_Resize(&names, kept);
-      _PyTuple_Resize(&values, kept);
-    }
-    s->kwnames = names;
-    s->kwvalues = values;
+  if (!keep_keyword_attributes(s, args + nargs, kwnames)) {
+    Py_DECREF(s);
+    return nullptr;
   }
   return reinterpret_cast<PyObject*>(s);
 }

@@ -16,6 +16,12 @@
 
 namespace lens_python {
 
+// A METH_FASTCALL function as the PyCFunction a PyMethodDef holds.
+template <typename F>
+PyCFunction fastcall(F f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
 // Adds the fast functions and the types to the module. False with a Python error set.
 bool add_span_path(PyObject* module);
 

@@ -9,6 +9,7 @@
 
 #include "control/control.h"
 #include "export/prometheus.h"
+#include "export/sink_exporter.h"
 #include "lens/telemetry.h"
 #include "signals/exporter.h"
 #include "telemetry/pipeline.h"
@@ -24,7 +25,8 @@ struct TelemetryState {
   std::string run_id;
   Resource resource;
   ResourceAttributes resource_attributes;
-  std::function<bool(const std::string&)> span_sink, metric_sink;  // SetupOptions' own exporters, if any
+  SpanBatchSink span_sink;  // SetupOptions' own exporters, if any (a JSON span sink as a batch sink)
+  JsonSink metric_sink;
   Pipeline* pipeline = nullptr;  // exporting ranks with any signal on, or positions for hang snapshots; never freed
   std::unique_ptr<PrometheusEndpoint> prometheus;  // OTEL_METRICS_EXPORTER=prometheus
   std::string prometheus_target_path;              // its file_sd target file, removed when it stops

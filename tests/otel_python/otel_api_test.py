@@ -324,6 +324,57 @@ class SdkExportersTest(unittest.TestCase):
         self.assertEqual(dict(step.attributes), {"iteration": 3})
         self.assertEqual(step.resource.attributes["service.name"], "nemo")
 
+    def test_readable_spans_carry_what_the_sdk_s_own_tracer_gives_its_exporter(self):
+        """The same calls through lens (into an SDK exporter given to setup) and through the SDK's own TracerProvider:
+        every field an exporter reads is the same but the ids and times; a span still open at shutdown is marked."""
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        remote = TraceContextTextMapPropagator().extract(
+            {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+
+        def calls(tracer):
+            with tracer.start_as_current_span("phase", kind=SpanKind.CLIENT, context=remote,
+                                              attributes={"ints": [1, 2], "floats": [0.5], "flags": [True, False],
+                                                          "names": ["a", "é"], "n": 7, "x": 1.5, "ok": True}) as span:
+                span.add_event("loaded", {"bytes": 7, "what": "shard"})
+                span.add_link(trace.get_current_span(remote).get_span_context(), {"why": "input"})
+                span.set_status(Status(StatusCode.OK))
+            failed = tracer.start_span("failed", kind=SpanKind.CONSUMER)
+            failed.set_status(Status(StatusCode.ERROR, "bad input"))
+            failed.end()
+
+        def fields(span):
+            return {"name": span.name, "kind": span.kind, "parent": (span.parent.span_id, span.parent.is_remote)
+                    if span.parent else None, "trace_flags": int(span.context.trace_flags),
+                    "attributes": dict(span.attributes),
+                    "events": [(e.name, dict(e.attributes)) for e in span.events],
+                    "links": [(link.context.trace_id, link.context.span_id, link.context.is_remote,
+                               dict(link.attributes)) for link in span.links],
+                    "status": (span.status.status_code, span.status.description)}
+
+        sdk_exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(sdk_exporter))
+        calls(provider.get_tracer(__name__))
+        exporter = self.exporter_class()()
+        with contextlib.ExitStack() as stack:
+            handle = self.setup(stack, span_exporter=exporter)
+            calls(trace.get_tracer(__name__))
+            open_at_shutdown = trace.get_tracer(__name__).start_span("still.open")
+            handle.shutdown()
+        lens_spans = {s.name: s for s in exporter.spans}
+        for theirs in sdk_exporter.get_finished_spans():
+            self.assertEqual(fields(lens_spans[theirs.name]), fields(theirs), theirs.name)
+            self.assertGreater(lens_spans[theirs.name].end_time, lens_spans[theirs.name].start_time)
+        truncated = lens_spans["still.open"]
+        self.assertEqual(truncated.context.span_id, open_at_shutdown.get_span_context().span_id)
+        self.assertIs(truncated.attributes["nemo.span.truncated"], True)
+        self.assertEqual([(e.name, dict(e.attributes)) for e in truncated.events],
+                         [("nemo.span.truncated", {"reason": "still open at telemetry shutdown"})])
+        self.assertEqual(truncated.instrumentation_scope.name, "lens")
+
     def test_an_exporter_that_raises_is_counted_and_the_next_batch_still_goes(self):
         exporter = self.exporter_class()(fail_first=1)
         with contextlib.ExitStack() as stack:

@@ -1,0 +1,192 @@
+// Batches of lens's spans as the OpenTelemetry SDK's ReadableSpans (sdk_spans.h says why they are built here).
+#include "sdk_spans.h"
+
+#include <pybind11/pybind11.h>
+
+#include <array>
+#include <atomic>
+#include <span>
+#include <string_view>
+
+#include "ids.h"
+#include "interpreter.h"
+#include "lens/internal/span_batch.h"
+#include "lens/version.h"
+
+namespace py = pybind11;
+
+namespace lens_python {
+namespace {
+
+using lens::internal::FinishedSpan;
+
+py::object steal(PyObject* p) {
+  if (p == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(p);
+}
+
+py::str text(std::string_view s) { return steal(PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace")); }
+
+py::object id_int(const std::uint8_t* bytes, std::size_t size) { return steal(int_of_id(bytes, size)); }
+
+py::object value_of(const lens::AttributeValue& v) {
+  auto tuple_of = [](auto values, auto convert) {
+    py::tuple t(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) t[i] = convert(values[i]);
+    return py::object(std::move(t));
+  };
+  switch (v.type()) {
+    case lens::ValueType::kBool: return py::bool_(v.as_bool());
+    case lens::ValueType::kInt: return steal(PyLong_FromLongLong(v.as_int()));
+    case lens::ValueType::kDouble: return steal(PyFloat_FromDouble(v.as_double()));
+    case lens::ValueType::kString: return text(v.as_string());
+    case lens::ValueType::kBoolArray: return tuple_of(v.as_bools(), [](bool b) { return py::bool_(b); });
+    case lens::ValueType::kIntArray:
+      return tuple_of(v.as_ints(), [](std::int64_t i) { return steal(PyLong_FromLongLong(i)); });
+    case lens::ValueType::kDoubleArray:
+      return tuple_of(v.as_doubles(), [](double d) { return steal(PyFloat_FromDouble(d)); });
+    case lens::ValueType::kStringArray: return tuple_of(v.as_strings(), [](std::string_view s) { return text(s); });
+  }
+  return py::none();
+}
+
+py::dict attributes_of(std::span<const lens::Attribute> attributes) {
+  py::dict d;
+  for (const lens::Attribute& a : attributes) d[text(a.key.text())] = value_of(a.value);
+  return d;
+}
+
+// The SDK's classes and constants, taken from the kit once.
+struct Kit {
+  explicit Kit(const py::object& kit)
+      : export_(kit.attr("exporter").attr("export")),
+        readable_span(kit.attr("ReadableSpan")),
+        span_context(kit.attr("SpanContext")),
+        trace_flags(kit.attr("TraceFlags")),
+        event(kit.attr("Event")),
+        link(kit.attr("Link")),
+        resource(kit.attr("Resource")),
+        status(kit.attr("Status")),
+        success(kit.attr("SUCCESS")),
+        scope(kit.attr("InstrumentationScope")("lens", LENS_VERSION_STRING)),
+        keywords(py::make_tuple("name", "context", "parent", "resource", "attributes", "events", "links", "kind",
+                                "status", "start_time", "end_time", "instrumentation_scope")) {
+    py::sequence codes = kit.attr("STATUS_CODES"), kinds = kit.attr("SPAN_KINDS");
+    for (std::size_t i = 0; i < status_codes.size(); ++i) status_codes[i] = codes[i];
+    for (std::size_t i = 0; i < span_kinds.size(); ++i) span_kinds[i] = kinds[i];
+    unset_status = status(status_codes[0]);
+  }
+
+  py::object flags(std::uint8_t value) {
+    py::object& f = flag_values[value];
+    if (!f) f = trace_flags(value);
+    return f;
+  }
+
+  py::object export_, readable_span, span_context, trace_flags, event, link, resource, status, success, scope,
+      keywords, unset_status;
+  std::array<py::object, 3> status_codes;  // UNSET, OK, ERROR
+  std::array<py::object, 5> span_kinds;    // INTERNAL .. CONSUMER (OTLP's 1..5)
+  std::array<py::object, 256> flag_values;
+};
+
+// One batch's objects: siblings share their parent's SpanContext, built once for a run of them.
+class BatchBuilder {
+ public:
+  BatchBuilder(Kit& kit, py::object resource) : kit_(kit), resource_(std::move(resource)) {}
+
+  py::object readable(const FinishedSpan& s) {
+    py::object trace_id = id_int(s.context.trace_id.bytes.data(), 16);
+    py::object flags = kit_.flags(s.context.trace_flags);
+    py::object context = kit_.span_context(trace_id, id_int(s.context.span_id.bytes.data(), 8), false, flags);
+    py::list events(s.events.size()), links(s.links.size());
+    for (std::size_t i = 0; i < s.events.size(); ++i)
+      events[i] = kit_.event(text(s.events[i].name), attributes_of(s.events[i].attributes), s.events[i].unix_nanos);
+    for (std::size_t i = 0; i < s.links.size(); ++i) {
+      const lens::SpanContext& c = s.links[i].context;
+      py::object linked = kit_.span_context(id_int(c.trace_id.bytes.data(), 16), id_int(c.span_id.bytes.data(), 8),
+                                            c.is_remote, kit_.flags(c.trace_flags));
+      links[i] = kit_.link(linked, attributes_of(s.links[i].attributes));
+    }
+    const int kind = static_cast<int>(s.kind) - 1;
+    const std::array<py::object, 12> values{text(s.name),
+                                            std::move(context),
+                                            parent(s, trace_id, flags),
+                                            resource_,
+                                            attributes_of(s.attributes),
+                                            std::move(events),
+                                            std::move(links),
+                                            kit_.span_kinds[kind >= 0 && kind < 5 ? kind : 0],
+                                            status_of(s),
+                                            steal(PyLong_FromUnsignedLongLong(s.start_unix_nanos)),
+                                            steal(PyLong_FromUnsignedLongLong(s.end_unix_nanos)),
+                                            kit_.scope};
+    std::array<PyObject*, 12> args{};
+    for (std::size_t i = 0; i < args.size(); ++i) args[i] = values[i].ptr();
+    PyObject* span = PyObject_Vectorcall(kit_.readable_span.ptr(), args.data(), 0, kit_.keywords.ptr());
+    return steal(span);
+  }
+
+ private:
+  py::object parent(const FinishedSpan& s, const py::object& trace_id, const py::object& flags) {
+    if (!s.parent_span_id.is_valid()) return py::none();
+    const bool same = last_parent_ && s.context.trace_id == last_trace_ && s.parent_span_id == last_parent_id_ &&
+                      s.parent_is_remote == last_remote_ && s.context.trace_flags == last_flags_;
+    if (!same) {
+      last_parent_ = kit_.span_context(trace_id, id_int(s.parent_span_id.bytes.data(), 8), s.parent_is_remote, flags);
+      last_trace_ = s.context.trace_id;
+      last_parent_id_ = s.parent_span_id;
+      last_remote_ = s.parent_is_remote;
+      last_flags_ = s.context.trace_flags;
+    }
+    return last_parent_;
+  }
+
+  py::object status_of(const FinishedSpan& s) {
+    const auto code = static_cast<std::size_t>(s.status_code);
+    if (code == 0 && s.status_message.empty()) return kit_.unset_status;
+    return kit_.status(kit_.status_codes[code < 3 ? code : 0],
+                       s.status_message.empty() ? py::object(py::none()) : py::object(text(s.status_message)));
+  }
+
+  Kit& kit_;
+  py::object resource_;
+  py::object last_parent_;
+  lens::TraceId last_trace_;
+  lens::SpanId last_parent_id_;
+  bool last_remote_ = false;
+  std::uint8_t last_flags_ = 0;
+};
+
+py::object resource_of(Kit& kit, const lens::ResourceAttributes& attributes) {
+  py::dict d;
+  for (const auto& [key, value] : attributes)
+    std::visit([&, k = text(key)](const auto& v) { d[k] = py::cast(v); }, value);
+  return kit.resource(d);
+}
+
+bool export_batch(Kit& kit, const lens::internal::ExportBatch& batch) {
+  if (interpreter_ending()) return false;  // a late batch after the interpreter ended
+  py::gil_scoped_acquire gil;
+  try {
+    BatchBuilder builder(kit, resource_of(kit, lens::internal::batch_resource(batch)));
+    py::list spans;
+    lens::internal::for_each_finished_span(batch, [&](const FinishedSpan& s) { spans.append(builder.readable(s)); });
+    py::object result = kit.export_(spans);
+    return result.is(kit.success) || result.equal(kit.success);
+  } catch (py::error_already_set& e) {
+    static std::atomic<bool> told{false};
+    if (!told.exchange(true)) PySys_WriteStderr("lens: a span exporter raised (counted as a failed export): %s\n", e.what());
+    return false;
+  }
+}
+
+}  // namespace
+
+std::function<bool(const lens::internal::ExportBatch&)> sdk_span_sink(PyObject* kit) {
+  if (kit == nullptr || kit == Py_None) return {};
+  auto* kept = new Kit(py::reinterpret_borrow<py::object>(kit));  // for the process's life (sdk_spans.h)
+  return [kept](const lens::internal::ExportBatch& batch) { return export_batch(*kept, batch); };
+}
+
+}  // namespace lens_python
