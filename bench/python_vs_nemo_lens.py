@@ -226,6 +226,60 @@ def child_burst(spans):
             "exported_per_second": counting.spans / seconds}
 
 
+MEGATRON_ITERATIONS = 200  # a round of Megatron's per-step pattern
+MEGATRON_PRESETS = ("default", "per_step")
+
+
+def child_megatron(library, preset, rounds):
+    """One training iteration's calls as Megatron-LM makes them (tests/otel_python/megatron_shapes.py: the step
+    span, its trace_fn forward_backward with the communication check inside, the loss on the step span, the three
+    training metrics), under Megatron's span-group class and `preset`: ns an iteration, medians over rounds."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tests", "otel_python"))
+    from megatron_shapes import _megatron_span_group
+    directory = child_environment()
+    os.environ.update(NEMO_LENS_SPAN_GROUPS=preset, NEMO_LENS_METRICS_ENABLED="1",
+                      OTEL_METRIC_EXPORT_INTERVAL="3600000")  # real instruments, no export inside the rounds
+    from nemo.lens import NemoLensConfig, setup_telemetry
+    from nemo.lens.helpers import managed_span, safe_set_span_attributes, trace_fn
+    from nemo.lens.state import is_span_group_enabled
+    config = NemoLensConfig.from_env(span_group_cls=_megatron_span_group())
+    counting = counting_exporter()
+    handle = setup_telemetry(config, rank=0, world_size=1,
+                             **({"span_exporter": counting} if library == "nemo_lens" else {}))
+    meter = handle.meter
+    step_ms = meter.create_histogram(name="megatron.training.step_duration_ms", unit="ms")
+    loss_gauge = meter.create_gauge(name="megatron.training.loss")
+    skipped = meter.create_counter(name="megatron.training.skipped_iters")
+
+    @trace_fn("forward_backward", "megatron.train.iteration.forward_backward")
+    def forward_backward(iteration):
+        if is_span_group_enabled("communication"):
+            pass  # schedules.py: the linked recv span where a carrier exists (none on one rank)
+        return 2.5 - 0.001 * iteration
+
+    def iteration(i):
+        if is_span_group_enabled("job") and i % 1000 == 0:
+            pass  # the interval block's re-rooting, every save_interval
+        with managed_span("step", "megatron.train.iteration", **{"megatron.iteration": i}) as span:
+            loss = forward_backward(i)
+            safe_set_span_attributes(span, {"megatron.loss": loss})
+        step_ms.record(100.0 + i % 7)
+        loss_gauge.set(loss)
+        skipped.add(0)
+
+    from opentelemetry import trace
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter_ns()
+        for i in range(MEGATRON_ITERATIONS):
+            iteration(i)
+        samples.append((time.perf_counter_ns() - start) / MEGATRON_ITERATIONS)
+        trace.get_tracer_provider().force_flush()
+    handle.shutdown()
+    return {"ns_per_iteration": statistics.median(samples), "directory": directory}
+
+
 # ---- the driver ------------------------------------------------------------------------------------------------
 
 def run(command, **kwargs):
@@ -258,7 +312,7 @@ def table(results):
     lines = ["| path | lens ns | NeMo Lens ns | NeMo Lens / lens | lens CPU ns | NeMo Lens CPU ns | lens x baseline "
              "| NeMo Lens x baseline | drop lens / NeMo Lens |", "|---" * 9 + "|"]
     for name, mine in lens.items():
-        if name in ("python", "sdk exporter burst"):
+        if name in ("python", "sdk exporter burst") or name.startswith("megatron "):
             continue
         theirs = nemo[name]
 
@@ -271,6 +325,10 @@ def table(results):
         drops = f"{drop(mine)} / {drop(theirs)}" if "drop_ratio" in mine else ""
         lines.append(f"| {name} | {mine['ns']:.0f} | {theirs['ns']:.0f} | {theirs['ns'] / mine['ns']:.1f}x "
                      f"| {mine['cpu_ns']:.0f} | {theirs['cpu_ns']:.0f} | {ratio(mine)} | {ratio(theirs)} | {drops} |")
+    for preset in MEGATRON_PRESETS:
+        mine, theirs = (results[library][f"megatron {preset}"]["ns_per_iteration"] for library in ("lens", "nemo_lens"))
+        lines.append(f"| Megatron's calls for one iteration, `{preset}` | {mine:.0f} | {theirs:.0f} | "
+                     f"{theirs / mine:.1f}x | | | | | |")
     for library in ("lens", "nemo_lens"):
         b = results[library]["sdk exporter burst"]
         lines.append(f"\nSDK exporter burst ({library}): {b['spans']} spans, {b['exported_per_second']:,.0f} exported "
@@ -285,10 +343,14 @@ def main():
     parser.add_argument("--child", choices=("lens", "nemo_lens"), help=argparse.SUPPRESS)
     parser.add_argument("--burst", type=int, default=250_000, help=argparse.SUPPRESS)
     parser.add_argument("--burst-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--megatron", choices=MEGATRON_PRESETS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     rounds, burst = (3, 5_000) if args.quick else (args.rounds, args.burst)
     if args.child:  # one library's figures as a JSON line (a setup a process: each library's burst in its own)
-        print(json.dumps(child_burst(burst) if args.burst_only else child_paths(args.child, rounds)))
+        if args.megatron:
+            print(json.dumps(child_megatron(args.child, args.megatron, rounds)))
+        else:
+            print(json.dumps(child_burst(burst) if args.burst_only else child_paths(args.child, rounds)))
         return
     with tempfile.TemporaryDirectory(prefix="bench-vs-nemo-lens-") as tmp:
         pythons = {"nemo_lens": venv(os.path.join(tmp, "nemo"), "nemo-lens==0.1.0", "opentelemetry-sdk==1.45.2"),
@@ -300,6 +362,9 @@ def main():
             results[library] = json.loads(run(command, cwd=tmp).stdout.strip().splitlines()[-1])
             burst_line = run([*command, "--burst-only"], cwd=tmp).stdout.strip().splitlines()[-1]
             results[library]["sdk exporter burst"] = json.loads(burst_line)
+            for preset in MEGATRON_PRESETS:
+                line = run([*command, "--megatron", preset], cwd=tmp).stdout.strip().splitlines()[-1]
+                results[library][f"megatron {preset}"] = json.loads(line)
     print(f"CPython {results['lens']['python']}, {platform.machine()}, {os.cpu_count()} cores, {rounds} rounds of "
           f"{BATCH} calls a path (medians)")
     print(table(results))

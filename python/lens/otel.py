@@ -15,7 +15,8 @@ setup_telemetry calls install() where `opentelemetry-api` is importable; then, i
 
 One current span for both APIs and both languages: context.attach/detach push and pop lens's thread-local context
 (the one C++ spans and managed_span read), and context.get_current() answers with lens's current span when a lens
-span (Python or C++) was made current after the last attach. OpenTelemetry's context stays in its contextvars as
+span (Python or C++) was made current after the last attach; the three are C (lens._native.RuntimeContext).
+OpenTelemetry's context stays in its contextvars as
 well, so its other keys (baggage, suppression) behave as they do without lens. Spans from the OpenTelemetry API name
 no span group: they are recorded wherever this rank records any group (lens.tracer says more).
 
@@ -29,7 +30,7 @@ from opentelemetry import _logs as otel_logs
 from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace as otel_trace
-from opentelemetry.context.context import Context, _RuntimeContext
+from opentelemetry.context.context import Context
 from opentelemetry.trace.propagation import _SPAN_KEY
 
 import lens.metrics
@@ -37,7 +38,6 @@ import lens.tracer
 from lens import _native
 
 _logger = logging.getLogger("lens")
-_INVALID = _native.SpanContext(0, 0, 0, False)
 
 # lens's objects are OpenTelemetry's for isinstance (use_span checks that its span is a trace.Span).
 otel_trace.Span.register(_native.Span)
@@ -98,73 +98,28 @@ class OtelFacingSpan(otel_trace.Span):
         return f"OtelFacingSpan({self.lens_span!r})"
 
 
-def _facing(context):
-    """`context` with a lens span under the span key replaced by its OtelFacingSpan (the same context if none)."""
-    span = context.get(_SPAN_KEY)
-    if isinstance(span, _native.Span):
-        return Context({**context, _SPAN_KEY: OtelFacingSpan(span)})
-    return context
-
-
-class _Token:
-    __slots__ = ("inner", "pushed")
-
-    def __init__(self, inner, pushed):
-        self.inner = inner
-        self.pushed = pushed
-
-
-def _push(span):
-    """Pushes `span`'s context on lens's stack (attach); an invalid one (no span, or one without usable ids) makes
-    what follows a root, as OpenTelemetry's empty Context does."""
-    if isinstance(span, OtelFacingSpan):
-        return _native.push_context(span.lens_span.get_span_context())
-    try:
-        ids = span.get_span_context()
-        return _native.push_context_ids(ids.trace_id.to_bytes(16, "big"), ids.span_id.to_bytes(8, "big"),
-                                        int(ids.trace_flags), bool(ids.is_remote))
-    except (AttributeError, TypeError, ValueError, OverflowError):
-        return _native.push_context(_INVALID)
-
-
-_UNDER_OPEN_SPANS = 3  # _native.pop_context's answer: nothing popped, a span opened after the attach is still open
 _said_under_open_spans = False
 
 
-class LensRuntimeContext(_RuntimeContext):
-    """OpenTelemetry's runtime context kept in step with lens's context stack (the module's docstring says how)."""
+def _say_under_open_spans():
+    """Once a process (a loop that does it every step must not flood the log)."""
+    global _said_under_open_spans
+    if not _said_under_open_spans:
+        _said_under_open_spans = True
+        _logger.warning("lens: a context detached while a span started after its attach is still open stays on "
+                        "lens's context stack (detach in the reverse order of attach)")
 
-    def __init__(self, inner):
-        self.inner = inner
 
-    def attach(self, context):
-        context = _facing(context)
-        token = self.inner.attach(context)
-        return _Token(token, _push(context.get(_SPAN_KEY)))
+def _with_span_context(context, lens_span_context):
+    """`context` with a non-recording span of a lens.SpanContext made current alone (C++'s ContextScope)."""
+    return Context({**context, _SPAN_KEY: otel_trace.NonRecordingSpan(_otel_span_context(lens_span_context))})
 
-    def detach(self, token):
-        """OpenTelemetry's checks first (a token used twice, or from another thread, raises, and OpenTelemetry's
-        context.detach logs "Failed to detach context"); then lens's stack loses the token's entry and the attached
-        ones above it, as OpenTelemetry's context variable does, never a live span's entry or another thread's."""
-        if not isinstance(token, _Token):  # attached before lens was installed
-            self.inner.detach(token)
-            return
-        self.inner.detach(token.inner)
-        global _said_under_open_spans
-        if token.pushed and _native.pop_context(token.pushed) == _UNDER_OPEN_SPANS and not _said_under_open_spans:
-            _said_under_open_spans = True  # once a process: a loop that does it every step must not flood the log
-            _logger.warning("lens: a context detached while a span started after its attach is still open stays on "
-                            "lens's context stack (detach in the reverse order of attach)")
 
-    def get_current(self):
-        context = self.inner.get_current()
-        current = _native.current_span()  # None: nothing, or the last attach is on top (the common case)
-        if current is None:
-            return context
-        if isinstance(current, _native.Span):  # a lens span made current after the last attach (Python, C++)
-            return Context({**context, _SPAN_KEY: OtelFacingSpan(current)})
-        # a context made current alone (C++'s ContextScope)
-        return Context({**context, _SPAN_KEY: otel_trace.NonRecordingSpan(_otel_span_context(current))})
+def runtime_context(inner):
+    """OpenTelemetry's runtime context kept in step with lens's context stack, over OpenTelemetry's own `inner`
+    (lens._native.RuntimeContext: attach, detach and get_current are C)."""
+    return _native.RuntimeContext(inner, _SPAN_KEY, Context, OtelFacingSpan, _with_span_context,
+                                  _say_under_open_spans)
 
 
 class TracerProvider(otel_trace.TracerProvider):
@@ -237,8 +192,8 @@ def install():
     """Makes lens OpenTelemetry's runtime context and its global tracer, meter and logger providers (once per
     process; a provider set before by other code is replaced, with a warning)."""
     with _install_lock:
-        if not isinstance(otel_context._RUNTIME_CONTEXT, LensRuntimeContext):
-            otel_context._RUNTIME_CONTEXT = LensRuntimeContext(otel_context._RUNTIME_CONTEXT)
+        if not isinstance(otel_context._RUNTIME_CONTEXT, _native.RuntimeContext):
+            otel_context._RUNTIME_CONTEXT = runtime_context(otel_context._RUNTIME_CONTEXT)
         _replace_global(otel_trace.set_tracer_provider, otel_trace, "_TRACER_PROVIDER", "_TRACER_PROVIDER_SET_ONCE",
                         TracerProvider)
         meters = otel_metrics._internal
@@ -266,4 +221,4 @@ def _replace_global(setter, module, attribute, once_attribute, provider_class, t
         tell_proxies(provider)
 
 
-__all__ = ["LensRuntimeContext", "Logger", "LoggerProvider", "MeterProvider", "TracerProvider", "install"]
+__all__ = ["Logger", "LoggerProvider", "MeterProvider", "TracerProvider", "install"]

@@ -46,6 +46,7 @@
 #include "lens/telemetry.h"
 #include "lens/version.h"
 #include "lens/worker.h"
+#include "otel_context.h"
 #include "otel_tracer.h"
 #include "phases.h"
 #include "sdk_spans.h"
@@ -635,21 +636,6 @@ void bind_spans(py::module_& m) {
       },
       "Makes `context` the thread's current one (an invalid one: no parent); returns a token for pop_context.");
   m.def(
-      "push_context_ids",
-      [](const py::bytes& trace_id, const py::bytes& span_id, int trace_flags, bool is_remote) {
-        // OpenTelemetry's SpanContext as its ids' big-endian bytes: no lens.SpanContext made (attach's fast path).
-        const std::string_view trace = trace_id, span = span_id;
-        lens::SpanContext c;
-        if (trace.size() == 16 && span.size() == 8) {
-          std::memcpy(c.trace_id.bytes.data(), trace.data(), 16);
-          std::memcpy(c.span_id.bytes.data(), span.data(), 8);
-          c.trace_flags = static_cast<std::uint8_t>(trace_flags);
-          c.is_remote = is_remote;
-        }
-        return context_token(lens::internal::push_context(c, nullptr, true));
-      },
-      "push_context of ids given as 16 and 8 big-endian bytes (anything else: an invalid context, no parent).");
-  m.def(
       "pop_context",
       [](std::uint64_t token) {
         const auto depth = static_cast<std::uint32_t>(token & kContextTokenDepthMask);
@@ -1061,7 +1047,7 @@ using namespace lens_python;
 PYBIND11_MODULE(_native, m) {
   m.doc() = "lens's C++ library for the lens Python package";
   py::register_exception<lens::ConfigError>(m, "ConfigError", PyExc_ValueError);
-  if (!add_span_path(m.ptr()) || !add_otel_tracer(m.ptr())) throw py::error_already_set();
+  if (!add_span_path(m.ptr()) || !add_otel_tracer(m.ptr()) || !add_otel_context(m.ptr())) throw py::error_already_set();
   if (!add_phase_path(m.ptr())) throw py::error_already_set();
   m.attr("LENS_VERSION") = LENS_VERSION_STRING;
 

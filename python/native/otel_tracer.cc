@@ -37,7 +37,9 @@ bool kind_of(PyObject* value, lens::SpanKind* out) {
   return true;
 }
 
-bool keyword_is(PyObject* key, std::string_view name) { return PyUnicode_CompareWithASCIIString(key, name.data()) == 0; }
+bool keyword_is(PyObject* key, std::string_view name) {
+  return PyUnicode_CompareWithASCIIString(key, name.data()) == 0;
+}
 
 // Reads a call of start_span / start_as_current_span the C path takes: the name alone as a positional argument,
 // and of the keywords only attributes (a dict or None), kind, record_exception, set_status_on_exception, context

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <initializer_list>
 #include <span>
 #include <string_view>
 
@@ -69,12 +70,31 @@ struct Kit {
         status(kit.attr("Status")),
         success(kit.attr("SUCCESS")),
         scope(kit.attr("InstrumentationScope")("lens", LENS_VERSION_STRING)),
-        keywords(py::make_tuple("name", "context", "parent", "resource", "attributes", "events", "links", "kind",
-                                "status", "start_time", "end_time", "instrumentation_scope")) {
+        keywords(interned({"name", "context", "parent", "resource", "attributes", "events", "links", "kind", "status",
+                           "start_time", "end_time", "instrumentation_scope"})),
+        tuple_trace_state(kit.attr("TUPLE_TRACE_STATE")) {
     py::sequence codes = kit.attr("STATUS_CODES"), kinds = kit.attr("SPAN_KINDS");
     for (std::size_t i = 0; i < status_codes.size(); ++i) status_codes[i] = codes[i];
     for (std::size_t i = 0; i < span_kinds.size(); ++i) span_kinds[i] = kinds[i];
     unset_status = status(status_codes[0]);
+  }
+
+  // OpenTelemetry's SpanContext of these ids (lens's are never out of range, so it is valid when both are nonzero):
+  // as its own tuple where the kit says its layout holds (sdk_exporters.py).
+  py::object context(py::object trace_id, py::object span_id, bool remote, py::object flags, bool valid) {
+    if (tuple_trace_state.is_none()) return span_context(trace_id, span_id, remote, flags);
+    py::tuple values = py::make_tuple(std::move(trace_id), std::move(span_id), py::bool_(remote), std::move(flags),
+                                      tuple_trace_state, py::bool_(valid));
+    py::tuple args = py::make_tuple(values);
+    return steal(PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(span_context.ptr()), args.ptr(), nullptr));
+  }
+
+  // Keyword names as the interpreter's own strings: a call matches them to parameters by identity.
+  static py::tuple interned(std::initializer_list<const char*> names) {
+    py::tuple t(names.size());
+    std::size_t i = 0;
+    for (const char* name : names) t[i++] = steal(PyUnicode_InternFromString(name));
+    return t;
   }
 
   py::object flags(std::uint8_t value) {
@@ -83,8 +103,8 @@ struct Kit {
     return f;
   }
 
-  py::object export_, readable_span, span_context, trace_flags, event, link, resource, status, success, scope,
-      keywords, unset_status;
+  py::object export_, readable_span, span_context, trace_flags, event, link, resource, status, success, scope, keywords,
+      tuple_trace_state, unset_status;
   std::array<py::object, 3> status_codes;  // UNSET, OK, ERROR
   std::array<py::object, 5> span_kinds;    // INTERNAL .. CONSUMER (OTLP's 1..5)
   std::array<py::object, 256> flag_values;
@@ -98,14 +118,15 @@ class BatchBuilder {
   py::object readable(const FinishedSpan& s) {
     py::object trace_id = id_int(s.context.trace_id.bytes.data(), 16);
     py::object flags = kit_.flags(s.context.trace_flags);
-    py::object context = kit_.span_context(trace_id, id_int(s.context.span_id.bytes.data(), 8), false, flags);
+    py::object context =
+        kit_.context(trace_id, id_int(s.context.span_id.bytes.data(), 8), false, flags, s.context.is_valid());
     py::list events(s.events.size()), links(s.links.size());
     for (std::size_t i = 0; i < s.events.size(); ++i)
       events[i] = kit_.event(text(s.events[i].name), attributes_of(s.events[i].attributes), s.events[i].unix_nanos);
     for (std::size_t i = 0; i < s.links.size(); ++i) {
       const lens::SpanContext& c = s.links[i].context;
-      py::object linked = kit_.span_context(id_int(c.trace_id.bytes.data(), 16), id_int(c.span_id.bytes.data(), 8),
-                                            c.is_remote, kit_.flags(c.trace_flags));
+      py::object linked = kit_.context(id_int(c.trace_id.bytes.data(), 16), id_int(c.span_id.bytes.data(), 8),
+                                       c.is_remote, kit_.flags(c.trace_flags), c.is_valid());
       links[i] = kit_.link(linked, attributes_of(s.links[i].attributes));
     }
     const int kind = static_cast<int>(s.kind) - 1;
@@ -133,7 +154,8 @@ class BatchBuilder {
     const bool same = last_parent_ && s.context.trace_id == last_trace_ && s.parent_span_id == last_parent_id_ &&
                       s.parent_is_remote == last_remote_ && s.context.trace_flags == last_flags_;
     if (!same) {
-      last_parent_ = kit_.span_context(trace_id, id_int(s.parent_span_id.bytes.data(), 8), s.parent_is_remote, flags);
+      last_parent_ = kit_.context(trace_id, id_int(s.parent_span_id.bytes.data(), 8), s.parent_is_remote, flags,
+                                  s.context.trace_id.is_valid());
       last_trace_ = s.context.trace_id;
       last_parent_id_ = s.parent_span_id;
       last_remote_ = s.parent_is_remote;
@@ -165,18 +187,37 @@ py::object resource_of(Kit& kit, const lens::ResourceAttributes& attributes) {
   return kit.resource(d);
 }
 
+// Python's cyclic collector off while a batch's objects are made (a tenth of the bridge's time went to collections
+// that found nothing to free: they all live until the export), then as it was.
+class CollectorPaused {
+ public:
+  CollectorPaused() : was_on_(PyGC_Disable() == 1) {}
+  ~CollectorPaused() {
+    if (was_on_) PyGC_Enable();
+  }
+  CollectorPaused(const CollectorPaused&) = delete;
+  CollectorPaused& operator=(const CollectorPaused&) = delete;
+
+ private:
+  bool was_on_;
+};
+
 bool export_batch(Kit& kit, const lens::internal::ExportBatch& batch) {
   if (interpreter_ending()) return false;  // a late batch after the interpreter ended
   py::gil_scoped_acquire gil;
   try {
-    BatchBuilder builder(kit, resource_of(kit, lens::internal::batch_resource(batch)));
     py::list spans;
-    lens::internal::for_each_finished_span(batch, [&](const FinishedSpan& s) { spans.append(builder.readable(s)); });
+    {
+      const CollectorPaused paused;
+      BatchBuilder builder(kit, resource_of(kit, lens::internal::batch_resource(batch)));
+      lens::internal::for_each_finished_span(batch, [&](const FinishedSpan& s) { spans.append(builder.readable(s)); });
+    }
     py::object result = kit.export_(spans);
     return result.is(kit.success) || result.equal(kit.success);
   } catch (py::error_already_set& e) {
     static std::atomic<bool> told{false};
-    if (!told.exchange(true)) PySys_WriteStderr("lens: a span exporter raised (counted as a failed export): %s\n", e.what());
+    if (!told.exchange(true))
+      PySys_WriteStderr("lens: a span exporter raised (counted as a failed export): %s\n", e.what());
     return false;
   }
 }

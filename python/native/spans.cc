@@ -786,13 +786,13 @@ PyMethodDef functions[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+}  // namespace
+
 bool ready(PyTypeObject* type, PyObject* module, const char* attribute) {
   if (PyType_Ready(type) < 0) return false;
   Py_INCREF(type);
   return PyModule_AddObject(module, attribute, reinterpret_cast<PyObject*>(type)) == 0;
 }
-
-}  // namespace
 
 bool group_is_enabled(PyObject* group, int* id) { return group_enabled(group, id); }
 
@@ -828,6 +828,12 @@ PyObject* new_span(const SpanRequest& r) {
   s->redact = r.redact;
   if (r.start_now) start(s);
   return reinterpret_cast<PyObject*>(s);
+}
+
+bool lens_span_context(PyObject* object, lens::SpanContext* context) {
+  if (!Py_IS_TYPE(object, &SpanType)) return false;
+  *context = reinterpret_cast<SpanObject*>(object)->h.context;
+  return true;
 }
 
 PyObject* current_span_view() {

@@ -22,6 +22,9 @@ PyCFunction fastcall(F f) {
   return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
 }
 
+// Readies `type` and adds it to `module` as `attribute`. False with a Python error set.
+bool ready(PyTypeObject* type, PyObject* module, const char* attribute);
+
 // Adds the fast functions and the types to the module. False with a Python error set.
 bool add_span_path(PyObject* module);
 
@@ -59,5 +62,7 @@ PyObject* new_span(const SpanRequest& request);
 // writes to it (a live span made current by lens, in Python or C++; it never ends the span), its SpanContext
 // (a context made current alone: ContextScope), or None (nothing, or a context OpenTelemetry attached itself).
 PyObject* current_span_view();
+// Whether `object` is a lens Span (managed_span's, a tracer's, a view); its context into *context when it is.
+bool lens_span_context(PyObject* object, lens::SpanContext* context);
 
 }  // namespace lens_python

@@ -323,8 +323,8 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
   state->config = with_signal_exporters_applied(requested);
   const Config& config = state->config;
   state->resource_attributes = std::move(options.resource_attributes);
-  state->span_sink = options.span_batch_sink ? std::move(options.span_batch_sink)
-                                              : span_json_sink(std::move(options.span_sink));
+  state->span_sink =
+      options.span_batch_sink ? std::move(options.span_batch_sink) : span_json_sink(std::move(options.span_sink));
   state->metric_sink = std::move(options.metric_sink);
   state->pid = ::getpid();
 

@@ -375,6 +375,27 @@ class SdkExportersTest(unittest.TestCase):
                          [("nemo.span.truncated", {"reason": "still open at telemetry shutdown"})])
         self.assertEqual(truncated.instrumentation_scope.name, "lens")
 
+    def test_the_bridge_leaves_python_s_collector_as_it_found_it(self):
+        """The bridge pauses the cyclic collector while it makes a batch's objects: on, or off as the application
+        set it, it is as it was after every batch."""
+        import gc
+        for collecting in (True, False):
+            exporter = self.exporter_class()()
+            (gc.enable if collecting else gc.disable)()
+            try:
+                with contextlib.ExitStack() as stack:
+                    handle = self.setup(stack, span_exporter=exporter)
+                    for i in range(600):  # more than a batch
+                        with managed_span(lens.SpanGroup.STEP, "step", i=i):
+                            pass
+                    handle.force_flush()
+                    self.assertEqual(gc.isenabled(), collecting)
+                    handle.shutdown()
+                self.assertEqual(len(exporter.spans), 600)
+                self.assertEqual(gc.isenabled(), collecting)
+            finally:
+                gc.enable()
+
     def test_an_exporter_that_raises_is_counted_and_the_next_batch_still_goes(self):
         exporter = self.exporter_class()(fail_first=1)
         with contextlib.ExitStack() as stack:

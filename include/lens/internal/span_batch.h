@@ -16,8 +16,8 @@
 #include "lens/attributes.h"
 #include "lens/context.h"
 #include "lens/internal/visibility.h"
-#include "lens/telemetry.h"
 #include "lens/span.h"
+#include "lens/telemetry.h"
 
 namespace lens::internal {
 
