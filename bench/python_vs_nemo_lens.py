@@ -16,8 +16,11 @@ are medians over rounds:
   - each path's baseline in the same round: `contextlib.nullcontext`, `functools.partial`, a frozenset test.
 Paths: a kept managed_span with 2 attributes, a kept trace_fn call, the OpenTelemetry API's start_as_current_span,
 get_current_span().set_attribute, a context.attach/detach pair, and with the group off: managed_span, a trace_fn
-call, is_span_group_enabled. Then a burst of kept spans into an SDK exporter given to setup_telemetry (NeMo Lens's
-form): its throughput and drop ratio. Figures, command and machine: docs/PERFORMANCE.md."""
+call, is_span_group_enabled. Then, each in a process of its own: Megatron-LM's calls for one training iteration
+under its `default` and `per_step` presets (ns an iteration); a burst of kept spans into an SDK exporter given to
+setup_telemetry (NeMo Lens's form): its throughput and drop ratio; and what OpenTelemetry's API costs with nothing
+behind it, the floor under both libraries' get_current_span and attach/detach. Figures, command and machine:
+docs/PERFORMANCE.md. `--quick` (3 rounds, a burst of 5,000) is a ctest: every path runs, no timing is asserted."""
 
 import argparse
 import contextlib
@@ -226,6 +229,35 @@ def child_burst(spans):
             "exported_per_second": counting.spans / seconds}
 
 
+def child_otel_api_floor(rounds):
+    """What OpenTelemetry's Python API costs with nothing behind it (no SDK, its own contextvars runtime context, a
+    no-op span current): the floor under both libraries' get_current_span().set_attribute and attach + detach."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    span = trace.NonRecordingSpan(trace.SpanContext(1, 2, False))
+    ctx = trace.set_span_in_context(span)
+    token = otel_context.attach(ctx)
+
+    def set_attribute():
+        for i in range(BATCH):
+            trace.get_current_span().set_attribute("k", i)
+
+    def attach_detach():
+        for _ in range(BATCH):
+            otel_context.detach(otel_context.attach(ctx))
+
+    result = {}
+    for name, body in (("get_current_span().set_attribute", set_attribute), ("context.attach + detach", attach_detach)):
+        samples = []
+        for _ in range(rounds):
+            start = time.perf_counter_ns()
+            body()
+            samples.append((time.perf_counter_ns() - start) / BATCH)
+        result[name] = statistics.median(samples)
+    otel_context.detach(token)
+    return result
+
+
 MEGATRON_ITERATIONS = 200  # a round of Megatron's per-step pattern
 MEGATRON_PRESETS = ("default", "per_step")
 
@@ -244,9 +276,11 @@ def child_megatron(library, preset, rounds):
     from nemo.lens.helpers import managed_span, safe_set_span_attributes, trace_fn
     from nemo.lens.state import is_span_group_enabled
     config = NemoLensConfig.from_env(span_group_cls=_megatron_span_group())
-    counting = counting_exporter()
-    handle = setup_telemetry(config, rank=0, world_size=1,
-                             **({"span_exporter": counting} if library == "nemo_lens" else {}))
+    sdk = {}
+    if library == "nemo_lens":  # its SDK providers: the counting span exporter, a reader its collections go to
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        sdk = {"span_exporter": counting_exporter(), "metric_reader": InMemoryMetricReader()}
+    handle = setup_telemetry(config, rank=0, world_size=1, **sdk)
     meter = handle.meter
     step_ms = meter.create_histogram(name="megatron.training.step_duration_ms", unit="ms")
     loss_gauge = meter.create_gauge(name="megatron.training.loss")
@@ -263,7 +297,8 @@ def child_megatron(library, preset, rounds):
             pass  # the interval block's re-rooting, every save_interval
         with managed_span("step", "megatron.train.iteration", **{"megatron.iteration": i}) as span:
             loss = forward_backward(i)
-            safe_set_span_attributes(span, {"megatron.loss": loss})
+            if span is not None:  # a group that is off yields None (NeMo Lens's safe_set_span_attributes needs a span)
+                safe_set_span_attributes(span, {"megatron.loss": loss})
         step_ms.record(100.0 + i % 7)
         loss_gauge.set(loss)
         skipped.add(0)
@@ -329,6 +364,9 @@ def table(results):
         mine, theirs = (results[library][f"megatron {preset}"]["ns_per_iteration"] for library in ("lens", "nemo_lens"))
         lines.append(f"| Megatron's calls for one iteration, `{preset}` | {mine:.0f} | {theirs:.0f} | "
                      f"{theirs / mine:.1f}x | | | | | |")
+    floor = results["otel_api_floor"]
+    lines.append("\nOpenTelemetry's API alone (no SDK, its contextvars runtime context, a no-op span current), "
+                 "same run: " + ", ".join(f"{name} {ns:.0f} ns" for name, ns in floor.items()))
     for library in ("lens", "nemo_lens"):
         b = results[library]["sdk exporter burst"]
         lines.append(f"\nSDK exporter burst ({library}): {b['spans']} spans, {b['exported_per_second']:,.0f} exported "
@@ -344,11 +382,14 @@ def main():
     parser.add_argument("--burst", type=int, default=250_000, help=argparse.SUPPRESS)
     parser.add_argument("--burst-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--megatron", choices=MEGATRON_PRESETS, help=argparse.SUPPRESS)
+    parser.add_argument("--otel-api-floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     rounds, burst = (3, 5_000) if args.quick else (args.rounds, args.burst)
     if args.child:  # one library's figures as a JSON line (a setup a process: each library's burst in its own)
         if args.megatron:
             print(json.dumps(child_megatron(args.child, args.megatron, rounds)))
+        elif args.otel_api_floor:
+            print(json.dumps(child_otel_api_floor(rounds)))
         else:
             print(json.dumps(child_burst(burst) if args.burst_only else child_paths(args.child, rounds)))
         return
@@ -365,6 +406,9 @@ def main():
             for preset in MEGATRON_PRESETS:
                 line = run([*command, "--megatron", preset], cwd=tmp).stdout.strip().splitlines()[-1]
                 results[library][f"megatron {preset}"] = json.loads(line)
+        floor = run([pythons["nemo_lens"], os.path.abspath(__file__), "--child", "nemo_lens", "--otel-api-floor",
+                     "--rounds", str(rounds)], cwd=tmp).stdout.strip().splitlines()[-1]
+        results["otel_api_floor"] = json.loads(floor)
     print(f"CPython {results['lens']['python']}, {platform.machine()}, {os.cpu_count()} cores, {rounds} rounds of "
           f"{BATCH} calls a path (medians)")
     print(table(results))

@@ -55,44 +55,25 @@ def _otel_span_context(context):
 class OtelFacingSpan(otel_trace.Span):
     """A lens span as OpenTelemetry's context hands it out: every call goes to the lens span, and
     get_span_context() gives OpenTelemetry's SpanContext, which the OpenTelemetry SDK's tracers (a provider of the
-    user's own, beside lens) and propagators require of a parent."""
+    user's own, beside lens) and propagators require of a parent. The calls that need no conversion are the lens
+    span's own methods, bound once here: `get_current_span().set_attribute(k, v)` runs no Python frame of lens's."""
 
-    __slots__ = ("lens_span",)
+    _FORWARDED = ("end", "set_attributes", "set_attribute", "add_event", "update_name", "is_recording", "set_status",
+                  "record_exception")
+    __slots__ = ("lens_span", *_FORWARDED)
 
     def __init__(self, lens_span):
         self.lens_span = lens_span
+        for name in self._FORWARDED:
+            setattr(self, name, getattr(lens_span, name))
 
     def get_span_context(self):
         return _otel_span_context(self.lens_span.get_span_context())
-
-    def end(self, end_time=None):
-        self.lens_span.end(end_time=end_time)
-
-    def set_attributes(self, attributes):
-        self.lens_span.set_attributes(attributes)
-
-    def set_attribute(self, key, value):
-        self.lens_span.set_attribute(key, value)
-
-    def add_event(self, name, attributes=None, timestamp=None):
-        self.lens_span.add_event(name, attributes, timestamp)
 
     def add_link(self, context, attributes=None):
         link = lens.tracer.lens_context(context)
         if link is not None:  # OpenTelemetry drops a link to an invalid context
             self.lens_span.add_link(link, attributes)
-
-    def update_name(self, name):
-        self.lens_span.update_name(name)
-
-    def is_recording(self):
-        return self.lens_span.is_recording()
-
-    def set_status(self, status, description=None):
-        self.lens_span.set_status(status, description)
-
-    def record_exception(self, exception, attributes=None, timestamp=None, escaped=False):
-        self.lens_span.record_exception(exception, attributes, timestamp, escaped)
 
     def __repr__(self):
         return f"OtelFacingSpan({self.lens_span!r})"

@@ -59,9 +59,31 @@ class SpanKit:
     SPAN_KINDS = (SpanKind.INTERNAL, SpanKind.SERVER, SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CONSUMER)  # 1..5
     SUCCESS = SpanExportResult.SUCCESS
 
+    # ReadableSpan's parameters, in the order the bridge passes them.
+    READABLE_SPAN_PARAMETERS = ("name", "context", "parent", "resource", "attributes", "events", "links", "kind",
+                                "status", "start_time", "end_time", "instrumentation_scope")
+
     def __init__(self, exporter):
         self.exporter = exporter
         self.TUPLE_TRACE_STATE = _span_context_tuple_trace_state()
+        self.READABLE_SPAN_FIELDS = _readable_span_fields(self.READABLE_SPAN_PARAMETERS)
+
+
+def _readable_span_fields(parameters):
+    """The attribute each of `parameters` becomes, when ReadableSpan's __init__ only stores its arguments (and
+    instrumentation_info, as None): the bridge then sets them on an object it makes without running __init__ (that
+    call is half of a span's cost). None where __init__ does anything else."""
+    given = {name: object() for name in parameters}
+    try:
+        made = vars(ReadableSpan(**given))
+    except Exception:  # noqa: BLE001: another ReadableSpan: __init__ makes them
+        return None
+    stored = {id(value): key for key, value in made.items() if value is not None}
+    leftover = {key for key, value in made.items() if value is None}
+    if len(stored) != len(parameters) or leftover != {"_instrumentation_info"}:
+        return None
+    fields = tuple(stored.get(id(given[name])) for name in parameters)
+    return fields + ("_instrumentation_info",) if None not in fields else None
 
 
 def _span_context_tuple_trace_state():

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <atomic>
-#include <initializer_list>
 #include <span>
 #include <string_view>
 
@@ -70,8 +69,8 @@ struct Kit {
         status(kit.attr("Status")),
         success(kit.attr("SUCCESS")),
         scope(kit.attr("InstrumentationScope")("lens", LENS_VERSION_STRING)),
-        keywords(interned({"name", "context", "parent", "resource", "attributes", "events", "links", "kind", "status",
-                           "start_time", "end_time", "instrumentation_scope"})),
+        keywords(interned(kit.attr("READABLE_SPAN_PARAMETERS"))),
+        fields(interned(kit.attr("READABLE_SPAN_FIELDS"))),
         tuple_trace_state(kit.attr("TUPLE_TRACE_STATE")) {
     py::sequence codes = kit.attr("STATUS_CODES"), kinds = kit.attr("SPAN_KINDS");
     for (std::size_t i = 0; i < status_codes.size(); ++i) status_codes[i] = codes[i];
@@ -89,12 +88,37 @@ struct Kit {
     return steal(PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(span_context.ptr()), args.ptr(), nullptr));
   }
 
-  // Keyword names as the interpreter's own strings: a call matches them to parameters by identity.
-  static py::tuple interned(std::initializer_list<const char*> names) {
-    py::tuple t(names.size());
+  // Names as the interpreter's own strings: a call matches keywords to parameters, and an object's attributes to
+  // its class's shared keys, by identity. None stays None.
+  static py::object interned(const py::object& names) {
+    if (names.is_none()) return names;
+    py::tuple t(py::len(names));
     std::size_t i = 0;
-    for (const char* name : names) t[i++] = steal(PyUnicode_InternFromString(name));
+    for (py::handle name : names) {
+      PyObject* s = Py_NewRef(name.ptr());
+      PyUnicode_InternInPlace(&s);
+      t[i++] = steal(s);
+    }
     return t;
+  }
+
+  // A ReadableSpan of `values` (READABLE_SPAN_PARAMETERS' order): its fields set on an object made without running
+  // __init__ where the kit found that __init__ only stores them (sdk_exporters.py), else a call.
+  py::object readable_span_of(const std::array<py::object, 12>& values) {
+    if (fields.is_none()) {
+      std::array<PyObject*, 12> args{};
+      for (std::size_t i = 0; i < args.size(); ++i) args[i] = values[i].ptr();
+      return steal(PyObject_Vectorcall(readable_span.ptr(), args.data(), 0, keywords.ptr()));
+    }
+    // object.__new__: what a call makes before __init__ (it readies the instance's dict in every CPython).
+    py::object span = steal(
+        PyBaseObject_Type.tp_new(reinterpret_cast<PyTypeObject*>(readable_span.ptr()), no_arguments.ptr(), nullptr));
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (PyObject_GenericSetAttr(span.ptr(), PyTuple_GET_ITEM(fields.ptr(), i), values[i].ptr()) < 0)
+        throw py::error_already_set();
+    if (PyObject_GenericSetAttr(span.ptr(), PyTuple_GET_ITEM(fields.ptr(), values.size()), Py_None) < 0)
+      throw py::error_already_set();  // instrumentation_info, deprecated: None
+    return span;
   }
 
   py::object flags(std::uint8_t value) {
@@ -104,7 +128,7 @@ struct Kit {
   }
 
   py::object export_, readable_span, span_context, trace_flags, event, link, resource, status, success, scope, keywords,
-      tuple_trace_state, unset_status;
+      fields, tuple_trace_state, unset_status, no_arguments = py::tuple();
   std::array<py::object, 3> status_codes;  // UNSET, OK, ERROR
   std::array<py::object, 5> span_kinds;    // INTERNAL .. CONSUMER (OTLP's 1..5)
   std::array<py::object, 256> flag_values;
@@ -116,7 +140,7 @@ class BatchBuilder {
   BatchBuilder(Kit& kit, py::object resource) : kit_(kit), resource_(std::move(resource)) {}
 
   py::object readable(const FinishedSpan& s) {
-    py::object trace_id = id_int(s.context.trace_id.bytes.data(), 16);
+    py::object trace_id = trace_id_of(s.context.trace_id);
     py::object flags = kit_.flags(s.context.trace_flags);
     py::object context =
         kit_.context(trace_id, id_int(s.context.span_id.bytes.data(), 8), false, flags, s.context.is_valid());
@@ -142,10 +166,7 @@ class BatchBuilder {
                                             steal(PyLong_FromUnsignedLongLong(s.start_unix_nanos)),
                                             steal(PyLong_FromUnsignedLongLong(s.end_unix_nanos)),
                                             kit_.scope};
-    std::array<PyObject*, 12> args{};
-    for (std::size_t i = 0; i < args.size(); ++i) args[i] = values[i].ptr();
-    PyObject* span = PyObject_Vectorcall(kit_.readable_span.ptr(), args.data(), 0, kit_.keywords.ptr());
-    return steal(span);
+    return kit_.readable_span_of(values);
   }
 
  private:
@@ -172,7 +193,18 @@ class BatchBuilder {
   }
 
   Kit& kit_;
+  // Consecutive spans of a batch are mostly of one trace: its int is made once for a run of them.
+  py::object trace_id_of(const lens::TraceId& id) {
+    if (!trace_id_int_ || id != trace_id_) {
+      trace_id_int_ = id_int(id.bytes.data(), 16);
+      trace_id_ = id;
+    }
+    return trace_id_int_;
+  }
+
   py::object resource_;
+  py::object trace_id_int_;
+  lens::TraceId trace_id_;
   py::object last_parent_;
   lens::TraceId last_trace_;
   lens::SpanId last_parent_id_;

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 import unittest
+import unittest.mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "tests"))
@@ -326,7 +327,20 @@ class SdkExportersTest(unittest.TestCase):
 
     def test_readable_spans_carry_what_the_sdk_s_own_tracer_gives_its_exporter(self):
         """The same calls through lens (into an SDK exporter given to setup) and through the SDK's own TracerProvider:
-        every field an exporter reads is the same but the ids and times; a span still open at shutdown is marked."""
+        every field an exporter reads is the same but the ids and times; a span still open at shutdown is marked.
+        Both ways the bridge builds: setting ReadableSpan's and SpanContext's fields directly (this SDK's layout),
+        and calling their constructors (an SDK whose layout it does not know)."""
+        from lens import sdk_exporters
+        for direct in (True, False):
+            with self.subTest(direct=direct), contextlib.ExitStack() as stack:
+                if not direct:
+                    stack.enter_context(unittest.mock.patch.object(sdk_exporters, "_readable_span_fields",
+                                                                   lambda parameters: None))
+                    stack.enter_context(unittest.mock.patch.object(sdk_exporters, "_span_context_tuple_trace_state",
+                                                                   lambda: None))
+                self.check_readable_spans_against_the_sdk()
+
+    def check_readable_spans_against_the_sdk(self):
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
