@@ -80,10 +80,10 @@ struct Kit {
 
   // OpenTelemetry's SpanContext of these ids (lens's are never out of range, so it is valid when both are nonzero):
   // as its own tuple where the kit says its layout holds (sdk_exporters.py).
-  py::object context(py::object trace_id, py::object span_id, bool remote, py::object flags, bool valid) {
+  py::object context(const py::object& trace_id, const py::object& span_id, bool remote, const py::object& flags,
+                     bool valid) {
     if (tuple_trace_state.is_none()) return span_context(trace_id, span_id, remote, flags);
-    py::tuple values = py::make_tuple(std::move(trace_id), std::move(span_id), py::bool_(remote), std::move(flags),
-                                      tuple_trace_state, py::bool_(valid));
+    py::tuple values = py::make_tuple(trace_id, span_id, py::bool_(remote), flags, tuple_trace_state, py::bool_(valid));
     py::tuple args = py::make_tuple(values);
     return steal(PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(span_context.ptr()), args.ptr(), nullptr));
   }
