@@ -76,8 +76,9 @@ std::unique_ptr<TelemetryExporter> make_exporter(const Config& config, const std
     const SignalSet& set = by_kind[static_cast<std::size_t>(kind)];
     if (set[0] || set[1] || set[2]) kinds.push_back(kind);
   }
-  if (kinds.size() <= 1)
-    return make_one(kinds.empty() ? config.exporter : kinds.front(), config, run_id, rank, signals);
+  // No signal for any of them (each has a consumer's sink, or is off): nothing is opened, not even a connection.
+  if (kinds.empty()) return std::make_unique<SignalRouter>();
+  if (kinds.size() == 1) return make_one(kinds.front(), config, run_id, rank, signals);
   auto router = std::make_unique<SignalRouter>();
   for (Exporter kind : kinds) {
     const SignalSet& set = by_kind[static_cast<std::size_t>(kind)];
