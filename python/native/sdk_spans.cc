@@ -219,8 +219,8 @@ py::object resource_of(Kit& kit, const lens::ResourceAttributes& attributes) {
   return kit.resource(d);
 }
 
-// Python's cyclic collector off while a batch's objects are made (a tenth of the bridge's time went to collections
-// that found nothing to free: they all live until the export), then as it was.
+// Python's cyclic collector off while a batch's objects are made, then as it was: a collection then finds nothing
+// to free (the objects all live until the export) and would cost a tenth of the bridge's time.
 class CollectorPaused {
  public:
   CollectorPaused() : was_on_(PyGC_Disable() == 1) {}

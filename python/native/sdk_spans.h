@@ -1,7 +1,8 @@
 // lens's spans to an OpenTelemetry SDK SpanExporter given to setup (setup_telemetry(span_exporter=...)): each batch
 // becomes the SDK's ReadableSpans, built here from lens's records (lens/internal/span_batch.h) on the pipeline's
 // background thread, the GIL taken once per batch, then goes to the exporter's export(). No OTLP/JSON between:
-// a Python conversion of the JSON kept up with about 100,000 spans a second, less than one training thread makes.
+// parsing it and building the objects in Python is ten times slower, slower than one training thread makes spans
+// (docs/PERFORMANCE.md has the figures).
 #pragma once
 
 #include <Python.h>
