@@ -282,7 +282,7 @@ def child_megatron(library, preset, rounds):
     import sys
     sys.path.insert(0, os.path.join(ROOT, "tests", "otel_python"))
     from megatron_shapes import _megatron_span_group
-    directory = child_environment()
+    child_environment()
     os.environ.update(NEMO_LENS_SPAN_GROUPS=preset, NEMO_LENS_METRICS_ENABLED="1",
                       OTEL_METRIC_EXPORT_INTERVAL="3600000")  # real instruments, no export inside the rounds
     from nemo.lens import NemoLensConfig, setup_telemetry
@@ -325,7 +325,7 @@ def child_megatron(library, preset, rounds):
         samples.append((time.perf_counter_ns() - start) / MEGATRON_ITERATIONS)
         trace.get_tracer_provider().force_flush()
     handle.shutdown()
-    return {"ns_per_iteration": statistics.median(samples), "directory": directory}
+    return {"ns_per_iteration": statistics.median(samples)}
 
 
 # ---- the driver ------------------------------------------------------------------------------------------------
