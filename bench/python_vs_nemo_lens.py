@@ -63,7 +63,8 @@ def counting_exporter():
 
 
 def child_environment():
-    directory = tempfile.mkdtemp(prefix="bench-vs-")
+    # Under the working directory: the parent runs every child in a temporary directory it removes.
+    directory = tempfile.mkdtemp(prefix="files-", dir=os.getcwd())
     os.environ.update(NEMO_LENS_ENABLED="1", NEMO_LENS_SPAN_GROUPS=KEPT_GROUP, NEMO_LENS_RUN_ID="bench",
                       NEMO_LENS_EXPORTER="file", NEMO_LENS_FILE_DIR=directory, NEMO_LENS_METRICS_ENABLED="0")
     return directory

@@ -38,16 +38,16 @@ class AttributeBuffer {
   bool add(PyObject* key, PyObject* value) {
     std::string_view k;
     if (!utf8(key, &k)) return false;
-    if (value == Py_True || value == Py_False) return push(k, lens::AttributeValue(value == Py_True));
+    if (value == Py_True || value == Py_False) return push(k, value == Py_True);
     if (PyLong_Check(value)) {
       std::int64_t v = 0;
-      return as_int64(value, &v) && push(k, lens::AttributeValue(v));
+      return as_int64(value, &v) && push(k, v);
     }
-    if (PyFloat_Check(value)) return push(k, lens::AttributeValue(PyFloat_AS_DOUBLE(value)));
+    if (PyFloat_Check(value)) return push(k, PyFloat_AS_DOUBLE(value));
     if (PyUnicode_Check(value)) {
       std::string_view s;
-      if (redact_ && is_redacted_key(k)) return push(k, lens::AttributeValue(std::string_view(kRedacted)));
-      return utf8(value, &s) && push(k, lens::AttributeValue(s));
+      if (redact_ && is_redacted_key(k)) return push(k, std::string_view(kRedacted));
+      return utf8(value, &s) && push(k, s);
     }
     if (PyList_Check(value) || PyTuple_Check(value)) return add_array(k, value);
     if (PyIndex_Check(value)) return add_index(k, value);  // numpy integers
@@ -98,16 +98,19 @@ class AttributeBuffer {
     std::int64_t v = 0;
     bool ok = as_int64(index, &v);
     Py_DECREF(index);
-    return ok && push(k, lens::AttributeValue(v));
+    return ok && push(k, v);
   }
-  bool push(std::string_view key, lens::AttributeValue value) {
-    const lens::Attribute a{lens::AttributeKey(key), value};
+  // The attribute is built where it is kept, from the value itself: one built on the stack and copied is read back
+  // in other widths than it was written, which stalls the store buffer on every attribute.
+  template <typename Value>
+  bool push(std::string_view key, Value value) {
     if (count_ < kInline) {
-      std::construct_at(&inline_.items[count_++], a);
+      ::new (static_cast<void*>(&inline_.items[count_++]))
+          lens::Attribute{lens::AttributeKey(key), lens::AttributeValue(value)};
       return true;
     }
     if (overflow_.empty()) overflow_.assign(inline_.items, inline_.items + kInline);
-    overflow_.push_back(a);
+    overflow_.push_back(lens::Attribute{lens::AttributeKey(key), lens::AttributeValue(value)});
     return true;
   }
 
@@ -126,7 +129,7 @@ class AttributeBuffer {
     if (PyBool_Check(first) && all([](PyObject* o) { return PyBool_Check(o); })) {
       auto& v = arrays.bools.emplace_back(new bool[static_cast<std::size_t>(n)]);
       for (Py_ssize_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = items[i] == Py_True;
-      return push(k, lens::AttributeValue(std::span<const bool>(v.get(), static_cast<std::size_t>(n))));
+      return push(k, std::span<const bool>(v.get(), static_cast<std::size_t>(n)));
     }
     if (PyLong_Check(first) && all([](PyObject* o) { return PyLong_Check(o) && !PyBool_Check(o); })) {
       auto& v = arrays.ints.emplace_back();
@@ -135,12 +138,12 @@ class AttributeBuffer {
         if (!as_int64(items[i], &x)) return false;
         v.push_back(x);
       }
-      return push(k, lens::AttributeValue(std::span<const std::int64_t>(v)));
+      return push(k, std::span<const std::int64_t>(v));
     }
     if (PyFloat_Check(first) && all([](PyObject* o) { return PyFloat_Check(o); })) {
       auto& v = arrays.doubles.emplace_back();
       for (Py_ssize_t i = 0; i < n; ++i) v.push_back(PyFloat_AS_DOUBLE(items[i]));
-      return push(k, lens::AttributeValue(std::span<const double>(v)));
+      return push(k, std::span<const double>(v));
     }
     if (PyUnicode_Check(first) && all([](PyObject* o) { return PyUnicode_Check(o); })) {
       auto& v = arrays.strings.emplace_back();
@@ -149,7 +152,7 @@ class AttributeBuffer {
         if (!utf8(items[i], &s)) return false;
         v.push_back(s);
       }
-      return push(k, lens::AttributeValue(std::span<const std::string_view>(v)));
+      return push(k, std::span<const std::string_view>(v));
     }
     return false;
   }

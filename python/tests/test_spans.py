@@ -28,6 +28,15 @@ class ManagedSpanTest(unittest.TestCase):
         self.assertEqual(attributes(outer),
                          {"iteration": 3, "loss": 2.5, "phase": "warmup", "ok": True, "ids": ["1", "2"]})
 
+    def test_more_attributes_than_a_span_keeps_inline_keep_every_value(self):
+        given = {f"int{i}": i for i in range(6)}
+        given.update(real=0.5, flag=False, label="t", floats=[1.5, 2.5], names=["a", "b"], flags=[True], token="s")
+        with Run("all") as run:
+            with managed_span(STEP, "many", **given):
+                pass
+        expected = dict(given, floats=[1.5, 2.5], flags=[True], token="[REDACTED]")
+        self.assertEqual(attributes(run.span("many")), expected)
+
     def test_a_disabled_group_yields_none_and_the_body_runs(self):
         ran = []
         with Run("default") as run:
