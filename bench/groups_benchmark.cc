@@ -3,13 +3,8 @@
 //
 // Command:  ./scripts/bench.sh   (lens_benchmarks --benchmark_repetitions=15 --benchmark_min_time=0.2
 //           --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true; medians)
-// Machine:  AMD EPYC, 2 cores (2445 MHz), Debian 12, g++ 12.2 -O2; shared VM, 2026-11-29.
-// Results (median of 15, ns; two runs):
-//   BM_Baseline_RelaxedLoadAndBranch   1.15   0.854
-//   BM_IsEnabled_EnabledGroup          0.553  0.409   (0.48x baseline)
-//   BM_IsEnabled_DisabledGroup         1.000  0.739   (0.87x baseline)
-// All three loops compile to the same five instructions (load, and, cmp, sbb, loop); the spread between them
-// is the machine's, which is why each figure is read against the baseline of its own run.
+// Figures and machine: docs/PERFORMANCE.md ("Span-group check"). The three loops compile to the same five
+// instructions (load, and, cmp, sbb, loop), so each figure is read against the baseline of its own run.
 #include <benchmark/benchmark.h>
 
 #include <atomic>

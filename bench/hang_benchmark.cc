@@ -57,7 +57,7 @@ void BM_Span_NonExportingRank(benchmark::State& state) {
 BENCHMARK(BM_Span_NonExportingRank)->ArgName("snapshots")->Arg(1)->Arg(0);
 
 // The exporting rank (rank 1 of 2) under production's `default` groups: a micro-batch span, its group off, is kept
-// as a position so that a snapshot knows the loop (issue 28); with snapshots off the site is the group check alone.
+// as a position so that a snapshot knows the loop; with snapshots off the site is the group check alone.
 void BM_Span_OffGroupKeptAsPosition(benchmark::State& state) {
   lens::Config c;
   c.catalogue = lens::megatron::catalogue();

@@ -1,15 +1,10 @@
 // What training produces is kept: spans from a thread at full speed (no attributes, and four), in bursts, and from
 // two threads, with the default batch settings (queue 2048, batch 512, delay 5 s) into an exporter that discards each
 // batch, so the figure is the pipeline's (wake-up, drain, batching), not an encoder's. Each case prints what was
-// dropped, the process's CPU per span and the export side's: the process's CPU minus the producing threads' (issue 33).
+// dropped, the process's CPU per span and the export side's: the process's CPU minus the producing threads'.
 //
 // Command:  build/bench/lens_keep_benchmark --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
-// Machine:  AMD EPYC (Zen 5), 2 cores, Debian 12, g++ 12.2 -O2; KVM VM, 2026-12-04. Medians of 3, four rounds:
-//   one thread, 1 M spans: 0 dropped, 43 M spans/s exported (31-45 M), export side 2.7 ns a span (2.6-4.3; 4
-//   attributes: 4.9 ns, 28 M spans/s, 0 dropped in three rounds, 0.27 % in one); two threads: 12 % dropped, 43 M/s
-//   memory per recording thread: 79-131 KiB (queue 262144 and 2048)
-// Anchor (issue 13, the OpenTelemetry C++ SDK 1.29-dev on this machine kind, same settings, discarding
-// exporter): 1,000,000 spans from one thread at full speed: 1.0 % dropped, 462 k exported spans/s.
+// Figures, machine and the OpenTelemetry C++ SDK beside them: docs/PERFORMANCE.md ("Keeping what training produces").
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -51,8 +46,8 @@ struct Produced {
 // One setup per case with the defaults, spans produced by `produce`, shut down, and the counts as counters:
 // produced, exported, dropped, drop_ratio, produced_per_s (the producers' pace), exported_per_s (to the end of
 // shutdown), process_cpu_ns_per_span (every thread of the process, the export thread included) and
-// export_side_cpu_ns_per_span: the process's CPU minus the producing threads', per span (issue 33: what the
-// export thread spends to drain, batch, convert times and count, the exporter itself discarding).
+// export_side_cpu_ns_per_span: the process's CPU minus the producing threads', per span (what the export thread
+// spends to drain, batch, convert times and count, the exporter itself discarding).
 template <typename Produce>
 void run_case(benchmark::State& state, Produce produce) {
   for (auto _ : state) {

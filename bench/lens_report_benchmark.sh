@@ -6,7 +6,7 @@
 # reported. With a second lens program (another build, e.g. of the commit before a change), both read the same
 # files in turn, three times each, so the two are compared in one run. Figures and machine: docs/PERFORMANCE.md.
 #
-# Each lens program that knows --threads reads at 1 thread and at 2 (issue 33: files read in parallel); the figures
+# Each lens program that knows --threads reads at 1 thread and at 2 (files read in parallel); the figures
 # say spans per second of one core (spans / CPU seconds) and of the wall clock, and the peak memory.
 #
 #   ./bench/lens_report_benchmark.sh [spans=10000000] [ranks=4] [lens=build/tools/lens] [other_lens]

@@ -1,6 +1,6 @@
 // Recording a measurement and a log record, beside the relaxed-atomic baseline of the same run
-// (BM_Baseline_RelaxedAtomicLoad in span_benchmark.cc). Target (issue 4): a measurement without attributes
-// <= 20 ns median.
+// (BM_Baseline_RelaxedAtomicLoad in span_benchmark.cc). A measurement without attributes is meant to stay within
+// 20 ns.
 //
 // Command:  ./scripts/bench.sh   (medians of 15 repetitions, random interleaving)
 // Machine and figures: docs/PERFORMANCE.md.

@@ -1,16 +1,10 @@
 // Encoding one 512-span batch (4 attributes per span: 2 int, 1 double, 1 literal string) as OTLP protobuf and as
-// OTLP/JSON, beside a memcpy of as many bytes as the protobuf request has, in the same run. Target (issue 5):
-// protobuf <= 60 ns per span. The spans are LENS_SPANs, scope records since issue 33 (their attributes packed); the
-// *SlotSpans cases encode the same spans recorded in slots (lens::Span), as every span was before.
+// OTLP/JSON, beside a memcpy of as many bytes as the protobuf request has, in the same run; protobuf is meant to
+// stay within 60 ns a span. The spans are LENS_SPANs, scope records (their attributes packed); the *SlotSpans cases
+// encode the same spans recorded in slots (lens::Span).
 //
 // Command:  ./scripts/bench.sh   (medians of 15 repetitions)
-// Machine: AMD EPYC, 2 cores at 2445 MHz, Debian 12, g++ 12.2 -O2, shared VM; 2026-11-29. Medians:
-//   BM_Baseline_MemcpyOfTheProtobufBytes   5.3 ns/span
-//   BM_Otlp_ProtobufEncode512Spans        62.4 ns/span  (16.0 M spans/s; 195 bytes/span; 721 instructions/span)
-//   BM_Otlp_JsonEncode512Spans            784  ns/span
-// 2026-12-04, the same VM (medians of 5): protobuf 56.9-59.1 ns a span for scope records, 56.6-60.0 for span records;
-// JSON 475-496 and 478-496.
-// More, and how the protobuf figure came down from 306 ns: docs/PERFORMANCE.md.
+// Figures and machine: docs/PERFORMANCE.md ("OTLP encoding").
 #include <benchmark/benchmark.h>
 
 #include <cstring>

@@ -3,7 +3,7 @@
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_span_benchmark.py [--rounds 15] [--quick]
 
-Cases and their baselines (the bounds issue 16 sets):
+Cases, their baselines and the bounds they are held to:
   - a disabled `with managed_span(group, name, a=1, b=2):`  vs `with contextlib.nullcontext():`   (within 1.5x)
   - is_span_group_enabled(group)                             vs len(x), a C builtin call          (within 2x)
   - a call of a @trace_fn function, group off               vs the same function via functools.partial (2x)

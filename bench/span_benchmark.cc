@@ -3,15 +3,8 @@
 // training thread's cost, not the encoder's. Each span case runs kept (bursts with an untimed flush between
 // them: nothing dropped) and as a tight loop, and prints its drop ratio.
 //
-// Command:  ./scripts/bench.sh   (medians of 15 repetitions, random interleaving). The figures below are from
-//           build/bench/lens_benchmarks --benchmark_repetitions=5 --benchmark_min_time=0.1
-//           --benchmark_enable_random_interleaving=true, medians of four rounds in turn with the commit before issue 33
-//           (docs/PERFORMANCE.md, "Every bound of issue 33 in one same-run comparison").
-// Machine:  AMD EPYC (Zen 5), 2 cores, Debian 12, g++ 12.2 -O2; KVM VM, 2026-12-04. Results (median ns):
-//   BM_Baseline_TwoSpanClockReads     19.3     BM_Floor_TracyStyleScope        19.3
-//   BM_Span_NoAttributes/kept:1       21.1     BM_Span_FourAttributes/kept:1   24.4    (drop_ratio 0)
-//   BM_Span_NestedChild/kept:1        21.0     BM_Span_DisabledGroup           0.5
-//   BM_Span_SampledOut                 8.3     BM_Span_TwoProducerThreads/kept:1  21.9 (wall, per span)
+// Command:  ./scripts/bench.sh   (medians of 15 repetitions, random interleaving); instructions a span:
+//           bench/span_instructions.sh. Figures and machine: docs/PERFORMANCE.md ("Spans").
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -37,7 +30,7 @@ void BM_Baseline_TwoSteadyClockReads(benchmark::State& state) {
 BENCHMARK(BM_Baseline_TwoSteadyClockReads);
 
 // The span clock, the tick a span's start and end read (the TSC where it is constant, common/clock.h): the
-// floor of a kept span, which reads it twice (issue 33: a kept span within 1.5x of this).
+// floor of a kept span, which reads it twice.
 void BM_Baseline_TwoSpanClockReads(benchmark::State& state) {
   lens::bench::set_up();  // decides the tick source, as a setup does
   for (auto _ : state) {
@@ -77,8 +70,8 @@ void BM_Span_FourAttributes(benchmark::State& state) {
 }
 LENS_SPAN_CASE(BM_Span_FourAttributes);
 
-// Issue 18: a communication span carries lens.collective.seq, one relaxed atomic increment and one attribute
-// more than BM_Span_NoAttributes, the same span in a group without it.
+// A communication span carries lens.collective.seq, one relaxed atomic increment and one attribute more than
+// BM_Span_NoAttributes, the same span in a group without it.
 void BM_Span_Communication(benchmark::State& state) {
   span_case(state, [] { LENS_SPAN(mg::communication, "megatron.p2p.send_forward"); });
 }

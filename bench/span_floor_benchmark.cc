@@ -1,4 +1,4 @@
-// The floor under issue 33's bound on a kept span (within 1.5x of two span-clock reads): what the cheapest record
+// The floor under the bound on a kept span (within 1.5x of two span-clock reads): what the cheapest record
 // that still makes an OpenTelemetry span costs on this machine, beside the baseline of the same run. Not lens's
 // span path: a stand-in for the design the bound implies (Tracy's zones), written here only to be measured.
 //

@@ -16,11 +16,11 @@ namespace mg = lens::megatron::group;
 constexpr int kBursts = 20;
 
 // Every case: kBurst spans. Never inlined, so each has a name for callgrind_annotate.
-#define LENS_INSTRUCTION_CASE(name, body)                      \
-  __attribute__((noinline)) void name() {                      \
+#define LENS_INSTRUCTION_CASE(name, body)                    \
+  __attribute__((noinline)) void name() {                    \
     for (std::int64_t i = 0; i < lens::bench::kBurst; ++i) { \
-      body;                                                    \
-    }                                                          \
+      body;                                                  \
+    }                                                        \
   }
 
 LENS_INSTRUCTION_CASE(case_kept_no_attributes, LENS_SPAN(mg::step, "megatron.train_step"))

@@ -236,7 +236,7 @@ TEST(PretrainGpt, AllGroupsGiveTheWholeTreeWithItsCountsOnEveryRank) {
   // Per rank: 3 iterations x 2 micro-batches x 2 layers of its stage (training), plus the final evaluation's
   // 4 x 2 x 2 forward passes.
   for (int rank = 0; rank < 4; ++rank) {
-    // Issue 13: with every group on, a step is a burst of spans; none may be dropped.
+    // With every group on, a step is a burst of spans; none may be dropped.
     EXPECT_NE(run.outputs[rank].find(" exported, 0 dropped"), std::string::npos) << run.outputs[rank];
     EXPECT_EQ(t.named("megatron.train_step", rank).size(), 3u) << rank;
     EXPECT_EQ(t.named("megatron.microbatch.backward", rank).size(), 6u) << rank;
@@ -367,7 +367,7 @@ TEST(PretrainGpt, TrainingMetricsCarryTheLoggedLoss) {
   const std::size_t at = out.rfind("lm loss: ");
   ASSERT_NE(at, std::string::npos) << out;
   EXPECT_NEAR(last_loss, std::stod(out.substr(at + 9, 12)), 1e-5);
-  // Issue 15: no iteration is skipped here, and the counter says 0 rather than nothing ("No data").
+  // No iteration is skipped here, and the counter says 0 rather than nothing ("No data").
   int skipped_points = 0;
   for (const json& m : t.metrics[3]) {
     if (m["name"] != "megatron.training.skipped_iters") continue;
@@ -404,9 +404,8 @@ TEST(PretrainGpt, MfuIsTheThroughputOverThePeakGivenOrOfTheGpu) {
 }
 #endif
 
-// LOGS_ENABLED=1: every line the trainer writes through its logger is a log record (issue 15: before, one
-// extra record per interval was all that reached the logs signal), carrying the span current where it was
-// written: the iteration lines their segment (megatron.train), the closing line megatron.pretrain.
+// LOGS_ENABLED=1: every line the trainer writes through its logger is a log record, carrying the span current where it
+// was written: the iteration lines their segment (megatron.train), the closing line megatron.pretrain.
 TEST(PretrainGpt, EveryLineTheTrainerLogsIsALogRecordWithItsSpan) {
   Launch run = launch("logs", 4, small(), {"MEGATRON_OTEL_LOGS_ENABLED=1"});
   expect_all_ranks_succeeded(run);
@@ -452,7 +451,7 @@ TEST(PretrainGpt, ATypoInTheSpanGroupsFailsEveryRankBeforeTraining) {
   }
 }
 
-// Issue 15: settings that used to pass silently stop every rank before training, naming the variable.
+// Settings that would otherwise pass silently stop every rank before training, naming the variable.
 TEST(PretrainGpt, SilentMisconfigurationsAreErrorsOnEveryRankBeforeTraining) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"MEGATRON_OTEL_EXPORT_RANK=4", "MEGATRON_OTEL_EXPORT_RANK=4 is not a rank of this job (world size 4)"},
@@ -769,8 +768,8 @@ TEST(PretrainGpt, AKilledCheckpointWorkerIsAClearErrorOnItsRank) {
   for (int code : run.exit_codes) EXPECT_NE(code, 128 + SIGPIPE);
 }
 
-// Issue 27: the checkpoint worker died of the hang signal (no handler: the default action) and the job with it, and
-// acting as rank 0 it overwrote control.json and rank0.snapshot.json. Now SIGUSR1, sent to rank 0 and its worker
+// The checkpoint worker must not die of the hang signal (with no handler: the default action) and the job with it,
+// nor, acting as rank 0, overwrite control.json and rank0.snapshot.json. SIGUSR1, sent to rank 0 and its worker
 // again and again, leaves the job running to the end; the snapshot and control.json are the rank's own.
 TEST(PretrainGpt, TheCheckpointWorkerIgnoresTheHangSignalAndNeverActsAsItsRank) {
   const std::string ckpt =
@@ -785,7 +784,7 @@ TEST(PretrainGpt, TheCheckpointWorkerIgnoresTheHangSignalAndNeverActsAsItsRank) 
              [&](const std::vector<pid_t>& pids, const fs::path& dir) {
                const fs::path control = dir / "telemetry" / "worker-usr1" / "control.json";
                // What `lens hang --signal` goes by: a rank writes it once its hang signal has a handler. (control.json
-               // is written earlier in setup: a signal sent when it appeared killed rank 0 once in CI.)
+               // is written earlier in setup, before the handler: a signal sent when it appears can kill rank 0.)
                const fs::path record = dir / "telemetry" / "worker-usr1" / "rank0.process.json";
                rank0 = pids[0];
                for (int i = 0; i < 3000; ++i) {  // until rank 0 ends, at most 60 s
@@ -855,9 +854,9 @@ TEST(PretrainGpt, AsyncSaveWorkersWriteTheCheckpointAndReportAsTheirRank) {
   EXPECT_NE(resumed.outputs[0].find("at iteration 4"), std::string::npos) << resumed.outputs[0];
 }
 
-// Issue 12: a rank that died during startup left the others waiting for a rendezvous or Gloo timeout (2-4 minutes)
-// with a message that named no one. Now each other rank ends within seconds, naming it.
-// Rank 2 is held in startup (a testing aid) and killed there, once it says so (issue 28: flaky). Killed from outside
+// A rank that dies during startup is named by each other rank, which ends within seconds (not at a rendezvous or Gloo
+// timeout, 2-4 minutes, with a message that names no one).
+// Rank 2 is held in startup (a testing aid) and killed there, once it says so. Killed from outside
 // when two of its connections to the rendezvous port were seen, it could have finished startup first on a loaded
 // machine, or not have beaten yet: c10d's TCPStore client opens two connections by itself.
 TEST(PretrainGpt, ARankThatDiesDuringStartupIsNamedByTheOthersAtOnce) {
@@ -886,8 +885,8 @@ TEST(PretrainGpt, ARankThatDiesDuringStartupIsNamedByTheOthersAtOnce) {
   }
 }
 
-// Issue 27: a rank killed before it joined was named by no one: the others' wait for it in the store timed out
-// (2 minutes) as the watch's own deadline came, with c10d's message. The watch names it first, 20 s before the
+// A rank killed before it joined is named: the others' wait for it in the store would time out (2 minutes) as the
+// watch's own deadline came, with c10d's message. The watch names it first, 20 s before the
 // store's timeout (100 s at the default 2 minutes; here 40 s, so that the test waits 20 s rather than 100).
 TEST(PretrainGpt, ARankKilledBeforeItJoinsIsNamedBeforeTheStoreTimesOut) {
   std::vector<std::string> flags = small({"--testing-rendezvous-timeout-s", "40"});
@@ -928,7 +927,7 @@ TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoi
   std::int64_t saved = 0;
   ASSERT_TRUE(tracker >> saved);
   EXPECT_GE(saved, 2);
-  // Issue 12: the last save, after the signal, is traced on every rank (telemetry used to stop at the signal).
+  // The last save, after the signal, is traced on every rank: telemetry does not stop at the signal.
   for (int rank = 0; rank < 4; ++rank) {
     bool traced = false;
     for (const Span* s : t.named("megatron.save_checkpoint", rank))
@@ -942,8 +941,8 @@ TEST(PretrainGpt, SigtermMidRunStopsCleanlyWithReadableFilesAndALoadableCheckpoi
   EXPECT_NE(resumed.outputs[0].find("loaded checkpoint"), std::string::npos) << resumed.outputs[0];
 }
 
-// Issue 15: each warm-up receive links to the span that sent the activation, so micro-batch 0 can be followed
-// from the last stage back to the first through the links alone (it linked every stage to rank 0 before).
+// Each warm-up receive links to the span that sent the activation (not to rank 0's), so micro-batch 0 can be followed
+// from the last stage back to the first through the links alone.
 TEST(PretrainGpt, AMicroBatchIsFollowedThroughFourStagesByItsSenderLinks) {
   Launch run = launch("sender_links", 4, four_stages(), {"MEGATRON_OTEL_RANK_STRATEGY=all_ranks"});
   expect_all_ranks_succeeded(run);
@@ -982,7 +981,7 @@ TEST(PretrainGpt, AMicroBatchIsFollowedThroughFourStagesByItsSenderLinks) {
   }
 }
 
-// Issue 15: TRACE_LAYOUT=step puts iteration i of every rank in one trace whose id is SHA-256 of
+// TRACE_LAYOUT=step puts iteration i of every rank in one trace whose id is SHA-256 of
 // "lens.step/<run id>/<i>" (the ids and the kept iterations below come from Python's hashlib), each rank's step
 // span a root linked to its segment; a 0.25 trace-id ratio then keeps the same whole iterations on every rank.
 TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
@@ -1022,9 +1021,8 @@ TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
   }
 }
 
-// Issue 15: SPAN_NAMES=megatron gives Megatron-LM's exported names, selected by the same presets, and the goodput
-// spans carry is_goodput_span=true in both modes. The -name grammar works from the flag (all,-layer was the
-// --help example and was refused).
+// SPAN_NAMES=megatron gives Megatron-LM's exported names, selected by the same presets, and the goodput spans carry
+// is_goodput_span=true in both modes. The -name grammar works from the flag (all,-layer is the --help example).
 TEST(PretrainGpt, MegatronNamesSelectTheSameSpansAndGoodputIsMarkedInBothModes) {
   const std::map<std::string, std::string> renamed{
       {"megatron.model_init", "megatron.startup.model_init"},

@@ -51,8 +51,8 @@ class StartupWatch {
   // Runs `step` (a connection to the other ranks). If it throws (a peer that died resets the connection), waits
   // long enough for the watch to name a rank that stopped, which ends this one with that message; otherwise
   // rethrows. The verdict comes kSilence after the dead rank's last beat that rank 0 saw, and reaches this rank
-  // a beat later; under load each beat is late: twice kSilence leaves room (the flaky test of issue 28 waited
-  // kSilence + 4 beats, and a loaded machine ended ranks with the connection's error instead of the verdict).
+  // a beat later; under load each beat is late: twice kSilence leaves room (kSilence + 4 beats is too short on a
+  // loaded machine, which then ends ranks with the connection's error instead of the verdict).
   template <typename Step>
   auto naming_the_dead(Step&& step) -> decltype(step()) {
     try {

@@ -92,7 +92,7 @@ LENS_API void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::spa
 // LENS_SPAN's two steps in one call. Returns where the context went (null: nowhere), for pop_context.
 LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
                                          std::span<const Attribute> attributes, const StartOptions& options) noexcept;
-// The same with the default options (LENS_SPAN's case): a start with none of their checks (about 25 instructions).
+// The same with the default options (LENS_SPAN's case): a start with none of their checks.
 LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
                                          std::span<const Attribute> attributes) noexcept;
 // LENS_SPAN without attributes and with a literal name (`name`, `length` bytes, passed in registers): a light scope
@@ -118,7 +118,7 @@ inline bool context_is_deferred(const SpanHandle& h) noexcept {
 }
 // A span's object destroyed: its context popped from `pushed_to` (null: none was pushed), then the span ended, by an
 // exception when the ending thread has more uncaught than when it started (the count read from the thread's state,
-// not through std::uncaught_exceptions(), a call into libstdc++ and its thread-local: 52 instructions a span).
+// not through std::uncaught_exceptions(), a call into libstdc++ and its thread-local).
 LENS_API void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept;
 // Renames an open span (OpenTelemetry's update_name). Handles copied from `h` before the call stop owning it.
 LENS_API void update_name(SpanHandle& h, SpanName name) noexcept;
@@ -248,7 +248,7 @@ class Span {
   // exception if one is leaving the scope. One call for both.
   void end_at_scope_exit(internal::ThreadState* pushed_to) noexcept {
     if (internal::is_light_scope(h_))
-      internal::end_light_scope(h_, pushed_to);  // not through end_scope: one call, not two (about 20 instructions)
+      internal::end_light_scope(h_, pushed_to);  // not through end_scope: one call, not two
     else if (h_.slot || pushed_to)
       internal::end_scope(h_, pushed_to);
     h_.slot = nullptr;

@@ -120,8 +120,8 @@ class CompatTest(unittest.TestCase):
             "'nemo.lens.state']"])
 
     def test_megatrons_state_import_answers_from_lenss_own_set(self):
-        # Issue 29: training.py imports is_span_group_enabled from nemo.lens.state; without the module the whole
-        # loop fell back to no-ops without a word.
+        # training.py imports is_span_group_enabled from nemo.lens.state; without the module the whole loop would
+        # fall back to no-ops without a word.
         out = python(textwrap.dedent("""
             import lens.compat.nemo_lens
             from nemo.lens.state import is_span_group_enabled, enabled_span_groups, set_pp_trace_carrier

@@ -223,8 +223,8 @@ handle.shutdown()
 
 
 class TorchrunRunIdTest(unittest.TestCase):
-    """Issue 29: a Python job under plain torchrun (TORCHELASTIC_RUN_ID=none) had a run id of its own on every rank;
-    pretrain_gpt shares rank 0's. Now the ranks agree through torchrun's agent store."""
+    """A Python job under plain torchrun (TORCHELASTIC_RUN_ID=none) has one run id on every rank, as pretrain_gpt
+    shares rank 0's: the ranks agree through torchrun's agent store."""
 
     def run_ids(self):
         with tempfile.TemporaryDirectory() as tmp:

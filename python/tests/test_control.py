@@ -82,7 +82,7 @@ class HangSnapshotTest(unittest.TestCase):
         self.assertEqual(main["open_spans"][1]["parent_span_id"], main["open_spans"][0]["span_id"])
 
     def test_under_default_groups_the_loop_is_a_position_and_managed_span_yields_none(self):
-        # Issue 28: production's groups export nothing of the loop, yet a snapshot says where it is.
+        # Production's groups export nothing of the loop, yet a snapshot says where it is.
         with Run("default", NEMO_LENS_RUN_ID="py-positions"):
             run_dir = os.path.join(os.environ["NEMO_LENS_FILE_DIR"], "py-positions")
             self.assertFalse(lens.is_span_group_enabled("step"))  # NeMo Lens's answer: the group is off
@@ -95,7 +95,7 @@ class HangSnapshotTest(unittest.TestCase):
         self.assertEqual(main["open_spans"][0]["attributes"], {"iteration": 3})
 
     def test_a_rank_that_exports_nothing_enables_nothing_and_still_knows_where_it_is(self):
-        # Issue 29, as the source documents say: on a non-exporting rank is_span_group_enabled is False and
+        # As the source documents say: on a non-exporting rank is_span_group_enabled is False and
         # managed_span yields None (`if span:` attribute code does not run); a snapshot still has the position.
         with Run("all", NEMO_LENS_RUN_ID="py-quiet", NEMO_LENS_RANK_STRATEGY="single_rank", rank=0,
                  world_size=2) as run:

@@ -1,4 +1,4 @@
-"""No Python call aborts the process (issue 27): every public call of the span API, given values of the wrong type
+"""No Python call aborts the process: every public call of the span API, given values of the wrong type
 (None, numbers, strings, lists, objects, what extract() gives for a garbage header), returns or raises TypeError /
 ValueError. Each call runs in a child interpreter, so an abort is a failed test that names the call, not a dead
 test runner."""

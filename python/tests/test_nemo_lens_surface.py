@@ -1,4 +1,4 @@
-"""NeMo Lens's public surface on lens (issue 29): every name its `__init__` exports and every module Megatron-LM and
+"""NeMo Lens's public surface on lens: every name its `__init__` exports and every module Megatron-LM and
 NeMo code import, through the compat shim and as lens's own names; the config's field names and defaults; errors
 of the same type at the same moments; export strategies of the form (config, rank, world_size); the default
 redaction; the rank-aware sampler; resource detection; the span-group registry."""

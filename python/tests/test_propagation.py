@@ -37,7 +37,7 @@ class CarrierTest(unittest.TestCase):
                 pass
             with lens.create_linked_span(None, "binary.linked", remote_context=lens.from_bytes(payload)):
                 pass
-            # Megatron's shape (issue 29): created, then ended with .end(), no `with` (before: nothing recorded)
+            # Megatron's shape: created, then ended with .end(), no `with`
             ended = lens.create_linked_span(run.handle.tracer, "ended.linked", remote_carrier=carrier)
             with managed_span("step", "inside"):  # not the linked span's child: it is not made current
                 pass
@@ -83,7 +83,7 @@ dist.destroy_process_group()
 
 class BroadcastTest(unittest.TestCase):
     def test_rank_0s_context_reaches_every_rank(self):
-        # nemo.lens.distributed.broadcast_trace_context, which Megatron-LM imports (issue 29): a collective
+        # nemo.lens.distributed.broadcast_trace_context, which Megatron-LM imports: a collective
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
         ranks = [subprocess.Popen([sys.executable, "-c", BROADCAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env={**env, "RANK": str(r)}) for r in range(2)]

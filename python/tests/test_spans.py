@@ -161,8 +161,8 @@ class UngatedAndSafeTest(unittest.TestCase):
         self.assertEqual(run.span("unrecorded")["status"], {})
 
     def test_span_cm_records_where_job_is_off(self):
-        # It names no group: recorded wherever the rank records any group's spans (before issue 29 it was recorded
-        # only where `job`, group 0, was on).
+        # It names no group: recorded wherever the rank records any group's spans, not only where `job`, group 0,
+        # is on.
         with Run("step") as run:
             with span_cm("ungated.without.job"):
                 pass

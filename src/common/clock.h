@@ -26,8 +26,8 @@ inline std::uint64_t now_ticks() noexcept {
 }
 
 // True where now_ticks() is one instruction that calls nothing (the TSC). A hot path that must make no call (a call
-// there costs it the values kept across the call, saved and spilled: issue 33) reads the clock only when this holds,
-// and takes its path that may call otherwise.
+// costs it the values kept across the call, saved and spilled) reads the clock only when this holds, and takes its
+// path that may call otherwise.
 inline bool now_ticks_is_inline() noexcept {
 #if defined(__x86_64__)
   return g_clock_uses_tsc;

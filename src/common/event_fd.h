@@ -49,9 +49,8 @@ class WakeUp {
     pending_.exchange(false, std::memory_order_acq_rel);
   }
   // The sleeper while producers keep it busy: a short wait, woken early only by ring_now(), and not re-armed, so
-  // the producers' rings stay a flag they find set. Re-arming after every batch cost a training thread a system
-  // call per batch and the sleeper a wake-up each (issue 33: a third of the export side's CPU); with the pause it
-  // wakes a few thousand times a second at most, and drains everything queued each time.
+  // the producers' rings stay a flag they find set: a training thread makes no system call per batch, and the
+  // sleeper wakes a few thousand times a second at most, draining everything queued each time.
   void pause(long timeout_us) noexcept {
     fd_.wait_micros(timeout_us);
     fd_.clear();

@@ -141,7 +141,7 @@ TEST(ConfigNumbers, ExportRankAndRate) {
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "1"}}).export_sample_rate, 1.0);
 }
 
-// Issue 18: the control endpoint's address is host:port, checked at setup.
+// The control endpoint's address is host:port, checked at setup.
 TEST(ConfigControl, AMalformedAddressIsAnErrorNamingTheVariable) {
   for (const char* bad : {"localhost", ":8080", "127.0.0.1:port", "127.0.0.1:70000"}) {
     std::string m = error_of({{"MEGATRON_OTEL_CONTROL_ADDRESS", bad}});
@@ -178,13 +178,13 @@ TEST(ConfigHang, BadValuesAreErrorsNamingTheVariable) {
     EXPECT_TRUE(contains(m, "MEGATRON_OTEL_HANG_TIMEOUT='" + std::string(bad) + "'")) << bad << ": " << m;
     EXPECT_TRUE(contains(m, "a number in [0, 86400]")) << m;
   }
-  // Issue 27: a value is shown with its control bytes escaped: no escape sequence reaches the terminal.
+  // A value is shown with its control bytes escaped: no escape sequence reaches the terminal.
   const std::string escaped = error_of({{"MEGATRON_OTEL_HANG_SIGNAL", "usr1\x1b[2J"}});
   EXPECT_TRUE(contains(escaped, "usr1\\x1b[2J")) << escaped;
   EXPECT_FALSE(contains(escaped, "\x1b")) << escaped;
   const std::string group = error_of({{"MEGATRON_OTEL_SPAN_GROUPS", "step,\x1b]0;x\x07"}});
   EXPECT_FALSE(contains(group, "\x1b")) << group;
-  // Issue 27: 0.0004 s rounded to 0 ms, which is off, silently.
+  // 0.0004 s would round to 0 ms, which is off: refused, with the range.
   EXPECT_TRUE(contains(error_of({{"MEGATRON_OTEL_HANG_TIMEOUT", "0.0004"}}), "[0.001, 86400]"));
   EXPECT_EQ(megatron_config({{"MEGATRON_OTEL_HANG_TIMEOUT", "0.001"}}).hang_timeout_ms, 1);
 }
@@ -417,7 +417,7 @@ TEST(ConfigSdk, Metrics) {
                        "cumulative, delta, lowmemory"));
 }
 
-// Issue 15: OTEL_TRACES_EXPORTER and OTEL_LOGS_EXPORTER were ignored without a word.
+// OTEL_TRACES_EXPORTER and OTEL_LOGS_EXPORTER are read; an unknown value is an error, never ignored.
 TEST(ConfigSdk, SignalExportersAreReadAndAnythingElseIsAnError) {
   Config unset = megatron_config({});
   EXPECT_EQ(unset.traces_exporter, SignalExporter::kFollow);
@@ -439,7 +439,7 @@ TEST(ConfigSdk, SignalExportersAreReadAndAnythingElseIsAnError) {
   EXPECT_TRUE(contains(m, "otlp, prometheus, console, none")) << m;
 }
 
-// Issue 15: OTEL_PROPAGATORS was ignored; b3 would have been a propagator silently missing.
+// OTEL_PROPAGATORS is read: b3, which lens does not have, is an error rather than a propagator silently missing.
 TEST(ConfigSdk, PropagatorsAreReadAndAnUnknownOneIsAnError) {
   Config unset = megatron_config({});
   EXPECT_TRUE(unset.propagate_trace_context);
@@ -478,7 +478,7 @@ TEST(ConfigOtlp, PerSignalBeatsGeneral) {
   EXPECT_TRUE(contains(error_of({{"OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"}}), "gzip, none"));
 }
 
-// Issue 27: a token in the endpoint was printed with every warning and reached gRPC's resolver.
+// A token in the endpoint is never printed with a warning nor handed to gRPC's resolver.
 TEST(ConfigOtlp, AnEndpointWithCredentialsOrAFragmentIsRefusedWithoutShowingIt) {
   for (const char* url : {"http://apikey:TOKEN@collector:4317", "https://TOKEN@collector:4318/v1/traces",
                           "http://collector:4317#TOKEN", "collector:4317#TOKEN"}) {

@@ -127,7 +127,7 @@ TEST_F(Control, ABadSpecIsRefusedWithTheSetupMessage) {
   }
   EXPECT_EQ(post("spec=all&for=0", token_)->status, 400);  // not a number of iterations
   EXPECT_EQ(post("spec=all&for=three", token_)->status, 400);
-  EXPECT_EQ(post("spec=all&for=9223372036854775000", token_)->status, 400);  // issue 27: wrapped around
+  EXPECT_EQ(post("spec=all&for=9223372036854775000", token_)->status, 400);  // would wrap around
   EXPECT_EQ(post("spec=all&for=99999999999999999999", token_)->status, 400);
   EXPECT_EQ(post("spec=all&for=1000000001", token_)->status, 400);
   EXPECT_FALSE(boundary(1));
@@ -203,9 +203,9 @@ TEST_F(Control, AnAgreedRequestPastTheForBoundIsRefused) {
   EXPECT_EQ(change->iterations, 1'000'000'000);
 }
 
-// Issue 27: the spec was resolved under the lock that every training thread takes at an iteration boundary (a flood
-// of bad specs took step p50 from 2.05 to 5.61 ms). Here resolution waits, in the hook, for a boundary to pass: under
-// the lock the boundary could not, and the hook gives up after 2 s.
+// A spec is resolved outside the lock that every training thread takes at an iteration boundary, so a flood of bad
+// specs cannot slow the steps. Here resolution waits, in the hook, for a boundary to pass: under the lock the boundary
+// could not, and the hook gives up after 2 s.
 TEST_F(Control, ASpecIsResolvedOutsideTheLockABoundaryTakes) {
   std::promise<void> entered, passed;
   std::shared_future<void> boundary_passed = passed.get_future().share();
@@ -223,7 +223,7 @@ TEST_F(Control, ASpecIsResolvedOutsideTheLockABoundaryTakes) {
   EXPECT_TRUE(boundary_passed_meanwhile);
 }
 
-// Issue 27: an authenticated flood doubled step time. The endpoint answers 20 requests a second (a burst of 40);
+// An authenticated flood must not slow the steps. The endpoint answers 20 requests a second (a burst of 40);
 // the rest get 429 at once, with no work, and a person's next request a moment later goes through.
 TEST_F(Control, AFloodIsAnswered429AndNormalUseGoesOn) {
   httplib::Client c("127.0.0.1", port_);
@@ -283,8 +283,8 @@ TEST(ControlConfig, AReplacedControlFileIsNeitherReadNorRemovedAtShutdown) {
   }
 }
 
-// Issue 27: a second job with the same FILE_DIR and run id took control.json over (and removed it at its end, so
-// lens ctl reported the first job, still running, as ended); a run directory planted as a link took the token
+// A second job with the same FILE_DIR and run id must not take control.json over (and remove it at its end, so that
+// lens ctl reports the first job, still running, as ended); a run directory planted as a link must not take the token
 // elsewhere. Both are refused at setup; a control.json left by a job that has ended is replaced.
 TEST(ControlConfig, AnotherLiveJobsFileOrAPlantedRunDirectoryIsRefused) {
   Config c = control_config();

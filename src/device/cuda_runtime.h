@@ -1,4 +1,4 @@
-// The CUDA runtime, found at run time (issue 34): lens builds with no CUDA header, toolkit or GPU, and loads
+// The CUDA runtime, found at run time: lens builds with no CUDA header, toolkit or GPU, and loads
 // libcudart.so.12 (then libcudart.so.11) with dlopen when device timing is asked for. The few entry points device
 // timing calls are declared here from NVIDIA's CUDA Runtime API documentation (Event and Stream Management):
 //

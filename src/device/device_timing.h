@@ -1,4 +1,4 @@
-// Device time for spans (issue 34): CUDA events recorded on the thread's stream at the start and end of a span of a
+// Device time for spans: CUDA events recorded on the thread's stream at the start and end of a span of a
 // device-timed group, read later by the export thread, which emits for each completed pair a device span whose
 // start and end are device times on the host's clock. The training thread only records (cudaStreamIsCapturing and
 // cudaEventRecord at each end of the span: no query, no sync); the export thread never waits.

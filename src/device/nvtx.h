@@ -1,4 +1,4 @@
-// NVTX, found at run time (issue 34): when libnvToolsExt.so.1 is loadable (the CUDA toolkit and PyTorch's CUDA wheels
+// NVTX, found at run time: when libnvToolsExt.so.1 is loadable (the CUDA toolkit and PyTorch's CUDA wheels
 // bring it), the spans of the device-timed groups also push and pop an NVTX range named after the span in a domain
 // `lens`, so Nsight Systems shows lens's names on its timeline. Three entry points, declared from NVIDIA's NVTX
 // documentation (nvToolsExt.h, version 2 attributes):

@@ -56,7 +56,7 @@ class FileExporter : public ::testing::Test {
   fs::path root_;
 };
 
-// Issue 15: OTEL_<SIGNAL>_EXPORTER overrides EXPORTER for its signal; `none` turns the signal off.
+// OTEL_<SIGNAL>_EXPORTER overrides EXPORTER for its signal; `none` turns the signal off.
 TEST_F(FileExporter, ASignalsOwnExporterVariableSendsItElsewhereOrNowhere) {
   Config c = config("signals");
   c.logs_enabled = true;
@@ -132,8 +132,8 @@ TEST_F(FileExporter, FilesArePrivateAndNoSymlinkIsFollowed) {
   EXPECT_TRUE(fs::is_empty(root_ / "elsewhere"));
 }
 
-// Issue 27: a run directory that was there already, writable by everyone (0777), was accepted as it was: anyone
-// could replace what lens writes there. Ours is made 0700; another user's is refused.
+// A run directory that is there already, writable by everyone (0777), would let anyone replace what lens writes
+// there. Ours is made 0700; another user's is refused.
 TEST_F(FileExporter, AnExistingRunDirectoryIsMadePrivateOrRefused) {
   fs::create_directories(root_ / "telemetry/run-open");
   fs::permissions(root_ / "telemetry/run-open", fs::perms::all);

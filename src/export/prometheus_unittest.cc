@@ -131,8 +131,8 @@ int listen_on(int port, int option) {
   return fd;
 }
 
-// Issue 28: a port that cannot be bound ended the job (a ConfigError at setup, which pretrain_gpt's all-or-none
-// setup turns into the end of every rank). Telemetry never takes a job down: a warning, and no endpoint.
+// A port that cannot be bound is not a ConfigError at setup (which pretrain_gpt's all-or-none setup would turn into
+// the end of every rank). Telemetry never takes a job down: a warning, and no endpoint.
 TEST(PrometheusEndpoint, APortInUseIsAWarningAndTheJobGoesOn) {
   int port = lens::testing::free_port();
   int fd = listen_on(port, SO_REUSEADDR);
@@ -161,8 +161,8 @@ TEST(PrometheusEndpoint, APortSharedThroughReusePortIsNotServed) {
   ::close(fd);
 }
 
-// Issue 28: every rank of a host exporting to Prometheus (all_ranks) asked for one port. Each serves the port + its
-// local rank, and says where in a file Prometheus's file service discovery reads.
+// Every rank of a host exporting to Prometheus (all_ranks) serves a port of its own, the port + its local rank, and
+// says where in a file Prometheus's file service discovery reads.
 TEST(PrometheusEndpoint, EachLocalRankServesItsOwnPortAndSaysWhere) {
   int base = lens::testing::free_port();
   Config c = prometheus_config(base);
@@ -263,9 +263,8 @@ int still_open(const std::vector<int>& fds) {
   return open;
 }
 
-// Issue 12: with a thread per connection, 8 idle connections delayed a scrape by 8.7 s and 300 starved it (and
-// each held an open file of the training process). Now idle connections hold no thread, one address holds at
-// most 16 (64 in all), and an idle one is closed after 2 s.
+// Idle connections cannot delay or starve a scrape, nor hold the training process's files: they hold no thread, one
+// address holds at most 16 (64 in all), and an idle one is closed after 2 s.
 TEST(PrometheusEndpoint, IdleConnectionsNeitherStarveAScrapeNorHoldTheRank) {
   int port = lens::testing::free_port();
   Telemetry t = setup_telemetry(prometheus_config(port), {.rank = 0, .world_size = 1, .reinit = true});

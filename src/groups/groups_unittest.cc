@@ -110,7 +110,7 @@ TEST(Resolve, UnknownTokenNamesSourceTokenEveryValidNameAndTheClosest) {
   }
 }
 
-// Issue 15: `all,-layer` (the trainer's --help example) was an unknown group.
+// `all,-layer` (the trainer's --help example) removes a group from a preset.
 TEST(Resolve, AMinusRemovesAGroupOrAPresetWhateverTheOrder) {
   constexpr Catalogue c = megatron::catalogue();
   GroupSet all_but_layer(c.all().bits() & ~GroupSet{mg::layer}.bits());

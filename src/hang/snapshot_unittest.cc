@@ -175,8 +175,8 @@ TEST_F(HangSnapshot, TheSignalWritesEveryThreadsOpenSpans) {
             fs::perms::owner_read | fs::perms::owner_write);
 }
 
-// Issue 27: the snapshot was written by the export thread, so it waited behind an export in progress (52-57 s with
-// a collector that hangs), and lens hang then named the healthy exporting rank. It has a thread of its own now.
+// The snapshot has a thread of its own: written by the export thread, it would wait behind an export in progress
+// (a minute with a collector that hangs), and lens hang would then name the healthy exporting rank.
 TEST_F(HangSnapshot, TheSignalIsAnsweredWithinASecondWhileAnExportHangs) {
   const int silent = ::socket(AF_INET, SOCK_STREAM, 0);  // a collector that takes the connection and never answers
   sockaddr_in address{};
@@ -240,7 +240,7 @@ TEST_F(HangSnapshot, ANonExportingRankKeepsOnlyPositionsAndExportsNothing) {
   Telemetry t = setup_telemetry(c, {.rank = 1, .world_size = 4});
   ASSERT_FALSE(t.is_exporting());
   EXPECT_EQ(t.sampler(), nullptr);
-  EXPECT_FALSE(is_enabled(mg::layer));         // it exports nothing: nothing is enabled (issue 29)
+  EXPECT_FALSE(is_enabled(mg::layer));         // it exports nothing: nothing is enabled
   EXPECT_TRUE(LENS_GROUP_ENABLED(mg::layer));  // yet its spans start, for their position
   { Span ended(mg::step, "ended"); }
   at_iteration_boundary(3, {});
@@ -259,7 +259,7 @@ TEST_F(HangSnapshot, ANonExportingRankKeepsOnlyPositionsAndExportsNothing) {
     EXPECT_EQ(entry.path().filename(), "rank1.snapshot.json");
 }
 
-// Issue 28: `lens hang RUN_DIR --signal` signals the processes the run recorded: each rank says who it is while it
+// `lens hang RUN_DIR --signal` signals the processes the run recorded: each rank says who it is while it
 // runs (its pid, and what tells that pid's process apart from a later one), and takes it back at shutdown.
 TEST_F(HangSnapshot, EachRankRecordsItsProcessWhileItRuns) {
   Config c = hang_config("EachRankRecordsItsProcessWhileItRuns");
@@ -284,7 +284,7 @@ TEST_F(HangSnapshot, EachRankRecordsItsProcessWhileItRuns) {
   EXPECT_FALSE(fs::exists(run_dir(c)));  // the record gone, and the directory it alone was in
 }
 
-// Issue 28: under production's `default` groups nothing below megatron.train is exported, yet a snapshot must say
+// Under production's `default` groups nothing below megatron.train is exported, yet a snapshot must say
 // where in the loop each rank is: step, forward-backward, micro-batch and communication are kept as positions.
 TEST_F(HangSnapshot, UnderDefaultGroupsTheLoopIsKeptAsPositionsAndNotExported) {
   Config c = hang_config("UnderDefaultGroupsTheLoopIsKeptAsPositionsAndNotExported");

@@ -92,7 +92,7 @@ TEST(Logs, AFloodIsBoundedAndEveryDropCounted) {
   EXPECT_EQ(s.exported + s.dropped(), s.produced);
 }
 
-// Issue 14: should_log took a severity and ignored it.
+// should_log answers for the severity it is given.
 TEST(Logs, ShouldLogHonoursTheMinimumSeverity) {
   Config config = logs_config();
   config.min_log_severity = Severity::kWarn;

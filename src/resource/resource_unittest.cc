@@ -304,7 +304,7 @@ const internal::MetricData* metric(const std::vector<internal::MetricData>& all,
   return nullptr;
 }
 
-// Issue 34: the rank's GPU (CUDA_VISIBLE_DEVICES' entry for its local rank) read at each collection, by
+// The rank's GPU (CUDA_VISIBLE_DEVICES' entry for its local rank) read at each collection, by
 // OpenTelemetry's hardware names, with the GPU's identity on every point.
 TEST_F(FakeNvml, TheRanksGpuIsReadAsMetricsAtEachCollection) {
   use(LENS_FAKE_NVML);
@@ -463,7 +463,7 @@ TEST_F(FakeNvml, AnExportingRankExportsItsGpusMetrics) {
   EXPECT_NE(batches[0].find("GPU-00000000-1111-2222-3333-000000000002"), std::string::npos);
 }
 
-// Issue 15: slurm.sluid, slurm.array.sluid and the resiliency extension's nvrx.* keys were missing.
+// slurm.sluid, slurm.array.sluid and the resiliency extension's nvrx.* keys are copied when set.
 TEST(MegatronResource, CopiesTheSchedulersAndResiliencyIdentityWhenSet) {
   const std::vector<std::pair<const char*, const char*>> copies = {
       {"LENS_SLURM_SLUID", "slurm.sluid"},    {"LENS_SLURM_ARRAY_SLUID", "slurm.array.sluid"},

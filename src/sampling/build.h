@@ -23,7 +23,7 @@ class TraceIdRatioRule {
 
 // True for a sampler that keeps every root span and follows a parent's sampled flag: the default
 // (parentbased_always_on), also behind an open rank gate. The span path decides for it inline, without its virtual
-// calls (about 20 instructions a span).
+// calls.
 bool keeps_roots_and_follows_parents(const Sampler& sampler) noexcept;
 
 // The sampler OTEL_TRACES_SAMPLER names.

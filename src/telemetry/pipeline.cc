@@ -9,7 +9,6 @@
 
 #include "common/log.h"
 #include "common/signal_free_thread.h"
-#include "device/device_timing.h"
 
 namespace lens::internal {
 
@@ -32,26 +31,6 @@ PipelineSettings bounded(PipelineSettings s) {
   s.metric_interval_ms = std::clamp<std::int64_t>(s.metric_interval_ms, 1, kMaxDurationMs);
   s.metric_timeout_ms = std::clamp<std::int64_t>(s.metric_timeout_ms, 0, kMaxDurationMs);
   return s;
-}
-
-// With device timing on, the export thread looks at the events this often while pairs are outstanding, and at
-// least this often when none are (a pool of kPairsPerThread pairs then lasts through 40,000 device spans a second).
-constexpr std::int64_t kDevicePollMs = 10;
-constexpr std::int64_t kDeviceIdlePollMs = 100;
-// At shutdown, how long the export thread waits for the device to finish what spans recorded (OTEL_BSP_EXPORT_TIMEOUT
-// when shorter); what is still pending then is dropped and counted.
-constexpr std::int64_t kDeviceShutdownWaitMs = 1000;
-// How long the export thread waits for one poll (microseconds, unless the driver is wedged).
-constexpr std::chrono::milliseconds kDevicePollWait{200};
-
-// A device span: a child of its host span named `<host name>.device`, carrying lens.device=cuda:N.
-void emit_device_span(SpanDrain& spans, const DeviceSpan& d, std::string& name) {
-  name.assign(d.name);
-  name += ".device";
-  char device[24];
-  std::snprintf(device, sizeof device, "cuda:%d", d.device);
-  const Attribute attributes[] = {{"lens.device", std::string_view(device)}};
-  record_device_span(spans, d, SpanName(name), attributes);
 }
 
 Deadline deadline_in(std::int64_t ms) { return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms); }
@@ -84,7 +63,8 @@ Pipeline::Pipeline(PipelineSettings settings, std::unique_ptr<TelemetryExporter>
           [gpu = settings_.gpu](std::uint64_t start, std::vector<MetricData>& out) {
             if (gpu) gpu->append(start, out);
           }),
-      hang_(settings_.hang, spans_) {
+      hang_(settings_.hang, spans_),
+      device_(spans_, settings_.batch.export_timeout_ms) {
   thread_ = start_signal_free_thread("the export thread", "lens-export",
                                      [this] { run(); });  // a SIGTERM handled there would wait for itself
 }
@@ -95,10 +75,7 @@ void Pipeline::run() {
   for (;;) {
     // While producers keep queues filling, pause briefly and drain again (their rings cost them nothing meanwhile);
     // otherwise sleep until woken, the delay passes or metrics are due.
-    std::int64_t idle_ms = std::min(metrics_.wait_ms(delay_ms), std::int64_t{INT32_MAX});
-    if (device_runtime_.load(std::memory_order_acquire) != nullptr)
-      idle_ms =
-          std::min(idle_ms, device_.outstanding.load(std::memory_order_relaxed) ? kDevicePollMs : kDeviceIdlePollMs);
+    const std::int64_t idle_ms = device_.wait_ms(std::min(metrics_.wait_ms(delay_ms), std::int64_t{INT32_MAX}));
     if (busy)
       wake_.pause(kBusyPauseMicros);
     else
@@ -122,7 +99,7 @@ void Pipeline::run() {
       finish();
       return;
     }
-    poll_device_spans(stop);  // before the drain stops: what completes by then is still exported
+    device_.poll(stop);  // before the drain stops: what completes by then is still exported
     if (stop) {
       spans_.stop();
       logs_.stop();
@@ -143,31 +120,6 @@ void Pipeline::run() {
       done_.notify_all();
     }
   }
-}
-
-// Emits the device spans whose events completed, on the CUDA driver thread, waiting for it at most a bound; at stop,
-// what completes within kDeviceShutdownWaitMs (then pending pairs are dropped and counted).
-void Pipeline::poll_device_spans(bool stop) {
-  const CudaRuntime* cuda = device_runtime_.load(std::memory_order_acquire);
-  if (cuda == nullptr) return;
-  const std::int64_t finish_ms = std::min(kDeviceShutdownWaitMs, settings_.batch.export_timeout_ms);
-  // The pipeline is never freed: the call may keep `this` when it outlives the wait.
-  driver_thread(DriverApi::kCuda)
-      .run(
-          [this, cuda, stop, finish_ms] {
-            if (!device_.poller) device_.poller.emplace(*cuda);
-            const DevicePoller::Emit emit = [this](const DeviceSpan& d) { emit_device_span(spans_, d, device_.name); };
-            if (stop)
-              device_.poller->finish(std::chrono::steady_clock::now() + std::chrono::milliseconds(finish_ms), emit);
-            else
-              device_.outstanding.store(device_.poller->poll(emit), std::memory_order_relaxed);
-          },
-          stop ? std::chrono::milliseconds(finish_ms) + kDevicePollWait : kDevicePollWait);
-}
-
-void Pipeline::poll_device(const CudaRuntime* cuda) {
-  if (cuda != nullptr) driver_thread(DriverApi::kCuda);  // started here, where an error can still be a ConfigError
-  device_runtime_.store(cuda, std::memory_order_release);
 }
 
 void Pipeline::finish() {

@@ -19,8 +19,6 @@
 
 #include "common/event_fd.h"
 #include "device/cuda_runtime.h"
-#include "device/device_timing.h"
-#include "device/driver_thread.h"
 #include "hang/hang_watch.h"
 #include "hang/snapshot.h"
 #include "lens/config.h"
@@ -30,6 +28,7 @@
 #include "metrics/metric_schedule.h"
 #include "resource/gpu_metrics.h"
 #include "signals/exporter.h"
+#include "trace/device_span_polling.h"
 #include "trace/span_drain.h"
 
 namespace lens::internal {
@@ -62,11 +61,9 @@ class Pipeline {
   const std::string& hang_path() const noexcept { return settings_.hang.path; }
   // Starts the hang watch (HangWatch::start: once the hang signal has its handler).
   void start_hang_watch() { hang_.start(); }
-  // Device timing is on (device/device_timing.h): the background thread polls the pairs spans record with `cuda`,
-  // until it finishes, even after the setup detached (what is pending at shutdown is waited for, then counted).
-  // Device timing's runtime, from setup. Throws ConfigError when the CUDA driver thread cannot be started (then
-  // nothing changed).
-  void poll_device(const CudaRuntime* cuda);
+  // Device timing is on with `cuda` (DeviceSpanPolling::start). Throws ConfigError when the CUDA driver thread
+  // cannot be started (then nothing changed).
+  void poll_device(const CudaRuntime* cuda) { device_.start(cuda); }
 
   // Exports everything queued now; false when `deadline` passed first.
   bool force_flush(Deadline deadline);
@@ -104,6 +101,7 @@ class Pipeline {
   LogQueue logs_;
   MetricSchedule metrics_;
   HangWatch hang_;
+  DeviceSpanPolling device_;
 
   std::mutex mutex_;  // guards stop_requested_, flush_requested_, flush_done_ (and done_'s waits)
   std::condition_variable done_;
@@ -113,17 +111,7 @@ class Pipeline {
   std::atomic<bool> finished_{false};
   std::atomic<bool> shutdown_started_{false};
   std::atomic<bool> summary_logged_{false};
-  std::atomic<bool> abandoned_{false};                       // abandon(): stop without a last export
-  std::atomic<const CudaRuntime*> device_runtime_{nullptr};  // poll_device's runtime, once device timing is on
-  // Device timing's polls run on a CUDA driver thread of their own (device/driver_thread.h), so a wedged
-  // cudaEventQuery holds up device spans only. The poller is made there by the first poll (it sets that thread's
-  // capture mode); it, and the name being built, are touched only there.
-  struct DevicePolling {
-    std::optional<DevicePoller> poller;
-    std::string name;
-    std::atomic<bool> outstanding{false};  // pairs were open or pending at the last poll
-  } device_;
-  void poll_device_spans(bool stop);
+  std::atomic<bool> abandoned_{false};  // abandon(): stop without a last export
 
   // The SIGTERM handler's side: flags it sets, eventfds the thread answers on.
   EventFd done_fd_;     // the thread has finished

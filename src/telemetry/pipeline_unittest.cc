@@ -34,9 +34,9 @@ std::size_t exported_spans(testing::Capture& c) {
   return c.exporter().spans;
 }
 
-// Issue 13: the export thread drained a batch and went idle; the producer's wake-up test then compared a stale
-// count with the batch size, never matched again, and the next batch waited for the schedule delay (here 60 s)
-// while new spans were dropped.
+// After the export thread drained a batch and went idle, the next full batch wakes it: the producer's wake-up test
+// must not compare a stale count with the batch size, which would leave the batch waiting for the schedule delay
+// (here 60 s) while new spans are dropped.
 TEST(Pipeline, ABatchAfterTheExportThreadWentIdleWakesItAgain) {
   Config config = testing::capture_config("job");
   config.span_batch.max_export_batch_size = 64;
@@ -55,7 +55,7 @@ TEST(Pipeline, ABatchAfterTheExportThreadWentIdleWakesItAgain) {
   EXPECT_EQ(c.telemetry().span_stats().dropped(), 0u);
 }
 
-// Issue 12: 3,000 short-lived threads with one span each held 1.9 GiB, a state per thread never freed.
+// A thread's state is freed once it ends: 3,000 short-lived threads with one span each must not hold 3,000 states.
 TEST(Pipeline, AThreadsStateIsFreedAfterItEnds) {
   testing::Capture c(testing::capture_config("job"));
   internal::SpanDrain* p = internal::g_span_drain.load();
@@ -90,8 +90,8 @@ TEST(Pipeline, AStateOutlivesItsThreadWhileOneOfItsSpansIsOpen) {
   EXPECT_EQ(testing::attribute(c.span("carried"), "after"), testing::json({{"intValue", "1"}}));
 }
 
-// Issue 12: OTEL_BSP_MAX_QUEUE_SIZE=262144 and 300 threads took 19.3 GiB; the bound is now one per process
-// (here room for 8192 spans of 1 KiB: 8 MiB for all 32 threads together).
+// OTEL_BSP_MAX_QUEUE_SIZE bounds the queues of the whole process, not each thread's (here room for 8192 spans of
+// 1 KiB: 8 MiB for all 32 threads together).
 TEST(Pipeline, QueueMemoryIsBoundedPerProcessNotPerThread) {
   Config config = testing::capture_config("job");
   config.span_batch.max_queue_size = 8192;
@@ -119,7 +119,7 @@ TEST(Pipeline, QueueMemoryIsBoundedPerProcessNotPerThread) {
   EXPECT_EQ(s.produced, 1u + 32u * 5000u);
 }
 
-// Issue 13, for logs: a batch emitted after the export thread went idle is exported without waiting the delay.
+// For logs: a batch emitted after the export thread went idle is exported without waiting the delay.
 TEST(Pipeline, ALogBatchAfterTheExportThreadWentIdleWakesItAgain) {
   Config config = testing::capture_config("job");
   config.logs_enabled = true;
@@ -137,7 +137,7 @@ TEST(Pipeline, ALogBatchAfterTheExportThreadWentIdleWakesItAgain) {
   EXPECT_EQ(c.telemetry().log_stats().dropped(), 0u);
 }
 
-// Issue 13, for metrics: no queue, no batch; the export thread wakes for the interval even while no span or log
+// For metrics: no queue, no batch; the export thread wakes for the interval even while no span or log
 // record comes (the span schedule delay here is 60 s).
 TEST(Pipeline, MetricsAreExportedOnTheirIntervalWhileNothingElseHappens) {
   Config config = testing::capture_config("job");
@@ -241,7 +241,7 @@ TEST(Pipeline, AHangingExporterCannotHoldShutdownPastItsDeadline) {
   EXPECT_EQ(s.exported + s.dropped() + s.queued, s.produced);
 }
 
-// A Collector that stays away past shutdown's deadline (issue 26): the batch being sent and every span still
+// A Collector that stays away past shutdown's deadline: the batch being sent and every span still
 // queued behind it are counted as failed when shutdown gives up, so produced = exported + dropped with nothing
 // left "queued"; the export thread, freed later, sends and counts nothing more.
 TEST(Pipeline, SpansStillQueuedWhenShutdownGivesUpAreCountedAsFailed) {
@@ -272,8 +272,8 @@ TEST(Pipeline, SpansStillQueuedWhenShutdownGivesUpAreCountedAsFailed) {
   EXPECT_LE(c.exporter().spans, 1u) << "only the batch that was already being sent reached the exporter";
 }
 
-// Issue 27: OTEL_BLRP_EXPORT_TIMEOUT and OTEL_METRIC_EXPORT_TIMEOUT were read and never used (logs and metrics got
-// the spans' deadline): each signal's export now gets its own.
+// OTEL_BLRP_EXPORT_TIMEOUT and OTEL_METRIC_EXPORT_TIMEOUT are used: each signal's export gets its own deadline, not
+// the spans'.
 TEST(Pipeline, EachSignalExportsWithinItsOwnTimeout) {
   Config config = testing::capture_config("job");
   config.logs_enabled = true;

@@ -108,7 +108,7 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   // Resolved on every rank, exporting or not, so a typo fails everywhere alike (CONTRACT §1).
   s.resolved_span_groups = resolve(c.catalogue, c.span_groups, c.span_groups_source);
   s.device_span_groups = device_span_groups(c);
-  // single_rank with a rank the job does not have would export nothing, without a word (issue 15).
+  // single_rank with a rank the job does not have would export nothing: refused on every rank alike.
   if (c.rank_strategy == "single_rank" && c.export_rank >= s.ranks.world_size) {
     throw ConfigError("lens: " + c.export_rank_source + "=" + std::to_string(c.export_rank) +
                       " is not a rank of this job (world size " + std::to_string(s.ranks.world_size) +
@@ -152,8 +152,8 @@ void write_prometheus_target(TelemetryState& s) {
 
 // The rank's Prometheus endpoint on OTEL_EXPORTER_PROMETHEUS_PORT + its local rank, and the file that tells
 // Prometheus's file service discovery where it is. A port that cannot be bound is a warning, never the end of the
-// job: the rank trains on, its metrics not served (issue 28: every rank exporting on one host asked for one port and
-// the second one's setup failed, ending the job).
+// job: the rank trains on, its metrics not served (each rank of a host asks for its own port, so only a port taken
+// by another program can fail).
 void serve_prometheus(TelemetryState& s) {
   const Config& c = s.config;
   const int port = prometheus_port_of(c, s.ranks.local_rank);

@@ -182,7 +182,7 @@ TEST_F(Setup, StrategiesDecide) {
   EXPECT_TRUE(setup_telemetry(c, {.rank = 2, .world_size = 8, .reinit = true}).is_exporting());
 }
 
-// Issue 15: EXPORT_RANK at or above the world size exported nothing, silently; now every rank refuses alike.
+// EXPORT_RANK at or above the world size would export nothing: every rank refuses it alike.
 TEST_F(Setup, AnExportRankTheJobDoesNotHaveIsAnErrorOnEveryRank) {
   Config c = enabled_megatron();
   c.export_rank = 4;

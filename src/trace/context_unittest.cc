@@ -8,7 +8,7 @@ namespace {
 
 constexpr const char* kValid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
-// Issue 15: the step trace id is SHA-256 of the documented string (vectors from Python's hashlib).
+// The step trace id is SHA-256 of the documented string (vectors from Python's hashlib).
 TEST(StepTraceId, IsTheFirstSixteenBytesOfSha256OfTheDocumentedString) {
   auto hex = [](const TraceId& id) {
     return to_traceparent(SpanContext{id, SpanId{{1, 0, 0, 0, 0, 0, 0, 0}}, 0, false}).substr(3, 32);

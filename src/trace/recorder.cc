@@ -1,6 +1,7 @@
-// The span path: start, add to, and end a span on the training thread. No lock, no read-modify-write atomic
-// unless a span ends on another thread than it started; an allocation only when the thread's queue chunk is full
-// (every 30-600 spans, see span_queue.h), so queue memory follows what is queued.
+// The span path: start, add to, and end a span on the training thread; a span's kinds and who reads them:
+// docs/TRACING.md, "A span's life, by kind". No lock, no read-modify-write atomic unless a span ends on another
+// thread than it started; an allocation only when the thread's queue chunk is full (every 30-600 spans, see
+// span_queue.h), so queue memory follows what is queued.
 #include <cxxabi.h>
 #include <pthread.h>
 
@@ -476,21 +477,6 @@ void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGroup group
 
 // ---- light scopes (trace/scope_record.h) ------------------------------------------------------------------------
 
-// Whether a LENS_SPAN with a literal name of `length` bytes and packed attributes (none, or as its call site packed
-// them) may be a light scope: a name of at most 64 KiB fits a scope record; what else a start may do (a communication
-// span's sequence number, a device-timed group's events) needs a slot; its sampling decision is made inline only for
-// the default sampler (a root kept, a parent's flag followed); and the attribute limits would cut none of its
-// attributes (the slot path cuts and counts).
-LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, std::size_t length) noexcept {
-  const std::uint64_t light_groups = p.light_group_bits & ~g_device_group_bits.load(std::memory_order_relaxed);
-  return (light_groups & group.bit()) != 0 && length <= kMaxScopeNameLength;
-}
-LENS_ALWAYS_INLINE bool light_eligible(const SpanDrain& p, SpanGroup group, std::size_t length,
-                                       const ScopeAttributes& attributes) noexcept {
-  return light_eligible(p, group, length) && attributes.count <= p.light_attribute_count &&
-         attributes.longest_string <= p.light_string_length;
-}
-
 // Starts light scope `h` under `parent` (null: a root, whose trace id comes from its span id) with `trace_flags`, the
 // thread's current span: its identity in its context entry, what its record needs beside it (LightScope and its
 // attributes). Its handle's context is filled from the entry when first read (fill_light_context).
@@ -541,7 +527,8 @@ __attribute__((noinline)) ThreadState* start_sampled_out_scope(SpanHandle& h, Th
   return &t;
 }
 
-// Starts `h` (its group enabled and light_eligible, its thread's state `t`, whose context stack has room) as a light
+// Starts `h` (its group enabled and admitted by its drain's LightScopePolicy, its thread's state `t`, whose context
+// stack has room) as a light
 // scope, the thread's current span; returns `t`. Sampled out (its parent was), it records nothing and is made current
 // all the same, with a context its children follow. Calls nothing on its usual path, and nothing but in tail position
 // on any (a sampled-out child is started out of line).
@@ -821,7 +808,7 @@ __attribute__((noinline)) ThreadState* start_scope_slowly(SpanHandle& h, SpanGro
   // The drain read again, and so everything that depends on it: telemetry may have been set up again or shut down
   // since start_scope read it.
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
-  if (p != nullptr && light_eligible(*p, group, length, attributes) && is_enabled(group)) {
+  if (p != nullptr && p->light_scopes.admits(group, length, attributes) && is_enabled(group)) {
     ThreadState* t = state_for(p);
     if (t != nullptr && t->context_depth < ThreadState::kMaxContextDepth)
       return start_light_scope(h, *t, group, name, length, attributes);
@@ -831,11 +818,11 @@ __attribute__((noinline)) ThreadState* start_scope_slowly(SpanHandle& h, SpanGro
 
 // A LENS_SPAN's start. Its usual path, a light scope whose thread's state is already attached to the drain, with room
 // on its context stack and a clock that is an instruction, calls nothing but in tail position, so it keeps no value
-// across a call and spills none (issue 33).
+// across a call and spills none.
 LENS_ALWAYS_INLINE ThreadState* start_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
                                             const ScopeAttributes& attributes) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
-  if (__builtin_expect(p == nullptr || !light_eligible(*p, group, length, attributes) || !is_enabled(group), 0))
+  if (__builtin_expect(p == nullptr || !p->light_scopes.admits(group, length, attributes) || !is_enabled(group), 0))
     return start_scope_as_span(h, group, name, length, attributes);
   ThreadState* t = t_state;
   if (__builtin_expect(
@@ -989,6 +976,7 @@ void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
   // A light scope is always pushed (to the state it ends in, even if telemetry was set up again since).
   LENS_DCHECK(is_light_scope(h) && pushed_to != nullptr);
   if (__builtin_expect(pushed_to == nullptr, 0)) return;
+  LENS_DCHECK(pushed_to->is_calling_thread());  // a light scope ends on the thread it started on
   // Its entry is the top one (unless another API's contexts were pushed and not popped, or popped twice, inside
   // it): popped, and still as it was until the next push.
   pop_context_from(pushed_to);

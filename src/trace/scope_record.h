@@ -1,4 +1,4 @@
-// Scope records: how a light scope is exported (issue 33's kept-span bounds). A light scope is a `LENS_SPAN` with a
+// Scope records: how a light scope is exported, the cheapest kept span. A light scope is a `LENS_SPAN` with a
 // literal name and either no attributes or a few its call site packs (lens/internal/scope_attributes.h): it takes no
 // slot. Its start writes its identity into its context entry and what its record needs beside it (LightScope,
 // thread_state.h); its end queues one scope record, 64 bytes and 24 a packed attribute, in its thread's span queue,
@@ -58,7 +58,7 @@ inline std::uint16_t scope_record_group(std::uint64_t first_word) noexcept {
 }
 
 // Copies `count` packed attributes (at most kMaxScopeAttributes) to `to`, any alignment: a straight run of moves for
-// each count, not a loop (about 8 instructions an attribute fewer, at a light scope's start and again at its end).
+// each count, not a loop (at a light scope's start and again at its end).
 template <std::uint32_t... N>
 LENS_ALWAYS_INLINE void copy_packed_attributes(void* to, const PackedAttribute* from, std::uint32_t count,
                                                std::integer_sequence<std::uint32_t, N...>) noexcept {
@@ -105,7 +105,7 @@ inline std::uint32_t record_bytes(const std::uint8_t* record) noexcept {
 // 2's random flag: its rightmost 7 bytes random): its right half is the root's span id under a second seed (so a
 // bijection of the count too: a thread's roots never share a trace), its left half that under a third seed, never 0
 // (so the id never is). Cheaper than IdGenerator's draws (xoshiro256**), which slot spans keep, and than a second
-// mix for the trace (about 20 instructions a root).
+// mix for the trace.
 class ScopeIds {
  public:
   ScopeIds() noexcept;

@@ -16,6 +16,17 @@ namespace {
 std::uint64_t group_bit(int id) { return id >= 0 ? std::uint64_t{1} << id : 0; }
 }  // namespace
 
+LightScopePolicy LightScopePolicy::of(bool sampler_decided_inline, int collective_group, int step_group,
+                                      const Limits& limits) noexcept {
+  return LightScopePolicy{
+      .groups = sampler_decided_inline ? ~(group_bit(collective_group) | group_bit(step_group)) : 0,
+      .max_attributes =
+          static_cast<std::uint32_t>(std::clamp<std::int64_t>(limits.span_attribute_count, 0, kMaxScopeAttributes)),
+      .max_string_length = static_cast<std::uint32_t>(std::clamp<std::int64_t>(
+          limits.span_attribute_value_length.value_or(std::int64_t{kMaxScopeStringLength}), 0, kMaxScopeStringLength)),
+  };
+}
+
 SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler> sampler_in, const Resource& resource,
                      TelemetryExporter& exporter, WakeUp& wake)
     : owned_sampler_(std::move(sampler_in)),
@@ -25,13 +36,8 @@ SpanDrain::SpanDrain(const SpanDrainSettings& settings, std::unique_ptr<Sampler>
       batch_size(static_cast<std::size_t>(settings.batch.max_export_batch_size)),
       collective_group(settings.collective_group),
       step_traces(settings.step_traces),
-      light_group_bits(sampler_keeps_roots_and_follows_parents
-                           ? ~(group_bit(collective_group) | group_bit(step_traces.step_group))
-                           : 0),
-      light_attribute_count(
-          static_cast<std::uint32_t>(std::clamp<std::int64_t>(limits.span_attribute_count, 0, kMaxScopeAttributes))),
-      light_string_length(static_cast<std::uint32_t>(std::clamp<std::int64_t>(
-          limits.span_attribute_value_length.value_or(std::int64_t{kMaxScopeStringLength}), 0, kMaxScopeStringLength))),
+      light_scopes(LightScopePolicy::of(sampler_keeps_roots_and_follows_parents, collective_group,
+                                        step_traces.step_group, limits)),
       resource_(resource),
       exporter_(exporter),
       wake_(wake),

@@ -21,9 +21,35 @@
 #include "lens/telemetry.h"
 #include "sampling/build.h"
 #include "signals/exporter.h"
+#include "trace/scope_record.h"
 #include "trace/thread_state.h"
 
 namespace lens::internal {
+
+// Which LENS_SPANs are light scopes (trace/scope_record.h), decided once for a drain from its settings; admits() is
+// the one rule the span path asks. A light scope's group is every group but the communication one (its start adds the
+// collective sequence) and the step layout's step group (its start derives a trace), and only where the sampler is
+// decided inline (the default); never a device-timed group (its start records events: device timing may be turned on
+// after setup, so that mask is read at each start). Its name fits a scope record, and the attribute limits would cut
+// none of its packed attributes (the slot path cuts and counts what exceeds them).
+struct LightScopePolicy {
+  std::uint64_t groups;
+  std::uint32_t max_attributes;
+  std::uint32_t max_string_length;
+
+  // collective_group, step_group: -1 for none.
+  static LightScopePolicy of(bool sampler_decided_inline, int collective_group, int step_group,
+                             const Limits& limits) noexcept;
+
+  // Whether a LENS_SPAN of `group` with a literal name of `name_length` bytes and `attributes` packed at its call site
+  // is a light scope (its group enabled: the caller's check).
+  LENS_ALWAYS_INLINE bool admits(SpanGroup group, std::size_t name_length,
+                                 const ScopeAttributes& attributes) const noexcept {
+    const std::uint64_t light_groups = groups & ~g_device_group_bits.load(std::memory_order_relaxed);
+    return (light_groups & group.bit()) != 0 && name_length <= kMaxScopeNameLength &&
+           attributes.count <= max_attributes && attributes.longest_string <= max_string_length;
+  }
+};
 
 // The step layout (TRACE_LAYOUT=step, CONTRACT §6), set where the layout is `step` and the catalogue has a `step`
 // group: a span of `step_group` given no trace id is the root of the trace step_trace_id(run id, n), n the rank's
@@ -81,13 +107,7 @@ class SpanDrain {
 
   const StepTraces step_traces;
   std::atomic<std::int64_t> steps_started{0};
-  // The groups whose LENS_SPANs may be light scopes (trace/scope_record.h): every group but the communication one
-  // and the step layout's step group, where the sampler is decided inline; none otherwise.
-  const std::uint64_t light_group_bits;
-  // The most packed attributes a light scope takes, and its longest string value: within the limits (the slot path
-  // cuts and counts what exceeds them).
-  const std::uint32_t light_attribute_count;
-  const std::uint32_t light_string_length;
+  const LightScopePolicy light_scopes;
 
   // Queue memory beyond each thread's first chunk, for the whole process: room for OTEL_BSP_MAX_QUEUE_SIZE spans
   // of kQueueBytesPerSpan (a span with a few attributes takes 100-300 B, so a burst of many more fits), within

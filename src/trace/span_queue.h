@@ -8,13 +8,13 @@
 // thread) reads records in place: a batch holds pointers into the chunks, and a chunk it has read to the end is
 // handed back (`retired`) once that batch is exported, so nothing is copied on the way out. An exported chunk
 // goes back to its producer (recycle) to be linked again: a chunk freed on the export thread and allocated on
-// the training thread cost both threads malloc's arena lock, fresh pages faulted in and, when the allocator
-// trimmed them, TLB shootdowns across the cores (issue 33: about a third of the export side's CPU).
+// the training thread would cost both threads malloc's arena lock, fresh pages faulted in and, when the allocator
+// trims them, TLB shootdowns across the cores.
 //
 // The wake-up: push() says when a full batch may be waiting (a span costs one compare against `next_check_`), and
 // batch_waiting() then says whether one is, from the consumer's true position, not a cached guess, at most once per
 // batch. Two calls, so that the span's end calls nothing on its usual path: a call there costs it the values kept
-// across the call, saved and spilled (issue 33).
+// across the call, saved and spilled.
 #pragma once
 
 #include <atomic>
@@ -51,10 +51,9 @@ class QueueBudget {
 class SpanQueue;
 
 // A run of records from the front, and from the back an index of their offsets (u32, the first record's last), so
-// the consumer finds every record without reading it: a record was written on the producer's core, and reading its
-// size to step to the next one cost the export thread a cache miss per span (issue 33: 40 ns a span, with an
-// exporter that discards). `written` is the producer's published count of records; `next` is set only once the
-// chunk is full, after its last record was published.
+// the consumer finds every record without reading it: a record is written on the producer's core, and reading its
+// size to step to the next one would cost the export thread a cache miss per span. `written` is the producer's
+// published count of records; `next` is set only once the chunk is full, after its last record was published.
 struct alignas(16) SpanChunk {
   static constexpr std::uint32_t kSmallest = 4 << 10;
   static constexpr std::uint32_t kLargest = 64 << 10;
@@ -96,7 +95,7 @@ class SpanQueue {
     LENS_DCHECK(header.size % 8 == 0 && header.size >= sizeof header + header.arena_used);  // 8-aligned
     return push_written(header.size, [&](std::uint8_t* at) {
       std::memcpy(at, &header, sizeof header);
-      // A span without attributes has an empty arena: no call into memcpy for nothing (about 15 instructions).
+      // A span without attributes has an empty arena: no call into memcpy for nothing.
       if (header.arena_used != 0) std::memcpy(at + sizeof header, arena, header.arena_used);
     });
   }
@@ -121,7 +120,7 @@ class SpanQueue {
     LENS_DCHECK(size % 8 == 0 && size >= kScopeRecordBytes);
     LENS_DCHECK(fits(size));  // never into the index
     // In locals before the record is written: its bytes may alias anything, so the compiler would load each of these
-    // again after it (about 10 instructions a record).
+    // again after it.
     const std::uint64_t pushed = pushed_.load(std::memory_order_relaxed);
     SpanChunk* const tail = tail_;
     LENS_DCHECK(tail->capacity == tail_capacity_);

@@ -153,7 +153,7 @@ TEST(SpanQueue, TheProcessBudgetBoundsEveryQueueTogether) {
   EXPECT_GT(wakes, 0) << "past half the budget, each new chunk asks for the export thread";
 }
 
-// Issue 33: an exported chunk goes back to its producer and is linked again, not freed on the export thread and
+// An exported chunk goes back to its producer and is linked again, not freed on the export thread and
 // allocated anew on the training thread; what is recycled stays within the budget.
 TEST(SpanQueue, AnExportedChunkIsRecycledToItsProducer) {
   QueueBudget budget(1 << 20);

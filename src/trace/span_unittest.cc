@@ -59,7 +59,7 @@ TEST(Spans, NestedScopesMakeOneTreeInOneTrace) {
   EXPECT_EQ(spans[3]["name"], "root");
 }
 
-// Issue 18: every communication span carries the rank's count of them so far, in the order they start, from any
+// Every communication span carries the rank's count of them so far, in the order they start, from any
 // thread; no other span has it; the base catalogue (no `communication` group) adds nothing.
 TEST(Spans, CommunicationSpansCarryTheRanksCollectiveSequence) {
   {
@@ -85,7 +85,7 @@ TEST(Spans, CommunicationSpansCarryTheRanksCollectiveSequence) {
   EXPECT_TRUE(attribute(c.span("step"), "lens.collective.seq").is_null());
 }
 
-// Issue 15: a step span is a root of the trace every rank derives, whatever span is current, and a trace-id
+// A step span is a root of the trace every rank derives, whatever span is current, and a trace-id
 // ratio sampler decides on that id (so every rank keeps or drops the same iterations).
 TEST(Spans, ASpanGivenATraceIdIsARootOfThatTrace) {
   Config config = testing::capture_config("all");
@@ -194,7 +194,7 @@ TEST(Spans, DisabledGroupEvaluatesNothingAndLeavesNoGapInTheTree) {
   EXPECT_EQ(c.span("layer")["parentSpanId"], c.span("root")["spanId"]);  // attaches to the nearest existing span
 }
 
-// Issue 28: with hang snapshots on, the loop's groups (step, forward_backward, microbatch, communication) are kept as
+// With hang snapshots on, the loop's groups (step, forward_backward, microbatch, communication) are kept as
 // positions when not enabled: the site runs, nothing is exported, and the tree is as if the span were not there.
 TEST(Spans, APositionOnlySpanIsNeverExportedNorAParent) {
   Capture c(testing::capture_config("job,layer"));
@@ -225,7 +225,7 @@ TEST(Spans, WithoutHangSnapshotsAGroupThatIsOffEvaluatesNothing) {
   EXPECT_FALSE(LENS_GROUP_ENABLED(mg::step));
 }
 
-// Issue 14: a writable buffer bound as a string literal, kept as a pointer to the stack with its whole length.
+// A writable buffer is copied, never kept as a pointer to the stack as a string literal is, and ends at its text.
 TEST(TextArgs, OnlyConstArraysAreKeptByPointerAndBuffersEndAtTheirText) {
   static constexpr TextArg kLiteral("megatron.train_step");
   static_assert(kLiteral.is_static() && kLiteral.text() == "megatron.train_step");
@@ -237,7 +237,7 @@ TEST(TextArgs, OnlyConstArraysAreKeptByPointerAndBuffersEndAtTheirText) {
   static const char kPadded[32] = "padded";
   EXPECT_EQ(TextArg(kPadded).text(), "padded");
   EXPECT_FALSE(TextArg(std::string("copied")).is_static());
-  // Issue 33: an array that ends with a NUL is measured by strlen; one that does not is never read past its end.
+  // An array that ends with a NUL is measured by strlen; one that does not is never read past its end.
   static constexpr char kNoNul[4] = {'a', 'b', 'c', 'd'};
   EXPECT_EQ(TextArg(kNoNul).text(), "abc");  // at most its size - 1 bytes, as before
   char unterminated[3] = {'x', 'y', 'z'};
@@ -609,7 +609,7 @@ TEST(Shutdown, SpansEndedAfterShutdownAreCountedAsDropped) {
   EXPECT_EQ(s.produced, s.exported + s.dropped());
 }
 
-// Issue 33: a LENS_SPAN with a literal name and no attributes is a light scope (trace/scope_record.h): no slot, its
+// A LENS_SPAN with a literal name and no attributes is a light scope (trace/scope_record.h): no slot, its
 // identity in its context entry, a 64-byte scope record queued when it ends. Whatever a user does to it, it is the
 // span it would have been in a slot: written to after it started, ended early, the current context, a parent or a
 // child of other spans, in a hang snapshot, dropped and counted when the queue is full.
@@ -974,7 +974,7 @@ TEST(Allocation, TheSpanPathAllocatesNothingEnabledOrDisabled) {
   EXPECT_EQ(c.telemetry().span_stats().produced, 2001u);
 }
 
-// Issue 29: OpenTelemetry's start_time / end_time are kept exactly as given (Unix nanoseconds, not through the
+// OpenTelemetry's start_time / end_time are kept exactly as given (Unix nanoseconds, not through the
 // span clock), an hour back as well as now; update_name renames; a span of no group (ungated) is recorded where
 // `job` is off but another group is on.
 TEST(Spans, GivenTimesAreKeptExactlyAndANameCanChange) {
@@ -997,7 +997,7 @@ TEST(Spans, GivenTimesAreKeptExactlyAndANameCanChange) {
   EXPECT_TRUE(c.span("gated.off").is_null());
 }
 
-// Issue 29: what is current, for another API's context: a live span (its handle, writable), a context attached by
+// What is current, for another API's context: a live span (its handle, writable), a context attached by
 // that API, a context alone, nothing.
 TEST(Spans, TheCurrentKindTellsASpanFromAnAttachedContext) {
   Capture c;

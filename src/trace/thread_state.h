@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <bit>
@@ -64,7 +65,7 @@ struct ThreadCounters {
 };
 
 // xoshiro256**: fast, 256-bit state, seeded from the OS (getrandom) per thread. Inline: a span draws one or two ids,
-// and a call each cost as much as the draw (issue 33's breakdown).
+// and a call costs as much as a draw.
 class IdGenerator {
  public:
   IdGenerator() noexcept;  // seeds from OS entropy
@@ -108,7 +109,7 @@ enum class LightScopeState : std::uint8_t {
 };
 
 // An entry, and the LightScope beside it, fill one cache line each: a span touches one line of each, and the compiler
-// finds the i-th with one shift (at 48 and 56 bytes it took three instructions a time, three times a span).
+// finds the i-th with one shift (an odd size needs a multiply, three times a span).
 struct alignas(64) ContextEntry {
   SpanContext context;
   const SpanHandle* span = nullptr;  // the live span it is the context of, if any (push_context)
@@ -174,6 +175,11 @@ struct ThreadState {
   bool all_slots_free() const noexcept {
     return (free_slots | remote_free.load(std::memory_order_acquire)) == ~std::uint64_t{0};
   }
+
+  // Whether the calling thread is this state's, in the process that made it (a forked child ends its parent's spans on
+  // a thread of its own). For DCHECKs: two system calls.
+  bool is_calling_thread() const noexcept { return pid != ::getpid() || tid == ::gettid(); }
+  const pid_t pid = ::getpid();  // the process that made it
 };
 
 // Where the calling thread's C++ runtime counts its uncaught exceptions (the Itanium C++ ABI's per-thread exception

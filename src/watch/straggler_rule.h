@@ -30,7 +30,7 @@ struct Rule {
   // The peers' extra wait over its extra compute. A straggler's peers wait for about all of it: 0.76-1.55 in every
   // window of a rank slowed or paused (tests/straggler, both trainers). Extra compute that fits in time the rank would
   // have spent waiting on a slow stage delays no one: its peers wait about as long as it does (0.31 for a 1.32x rank
-  // behind a straggling stage, issue 33's CI run).
+  // behind a straggling stage in a CI run).
   static constexpr double kWaitedForShare = 0.5;
   // Fewer steps in a window: the medians are not scored (the job's windows have at least 5; `lens report`'s last
   // window may be short).

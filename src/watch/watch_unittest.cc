@@ -53,7 +53,7 @@ TEST(StragglerRule, ASlowerRankThatWaitsMoreThanItsPeerIsNotTheOneWaitedFor) {
 
 TEST(StragglerRule, ASlowerRankWhosePeerDoesNotWaitForItIsNotFlagged) {
   // Behind a straggling stage, a rank's extra compute fits in time it would have waited on that stage: 1.32x its
-  // peer, but its peer waits only 4 ms longer than it does for its 13 ms more (issue 33's CI run).
+  // peer, but its peer waits only 4 ms longer than it does for its 13 ms more (figures of a CI run).
   std::vector<RankWindow> behind = {
       {.rank = 2, .stage = 1, .steps = 10, .compute_ns = 40.7 * kMs, .wait_ns = 53.1 * kMs},
       {.rank = 3, .stage = 1, .steps = 10, .compute_ns = 53.8 * kMs, .wait_ns = 49.1 * kMs}};

@@ -4,7 +4,7 @@
 pretrain_gpt on 2 data-parallel ranks (the loss is averaged over the replicas, so both ranks report the same
 figures): rank 0 serves its metrics on its Prometheus endpoint, rank 1 sends them over OTLP. Rank 1 is stopped at
 iteration 21 (a testing aid), so both ranks hold iteration 20's figures while Prometheus scrapes them; then the
-values Prometheus holds for each path must be equal. Both ranks read the same GPU of NVML's stand-in (issue 34), so
+values Prometheus holds for each path must be equal. Both ranks read the same GPU of NVML's stand-in, so
 its metrics must arrive both ways too, under the names OpenTelemetry's Prometheus translation gives them."""
 
 import glob
@@ -100,11 +100,11 @@ if __name__ == "__main__":
 
 @unittest.skipUnless(TRAINER and PROMETHEUS, "set by ctest: LENS_PRETRAIN_GPT, LENS_PROMETHEUS_PROGRAM")
 class EveryRankOnOneHostTest(peers.PeerTest):
-    """Issue 28: every rank exporting to Prometheus on one host asked for one port; the second rank's setup failed
-    and took the job down. Each rank serves the port + its local rank and writes where (<FILE_DIR>/prometheus/
-    <run id>.rank<R>.<host>.<pid>.json), and a real Prometheus finds both through its file service discovery, running
-    as a user of its own (as Debian's package runs it) over a FILE_DIR that lens made: the directory it made 0700 hid
-    every target from such a Prometheus, and nothing said why."""
+    """Every rank exporting to Prometheus on one host serves a port of its own (one port for all would fail the second
+    rank's setup and take the job down). Each rank serves the port + its local rank and writes where
+    (<FILE_DIR>/prometheus/<run id>.rank<R>.<host>.<pid>.json), and a real Prometheus finds both through its file
+    service discovery, running as a user of its own (as Debian's package runs it) over a FILE_DIR that lens made: a
+    directory made 0700 would hide every target from such a Prometheus, and nothing would say why."""
 
     def test_two_local_ranks_serve_two_ports_that_prometheus_discovers(self):
         base_port = peers.free_port()

@@ -1,6 +1,6 @@
-"""The commands of README.md and docs/*.md run as written (issue 28: a trainer command that exported to a collector
-that was not there and wrote nothing, an unquoted `--fail-if bubble-excess>10` that made a file named `10`, README
-loss figures that no run gave any more).
+"""The commands of README.md and docs/*.md run as written: a trainer command must not export to a collector that is
+not there and write nothing, a `--fail-if bubble-excess>10` must be quoted (unquoted it makes a file named `10`), and
+README's loss figures must be the ones a run gives.
 
 A shell block whose info string is `sh runnable` is run as written, whole, with `bash -e`, from the repository root,
 on the build the tests use (./build): README.md's first, after the README's first command, ./scripts/demo.sh (the
@@ -54,7 +54,7 @@ class DocsCommandsTest(unittest.TestCase):
 
     def check_every_link_of_the_demo_is_a_bound_flow(self):
         """The demo's Chrome JSON through the DevTools trace engine: every link an arrow it binds, none backwards
-        (before issue 28: none bound, 200 of 216 backwards)."""
+        (a pairing by name alone binds none and draws most arrows backwards)."""
         check = subprocess.run(["node", os.path.join(ROOT, "tools", "lens", "check_chrome_trace.js"),
                                 os.path.join(ROOT, "build", "demo", "trace.json.gz"),
                                 os.path.join(ROOT, "tests", "peers")],

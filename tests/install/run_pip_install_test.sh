@@ -1,5 +1,5 @@
 #!/bin/bash
-# `pip install .` and `pip wheel .` from a checkout, as a Python user installs (issue 29): a copy of the tracked
+# `pip install .` and `pip wheel .` from a checkout, as a Python user installs: a copy of the tracked
 # files (so the test writes nothing into the source tree), a fresh venv that does not see Debian's site-packages,
 # the build backend from .wheelhouse only (scripts/setup-deps.sh downloaded it, pinned with hashes: no network
 # here), then the installed `lens`, imported as Megatron does (`nemo.lens`, no edit), records a span; the wheel

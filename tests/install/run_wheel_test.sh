@@ -1,5 +1,5 @@
 #!/bin/bash
-# The wheels of scripts/wheels.sh as a user installs them (issue 53): each into a fresh venv of its own Python that
+# The wheels of scripts/wheels.sh as a user installs them: each into a fresh venv of its own Python that
 # does not see Debian's site-packages, from the wheel file with its one dependency (opentelemetry-api) taken from
 # .wheelhouse (no network, no compiler), timed; then the console script `lens --help`, and a script that imports
 # nemo.lens as Megatron does (no edit: the wheel's .pth hook) and exports one span to a file. The CPython 3.11 wheel

@@ -123,8 +123,8 @@ TEST(RankStrategiesAcrossProcesses, ExportingRankEnablesGroupsOthersNone) {
 }
 
 TEST(RankStrategiesAcrossProcesses, WithHangSnapshotsEveryRankKeepsItsGroupsAndOnlyOneExports) {
-  // The default: the others enable nothing (issue 29, as the source documents say) but keep positions of the same
-  // groups for a hang snapshot, exporting nothing; every rank keeps the loop's groups as positions (issue 28).
+  // The default: the others enable nothing (as the source documents say) but keep positions of the same groups for a
+  // hang snapshot, exporting nothing; every rank keeps the loop's groups as positions.
   std::vector<RankResult> results = launch({"MEGATRON_OTEL_SPAN_GROUPS=job,layer"});
   const std::string sites = "; sites job,step,forward_backward,microbatch,layer,communication\n";
   for (int rank = 0; rank < kWorldSize; ++rank) {

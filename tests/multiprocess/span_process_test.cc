@@ -171,7 +171,7 @@ TEST(Sigterm, FlushesThenChainsToTheProgramsHandler) {
   EXPECT_EQ(names_of(spans), kEndedBefore);
 }
 
-// Issue 12: a program whose handler lets it go on (Megatron saves a last checkpoint) keeps its telemetry: the
+// A program whose handler lets it go on (Megatron saves a last checkpoint) keeps its telemetry: the
 // spans open at the signal end normally, and what it records afterwards is exported at exit.
 TEST(Sigterm, AProgramThatGoesOnAfterItsHandlerKeepsRecording) {
   int status = 0;

@@ -1,4 +1,4 @@
-"""Today's Megatron-LM telemetry call shapes, performed the way Megatron performs them (issue 29), written for lens's
+"""Today's Megatron-LM telemetry call shapes, performed the way Megatron performs them, written for lens's
 tests: the imports in their try/except form, `_set_telemetry`, the startup spans back-dated from launch timestamps,
 the interval blocks re-rooted with links, the step and its trace_fn sub-spans, the pipeline's linked span ended
 without `with`, the exposed checkpoint save with the async request's call_idx on the current span, evaluation's

@@ -1,4 +1,4 @@
-"""Today's Megatron-LM call shapes on lens (issue 29): megatron_shapes.py performs them as Megatron does; with lens
+"""Today's Megatron-LM call shapes on lens: megatron_shapes.py performs them as Megatron does; with lens
 and opentelemetry-api the spans, parentage, links, back-dated times, attributes and metrics are what Megatron
 intends; with neither, the same code runs its no-op path. Run by .venv's interpreter (the real OpenTelemetry API)."""
 

@@ -1,4 +1,4 @@
-"""lens serves the OpenTelemetry Python API (issue 29): code written against the real `opentelemetry-api` 1.45.2 (from
+"""lens serves the OpenTelemetry Python API: code written against the real `opentelemetry-api` 1.45.2 (from
 PyPI, in .venv) records through lens's pipeline once lens is set up — spans, back-dated spans, links, kinds, status
 and exceptions, the current span across both APIs and both languages, metrics through `metrics.get_meter`, log
 records through the logs API — and the OpenTelemetry SDK's own tracer nests under lens's current span. What lands

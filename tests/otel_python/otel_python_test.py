@@ -56,7 +56,7 @@ class BothSdksTest(peers.PeerTest):
                                                ("otel-side", "otel.outer"): ITERATIONS})
         ids = {s["ids"][1]: s for _, s in collected}
         self.assertEqual(len(ids), 5 * ITERATIONS, "every span id once")
-        # lens serves the OpenTelemetry API's context (issue 29): one current span for both SDKs, so they nest in
+        # lens serves the OpenTelemetry API's context: one current span for both SDKs, so they nest in
         # both directions, each span in its parent's trace.
         parents = {"lens.outer": None, "otel.inner": "lens.outer", "lens.innermost": "otel.inner",
                    "otel.outer": None, "lens.inside_otel": "otel.outer"}

@@ -1,4 +1,4 @@
-// A simulator of the CUDA runtime's event and stream API, built as libcudart.so.12 (issue 34), so lens's device
+// A simulator of the CUDA runtime's event and stream API, built as libcudart.so.12, so lens's device
 // timing runs here where no GPU is: the same entry points, with the behaviour NVIDIA documents.
 //
 // - Each stream runs its work in order on a thread of its own: "kernels" of a duration the test sets

@@ -1,4 +1,4 @@
-// A stand-in for libnvToolsExt.so.1 (issue 34), so lens's NVTX ranges run without the CUDA toolkit: the three
+// A stand-in for libnvToolsExt.so.1, so lens's NVTX ranges run without the CUDA toolkit: the three
 // entry points lens binds, with NVTX's documented behaviour (a domain by name, a push/pop stack per thread), and what
 // each thread pushed and popped kept for the test to read (fake_nvtx_events_on_this_thread). Built a second time with
 // FAKE_NVTX_NOOP (libfake_nvtx_noop.so) for the benchmark: the stack's depth only, as NVIDIA's library with no tool

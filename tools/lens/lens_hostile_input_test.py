@@ -1,4 +1,4 @@
-"""The tools under hostile input (issue 27): every run of `lens` here has a memory cap (RLIMIT_AS) and a time cap,
+"""The tools under hostile input: every run of `lens` here has a memory cap (RLIMIT_AS) and a time cap,
 so an unbounded allocation, a crash or a hang is a failed test, not a dead machine. Files that claim huge numbers
 (parallel sizes whose product overflows, an iteration of 2x10^7, a world of 10^8 ranks), a NaN loss, a line longer
 than any batch, telemetry beside files that are not telemetry, spans that fit no step, and a disk that fills."""
@@ -61,7 +61,7 @@ class HostileRunFilesTest(TempDirTest):
                 self.assertEqual(result.returncode, 0, result.stderr)
 
     def test_integer_resource_keys_sent_as_strings_keep_the_ranks_apart(self):
-        """Issue 28: an SDK fed from os.environ sends dl.rank as a string; read as 0, every rank became rank 0."""
+        """An SDK fed from os.environ sends dl.rank as a string: it is read as the number it says, not as 0."""
         for rank in range(4):
             line = json.loads(spans_line(rank, step_spans(range(1, 4)), world=4))
             for a in line["resourceSpans"][0]["resource"]["attributes"]:
@@ -224,8 +224,8 @@ class HostileSnapshotsTest(TempDirTest):
         return os.path.dirname(path)
 
     def test_numbers_out_of_an_integers_range_are_refused_not_converted(self):
-        # The readers fuzzer (CI, issue 28's review): written_unix_nano of 1.8e21 reached an integer conversion,
-        # undefined behaviour under UBSan; floats and values past int64 in integer fields likewise.
+        # Found by the readers fuzzer: written_unix_nano of 1.8e21 must not reach an integer conversion (undefined
+        # behaviour under UBSan); floats and values past int64 in integer fields likewise.
         for key, value in (("written_unix_nano", 1.8e21), ("rank", 1.5e19), ("world_size", 2.5),
                            ("last_iteration_completed", 9223372036854775807)):
             with self.subTest(key=key):

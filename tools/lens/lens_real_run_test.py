@@ -52,7 +52,7 @@ SMALL = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "2
 class RealRunTest(TempDirTest):
     def test_every_span_is_accounted_for_in_both_name_modes_and_trace_layouts(self):
         # On the CUDA runtime's simulator, each layer's attention and MLP a 300 us kernel: device spans beside the
-        # host's (issue 34), counted once, in no host phase, on a device track of each rank.
+        # host's, counted once, in no host phase, on a device track of each rank.
         device = ["--testing-fake-cuda", FAKE_CUDART, "--testing-kernel-us", "300"] if FAKE_CUDART else []
         device_env = {"MEGATRON_OTEL_DEVICE_TIMING": "cuda", "LENS_CUDART_LIBRARY": FAKE_CUDART} if FAKE_CUDART else {}
         for names, layout in (("documented", "segment"), ("megatron", "step")):

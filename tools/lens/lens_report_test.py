@@ -241,7 +241,7 @@ class ReportFiguresTest(unittest.TestCase):
 
 class HelpTextTest(TempDirTest):
     def test_help_and_errors_name_real_variables_not_placeholders(self):
-        # Issue 28: CONTRACT's P_ (the environment prefix) reached users as P_HANG_SIGNAL and P_CONTROL.
+        # CONTRACT's P_ (the environment prefix) never reaches users as P_HANG_SIGNAL or P_CONTROL.
         texts = [lens("--help").stdout]
         for command in (["report"], ["convert"], ["ctl"], ["hang"], ["ctl", "status"], ["ctl", "span-groups"]):
             texts.append(lens(*command, "--help").stdout)
@@ -703,7 +703,7 @@ def write_group_change_run(directory):
 
 
 class DeviceTimeTest(TempDirTest):
-    """Issue 34: device spans (`<name>.device`, docs/GPU.md) beside their host spans, with known answers. One rank,
+    """Device spans (`<name>.device`, docs/GPU.md) beside their host spans, with known answers. One rank,
     two 100 ms steps; in each a forward of 10 ms on the host whose device span runs 30 ms from 5 ms after it (the GPU
     behind the host), and a receive wait of 8 ms on the host, 2 ms on the device, whose device span starts inside the
     step and ends after it. Device spans count in no host phase, and each in the step it starts in."""
@@ -751,8 +751,8 @@ class DeviceTimeTest(TempDirTest):
 
 
 class GoldenOutputTest(TempDirTest):
-    """`lens report`'s JSON and text for fixed runs, byte for byte as testdata/report/ holds them (the output of the
-    tool before its figures became typed, issue 30). LENS_UPDATE_GOLDEN=1 rewrites them: only for a change meant to
+    """`lens report`'s JSON and text for fixed runs, byte for byte as testdata/report/ holds them.
+    LENS_UPDATE_GOLDEN=1 rewrites them: only for a change meant to
     change the output, said in its commit."""
 
     CASES = {
@@ -781,7 +781,7 @@ class GoldenOutputTest(TempDirTest):
                     self.check(name, form, result.stdout)
 
     def test_every_number_of_threads_gives_the_same_output(self):
-        # Issue 33: with several files each thread reads a run of them into a report of its own, merged after.
+        # With several files each thread reads a run of them into a report of its own, merged after.
         for name, (write, extra) in self.CASES.items():
             with tempfile.TemporaryDirectory() as tmp:
                 run = write(tmp)
@@ -793,7 +793,7 @@ class GoldenOutputTest(TempDirTest):
 
 
 class ThreadsTest(TempDirTest):
-    """Issue 33: files read by several threads, each into a report of its own, give the one report's figures, also
+    """Files read by several threads, each into a report of its own, give the one report's figures, also
     when a process's spans are cut between files that two threads read (a step span in one, its children in the
     file before), as a Collector's rotated files cut them."""
 

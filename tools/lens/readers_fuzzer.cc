@@ -1,4 +1,4 @@
-// libFuzzer target for what the tools read from files (issue 27): a run's OTLP/JSON lines (lens report, lens
+// libFuzzer target for what the tools read from files: a run's OTLP/JSON lines (lens report, lens
 // convert), a hang snapshot (lens hang) and control.json (lens ctl). The first byte picks the reader, the rest is the
 // file. Each input must give figures, a verdict or a refusal: never a crash, a sanitizer report, or memory beyond
 // libFuzzer's -rss_limit_mb. Built only in the fuzz configuration (-DLENS_FUZZ=ON, clang); seeds in

@@ -114,9 +114,9 @@ struct RankedRecord {
 
 // Records by rank, then iteration: a rank's records in a vector in iteration order, grown a quarter at a time. A
 // rank's spans come in time order whatever the files' order (a file per rank, or a Collector's file of every rank's
-// batches), so a record is nearly always appended. A map node a record cost 80 bytes more than the record; a vector
-// of each iteration's records in rank order took the ranks of a Collector's file in any order, each moving those
-// after it (quadratic in the ranks).
+// batches), so a record is nearly always appended. A map node a record would cost 80 bytes more than the record; a
+// vector of each iteration's records in rank order would take the ranks of a Collector's file in any order, each
+// moving those after it (quadratic in the ranks).
 template <typename Record>
 class RecordsByRank {
  public:

@@ -1,4 +1,4 @@
-// What `lens report` holds for a run too large for this machine's disk (issue 33: 256 ranks of 10 M spans each, some
+// What `lens report` holds for a run too large for this machine's disk (256 ranks of 10 M spans each, some
 // 680 GB of files): the spans of bench/lens_report_benchmark.sh's generated run (its names, a step span in every 30
 // spans of a rank) made in memory and handed to the report as its file reader hands them, each thread a report of
 // its own over a run of consecutive ranks (a file each) or, `interleaved`, over a part of one Collector's file (every

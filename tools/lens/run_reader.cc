@@ -61,7 +61,7 @@ bool is_telemetry_file(const fs::path& p) {
 constexpr std::size_t kBlockBytes = 1 << 20;
 
 // Whole lines of one file as they were read, in one buffer followed by simdjson's padding: each line is parsed where
-// it lies, never copied (issue 33: copying each line out of the read buffer was a pass over every byte). A line
+// it lies, never copied (a copy would be one more pass over every byte). A line
 // longer than kMaxLineBytes is not kept: `overlong_at` holds where it stood, before the line that starts there.
 struct LineBlock {
   std::unique_ptr<char[]> data;
@@ -205,7 +205,7 @@ class BlockReader {
 template <typename Int>
 Int integer(value v) {
   if (v.type() != simdjson::ondemand::json_type::string) return static_cast<Int>(v.get<Int>().value());
-  // Read in place, not unescaped first (a timestamp a span, twice: issue 33 measured 7 % of a report's time).
+  // Read in place, not unescaped first: two timestamps a span, on every span of a run.
   Int out = 0;
   simdjson::error_code error;
   if constexpr (std::is_signed_v<Int>) {

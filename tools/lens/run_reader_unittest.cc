@@ -1,4 +1,4 @@
-// Reading a run in parallel (issue 33): whatever the number of threads, the visitor sees the rows a serial read
+// Reading a run in parallel: whatever the number of threads, the visitor sees the rows a serial read
 // shows it, in the same order, and the same counts and problems; blocks of lines cut a large file between threads.
 #include "run_reader.h"
 
