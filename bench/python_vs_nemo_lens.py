@@ -39,6 +39,8 @@ ROOT = os.path.join(HERE, "..")
 DOWNLOADS = os.path.join(ROOT, ".wheelhouse")
 
 KEPT_GROUP, OFF_GROUP = "step", "layer"  # the `default` preset has neither: both set below
+# Off too, but one of the loop's groups: lens keeps its spans as positions for hang snapshots (on by default).
+POSITION_GROUP = "forward_backward"
 BATCH = 1000  # calls a round, under NeMo Lens's BatchSpanProcessor queue (2048): no drop from the queue's size
 
 
@@ -90,18 +92,23 @@ def child_paths(library, rounds):
 
     kept_fn = trace_fn(KEPT_GROUP, "bench.traced")(work)
     off_fn = trace_fn(OFF_GROUP, "bench.traced")(work)
+    position_fn = trace_fn(POSITION_GROUP, "bench.traced")(work)
     partial_fn = functools.partial(work)
     groups = frozenset({KEPT_GROUP})
     nullcontext = contextlib.nullcontext
 
-    def kept_managed_span():
-        for _ in range(BATCH):
-            with managed_span(KEPT_GROUP, "bench.span", a=1, b="two"):
-                pass
+    def managed_spans(group):
+        def body():
+            for _ in range(BATCH):
+                with managed_span(group, "bench.span", a=1, b="two"):
+                    pass
+        return body
 
-    def kept_trace_fn():
-        for _ in range(BATCH):
-            kept_fn()
+    def calls(function):
+        def body():
+            for _ in range(BATCH):
+                function()
+        return body
 
     def otel_span():
         for _ in range(BATCH):
@@ -113,22 +120,9 @@ def child_paths(library, rounds):
             with nullcontext():
                 pass
 
-    def baseline_partial():
-        for _ in range(BATCH):
-            partial_fn()
-
     def baseline_frozenset():
         for _ in range(BATCH):
             KEPT_GROUP in groups  # noqa: B015: the baseline is the test itself
-
-    def off_managed_span():
-        for _ in range(BATCH):
-            with managed_span(OFF_GROUP, "bench.off", a=1, b="two"):
-                pass
-
-    def off_trace_fn():
-        for _ in range(BATCH):
-            off_fn()
 
     def group_check():
         for _ in range(BATCH):
@@ -148,15 +142,17 @@ def child_paths(library, rounds):
     # name: (body, baseline, spans it exports a round)
     paths = {
         "nullcontext": (baseline_nullcontext, None, 0),
-        "functools.partial call": (baseline_partial, None, 0),
+        "functools.partial call": (calls(partial_fn), None, 0),
         "frozenset membership": (baseline_frozenset, None, 0),
-        "kept managed_span, 2 attributes": (kept_managed_span, "nullcontext", BATCH),
-        "kept trace_fn call": (kept_trace_fn, "functools.partial call", BATCH),
+        "kept managed_span, 2 attributes": (managed_spans(KEPT_GROUP), "nullcontext", BATCH),
+        "kept trace_fn call": (calls(kept_fn), "functools.partial call", BATCH),
         "OTel API start_as_current_span": (otel_span, "nullcontext", BATCH),
         "get_current_span().set_attribute": (set_attribute, None, 1),
         "context.attach + detach": (attach_detach, None, 1),
-        "off-group managed_span": (off_managed_span, "nullcontext", 0),
-        "off-group trace_fn call": (off_trace_fn, "functools.partial call", 0),
+        "off-group managed_span": (managed_spans(OFF_GROUP), "nullcontext", 0),
+        "off-group trace_fn call": (calls(off_fn), "functools.partial call", 0),
+        "off-group managed_span, lens keeps a position": (managed_spans(POSITION_GROUP), "nullcontext", 0),
+        "off-group trace_fn call, lens keeps a position": (calls(position_fn), "functools.partial call", 0),
         "is_span_group_enabled (off)": (group_check, "frozenset membership", 0),
     }
     samples = {name: {"ns": [], "cpu_ns": [], "ratio": []} for name in paths}

@@ -2,11 +2,11 @@
 //
 // LENS_SPAN opens a span for the rest of the scope, if its group is enabled: otherwise nothing is evaluated,
 // not even the name or the attributes. The span becomes the thread's current span, so spans opened inside it
-// are its children. Recording never blocks or locks: a span with a literal name and no attributes costs about one and
-// a half times two reads of the clock (32-44 ns on the VM of docs/PERFORMANCE.md), one with 4 attributes (literal keys,
-// numbers or literal strings) about 40 ns; an attribute that is copied (a std::string) puts the span in a slot (100
-// ns). The ended span goes into a per-thread queue (its memory drawn, a chunk every few hundred spans, from one bounded
-// budget per process) that one background thread drains; a span that does not fit is dropped and counted.
+// are its children. Recording never blocks or locks: a span with a literal name and literal keys with numbers or
+// literal strings is a light scope, which costs little more than two reads of the clock; an attribute that is copied
+// (a std::string) puts the span in a slot, which costs more (docs/PERFORMANCE.md has today's figures). The ended span
+// goes into a per-thread queue (its memory drawn, a chunk every few hundred spans, from one bounded budget per
+// process) that one background thread drains; a span that does not fit is dropped and counted.
 //
 //   void train_step(int iteration) {
 //     LENS_SPAN(lens::megatron::group::step, "megatron.train_step", {"megatron.iteration", iteration});

@@ -644,30 +644,31 @@ PyObject* call_in_global_provider_span(TracedFunction* t, PyObject* const* args,
   return result;
 }
 
+// A trace_fn call's span lives on this frame, as a LENS_SPAN's does: the function never sees it, so no Python object
+// is made for it (a position for hang snapshots, or a kept span).
 PyObject* traced_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* t = reinterpret_cast<TracedFunction*>(self);
   int id = 0;
   const SpanRoute route = route_of(t->group, &id);
   if (route == SpanRoute::kOff) return PyObject_Vectorcall(t->function, args, nargsf, kwnames);
   if (route == SpanRoute::kGlobalProvider) return call_in_global_provider_span(t, args, nargsf, kwnames);
-  SpanObject* s = alloc_span(t->name);
-  if (s == nullptr) return nullptr;
-  s->group_id = static_cast<unsigned char>(route == SpanRoute::kLensUngated ? 0 : id);
-  s->ungated = route == SpanRoute::kLensUngated;
-  start(s);
+  SpanHandle h;
+  lens::StartOptions options;
+  options.ungated = route == SpanRoute::kLensUngated;
+  lens::internal::ThreadState* pushed_to =
+      lens::internal::start_current_span(h, lens::SpanGroup(static_cast<unsigned char>(options.ungated ? 0 : id)),
+                                         lens::SpanName(utf8_or_empty(t->name)), {}, options);
   PyObject* result = PyObject_Vectorcall(t->function, args, nargsf, kwnames);
   if (result == nullptr) {
     PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
     PyErr_Fetch(&type, &value, &traceback);
     PyErr_NormalizeException(&type, &value, &traceback);
-    if (type != nullptr && s->h.slot != nullptr && PyErr_GivenExceptionMatches(type, PyExc_Exception))
-      record_python_exception(s->h, type, value, true, StatusText::kTypeAndMessage);
-    finish(s);
+    if (type != nullptr && h.slot != nullptr && PyErr_GivenExceptionMatches(type, PyExc_Exception))
+      record_python_exception(h, type, value, true, StatusText::kTypeAndMessage);
     PyErr_Restore(type, value, traceback);
-  } else {
-    finish(s);
   }
-  Py_DECREF(s);
+  if (pushed_to != nullptr) lens::internal::pop_context(pushed_to);
+  if (h.slot != nullptr) lens::internal::end_span(h, false, 0);
   return result;
 }
 

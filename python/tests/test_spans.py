@@ -148,6 +148,23 @@ class TraceFnTest(unittest.TestCase):
         self.assertEqual(len(run.named("forward")), 2)
         self.assertEqual(failed[0]["status"]["message"], "RuntimeError: negative")
 
+    def test_the_call_s_span_is_current_inside_it_and_a_position_is_no_parent(self):
+        @trace_fn(STEP, "traced")
+        def traced():
+            with managed_span(JOB, "inside"):
+                pass
+
+        with Run("all") as run:
+            with managed_span(JOB, "outer"):
+                traced()
+        self.assertEqual(run.span("traced")["parentSpanId"], run.span("outer")["spanId"])
+        self.assertEqual(run.span("inside")["parentSpanId"], run.span("traced")["spanId"])
+        with Run("job") as run:  # step off, kept as a position for hang snapshots: nothing exported, no parent
+            with managed_span(JOB, "outer"):
+                traced()
+        self.assertEqual(run.named("traced"), [])
+        self.assertEqual(run.span("inside")["parentSpanId"], run.span("outer")["spanId"])
+
 
 class UngatedAndSafeTest(unittest.TestCase):
     def test_span_cm_records_whatever_groups_are_on(self):
