@@ -38,6 +38,7 @@
 #include "lens/context.h"
 #include "lens/groups.h"
 #include "lens/internal/scope_attributes.h"
+#include "lens/internal/span_entry_points.h"
 #include "lens/internal/visibility.h"
 
 namespace lens {
@@ -65,95 +66,9 @@ struct StartOptions {
 // A span or event name: a literal is kept as a pointer, anything else is copied when the span starts.
 using SpanName = TextArg;
 
-namespace internal {
-struct OpenSpan;
-struct ThreadState;
-// What a Span object holds: where its data is being built, and its identity.
-struct SpanHandle {
-  OpenSpan* slot = nullptr;  // null: not recording (group off, sampled out, no room)
-  std::uint32_t generation = 0;
-  // std::uncaught_exceptions() on the starting thread when the span took its slot: a scope left with more
-  // uncaught was left by an exception (a span started in a destructor during unwinding was not).
-  std::uint32_t uncaught_at_start = 0;
-  // Valid when the span exists, recording or sampled out. A light scope's holds its span id and flags, its trace id
-  // filled in from its context entry when first read (fill_light_context): its start writes it once, there.
-  SpanContext context;
-};
-}  // namespace internal
-
 LENS_ABI_NAMESPACE_BEGIN
 
 #if !defined(LENS_DISABLED)
-
-namespace internal {
-LENS_API void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
-                         const StartOptions& options) noexcept;
-// start_span, and the span made the thread's current one when it has a context (as push_context(h.context, &h)):
-// LENS_SPAN's two steps in one call. Returns where the context went (null: nowhere), for pop_context.
-LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
-                                         std::span<const Attribute> attributes, const StartOptions& options) noexcept;
-// The same with the default options (LENS_SPAN's case): a start with none of their checks.
-LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
-                                         std::span<const Attribute> attributes) noexcept;
-// LENS_SPAN without attributes and with a literal name (`name`, `length` bytes, passed in registers): a light scope
-// where it can be one (trace/scope_record.h: no slot, ended by end_light_scope), else start_current_span's span.
-LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name,
-                                          std::size_t length) noexcept;
-// The same with attributes packed at the call site (lens/internal/scope_attributes.h): a light scope that carries them
-// in its scope record where it can be one, else a span with them unpacked.
-LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
-                                          ScopeAttributes attributes) noexcept;
-// What a light scope's handle holds as its slot (never a slot: its identity lives in its thread's context entry).
-LENS_API extern OpenSpan g_light_scope_marker;
-inline bool is_light_scope(const SpanHandle& h) noexcept { return h.slot == &g_light_scope_marker; }
-// end_scope for a light scope (a ScopedSpan's destructor calls it directly, as end_scope does).
-LENS_API void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept;
-// end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
-LENS_API void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos = 0) noexcept;
-// Fills in a light scope's trace id, on the thread it started on, while its scope lasts.
-LENS_API void fill_light_context(SpanHandle& h) noexcept;
-// Whether `h`'s context is still to be filled in: a span id and no trace id is a light scope's before it is.
-inline bool context_is_deferred(const SpanHandle& h) noexcept {
-  return h.context.span_id.is_valid() && !h.context.trace_id.is_valid();
-}
-// A span's object destroyed: its context popped from `pushed_to` (null: none was pushed), then the span ended, by an
-// exception when the ending thread has more uncaught than when it started (the count read from the thread's state,
-// not through std::uncaught_exceptions(), a call into libstdc++ and its thread-local).
-LENS_API void end_scope(SpanHandle& h, ThreadState* pushed_to) noexcept;
-// Renames an open span (OpenTelemetry's update_name). Handles copied from `h` before the call stop owning it.
-LENS_API void update_name(SpanHandle& h, SpanName name) noexcept;
-LENS_API void set_attributes(SpanHandle& h, std::span<const Attribute> attributes) noexcept;
-LENS_API void add_event(SpanHandle& h, SpanName name, std::span<const Attribute> attributes) noexcept;
-LENS_API void add_link(SpanHandle& h, const SpanContext& link, std::span<const Attribute> attributes) noexcept;
-LENS_API void set_status(SpanHandle& h, StatusCode code, std::string_view message) noexcept;
-LENS_API void record_exception(SpanHandle& h, std::string_view type, std::string_view message, bool escaped) noexcept;
-LENS_API std::string_view exception_type_name(const std::exception& e) noexcept;
-// Returns where the context went (null: nowhere), for pop_context. `span`: the live span whose context this is,
-// when there is one (its handle is copied by current_span, so another language's API can write to the span that
-// is current, as OpenTelemetry's get_current_span does); it must stay valid until the pop.
-// `attached`: pushed by another API's context (OpenTelemetry Python's context.attach), which keeps the span itself.
-LENS_API ThreadState* push_context(const SpanContext& context, const SpanHandle* span = nullptr,
-                                   bool attached = false) noexcept;
-LENS_API void pop_context(ThreadState* pushed_to) noexcept;
-// How deep the calling thread's context stack is after a push that went to `pushed_to` (0 for null).
-LENS_API std::uint32_t context_depth(const ThreadState* pushed_to) noexcept;
-// What pop_attached_context did.
-enum class DetachResult : unsigned char {
-  kPopped,          // the entry, and any attached above it (as a context variable's reset forgets later values)
-  kGone,            // nothing: it was popped already (with an earlier one, or twice)
-  kOtherThread,     // nothing: the push was another thread's
-  kUnderOpenSpans,  // nothing: a span started after it is still open above it
-};
-// Undoes a push of another API's context (OpenTelemetry Python's context.detach) that left the calling thread's stack
-// `depth` deep: it and the entries above it go when all of them are other contexts attached (never a live span's
-// entry), on the thread that pushed it (never another thread's).
-LENS_API DetachResult pop_attached_context(ThreadState* pushed_to, std::uint32_t depth) noexcept;
-// What is current on the calling thread: nothing, a context another API attached (it knows the span), a live
-// span (its handle copied into *span: the copy writes to the span while it is open), or a context alone
-// (ContextScope, a remote parent).
-enum class CurrentKind : int { kNone = 0, kAttached = 1, kSpan = 2, kContext = 3 };
-LENS_API CurrentKind current_kind(SpanHandle* span) noexcept;
-}  // namespace internal
 
 // A span that starts and ends wherever the caller says: construct to start, end() (or destroy) to end. It does
 // not become the current span unless made so with ContextScope. Movable; ending twice is harmless.

@@ -803,8 +803,9 @@ __attribute__((noinline)) ThreadState* start_scope_as_span(SpanHandle& h, SpanGr
 
 // start_current_scope for a light scope that the usual path cannot take (start_scope): the thread's state to attach,
 // a full context stack, or a clock that is a call. Out of line, so that the usual path makes no call.
-__attribute__((noinline)) ThreadState* start_scope_slowly(SpanHandle& h, SpanGroup group, const char* name,
-                                                          std::size_t length, ScopeAttributes attributes) noexcept {
+__attribute__((noinline)) ThreadState* start_scope_out_of_line(SpanHandle& h, SpanGroup group, const char* name,
+                                                               std::size_t length,
+                                                               ScopeAttributes attributes) noexcept {
   // The drain read again, and so everything that depends on it: telemetry may have been set up again or shut down
   // since start_scope read it.
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
@@ -829,7 +830,7 @@ LENS_ALWAYS_INLINE ThreadState* start_scope(SpanHandle& h, SpanGroup group, cons
           t != nullptr && t->drain == p && t->context_depth < ThreadState::kMaxContextDepth && now_ticks_is_inline(),
           1))
     return start_light_scope(h, *t, group, name, length, attributes);
-  return start_scope_slowly(h, group, name, length, attributes);
+  return start_scope_out_of_line(h, group, name, length, attributes);
 }
 
 }  // namespace
@@ -930,8 +931,8 @@ __attribute__((noinline)) void end_light_scope_in_slot(SpanHandle& h, ThreadStat
 
 // Ends light scope `h`, whose context entry is `e` in the calling thread's state `t`, at `end` (ticks, or Unix
 // nanoseconds when end_unix_nanos says so): its scope record queued, or a slot's end (above).
-LENS_ALWAYS_INLINE void end_light_scope(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
-                                        bool by_exception, std::uint64_t end_unix_nanos) noexcept {
+LENS_ALWAYS_INLINE void end_light_scope_at(SpanHandle& h, ThreadState& t, ContextEntry& e, std::uint64_t end,
+                                           bool by_exception, std::uint64_t end_unix_nanos) noexcept {
   if (__builtin_expect(by_exception || end_unix_nanos != 0 || e.light != LightScopeState::kOpen, 0))
     return end_light_scope_in_slot(h, t, e, end, by_exception, end_unix_nanos);
   e.light = LightScopeState::kEnded;
@@ -944,9 +945,10 @@ LENS_ALWAYS_INLINE void end_light_scope(SpanHandle& h, ThreadState& t, ContextEn
 }
 
 // The end of light scope `h` at its scope's exit when it is not simply queued (end_light_scope below).
-__attribute__((noinline)) void end_light_scope_at_exit_slowly(SpanHandle& h, ThreadState& t, ContextEntry& e) noexcept {
+__attribute__((noinline)) void end_light_scope_at_exit_out_of_line(SpanHandle& h, ThreadState& t,
+                                                                   ContextEntry& e) noexcept {
   if (e.light == LightScopeState::kEnded) return;  // ended early (Span::end), or cut at shutdown
-  end_light_scope(h, t, e, now_ticks(), *t.uncaught_exceptions > h.uncaught_at_start, 0);
+  end_light_scope_at(h, t, e, now_ticks(), *t.uncaught_exceptions > h.uncaught_at_start, 0);
 }
 
 }  // namespace
@@ -954,7 +956,7 @@ __attribute__((noinline)) void end_light_scope_at_exit_slowly(SpanHandle& h, Thr
 void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos) noexcept {
   std::uint64_t end = end_unix_nanos != 0 ? end_unix_nanos : now_ticks();
   if (is_light_scope(h)) {  // Span::end() on a LENS_SPAN_NAMED: its context stays current until the scope ends
-    if (ContextEntry* e = live_light_entry(h)) end_light_scope(h, *t_state, *e, end, by_exception, end_unix_nanos);
+    if (ContextEntry* e = live_light_entry(h)) end_light_scope_at(h, *t_state, *e, end, by_exception, end_unix_nanos);
     return;
   }
   if (!owns(h)) return;  // truncated at shutdown: already exported
@@ -989,7 +991,7 @@ void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept {
   if (__builtin_expect(e.light != LightScopeState::kOpen || *t.uncaught_exceptions > h.uncaught_at_start ||
                            t.drain->stopped() || !now_ticks_is_inline(),
                        0))
-    return end_light_scope_at_exit_slowly(h, t, e);
+    return end_light_scope_at_exit_out_of_line(h, t, e);
   const std::uint64_t end = now_ticks();  // before any store, which could alias the clock's flag: no second look
   e.light = LightScopeState::kEnded;
   const std::uint32_t attribute_count = t.light_scopes[index].attribute_count();
