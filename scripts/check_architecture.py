@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""docs/ARCHITECTURE.md against the tree: every folder under src/ and tools/ has a row in the folder table, and
-every folder of src/ is in the layer table and includes (outside its tests) only folders of lower layers.
-Exit 1 with what differs; run by scripts/style.sh.
+"""docs/ARCHITECTURE.md against the tree: every folder under src/ and tools/ has a row in the folder table; every
+folder of src/ is in the layer table and includes (outside its tests) only folders of lower layers; and every file
+of the span path table exists and includes only its own header and files of rows below its own. Exit 1 with what differs; run by
+scripts/style.sh.
 
     ./scripts/check_architecture.py
 """
@@ -14,6 +15,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 TEST_FILE = re.compile(r"_(unittest|benchmark|fuzzer)\.cc$")
 INCLUDE = re.compile(r'^#include "([a-z_]+)/', re.M)
+PUBLIC_INCLUDE = re.compile(r'^#include "(lens/[a-z_/]+\.h)"', re.M)
+TRACE_INCLUDE = re.compile(r'^#include "trace/([a-z_]+\.h)"', re.M)
 
 
 def table_rows(text, heading):
@@ -41,12 +44,57 @@ def layers(text):
     return out
 
 
+def library_files(folder):
+    """The .h and .cc files of src/<folder>/, outside its tests."""
+    return [path for path in sorted((ROOT / "src" / folder).iterdir())
+            if path.suffix in (".h", ".cc") and not TEST_FILE.search(path.name)]
+
+
 def includes_of(folder):
     found = set()
-    for path in sorted((ROOT / "src" / folder).iterdir()):
-        if path.suffix in (".h", ".cc") and not TEST_FILE.search(path.name):
-            found |= set(INCLUDE.findall(path.read_text(encoding="utf-8")))
+    for path in library_files(folder):
+        found |= set(INCLUDE.findall(path.read_text(encoding="utf-8")))
     return found - {folder, "lens"}
+
+
+def public_header_problems(text):
+    """Folders that include a public header their row of the public header table does not name."""
+    out = []
+    for row in table_rows(text, "A public header can hide an include"):
+        folder = re.findall(r"`([a-z_]+)`", row[0])[0]
+        allowed = set(re.findall(r"`(lens/[a-z_/]+\.h)`", row[1]))
+        for path in library_files(folder):
+            for header in sorted(set(PUBLIC_INCLUDE.findall(path.read_text(encoding="utf-8"))) - allowed):
+                out.append(f"src/{folder}/{path.name} includes {header}, which docs/ARCHITECTURE.md's public header "
+                           f"table does not allow {folder}/")
+    return out
+
+
+def span_path_rows(text):
+    """File of src/trace/ -> its row in the span path table."""
+    out = {}
+    for row in table_rows(text, "## The span path, file by file"):
+        for name in re.findall(r"`([a-z_]+\.(?:h|cc))`", row[1]):
+            out[name] = int(row[0])
+    return out
+
+
+def span_path_problems(text):
+    rows = span_path_rows(text)
+    if not rows:
+        return ["docs/ARCHITECTURE.md has no span path table"]
+    out = []
+    for name, row in sorted(rows.items()):
+        path = ROOT / "src" / "trace" / name
+        if not path.is_file():
+            out.append(f"src/trace/{name}, in the span path table of docs/ARCHITECTURE.md, is not in the tree")
+            continue
+        for included in TRACE_INCLUDE.findall(path.read_text(encoding="utf-8")):
+            own_header = included == path.with_suffix(".h").name
+            if included in rows and rows[included] <= row and not own_header:
+                out.append(f"src/trace/{name} (row {row}) includes trace/{included} (row {rows[included]}): "
+                           "a file of the span path includes only its own header and files of rows below its own")
+    return out
 
 
 def problems():
@@ -67,7 +115,7 @@ def problems():
             if other in layer and layer[other] >= layer[folder]:
                 out.append(f"src/{folder}/ (layer {layer[folder]}) includes {other}/ (layer {layer[other]}): "
                            "an include runs only to a lower layer")
-    return out
+    return out + public_header_problems(text) + span_path_problems(text)
 
 
 def main():

@@ -93,7 +93,7 @@ class Span {
 
   // True while the span records (its group was on and the sampler kept it); false for a position kept only for a
   // hang snapshot (a slot and no ids).
-  bool is_recording() const noexcept { return h_.slot != nullptr && h_.context.is_sampled(); }
+  bool is_recording() const noexcept { return h_.records(); }
   // The span's identity, also for a sampled-out span (children follow its decision); invalid when no span.
   const SpanContext& context() const noexcept {
     if (internal::context_is_deferred(h_)) internal::fill_light_context(h_);
@@ -101,26 +101,26 @@ class Span {
   }
 
   void set_attribute(AttributeKey key, AttributeValue value) noexcept {
-    if (h_.slot) {
+    if (h_.is_writable()) {
       const Attribute attribute{key, value};
       internal::set_attributes(h_, {&attribute, 1});
     }
   }
   void set_attributes(std::initializer_list<Attribute> attributes) noexcept {
-    if (h_.slot) internal::set_attributes(h_, internal::as_span(attributes));
+    if (h_.is_writable()) internal::set_attributes(h_, internal::as_span(attributes));
   }
   void add_event(SpanName name, std::initializer_list<Attribute> attributes = {}) noexcept {
-    if (h_.slot) internal::add_event(h_, name, internal::as_span(attributes));
+    if (h_.is_writable()) internal::add_event(h_, name, internal::as_span(attributes));
   }
   void add_link(const SpanContext& link, std::initializer_list<Attribute> attributes = {}) noexcept {
-    if (h_.slot) internal::add_link(h_, link, internal::as_span(attributes));
+    if (h_.is_writable()) internal::add_link(h_, link, internal::as_span(attributes));
   }
   void set_status(StatusCode code, std::string_view message = {}) noexcept {
-    if (h_.slot) internal::set_status(h_, code, message);
+    if (h_.is_writable()) internal::set_status(h_, code, message);
   }
   // The OpenTelemetry `exception` event: exception.type (demangled) and exception.message (what()).
   void record_exception(const std::exception& e, bool escaped = false) noexcept {
-    if (h_.slot) internal::record_exception(h_, internal::exception_type_name(e), e.what(), escaped);
+    if (h_.is_writable()) internal::record_exception(h_, internal::exception_type_name(e), e.what(), escaped);
   }
   void end() noexcept { end_now(false); }
 
@@ -156,17 +156,17 @@ class Span {
   }
   const internal::SpanHandle& handle() const noexcept { return h_; }
   void end_now(bool by_exception) noexcept {
-    if (h_.slot) internal::end_span(h_, by_exception);
-    h_.slot = nullptr;
+    if (h_.is_writable()) internal::end_span(h_, by_exception);
+    h_.kind = internal::SpanHandle::Kind::kNone;
   }
   // The destructor's end: the context popped from `pushed_to` (start_as_current's), then the span ended, by an
   // exception if one is leaving the scope. One call for both.
   void end_at_scope_exit(internal::ThreadState* pushed_to) noexcept {
-    if (internal::is_light_scope(h_))
+    if (h_.kind == internal::SpanHandle::Kind::kLight)
       internal::end_light_scope(h_, pushed_to);  // not through end_scope: one call, not two
-    else if (h_.slot || pushed_to)
+    else if (h_.kind >= internal::SpanHandle::Kind::kSlot || pushed_to)
       internal::end_scope(h_, pushed_to);
-    h_.slot = nullptr;
+    h_.kind = internal::SpanHandle::Kind::kNone;
   }
 
  private:

@@ -49,13 +49,13 @@ class NemoLensConfig(_native.Config):
     @property
     def sampler_enabled(self):
         """NeMo Lens's switch of its RankAwareSampler: lens's sampling_strategy `rank_aware`."""
-        return self.sampling_strategy == RANK_AWARE
+        return self.sampling_strategy.lower() == RANK_AWARE  # resolved at setup: as written, or lower-cased
 
     @sampler_enabled.setter
     def sampler_enabled(self, on):
         if on:
             self.sampling_strategy = RANK_AWARE
-        elif self.sampling_strategy == RANK_AWARE:
+        elif self.sampling_strategy.lower() == RANK_AWARE:
             self.sampling_strategy = ""
 
     @property

@@ -237,7 +237,7 @@ void start(SpanObject* s) {
   collect_attributes(s, buffer);
   lens::internal::start_span(s->h, lens::SpanGroup(s->group_id), lens::SpanName(utf8_or_empty(s->name)),
                              buffer.attributes(), options);
-  for (int i = 0; i < s->link_count && s->h.slot != nullptr; ++i) lens::internal::add_link(s->h, s->links[i], {});
+  for (int i = 0; i < s->link_count && s->h.is_writable(); ++i) lens::internal::add_link(s->h, s->links[i], {});
   if (s->make_current && s->h.context.is_valid()) s->pushed_to = lens::internal::push_context(s->h.context, &s->h);
 }
 
@@ -245,7 +245,7 @@ void finish(SpanObject* s, std::uint64_t end_unix_nanos = 0) {
   if (!s->started || s->ended || s->borrowed) return;
   s->ended = true;
   if (s->pushed_to != nullptr) lens::internal::pop_context(std::exchange(s->pushed_to, nullptr));
-  if (s->h.slot != nullptr) lens::internal::end_span(s->h, false, end_unix_nanos);
+  if (s->h.is_writable()) lens::internal::end_span(s->h, false, end_unix_nanos);
 }
 
 void span_dealloc(PyObject* self) {
@@ -268,7 +268,7 @@ void span_dealloc(PyObject* self) {
 PyObject* span_enter(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<SpanObject*>(self);
   start(s);
-  if (s->h.slot != nullptr && !s->h.context.is_valid() && !s->position_shown) Py_RETURN_NONE;  // a slot, no ids
+  if (s->h.kind == lens::internal::SpanHandle::Kind::kPosition && !s->position_shown) Py_RETURN_NONE;
   Py_INCREF(self);
   return self;
 }
@@ -278,7 +278,7 @@ PyObject* span_enter(PyObject* self, PyObject*) {
 PyObject* span_exit(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* s = reinterpret_cast<SpanObject*>(self);
   PyObject* type = nargs > 0 ? args[0] : Py_None;
-  if (type != Py_None && s->record_exception && s->h.slot != nullptr && PyType_Check(type) &&
+  if (type != Py_None && s->record_exception && s->h.is_writable() && PyType_Check(type) &&
       PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type), reinterpret_cast<PyTypeObject*>(PyExc_Exception)))
     record_python_exception(s->h, type, nargs > 1 ? args[1] : nullptr, true, s->status_text);
   finish(s);
@@ -322,7 +322,7 @@ PyObject* span_update_name(PyObject* self, PyObject* name) {
     return nullptr;
   }
   auto* s = reinterpret_cast<SpanObject*>(self);
-  if (s->h.slot != nullptr && !s->ended) lens::internal::update_name(s->h, lens::SpanName(utf8_or_empty(name)));
+  if (s->h.is_writable() && !s->ended) lens::internal::update_name(s->h, lens::SpanName(utf8_or_empty(name)));
   Py_INCREF(name);
   Py_XSETREF(s->name, name);
   Py_RETURN_NONE;
@@ -330,7 +330,7 @@ PyObject* span_update_name(PyObject* self, PyObject* name) {
 
 PyObject* span_is_recording(PyObject* self, PyObject*) {
   auto* s = reinterpret_cast<SpanObject*>(self);
-  return PyBool_FromLong(s->h.slot != nullptr && s->h.context.is_valid() && !s->ended);
+  return PyBool_FromLong(s->h.records() && !s->ended);
 }
 
 PyObject* span_get_span_context(PyObject* self, PyObject*) {
@@ -343,7 +343,7 @@ PyObject* span_set_attribute(PyObject* self, PyObject* const* args, Py_ssize_t n
     return nullptr;
   }
   auto* s = reinterpret_cast<SpanObject*>(self);
-  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  if (!s->h.is_writable()) Py_RETURN_NONE;
   AttributeBuffer buffer;
   if (buffer.add(args[0], args[1])) lens::internal::set_attributes(s->h, buffer.attributes());
   Py_RETURN_NONE;
@@ -351,7 +351,7 @@ PyObject* span_set_attribute(PyObject* self, PyObject* const* args, Py_ssize_t n
 
 PyObject* span_set_attributes(PyObject* self, PyObject* attributes) {
   auto* s = reinterpret_cast<SpanObject*>(self);
-  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  if (!s->h.is_writable()) Py_RETURN_NONE;
   AttributeBuffer buffer;
   buffer.add_dict(attributes);
   lens::internal::set_attributes(s->h, buffer.attributes());
@@ -365,7 +365,7 @@ PyObject* span_add_event(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|OO", const_cast<char**>(keywords), &name, &attributes, &timestamp))
     return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(self);
-  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  if (!s->h.is_writable()) Py_RETURN_NONE;
   AttributeBuffer buffer;
   buffer.add_dict(attributes);
   lens::internal::add_event(s->h, lens::SpanName(utf8_or_empty(name)), buffer.attributes());
@@ -381,7 +381,7 @@ PyObject* span_add_link(PyObject* self, PyObject* args, PyObject* kwargs) {
   lens::SpanContext link;
   if (!context_from_python(context, &link)) return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(self);
-  if (s->h.slot == nullptr || !link.is_valid()) Py_RETURN_NONE;
+  if (!s->h.is_writable() || !link.is_valid()) Py_RETURN_NONE;
   AttributeBuffer buffer;
   buffer.add_dict(attributes);
   lens::internal::add_link(s->h, link, buffer.attributes());
@@ -426,7 +426,7 @@ PyObject* span_set_status(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
   auto* s = reinterpret_cast<SpanObject*>(self);
   std::string_view text = description != nullptr && description != Py_None ? utf8_or_empty(description) : "";
-  if (s->h.slot != nullptr) lens::internal::set_status(s->h, static_cast<lens::StatusCode>(code), text);
+  if (s->h.is_writable()) lens::internal::set_status(s->h, static_cast<lens::StatusCode>(code), text);
   Py_XDECREF(description);
   Py_RETURN_NONE;
 }
@@ -441,7 +441,7 @@ PyObject* span_record_exception(PyObject* self, PyObject* args, PyObject* kwargs
                                    &timestamp, &escaped))
     return nullptr;
   auto* s = reinterpret_cast<SpanObject*>(self);
-  if (s->h.slot == nullptr) Py_RETURN_NONE;
+  if (!s->h.is_writable()) Py_RETURN_NONE;
   const ExceptionText text = exception_text(Py_TYPE(exception), exception);
   lens::internal::record_exception(s->h, text.type_name, text.message, escaped != 0);
   Py_RETURN_NONE;
@@ -449,7 +449,7 @@ PyObject* span_record_exception(PyObject* self, PyObject* args, PyObject* kwargs
 
 PyObject* span_repr(PyObject* self) {
   auto* s = reinterpret_cast<SpanObject*>(self);
-  return PyUnicode_FromFormat("<lens.Span %R%s>", s->name, s->h.slot != nullptr ? " recording" : "");
+  return PyUnicode_FromFormat("<lens.Span %R%s>", s->name, s->h.is_writable() ? " recording" : "");
 }
 
 PyObject* span_get_name(PyObject* self, void*) {
@@ -663,12 +663,12 @@ PyObject* traced_call(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
     PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
     PyErr_Fetch(&type, &value, &traceback);
     PyErr_NormalizeException(&type, &value, &traceback);
-    if (type != nullptr && h.slot != nullptr && PyErr_GivenExceptionMatches(type, PyExc_Exception))
+    if (type != nullptr && h.is_writable() && PyErr_GivenExceptionMatches(type, PyExc_Exception))
       record_python_exception(h, type, value, true, StatusText::kTypeAndMessage);
     PyErr_Restore(type, value, traceback);
   }
   if (pushed_to != nullptr) lens::internal::pop_context(pushed_to);
-  if (h.slot != nullptr) lens::internal::end_span(h, false, 0);
+  if (h.is_writable()) lens::internal::end_span(h, false, 0);
   return result;
 }
 

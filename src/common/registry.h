@@ -1,5 +1,6 @@
 // A thread-safe table of named extensions with built-ins that cannot be removed: what rank strategies and
-// sampling strategies share (register / unregister / look up, the same errors for both).
+// sampling strategies share (register / unregister / look up, the same errors for both), and what a configuration's
+// name of one resolves to, where the choice is made.
 #pragma once
 
 #include <initializer_list>
@@ -12,6 +13,9 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "common/text.h"
+#include "lens/config_error.h"
 
 namespace lens::internal {
 
@@ -48,6 +52,16 @@ class NamedRegistry {
     auto it = entries_.find(name);
     if (it == entries_.end()) return std::nullopt;
     return it->second;
+  }
+
+  // What a name chosen in a configuration means: the entry registered under it as written, else under its lower case
+  // (the built-ins are lower-case), with the name it was found under. A ConfigError naming the name, `source` (where
+  // it was chosen: a variable, a call) and every registered name when neither is registered.
+  std::pair<std::string, T> resolve(std::string_view written, std::string_view source) const {
+    for (std::string name : {std::string(written), to_lower(written)})
+      if (std::optional<T> found = find(name)) return {std::move(name), std::move(*found)};
+    throw ConfigError("lens: unknown " + kind_ + " '" + printable_excerpt(written) + "' from " + std::string(source) +
+                      "; registered: " + join(names(), ", "));
   }
 
   bool contains(std::string_view name) const {

@@ -7,8 +7,6 @@
 
 #include "common/text.h"
 #include "config/env.h"
-#include "lens/ranks.h"
-#include "lens/sampling.h"
 
 namespace lens {
 
@@ -38,14 +36,6 @@ void read_propagators(const EnvValue& v, Config& c) {
   }
 }
 
-// A registered strategy name as written, else lower-cased (the built-ins are lower-case).
-template <typename Has, typename Names>
-std::string strategy_name(const EnvValue& value, Has has, Names names) {
-  if (has(value.text)) return value.text;
-  if (std::string lower = to_lower(value.text); has(lower)) return lower;
-  throw_invalid(value, "a registered strategy: one of " + join(names(), ", "));
-}
-
 void read_lens_keys(const EnvReader& env, Config& c) {
   if (auto v = env.lens_key({"ENABLED"})) c.enabled = parse_flag(*v);
   if (auto v = env.lens_key({"SPAN_GROUPS"})) {
@@ -53,7 +43,7 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     c.span_groups_source = v->variable;
   }
   if (auto v = env.lens_key({"RANK_STRATEGY", "EXPORT_STRATEGY"})) {
-    c.rank_strategy = strategy_name(*v, has_rank_strategy, rank_strategy_names);
+    c.rank_strategy = v->text;  // resolved where the choice is made, against the strategies registered by then
     c.rank_strategy_source = v->variable;
   }
   if (auto v = env.lens_key({"EXPORT_RANK"})) {
@@ -66,7 +56,7 @@ void read_lens_keys(const EnvReader& env, Config& c) {
     if (alias) {
       c.sampling_strategy = parse_flag(*v) ? "rank_aware" : "";  // SAMPLER_ENABLED=1 is rank_aware
     } else {
-      c.sampling_strategy = strategy_name(*v, has_sampling_strategy, sampling_strategy_names);
+      c.sampling_strategy = v->text;  // resolved where the sampler is built
     }
     c.sampling_strategy_source = v->variable;
   }

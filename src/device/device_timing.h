@@ -5,7 +5,7 @@
 //
 //   // setup (telemetry/setup.cc)
 //   start_device_timing(cuda_runtime(), device_groups.bits());
-//   // the span path (trace/recorder.cc), where a span of group g opens and ends
+//   // the span path (trace/slot_spans.h), where a span of group g opens and ends
 //   if (device_timed(g)) slot.device = device_span_start();
 //   if (slot.device) device_span_end(slot.device, host_identity);
 //   // the export thread (telemetry/pipeline.cc), every cycle

@@ -9,6 +9,7 @@
 #include "common/text.h"
 #include "lens/config.h"
 #include "ranks/detect.h"
+#include "ranks/strategies.h"
 
 namespace lens {
 
@@ -95,12 +96,13 @@ std::vector<std::string> rank_strategy_names() { return registry().names(); }
 bool has_rank_strategy(std::string_view name) { return registry().contains(name); }
 
 bool rank_exports(std::string_view strategy, const RankStrategyInput& input, std::string_view source) {
-  std::optional<RankStrategy> fn = registry().find(strategy);
-  if (!fn) {
-    throw ConfigError("lens: unknown rank strategy '" + std::string(strategy) + "' from " + std::string(source) +
-                      "; registered: " + internal::join(rank_strategy_names(), ", "));
-  }
-  return (*fn)(input);
+  return registry().resolve(strategy, source).second(input);
 }
+
+namespace internal {
+std::string registered_rank_strategy(std::string_view written, std::string_view source) {
+  return registry().resolve(written, source).first;
+}
+}  // namespace internal
 
 }  // namespace lens

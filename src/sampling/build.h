@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "lens/config.h"
 #include "lens/context.h"
@@ -28,6 +30,10 @@ bool keeps_roots_and_follows_parents(const Sampler& sampler) noexcept;
 
 // The sampler OTEL_TRACES_SAMPLER names.
 std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio);
+// The registered sampling strategy a configuration's name means: itself, else its lower case (the built-ins are
+// lower-case). A ConfigError naming `written`, `source` (where it was chosen) and every registered name when neither
+// is registered.
+std::string registered_sampling_strategy(std::string_view written, std::string_view source);
 // That sampler, wrapped by the SAMPLING_STRATEGY factory when one is set. Throws ConfigError.
 std::unique_ptr<Sampler> build_sampler(const Config& config, const RankInfo& ranks);
 

@@ -115,6 +115,10 @@ bool has_sampling_strategy(std::string_view name) { return registry().contains(n
 
 namespace internal {
 
+std::string registered_sampling_strategy(std::string_view written, std::string_view source) {
+  return registry().resolve(written, source).first;
+}
+
 bool keeps_roots_and_follows_parents(const Sampler& sampler) noexcept {
   if (const auto* gate = dynamic_cast<const RankGate*>(&sampler))
     return gate->deciding() != nullptr && keeps_roots_and_follows_parents(*gate->deciding());
@@ -144,14 +148,9 @@ TraceIdRatioRule::TraceIdRatioRule(double ratio) {
 std::unique_ptr<Sampler> build_sampler(const Config& config, const RankInfo& ranks) {
   std::unique_ptr<Sampler> sdk = make_sdk_sampler(config.traces_sampler, config.traces_sampler_ratio);
   if (config.sampling_strategy.empty()) return sdk;
-  std::optional<SamplingStrategyFactory> factory = registry().find(config.sampling_strategy);
-  if (!factory) {
-    throw ConfigError("lens: unknown sampling strategy '" + config.sampling_strategy + "' from " +
-                      config.sampling_strategy_source + "; registered: " + join(sampling_strategy_names(), ", "));
-  }
-  std::unique_ptr<Sampler> sampler =
-      (*factory)(SamplingStrategyInput{ranks, config.export_sample_rate, std::move(sdk)});
-  if (!sampler) throw ConfigError("lens: sampling strategy '" + config.sampling_strategy + "' built no sampler");
+  auto [name, factory] = registry().resolve(config.sampling_strategy, config.sampling_strategy_source);
+  std::unique_ptr<Sampler> sampler = factory(SamplingStrategyInput{ranks, config.export_sample_rate, std::move(sdk)});
+  if (!sampler) throw ConfigError("lens: sampling strategy '" + name + "' built no sampler");
   return sampler;
 }
 

@@ -24,6 +24,7 @@
 #include "lens/log.h"
 #include "lens/telemetry.h"
 #include "resource/gpu_metrics.h"
+#include "ranks/strategies.h"
 #include "resource/resource.h"
 #include "sampling/build.h"
 #include "telemetry/setup_internal.h"
@@ -108,8 +109,11 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   // Resolved on every rank, exporting or not, so a typo fails everywhere alike (CONTRACT §1).
   s.resolved_span_groups = resolve(c.catalogue, c.span_groups, c.span_groups_source);
   s.device_span_groups = device_span_groups(c);
-  // single_rank with a rank the job does not have would export nothing: refused on every rank alike.
-  if (c.rank_strategy == "single_rank" && c.export_rank >= s.ranks.world_size) {
+  // An unknown strategy, or single_rank with a rank the job does not have, which would export nothing: refused on
+  // every rank alike, exporting or not.
+  const std::string strategy = registered_rank_strategy(c.rank_strategy, c.rank_strategy_source);
+  if (!c.sampling_strategy.empty()) registered_sampling_strategy(c.sampling_strategy, c.sampling_strategy_source);
+  if (strategy == "single_rank" && c.export_rank >= s.ranks.world_size) {
     throw ConfigError("lens: " + c.export_rank_source + "=" + std::to_string(c.export_rank) +
                       " is not a rank of this job (world size " + std::to_string(s.ranks.world_size) +
                       "), so no rank would export; valid: 0.." + std::to_string(s.ranks.world_size - 1) +
@@ -118,7 +122,7 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
   if (!(c.export_sample_rate >= 0.0 && c.export_sample_rate <= 1.0))  // NaN set in code: no rank would export
     throw ConfigError("lens: export_sample_rate must be in [0, 1], got " + std::to_string(c.export_sample_rate));
   RankStrategyInput input{s.ranks, c.export_rank, c.export_sample_rate};
-  s.exporting = rank_exports(c.rank_strategy, input, c.rank_strategy_source);
+  s.exporting = rank_exports(strategy, input, c.rank_strategy_source);
 }
 
 // One directory for every run, as Prometheus's file_sd globs only a file name: <FILE_DIR>/prometheus/*.json, one

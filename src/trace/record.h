@@ -72,7 +72,7 @@ inline constexpr std::uint32_t kArenaBytes = 2048;
 // multiple of 8, so never 1): SpanView reads either.
 inline constexpr std::uint8_t kScopeRecordMark = 1;
 
-// The arena's entries, each a fixed head (below, the one definition both the writer in recorder.cc and the
+// The arena's entries, each a fixed head (below, the one definition both the arena writer (arena_writer.cc) and the
 // readers here use; copied in and out with memcpy, so no alignment is assumed) and a variable part:
 //   attribute: AttributeHead, key (8-byte pointer when static, else the bytes), u32 value bytes, value (bool 1
 //              byte, int/double 8, string bytes, arrays: the elements; string arrays: u32 count, then u32 length

@@ -25,7 +25,7 @@ struct TestRecord {
   }
 };
 
-// Pushes `r` as the recorder does and says whether the export thread is to be woken: a push that says a full batch
+// Pushes `r` as a slot span's end does and says whether the export thread is to be woken: a push that says a full batch
 // may be waiting is followed by batch_waiting() (on_queue_push).
 bool push_wakes(SpanQueue& q, const TestRecord& r) {
   const Push p = q.push(r.header, r.arena);

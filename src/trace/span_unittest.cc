@@ -225,6 +225,64 @@ TEST(Spans, WithoutHangSnapshotsAGroupThatIsOffEvaluatesNothing) {
   EXPECT_FALSE(LENS_GROUP_ENABLED(mg::step));
 }
 
+// What kind of span each start makes: the handle says it with its kind, and a light scope written to keeps its kind
+// (its slot beside its context entry) while its writes reach the exported span.
+class ScopedProbe : public ScopedSpan {
+ public:
+  using Span::handle;
+};
+class SpanProbe : public Span {
+ public:
+  using Span::handle;
+  using Span::Span;
+};
+using Kind = internal::SpanHandle::Kind;
+
+TEST(SpanKinds, EachStartGivesItsHandleTheKindOfSpanItIs) {
+  Capture c(testing::capture_config("job,layer"));  // hang snapshots on: step is kept as a position
+  {
+    ScopedProbe light;
+    light.start(mg::job, "light");
+    EXPECT_EQ(light.handle().kind, Kind::kLight);
+    ScopedProbe copied_name;
+    copied_name.start(mg::layer, std::string("copied"));
+    EXPECT_EQ(copied_name.handle().kind, Kind::kSlot);  // a name that is no literal takes a slot
+    SpanProbe slot(mg::layer, "slot");
+    EXPECT_EQ(slot.handle().kind, Kind::kSlot);
+    ScopedProbe position;
+    position.start(mg::step, "position");
+    EXPECT_EQ(position.handle().kind, Kind::kPosition);
+    light.set_attribute("megatron.iteration", 3);  // promoted to a slot
+    EXPECT_EQ(light.handle().kind, Kind::kLight);
+    EXPECT_TRUE(light.is_recording());
+    slot.end();
+    EXPECT_EQ(slot.handle().kind, Kind::kNone);
+    EXPECT_FALSE(slot.is_recording());
+  }
+  EXPECT_EQ(attribute(c.span("light"), "megatron.iteration")["intValue"], "3");
+  EXPECT_FALSE(c.span("slot").is_null());
+  EXPECT_TRUE(c.span("position").is_null());
+}
+
+TEST(SpanKinds, AGroupThatIsOffWithoutHangSnapshotsAndASampledOutSpanAreKindsOfTheirOwn) {
+  Config config = testing::capture_config("job");
+  config.hang_signal = 0;
+  Capture c(config);
+  ScopedProbe off;
+  if (LENS_GROUP_ENABLED(mg::step)) off.start(mg::step, "off");
+  EXPECT_EQ(off.handle().kind, Kind::kNone);
+  const SpanContext unsampled_parent{TraceId{{1}}, SpanId{{2}}, 0, true};
+  ContextScope scope(unsampled_parent);
+  ScopedProbe light_sampled_out;
+  light_sampled_out.start(mg::job, "sampled out");
+  EXPECT_EQ(light_sampled_out.handle().kind, Kind::kSampledOut);
+  EXPECT_FALSE(light_sampled_out.is_recording());
+  EXPECT_EQ(current_context().span_id, light_sampled_out.context().span_id);  // its children follow it
+  SpanProbe slot_sampled_out(mg::job, "sampled out too", {}, StartOptions{.parent = &unsampled_parent});
+  EXPECT_EQ(slot_sampled_out.handle().kind, Kind::kSampledOut);
+  EXPECT_TRUE(slot_sampled_out.context().is_valid());
+}
+
 // A writable buffer is copied, never kept as a pointer to the stack as a string literal is, and ends at its text.
 TEST(TextArgs, OnlyConstArraysAreKeptByPointerAndBuffersEndAtTheirText) {
   static constexpr TextArg kLiteral("megatron.train_step");
@@ -821,7 +879,7 @@ TEST(LightScopes, AFullQueueDropsAndCountsTheScopesThatDoNotFit) {
 }
 
 // Without a TSC the span clock is steady_clock, a call: a scope's start and end then take their paths that may call
-// (recorder.cc: start_scope_out_of_line, end_light_scope_at_exit_out_of_line), so that the usual ones make no call.
+// (span_entry_points.cc: start_scope_out_of_line; light_scopes.cc: end_light_scope_at_exit_out_of_line), so that the usual ones make no call.
 // Recorded alike, through chunks linked on the way, with and without attributes.
 TEST(LightScopes, WithoutATscTheyAreRecordedAlike) {
   const bool tsc = internal::g_clock_uses_tsc;

@@ -192,7 +192,7 @@ const unsigned int* uncaught_exceptions_of_this_thread() noexcept;
 void truncate_open_light_scopes(ThreadState& t) noexcept;
 
 // The calling thread's state, whatever pipeline it belongs to (null before its first span), and forgetting it
-// (a forked child starts afresh). recorder.cc owns the thread-local.
+// (a forked child starts afresh). trace/calling_thread.h holds the thread-local.
 ThreadState* current_thread_state_if_any() noexcept;
 void forget_thread_state() noexcept;
 

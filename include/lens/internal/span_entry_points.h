@@ -25,16 +25,46 @@ enum class StatusCode : std::uint8_t;
 namespace internal {
 struct OpenSpan;
 struct ThreadState;
-// What a Span object holds: where its data is being built, and its identity.
+// What a Span object holds: which kind of span it is, and what that kind needs to find its data. A span's life per
+// kind: docs/TRACING.md, "A span's life, by kind".
 struct SpanHandle {
-  OpenSpan* slot = nullptr;  // null: not recording (group off, sampled out, no room)
-  std::uint32_t generation = 0;
-  // std::uncaught_exceptions() on the starting thread when the span took its slot: a scope left with more
-  // uncaught was left by an exception (a span started in a destructor during unwinding was not).
-  std::uint32_t uncaught_at_start = 0;
-  // Valid when the span exists, recording or sampled out. A light scope's holds its span id and flags, its trace id
-  // filled in from its context entry when first read (fill_light_context): its start writes it once, there.
+  // Ordered so that the kinds a Span method writes to (kLight on) and those with a slot (kSlot on) are ranges.
+  enum class Kind : std::uint8_t {
+    kNone,        // no span: no pipeline, its group off (and no position kept), no slot free, or ended
+    kSampledOut,  // records nothing; its context is its children's parent, so they follow the decision
+    kLight,       // a light scope (trace/scope_record.h): its data in its thread's context entry `light.context_index`
+    kSlot,        // a span built in `slot`
+    kPosition,    // a position kept in `slot` while open, for a hang snapshot: no ids, never exported
+  };
+  // Where a slot span (or a position) is built: the slot, and the generation it opened with (the slot's seqlock:
+  // odd while open; a handle whose generation is no longer the slot's owns nothing).
+  struct SlotRef {
+    OpenSpan* span;
+    std::uint32_t generation;
+  };
+  // Where a light scope lives: the index of its context entry (and LightScope) on the thread that started it. A light
+  // scope promoted to a slot keeps the slot and its generation there, beside the entry, so every copy of its handle
+  // (current_kind's, Python's get_current_span) writes to the one slot.
+  struct LightRef {
+    std::uint32_t context_index;
+  };
+
+  union {
+    SlotRef slot{};  // kSlot, kPosition
+    LightRef light;  // kLight
+  };
+  // Valid for kSampledOut, kSlot and kLight (a position has none). A light scope's holds its span id and flags, its
+  // trace id filled in from its context entry when first read (fill_light_context).
   SpanContext context;
+  Kind kind = Kind::kNone;
+  // std::uncaught_exceptions() on the starting thread when the span started (kSlot, kPosition, kLight): a scope left
+  // with more uncaught was left by an exception (a span started in a destructor during unwinding was not).
+  std::uint32_t uncaught_at_start = 0;
+
+  // A Span method writes somewhere: a slot, or a light scope (promoted to a slot on the first write).
+  bool is_writable() const noexcept { return kind >= Kind::kLight; }
+  // Records a span that will be exported (its group on, the sampler kept it).
+  bool records() const noexcept { return kind == Kind::kSlot || kind == Kind::kLight; }
 };
 }  // namespace internal
 
@@ -60,18 +90,15 @@ LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const 
 // in its scope record where it can be one, else a span with them unpacked.
 LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
                                           ScopeAttributes attributes) noexcept;
-// What a light scope's handle holds as its slot (never a slot: its identity lives in its thread's context entry).
-LENS_API extern OpenSpan g_light_scope_marker;
-inline bool is_light_scope(const SpanHandle& h) noexcept { return h.slot == &g_light_scope_marker; }
 // end_scope for a light scope (a ScopedSpan's destructor calls it directly, as end_scope does).
 LENS_API void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept;
 // end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
 LENS_API void end_span(SpanHandle& h, bool by_exception, std::uint64_t end_unix_nanos = 0) noexcept;
 // Fills in a light scope's trace id, on the thread it started on, while its scope lasts.
 LENS_API void fill_light_context(SpanHandle& h) noexcept;
-// Whether `h`'s context is still to be filled in: a span id and no trace id is a light scope's before it is.
+// Whether `h`'s context is still to be filled in: a light scope's before it is read.
 inline bool context_is_deferred(const SpanHandle& h) noexcept {
-  return h.context.span_id.is_valid() && !h.context.trace_id.is_valid();
+  return h.kind == SpanHandle::Kind::kLight && !h.context.trace_id.is_valid();
 }
 // A span's object destroyed: its context popped from `pushed_to` (null: none was pushed), then the span ended, by an
 // exception when the ending thread has more uncaught than when it started (the count read from the thread's state,
