@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """docs/ARCHITECTURE.md against the tree: every folder under src/ and tools/ has a row in the folder table; every
-folder of src/ is in the layer table and includes (outside its tests) only folders of lower layers; and every file
-of the span path table exists and includes only its own header and files of rows below its own. Exit 1 with what differs; run by
-scripts/style.sh.
+folder of src/ is in the layer table and includes (outside its tests) only folders of lower layers and the public
+headers the public header table allows it; and every file of the span path table exists and includes only its own
+header and files of rows below its own. Exit 1 with what differs; run by scripts/style.sh.
 
     ./scripts/check_architecture.py
 """

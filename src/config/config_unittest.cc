@@ -343,7 +343,8 @@ TEST(ConfigStrategies, AStrategyIsResolvedAtSetupAgainstWhatIsRegisteredThen) {
   register_rank_strategy("Even_Ranks", [](const RankStrategyInput& in) { return in.ranks.rank % 2 == 0; });
   EXPECT_EQ(setup_error_of(even), "");
   unregister_rank_strategy("Even_Ranks");
-  EXPECT_EQ(setup_error_of(megatron_config({{"MEGATRON_OTEL_ENABLED", "1"}, {"MEGATRON_OTEL_RANK_STRATEGY", "All_Ranks"},
+  EXPECT_EQ(setup_error_of(megatron_config({{"MEGATRON_OTEL_ENABLED", "1"},
+                                            {"MEGATRON_OTEL_RANK_STRATEGY", "All_Ranks"},
                                             {"MEGATRON_OTEL_SAMPLING_STRATEGY", "Rank_Aware"}})),
             "");  // a built-in in any case
 }

@@ -1,5 +1,7 @@
 #include "trace/light_scopes.h"
 
+#include <atomic>
+
 namespace lens::internal {
 
 namespace {

@@ -9,6 +9,7 @@
 //   end_light_scope_at_exit(h, *t);  // its context entry popped first
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <new>

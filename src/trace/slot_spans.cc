@@ -1,5 +1,8 @@
 #include "trace/slot_spans.h"
 
+#include <atomic>
+#include <string_view>
+
 namespace lens::internal {
 
 void on_queue_push(ThreadState& t, SpanQueue::Push pushed) noexcept {

@@ -8,6 +8,7 @@
 //   end_slot_span(h, ending_state(*h.slot.span), now_ticks(), /*by_exception=*/false, 0);
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -6,6 +6,7 @@
 // full (every 30-600 spans, see span_queue.h), so queue memory follows what is queued.
 #include <cxxabi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>

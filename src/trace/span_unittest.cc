@@ -879,8 +879,8 @@ TEST(LightScopes, AFullQueueDropsAndCountsTheScopesThatDoNotFit) {
 }
 
 // Without a TSC the span clock is steady_clock, a call: a scope's start and end then take their paths that may call
-// (span_entry_points.cc: start_scope_out_of_line; light_scopes.cc: end_light_scope_at_exit_out_of_line), so that the usual ones make no call.
-// Recorded alike, through chunks linked on the way, with and without attributes.
+// (span_entry_points.cc: start_scope_out_of_line; light_scopes.cc: end_light_scope_at_exit_out_of_line), so that the
+// usual ones make no call. Recorded alike, through chunks linked on the way, with and without attributes.
 TEST(LightScopes, WithoutATscTheyAreRecordedAlike) {
   const bool tsc = internal::g_clock_uses_tsc;
   internal::g_clock_uses_tsc = false;  // before the setup, which anchors its time map on this clock
