@@ -1,4 +1,4 @@
-// SpanContext between the hand-written span path and the pybind11-bound SpanContext class (module.cc).
+// SpanContext between the hand-written span path and the pybind11-bound SpanContext class (bind_context.cc).
 #pragma once
 
 #include <Python.h>
