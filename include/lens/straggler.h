@@ -66,6 +66,9 @@ struct StragglerVerdict {
   bool scored = false, flagged = false;
   double score = 0;  // compute over its peers' median compute
   double compute_ms = 0, wait_ms = 0, peer_compute_ms = 0, peer_wait_ms = 0;
+  // Windows in a row, up to this one, in which the rank was named a straggler (0: not in this one). The straggler
+  // alert waits for two, so that one window on a loaded machine does not page.
+  std::int64_t flagged_windows = 0;
 };
 
 // What one gather said.

@@ -69,6 +69,7 @@ py::dict findings_dict(const lens::StragglerFindings& f) {
     r["wait_ms"] = v.wait_ms;
     r["peer_compute_ms"] = v.peer_compute_ms;
     r["peer_wait_ms"] = v.peer_wait_ms;
+    r["flagged_windows"] = v.flagged_windows;
     ranks.append(std::move(r));
   }
   py::dict d;

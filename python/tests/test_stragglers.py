@@ -41,9 +41,10 @@ class StragglerTest(unittest.TestCase):
                     lens.take_straggler_findings(wait_s=bad)
             self.assertIn("rank 1 (stage 0) is a straggler", found["text"])
             self.assertEqual([r["rank"] for r in found["ranks"]], [0, 1, 2, 3])
+            self.assertEqual([r["flagged_windows"] for r in found["ranks"]], [0, 1, 0, 0])  # the run's first window
         names = {m["name"] for m in run.metrics}
-        self.assertTrue({"lens.straggler.score", "lens.straggler.flagged", "lens.step.compute",
-                         "lens.step.wait"} <= names, names)
+        self.assertTrue({"lens.straggler.score", "lens.straggler.flagged", "lens.straggler.flagged_windows",
+                         "lens.step.compute", "lens.step.wait"} <= names, names)
         self.assertTrue(any("rank 1 (stage 0) is a straggler" in r["body"]["stringValue"] for r in run.logs))
 
     def test_bad_summaries_are_refused_and_bad_phases_are_errors(self):

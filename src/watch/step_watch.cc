@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -63,6 +64,10 @@ struct Instruments {
       {.description = "A rank's median compute per step over the last window, over its stage peers' (1: as fast)."});
   metrics::Gauge<std::int64_t> flagged = metrics::gauge<std::int64_t>(
       "lens.straggler.flagged", {.description = "1 when the rank was named a straggler in the last window, else 0."});
+  metrics::Gauge<std::int64_t> flagged_windows = metrics::gauge<std::int64_t>(
+      "lens.straggler.flagged_windows",
+      {.description =
+           "Windows in a row, up to the last, in which the rank was named a straggler (0: not in the last)."});
   metrics::Gauge<double> compute = metrics::gauge<double>(
       "lens.step.compute",
       {.description = "A rank's median forward + backward time per step over the last window.", .unit = "ms"});
@@ -132,6 +137,7 @@ void record_findings(const StragglerFindings& f) {
     if (!v.scored) continue;
     m.score.record(v.score, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
     m.flagged.record(v.flagged ? 1 : 0, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
+    m.flagged_windows.record(v.flagged_windows, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
   }
   m.missing.record(static_cast<std::int64_t>(f.missing.size()));
   if (!f.refused.empty()) m.refused.add(static_cast<std::int64_t>(f.refused.size()));
@@ -147,6 +153,31 @@ void log_flagged(const StragglerFindings& f) {
                {"megatron.iteration", f.iteration}});
   }
   if (!f.flagged.empty()) log_info("%s", f.text.c_str());  // once a window: never floods
+}
+
+// Each rank's count of windows in a row in which it was named a straggler, up to the last window scored, for the run
+// the step watch is configured for (configure_step_watch starts it again).
+struct Streaks {
+  std::mutex mutex;
+  std::map<int, std::int64_t> by_rank;
+};
+
+Streaks& streaks() {
+  static auto* s = new Streaks;  // the scoring thread uses it until exit
+  return *s;
+}
+
+// Sets each verdict's flagged_windows from the windows before; a rank absent from this window starts again.
+void count_flagged_windows(std::vector<StragglerVerdict>& verdicts) {
+  Streaks& s = streaks();
+  std::lock_guard lock(s.mutex);
+  std::map<int, std::int64_t> now;
+  for (StragglerVerdict& v : verdicts) {
+    const auto before = s.by_rank.find(v.rank);
+    v.flagged_windows = v.flagged ? (before != s.by_rank.end() ? before->second : 0) + 1 : 0;
+    now[v.rank] = v.flagged_windows;
+  }
+  s.by_rank = std::move(now);
 }
 
 // A gathered window on its way to the scoring thread.
@@ -186,6 +217,7 @@ StragglerFindings score(const Gathered& g) {
                        .peer_wait_ms = s.peer_wait_ns / 1e6});
     if (s.flagged) f.flagged.push_back(s.rank);
   }
+  count_flagged_windows(f.ranks);
   f.text = describe(f, steps);
   return f;
 }
@@ -306,6 +338,9 @@ void configure_step_watch(const StepWatchSettings& settings) noexcept {
   w.wait_ticks.clear();
   for (auto& t : g_phase_ticks) t.store(0, std::memory_order_relaxed);
   g_step_phases_on.store(settings.interval > 0, std::memory_order_relaxed);
+  Streaks& s = streaks();
+  std::lock_guard streaks_lock(s.mutex);
+  s.by_rank.clear();
 }
 
 std::uint64_t step_phase_begin() noexcept { return now_ticks(); }

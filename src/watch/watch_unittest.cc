@@ -235,6 +235,25 @@ TEST_F(StepWatch, TheExportingRankScoresRecordsEachRanksFiguresAndNamesTheStragg
   EXPECT_DOUBLE_EQ(gauge("lens.step.wait", 3), 41);
 }
 
+// The alert waits for two windows in a row: each verdict counts the windows in a row that named its rank, and a window
+// that does not name it starts the count again.
+TEST_F(StepWatch, EachVerdictCountsTheWindowsInARowThatNamedItsRank) {
+  const std::vector<StragglerSummary> slow_rank_1 = {summary(0, 30, 30), summary(0, 48, 8), summary(1, 30, 40),
+                                                     summary(1, 31, 41)};
+  std::vector<StragglerSummary> later = slow_rank_1;
+  for (StragglerSummary& s : later) s.iteration = 15;
+  std::vector<StragglerSummary> even = {summary(0, 30, 30, 20), summary(0, 30, 30, 20), summary(1, 30, 40, 20),
+                                        summary(1, 31, 41, 20)};
+  ASSERT_EQ(scored(10, slow_rank_1)->ranks.at(1).flagged_windows, 1);
+  EXPECT_DOUBLE_EQ(gauge("lens.straggler.flagged_windows", 1), 1);
+  const auto second = scored(15, later);
+  EXPECT_EQ(second->ranks.at(1).flagged_windows, 2);
+  EXPECT_EQ(second->ranks.at(0).flagged_windows, 0);
+  EXPECT_DOUBLE_EQ(gauge("lens.straggler.flagged_windows", 1), 2);
+  EXPECT_EQ(scored(20, even)->ranks.at(1).flagged_windows, 0);
+  EXPECT_DOUBLE_EQ(gauge("lens.straggler.flagged_windows", 1), 0);
+}
+
 TEST_F(StepWatch, AnotherRunsOrWindowsSummaryOrImpossibleTimesAreRefusedAndCounted) {
   StragglerSummary other_run = summary(0, 48, 8);
   other_run.run_tag = internal::run_tag_of("run-b");
