@@ -28,7 +28,10 @@ using lens::internal::CudaRuntime;
 
 lens::Telemetry set_up(bool device_timing, bool nvtx = false) {
   setenv("LENS_CUDART_LIBRARY", LENS_FAKE_CUDART, 1);
-  setenv("LENS_NVTX_LIBRARY", nvtx ? LENS_FAKE_NVTX_NOOP : "/nonexistent/libnvToolsExt.so.1", 1);
+  if (nvtx)
+    setenv("NVTX_INJECTION64_PATH", LENS_FAKE_NVTX_NOOP, 1);  // a stand-in NVTX tool, attached as Nsight attaches
+  else
+    unsetenv("NVTX_INJECTION64_PATH");
   lens::internal::reset_nvtx_for_testing();
   lens::Config config;
   config.span_groups = "all";

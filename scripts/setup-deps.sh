@@ -118,6 +118,31 @@ if [ ! -f "$wheelhouse/.lens-downloaded" ] || [ "${wheel_requirements[0]}" -nt "
   touch "$wheelhouse/.lens-downloaded"
 fi
 
+# NVTX v3's headers (cmake/nvtx-requirements.txt: NVIDIA's nvidia-nvtx wheel, exact version and hash), unpacked into
+# .deps/nvtx/include/nvtx3 for src/device/nvtx.cc.
+nvtx_requirements="$root/cmake/nvtx-requirements.txt"
+nvtx_dir="$root/.deps/nvtx"
+if [ ! -f "$nvtx_dir/.lens-unpacked" ] || [ "$nvtx_requirements" -nt "$nvtx_dir/.lens-unpacked" ]; then
+  echo "setup-deps: downloading NVTX v3's headers into .deps/nvtx (hashed)"
+  rm -rf "$nvtx_dir" && mkdir -p "$nvtx_dir/wheel"
+  "$venv/bin/pip" download --quiet --disable-pip-version-check --require-hashes --no-deps --only-binary=:all: \
+    -d "$nvtx_dir/wheel" -r "$nvtx_requirements"
+  /usr/bin/python3 - "$nvtx_dir" <<'PY'
+import glob, os, sys, zipfile
+out = sys.argv[1]
+(wheel,) = glob.glob(os.path.join(out, "wheel", "*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        at = name.find("/include/nvtx3/")
+        if at >= 0 and not name.endswith("/"):
+            target = os.path.join(out, "include", name[at + len("/include/"):])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with z.open(name) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+PY
+  touch "$nvtx_dir/.lens-unpacked"
+fi
+
 # The npm test peers (exact versions, with their dependencies, in tests/peers/package-lock.json), installed once.
 peers="$(dirname "$0")/../tests/peers"
 if [ ! -f "$peers/node_modules/.lens-installed" ] || [ "$peers/package-lock.json" -nt "$peers/node_modules/.lens-installed" ]; then

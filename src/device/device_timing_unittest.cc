@@ -67,14 +67,14 @@ class DeviceTiming : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("LENS_CUDART_LIBRARY", LENS_FAKE_CUDART, 1);
-    setenv("LENS_NVTX_LIBRARY", "/nonexistent/libnvToolsExt.so.1", 1);  // NVTX's own test loads its stand-in
+    unsetenv("NVTX_INJECTION64_PATH");  // no NVTX tool: NVTX's own test attaches its stand-in
     internal::reset_cuda_runtime_for_testing();
     internal::reset_nvtx_for_testing();
   }
   void TearDown() override {
     set_device_stream(nullptr);
     unsetenv("LENS_CUDART_LIBRARY");
-    unsetenv("LENS_NVTX_LIBRARY");
+    unsetenv("NVTX_INJECTION64_PATH");
     internal::reset_cuda_runtime_for_testing();
     internal::reset_nvtx_for_testing();
   }
@@ -230,12 +230,12 @@ TEST_F(DeviceTiming, APairThatNeverCompletesIsDroppedAndCountedAtShutdownWithinT
 }
 
 TEST_F(DeviceTiming, NvtxRangesNameTheDeviceTimedSpansInALensDomain) {
-  setenv("LENS_NVTX_LIBRARY", LENS_FAKE_NVTX, 1);
+  setenv("NVTX_INJECTION64_PATH", LENS_FAKE_NVTX, 1);  // as Nsight Systems attaches itself
   internal::reset_nvtx_for_testing();
   testing::Capture c(device_config("layer"));
   set_device_stream(new_stream());
   void* nvtx = dlopen(LENS_FAKE_NVTX, RTLD_NOW | RTLD_NOLOAD);
-  ASSERT_NE(nvtx, nullptr) << "loaded by the setup";
+  ASSERT_NE(nvtx, nullptr) << "attached by NVTX at the setup";
   auto events = reinterpret_cast<const char* (*)()>(dlsym(nvtx, "fake_nvtx_events_on_this_thread"));
   reinterpret_cast<void (*)()>(dlsym(nvtx, "fake_nvtx_clear_this_thread"))();
   {

@@ -1,13 +1,12 @@
 #include "device/nvtx.h"
 
-#include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <vector>
+#include <type_traits>
 
 #include "device/loaded_library.h"
 
@@ -15,20 +14,18 @@ namespace lens::internal {
 
 namespace {
 
+static_assert(std::is_same_v<Nvtx::Domain, nvtxDomainHandle_t>);
+
 using Loaded = LoadedLibrary<Nvtx>::Loaded;
 
 Loaded load() {
-  const char* override_path = std::getenv("LENS_NVTX_LIBRARY");
-  const std::string name = override_path != nullptr && *override_path != '\0' ? override_path : "libnvToolsExt.so.1";
-  void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return {nullptr, "no NVTX: " + name + " not found"};
+  const char* tool = std::getenv("NVTX_INJECTION64_PATH");
+  if (tool == nullptr || *tool == '\0') return {nullptr, "no NVTX tool attached (NVTX_INJECTION64_PATH is unset)"};
   auto n = std::make_unique<Nvtx>();
-  n->library = name;
-  for (auto [symbol, ok] : {std::pair{"nvtxDomainCreateA", bind_symbol(library, "nvtxDomainCreateA", n->domain_create)},
-                            {"nvtxDomainRangePushEx", bind_symbol(library, "nvtxDomainRangePushEx", n->range_push)},
-                            {"nvtxDomainRangePop", bind_symbol(library, "nvtxDomainRangePop", n->range_pop)}})
-    if (!ok) return {nullptr, name + " lacks " + symbol};  // kept open, as the CUDA runtime
-  n->domain = n->domain_create("lens");
+  n->tool = tool;
+  // NVTX v3 attaches the tool on its first call; with none attached every call returns without doing anything.
+  n->domain = nvtxDomainCreateA("lens");
+  if (n->domain == nullptr) return {nullptr, "the NVTX tool NVTX_INJECTION64_PATH=" + n->tool + " did not attach"};
   return {std::move(n), {}};
 }
 
@@ -40,18 +37,23 @@ LoadedLibrary<Nvtx>& loaded() {
 }  // namespace
 
 void Nvtx::push(std::string_view name, bool nul_terminated) const noexcept {
-  EventAttributes a;
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
   if (nul_terminated) {
-    a.message = name.data();
+    a.message.ascii = name.data();
   } else {
     thread_local char buffer[128];  // a copied span name, cut to the buffer
     const std::size_t n = std::min(name.size(), sizeof buffer - 1);
     std::memcpy(buffer, name.data(), n);
     buffer[n] = '\0';
-    a.message = buffer;
+    a.message.ascii = buffer;
   }
-  range_push(domain, &a);
+  nvtxDomainRangePushEx(domain, &a);
 }
+
+void Nvtx::pop() const noexcept { nvtxDomainRangePop(domain); }
 
 const Nvtx* nvtx(std::string* why) { return loaded().get(why); }
 

@@ -1,6 +1,6 @@
 """The commands of README.md and docs/*.md run as written: a trainer command must not export to a collector that is
-not there and write nothing, a `--fail-if bubble-excess>10` must be quoted (unquoted it makes a file named `10`), and
-README's loss figures must be the ones a run gives.
+not there and write nothing, a `--fail-if bubble-excess>10` must be quoted (unquoted it makes a file named `10`),
+README's loss figures must be the ones a run gives, and its Python trainer's report must show every rank's steps.
 
 A shell block whose info string is `sh runnable` is run as written, whole, with `bash -e`, from the repository root,
 on the build the tests use (./build): README.md's first, after the README's first command, ./scripts/demo.sh (the
@@ -48,9 +48,22 @@ class DocsCommandsTest(unittest.TestCase):
                 with self.subTest(document=os.path.relpath(path, ROOT), block=number):
                     result = run(block)
                     self.assertEqual(result.returncode, 0, f"{block}\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+                    if path.endswith("README.md") and "examples/python/pretrain_gpt.py" in block:
+                        self.check_the_python_trainers_report(result.stdout)
                     ran += 1
         self.assertGreaterEqual(ran, 4, "the runnable blocks were not found")
         self.assertFalse(os.path.exists(os.path.join(ROOT, "10")), "a `>` in a command made a file")
+
+    def check_the_python_trainers_report(self, report):
+        """The README's Python trainer command ends with a report of every rank's steps, a straggler verdict,
+        goodput, and the last evaluation labelled with the last iteration."""
+        self.assertIn("4 ranks seen of 4", report, report[-3000:])
+        self.assertRegex(report, r"\nsteps: 20 iterations", report[-3000:])
+        self.assertRegex(report, r"\nstragglers: (none|rank)", report[-3000:])  # a verdict, not "not scored"
+        self.assertRegex(report, r"\ngoodput: \d", report[-3000:])
+        evaluations = re.findall(r"evaluation after iteration (\d+):", report)
+        self.assertTrue(evaluations, report[-3000:])
+        self.assertEqual(evaluations[-1], "20", report[-3000:])
 
     def check_every_link_of_the_demo_is_a_bound_flow(self):
         """The demo's Chrome JSON through the DevTools trace engine: every link an arrow it binds, none backwards
