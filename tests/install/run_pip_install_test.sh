@@ -1,6 +1,6 @@
 #!/bin/bash
 # `pip install .` and `pip wheel .` from a checkout, as a Python user installs: a copy of the tracked
-# files (so the test writes nothing into the source tree), a fresh venv that does not see Debian's site-packages,
+# files and of what setup unpacked beside them (so the test writes nothing into the source tree), a fresh venv that does not see Debian's site-packages,
 # the build backend from .wheelhouse only (scripts/setup-deps.sh downloaded it, pinned with hashes: no network
 # here), then the installed `lens`, imported as Megatron does (`nemo.lens`, no edit), records a span; the wheel
 # installs the same way into a second fresh venv.
@@ -15,6 +15,9 @@ trap 'rm -rf "$work"' EXIT
 
 mkdir "$work/checkout"
 (cd "$source_dir" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/checkout")
+# What scripts/setup-deps.sh unpacks into a checkout (NVTX v3's headers, .deps/nvtx), as in the user's.
+[ -d "$source_dir/.deps/nvtx" ] || { echo "no $source_dir/.deps/nvtx: run ./scripts/setup-deps.sh"; exit 1; }
+mkdir "$work/checkout/.deps" && cp -r "$source_dir/.deps/nvtx" "$work/checkout/.deps/"
 
 check() {  # check <venv's python> <name>: tests/install/installed_lens_check.py
   "$1" "$source_dir/tests/install/installed_lens_check.py" "$work/out-$2"
