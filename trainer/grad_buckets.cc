@@ -9,8 +9,8 @@ namespace trainer {
 namespace mg = lens::megatron::group;
 
 GradBuckets::GradBuckets(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_elements,
-                         c10d::ProcessGroupGloo& group, bool overlap)
-    : group_(group), overlap_(overlap) {
+                         c10d::ProcessGroupGloo& group, bool overlap, int first_replica_rank)
+    : group_(group), overlap_(overlap), first_replica_rank_(first_replica_rank) {
   // Which bucket each parameter (in reverse order) falls in, and the buckets' sizes.
   std::vector<std::size_t> bucket_of;
   std::vector<std::int64_t> elements{0};
@@ -50,8 +50,9 @@ GradBuckets::GradBuckets(const std::vector<torch::Tensor>& parameters, std::int6
   }
 }
 
-void GradBuckets::begin_iteration(const lens::SpanContext& parent) {
+void GradBuckets::begin_iteration(const lens::SpanContext& parent, const lens::TraceId& step_trace) {
   parent_ = parent;
+  peer_links_.begin_step(step_trace);
   armed_ = false;
   next_to_start_ = 0;
   for (Bucket& b : buckets_) {
@@ -74,10 +75,24 @@ void GradBuckets::start_ready_buckets() {
     start(buckets_[next_to_start_++]);
 }
 
+void GradBuckets::start_synced(lens::Span& span, lens::SpanName name, std::string_view part,
+                               const lens::StartOptions& options) {
+  if (!LENS_GROUP_ENABLED(mg::communication)) return;
+  const int rank = first_replica_rank_ + group_.getRank();
+  const lens::SpanId id = peer_links_.id(PeerLinks::grad_sync(part, rank));
+  lens::StartOptions with_id = options;
+  with_id.span_id = &id;
+  span.start(mg::communication, name, {}, with_id);
+  std::vector<std::string> peers;
+  for (int r = first_replica_rank_; r < first_replica_rank_ + group_.getSize(); ++r)
+    if (r != rank) peers.push_back(PeerLinks::grad_sync(part, r));
+  peer_links_.link_to_peers(span, peers);
+}
+
 void GradBuckets::start(Bucket& bucket) {
   lens::Span span;
-  if (LENS_GROUP_ENABLED(mg::communication))
-    span.start(mg::communication, "megatron.grad_sync.start", {}, {.parent = &parent_});
+  start_synced(span, "megatron.grad_sync.start", "bucket" + std::to_string(&bucket - buckets_.data()),
+               {.parent = &parent_});
   std::vector<torch::Tensor> tensors{bucket.flat};
   bucket.work = group_.allreduce(tensors);
 }
@@ -87,7 +102,8 @@ void GradBuckets::finish() {
   if (group_.getSize() == 1) return;  // one replica: nothing to sync
   // A parameter that took no part in the last backward leaves its bucket short: start the rest now, in order.
   while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
-  LENS_SPAN(mg::communication, "megatron.grad_sync.finish");
+  lens::Span span;  // ended when this returns
+  start_synced(span, "megatron.grad_sync.finish", "finish", {});
   LENS_STEP_PHASE(lens::StepPhase::kWait);
   const double replicas = group_.getSize();
   for (Bucket& b : buckets_) {

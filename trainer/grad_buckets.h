@@ -20,10 +20,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <vector>
 
 #include "lens/lens.h"
+#include "peer_links.h"
 
 namespace trainer {
 
@@ -31,14 +33,17 @@ class GradBuckets {
  public:
   // `bucket_elements`: a bucket closes once it holds at least this many elements (0: one bucket for all).
   // Parameters are bucketed in reverse order, the order backward produces their gradients.
+  // `first_replica_rank`: the global rank of the group's rank 0 (the group's ranks are consecutive), for the links
+  // between the replicas' grad_sync spans.
   GradBuckets(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_elements, c10d::ProcessGroupGloo& group,
-              bool overlap);
+              bool overlap, int first_replica_rank = 0);
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
   // Zeroes the gradients. `parent`: the context the grad_sync spans hang from (the train step), whatever span
-  // is open when a hook fires; invalid: they are roots.
-  void begin_iteration(const lens::SpanContext& parent);
+  // is open when a hook fires; invalid: they are roots. `step_trace`: the step layout's trace, in which each
+  // replica's grad_sync span links to the same span of every other replica (PeerLinks); invalid: no links.
+  void begin_iteration(const lens::SpanContext& parent, const lens::TraceId& step_trace = {});
   // The next backward is the last of the iteration: its gradients complete the buckets.
   void arm();
   // Starts the buckets not yet started, waits for all, divides by the number of replicas.
@@ -58,6 +63,8 @@ class GradBuckets {
   void on_gradient_accumulated(std::size_t bucket);
   void start_ready_buckets();
   void start(Bucket& bucket);
+  // Starts `span` (a grad_sync span) as this replica's `part`, linked to every other replica's.
+  void start_synced(lens::Span& span, lens::SpanName name, std::string_view part, const lens::StartOptions& options);
 
   c10d::ProcessGroupGloo& group_;
   bool overlap_;
@@ -67,6 +74,8 @@ class GradBuckets {
   std::size_t next_to_start_ = 0;
   bool armed_ = false;
   lens::SpanContext parent_;
+  int first_replica_rank_;
+  PeerLinks peer_links_;
 };
 
 }  // namespace trainer

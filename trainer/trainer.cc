@@ -78,6 +78,19 @@ lens::SpanContext context_of(const torch::Tensor& t) {
 
 }  // namespace
 
+// Starts `span` as one end of the transfer `key` (PeerLinks): in the step layout its id is derived from the end,
+// and it links to the other end's span on the peer rank.
+void Trainer::start_transfer(lens::ScopedSpan& span, lens::SpanName name, const std::string& key,
+                             std::string_view end) const {
+  if (!LENS_GROUP_ENABLED(mg::communication)) return;
+  const lens::SpanId id = peer_links_.id(key + "/" + std::string(end));
+  span.start(mg::communication, name, {}, {.span_id = &id});
+  if (end == "recv")
+    peer_links_.link_to_sender(span, key + "/send");
+  else
+    peer_links_.link_to_peers(span, {key + "/recv"});
+}
+
 torch::Tensor Trainer::recv_forward(std::int64_t micro, bool linked) {
   if (topology_.first_stage()) return {};
   // The warm-up receives link to the sending stage's megatron.p2p.send_forward, whose context arrives with the
@@ -86,7 +99,9 @@ torch::Tensor Trainer::recv_forward(std::int64_t micro, bool linked) {
                      {"dl.pipeline_parallel.rank", topology_.stage()}, {"dl.microbatch_id", micro});
   torch::Tensor activation;
   {
-    LENS_SPAN(mg::communication, "megatron.p2p.recv_forward");
+    lens::ScopedSpan recv;
+    start_transfer(recv, "megatron.p2p.recv_forward",
+                   PeerLinks::transfer("forward", micro, previous_rank(), topology_.rank), "recv");
     LENS_STEP_PHASE(lens::StepPhase::kWait);
     activation = parallel_.recv(activation_shape(), -1, trainer::Parallel::kForward);
   }
@@ -98,25 +113,31 @@ torch::Tensor Trainer::recv_forward(std::int64_t micro, bool linked) {
   return activation;
 }
 
-torch::Tensor Trainer::recv_backward() {
+torch::Tensor Trainer::recv_backward(std::int64_t micro) {
   if (topology_.last_stage()) return {};
-  LENS_SPAN(mg::communication, "megatron.p2p.recv_backward");
+  lens::ScopedSpan recv;
+  start_transfer(recv, "megatron.p2p.recv_backward",
+                 PeerLinks::transfer("backward", micro, next_rank(), topology_.rank), "recv");
   LENS_STEP_PHASE(lens::StepPhase::kWait);
   return parallel_.recv(activation_shape(), +1, trainer::Parallel::kBackward);
 }
 
 // Sends are started, not waited for: the matching receive may come after this rank's own next receive.
-void Trainer::send_forward(const torch::Tensor& output) {
+void Trainer::send_forward(std::int64_t micro, const torch::Tensor& output) {
   if (topology_.last_stage()) return;
-  LENS_SPAN_NAMED(send, mg::communication, "megatron.p2p.send_forward");
+  lens::ScopedSpan send;
+  start_transfer(send, "megatron.p2p.send_forward", PeerLinks::transfer("forward", micro, topology_.rank, next_rank()),
+                 "send");
   pending_sends_.push_back(parallel_.send(output.detach(), +1, trainer::Parallel::kForward));
   if (carries_contexts())
     pending_sends_.push_back(parallel_.send(context_tensor(send.context()), +1, trainer::Parallel::kForwardContext));
 }
 
-void Trainer::send_backward(const torch::Tensor& input_grad) {
+void Trainer::send_backward(std::int64_t micro, const torch::Tensor& input_grad) {
   if (topology_.first_stage()) return;
-  LENS_SPAN(mg::communication, "megatron.p2p.send_backward");
+  lens::ScopedSpan send;
+  start_transfer(send, "megatron.p2p.send_backward",
+                 PeerLinks::transfer("backward", micro, topology_.rank, previous_rank()), "send");
   pending_sends_.push_back(parallel_.send(input_grad, -1, trainer::Parallel::kBackward));
 }
 
@@ -127,6 +148,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
   const std::int64_t iteration = iteration_ + 1;
   const bool own_trace = telemetry_.config().trace_layout == lens::TraceLayout::kStep;
   const lens::TraceId step_trace = own_trace ? lens::step_trace_id(telemetry_.run_id(), iteration) : lens::TraceId{};
+  peer_links_.begin_step(step_trace);
   lens::ScopedSpan step;
   if (LENS_GROUP_ENABLED(mg::step)) {
     step.start(mg::step, names().train_step, {{"megatron.iteration", iteration}, lens::megatron::kGoodput},
@@ -137,7 +159,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
                                                   {"lens.span_groups.for", change->iterations},
                                                   {"lens.span_groups.restored", change->restored}});
   }
-  grad_buckets_->begin_iteration(lens::current_context());
+  grad_buckets_->begin_iteration(lens::current_context(), step_trace);
   const int stages = topology_.pipeline_size;
   const std::int64_t warmup = std::min<std::int64_t>(stages - topology_.stage() - 1, microbatches_);
   const std::int64_t steady = microbatches_ - warmup;
@@ -150,7 +172,7 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
     auto run_forward = [&](const torch::Tensor& received) {
       InFlight f = forward(next_forward, received, corpus_.train, 0, true);
       if (topology_.last_stage()) loss_sum += f.loss.detach();
-      send_forward(f.output);
+      send_forward(next_forward, f.output);
       in_flight.emplace_back(next_forward++, std::move(f));
     };
     auto run_backward = [&](const torch::Tensor& output_grad) {
@@ -159,14 +181,14 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
       if (micro == microbatches_ - 1) grad_buckets_->arm();  // its gradients complete the buckets
       backward(micro, f, output_grad);
       ++next_backward;
-      if (!topology_.first_stage()) send_backward(f.input.grad());
+      if (!topology_.first_stage()) send_backward(micro, f.input.grad());
     };
     for (std::int64_t i = 0; i < warmup; ++i) run_forward(recv_forward(next_forward, true));
     for (std::int64_t i = 0; i < steady; ++i) {
       run_forward(recv_forward(next_forward, warmup == 0 && i == 0));
-      run_backward(recv_backward());
+      run_backward(recv_backward(next_backward));
     }
-    for (std::int64_t i = 0; i < warmup; ++i) run_backward(recv_backward());
+    for (std::int64_t i = 0; i < warmup; ++i) run_backward(recv_backward(next_backward));
     for (auto& w : pending_sends_) w->wait();
     pending_sends_.clear();
   }

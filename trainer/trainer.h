@@ -25,6 +25,7 @@
 #include "grad_buckets.h"
 #include "lens/lens.h"
 #include "parallel.h"
+#include "peer_links.h"
 
 namespace trainer {
 
@@ -47,7 +48,7 @@ class Trainer {
         model_->parameters(), torch::optim::AdamWOptions(args_.lr).weight_decay(args_.weight_decay));
     grad_buckets_ = std::make_unique<trainer::GradBuckets>(
         model_->parameters(), trainer::bucket_elements(args_, topology_.data_parallel_size), parallel_.data(),
-        args_.overlap_grad_reduce);
+        args_.overlap_grad_reduce, topology_.stage() * topology_.data_parallel_size);
     if (args_.async_save && saves()) checkpoint_worker_ = std::make_unique<trainer::CheckpointWorker>();
     activation_shape_ = {args_.micro_batch_size, args_.seq_length, args_.hidden_size};
   }
@@ -80,10 +81,14 @@ class Trainer {
   // Testing aid: --testing-slow-rank stops here until killed when this is --testing-stall-in's point of
   // --testing-stall-iteration.
   void stall_if(std::string_view point) const;
+  // The point-to-point transfers of micro-batch `micro`, each a span linked to its other end in the step layout.
   torch::Tensor recv_forward(std::int64_t micro, bool linked);
-  torch::Tensor recv_backward();
-  void send_forward(const torch::Tensor& output);
-  void send_backward(const torch::Tensor& input_grad);
+  torch::Tensor recv_backward(std::int64_t micro);
+  void send_forward(std::int64_t micro, const torch::Tensor& output);
+  void send_backward(std::int64_t micro, const torch::Tensor& input_grad);
+  void start_transfer(lens::ScopedSpan& span, lens::SpanName name, const std::string& key, std::string_view end) const;
+  int next_rank() const { return topology_.rank + topology_.data_parallel_size; }  // the next stage's replica
+  int previous_rank() const { return topology_.rank - topology_.data_parallel_size; }
   double clip_and_norm();
   double learning_rate() const;
   at::IntArrayRef activation_shape() const { return activation_shape_; }
@@ -111,6 +116,7 @@ class Trainer {
   trainer::GptStage model_{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::unique_ptr<trainer::GradBuckets> grad_buckets_;  // every parameter's .grad lives in these
+  trainer::PeerLinks peer_links_;                       // this step's transfers, linked end to end
   std::int64_t iteration_ = 0;
   std::vector<std::int64_t> activation_shape_;  // what one micro-batch sends between stages
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_sends_;

@@ -21,6 +21,7 @@ builder, the span names of SPAN_NAMES, the run id, the 26-byte context form, ste
 import argparse
 import contextlib
 import hashlib
+import json
 import logging
 import math
 import os
@@ -135,6 +136,13 @@ def parse_args(argv=None):
     add("--bf16", action="store_true", help="accepted for Megatron compatibility; this CPU trainer computes in fp32")
     add("--fp16", action="store_true", help="accepted for Megatron compatibility; this CPU trainer computes in fp32")
     add("--ckpt-format", choices=("torch",), default="torch")
+    add("--profile", action="store_true", help="profile iterations [--profile-step-start, --profile-step-end)")
+    add("--use-pytorch-profiler", action="store_true", help="with --profile: torch.profiler, its trace written to "
+        "--tensorboard-dir as rank<R>.pt.trace.json (for lens convert --merge)")
+    add("--profile-step-start", type=int, default=10)
+    add("--profile-step-end", type=int, default=12)
+    add("--profile-ranks", type=int, nargs="+", default=[0])
+    add("--tensorboard-dir", default="")
     add("--otel-enabled", action="store_true", help="turn telemetry on (else MEGATRON_OTEL_ENABLED decides)")
     add("--otel-service-name", default=None)
     add("--otel-span-groups", default=None)
@@ -160,6 +168,10 @@ def parse_args(argv=None):
     if args.global_batch_size % (args.micro_batch_size * args.data_parallel_size):
         fail(f"--global-batch-size {args.global_batch_size} is not divisible by --micro-batch-size "
              f"{args.micro_batch_size} x data-parallel size {args.data_parallel_size}")
+    if args.profile and args.use_pytorch_profiler and not args.tensorboard_dir:
+        fail("--use-pytorch-profiler writes its trace to --tensorboard-dir: give one")
+    if args.profile and args.profile_step_end <= args.profile_step_start:
+        fail(f"--profile-step-end {args.profile_step_end} is not after --profile-step-start {args.profile_step_start}")
     args.stage = args.rank // args.data_parallel_size
     args.data_rank = args.rank % args.data_parallel_size
     args.microbatches = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
@@ -752,6 +764,46 @@ def peak_memory_gb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # kB on Linux
 
 
+class TorchProfiler:
+    """Megatron's --profile --use-pytorch-profiler on the ranks of --profile-ranks: torch.profiler over iterations
+    [--profile-step-start, --profile-step-end), its trace written as <--tensorboard-dir>/rank<R>.pt.trace.json with
+    Kineto's time base (baseTimeNanoseconds, each ts in microseconds after it), which a PyTorch without Kineto leaves
+    out of the file; `lens convert --merge` lines it up with lens's spans of the rank."""
+
+    def __init__(self, args):
+        self.args = args
+        self.on = args.profile and args.use_pytorch_profiler and args.rank in args.profile_ranks
+        self.profile = None
+
+    def before_iteration(self, iteration):
+        if self.on and self.profile is None and iteration == self.args.profile_step_start:
+            self.profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            self.profile.__enter__()
+
+    def after_iteration(self, iteration):
+        if self.profile is not None and iteration >= self.args.profile_step_end - 1:
+            self.finish()
+
+    def finish(self):
+        if self.profile is None:
+            return
+        self.profile.__exit__(None, None, None)
+        os.makedirs(self.args.tensorboard_dir, exist_ok=True)
+        path = os.path.join(self.args.tensorboard_dir, f"rank{self.args.rank}.pt.trace.json")
+        self.profile.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+        if isinstance(trace, list) or "baseTimeNanoseconds" not in trace:
+            results = self.profile.profiler.kineto_results
+            start_ns = results.trace_start_ns() if hasattr(results, "trace_start_ns") else \
+                results.trace_start_us() * 1000
+            events = trace if isinstance(trace, list) else trace.get("traceEvents", [])
+            with open(path, "w") as f:
+                json.dump({"displayTimeUnit": "ms", "baseTimeNanoseconds": start_ns, "traceEvents": events}, f)
+        self.profile, self.on = None, False
+        log.info(" torch.profiler trace of rank %d: %s", self.args.rank, path)
+
+
 def main(argv=None):
     args = parse_args(argv)
     log.setLevel(logging.INFO)  # the trainer's lines on stdout; other loggers keep logging's defaults
@@ -777,6 +829,7 @@ def main(argv=None):
         previous_segment, first_iteration, stopped = None, True, False
         last_loss, valid_loss = float("nan"), -1.0
         interval_start, interval_iterations = time.perf_counter(), 0
+        profiler = TorchProfiler(args)
         while trainer.iteration < args.train_iters and not stopped:
             # A trace segment per --save-interval: the first is pretrain's child, each later one a new trace linked
             # to pretrain and to the one before (CONTRACT §6).
@@ -795,7 +848,9 @@ def main(argv=None):
                     sibling = telemetry.started_span(G.FIRST_ITERATION, "megatron.train.first_iteration",
                                                      {"megatron.iteration": trainer.iteration + 1, **GOODPUT}) \
                         if first_iteration else None
+                    profiler.before_iteration(trainer.iteration + 1)
                     last_loss, grad_norm, learning_rate = trainer.train_step(segment_context)
+                    profiler.after_iteration(trainer.iteration)
                     if sibling is not None:
                         sibling.end()
                     first_iteration = False
@@ -832,6 +887,7 @@ def main(argv=None):
                     if args.save and args.save_interval > 0 and it % args.save_interval == 0:
                         trainer.save_checkpoint(args.save)
             previous_segment = segment_context
+        profiler.finish()
         if stopped and args.save:
             trainer.save_checkpoint(args.save)
         if not stopped and valid_loss < 0:

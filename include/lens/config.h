@@ -32,7 +32,7 @@ inline constexpr std::string_view kFallbackEnvPrefix = "NEMO_LENS";
 
 enum class Exporter { kOtlp, kConsole, kFile };
 // TRACE_LAYOUT (CONTRACT §6): kSegment, the reference's shape (a trace per --save-interval); kStep, one trace per
-// iteration shared by every rank (step_trace_id), each rank's step span a root of it.
+// iteration shared by every rank (step_trace_id), each rank's step span a child of its one root, `lens.step`.
 enum class TraceLayout { kSegment, kStep };
 // SPAN_NAMES (CONTRACT §6): kDocumented, the span tree as the documentation draws it; kMegatron, the names
 // Megatron-LM's code exports (lens::megatron::span_names gives both sets).

@@ -103,6 +103,15 @@ LENS_API std::optional<SpanContext> from_binary(const BinaryContext& bytes) noex
 // step spans of all ranks share one trace, and a trace-id ratio sampler keeps or drops the same iterations
 // everywhere. Start a step span in it with StartOptions{.trace_id = &id}.
 LENS_API TraceId step_trace_id(std::string_view run_id, std::int64_t iteration) noexcept;
+// The span id of a step trace's root, `lens.step` (CONTRACT §6), which one rank exports and every rank's step span
+// is a child of: derived_span_id(step_trace, "lens.step.root"), so no rank waits for another to learn it.
+LENS_API SpanId step_root_span_id(const TraceId& step_trace) noexcept;
+// A span id every rank derives alike: the first 8 bytes of SHA-256 of "lens.span/<32 hex trace id>/<key>" (never
+// all zero). The two ends of one transfer each start their span with their own id (StartOptions{.span_id}) and
+// link to the other's, with no message between them:
+//   const lens::SpanId mine = lens::derived_span_id(trace, "p2p/forward/mb3/0>1/send");
+//   const lens::SpanId peer = lens::derived_span_id(trace, "p2p/forward/mb3/0>1/recv");
+LENS_API SpanId derived_span_id(const TraceId& trace, std::string_view key) noexcept;
 
 #else  // LENS_DISABLED: no context ever exists.
 
@@ -113,6 +122,8 @@ using BinaryContext = std::array<std::uint8_t, 26>;
 inline BinaryContext to_binary(const SpanContext&) noexcept { return {}; }
 inline std::optional<SpanContext> from_binary(const BinaryContext&) noexcept { return std::nullopt; }
 inline TraceId step_trace_id(std::string_view, std::int64_t) noexcept { return {}; }
+inline SpanId step_root_span_id(const TraceId&) noexcept { return {}; }
+inline SpanId derived_span_id(const TraceId&, std::string_view) noexcept { return {}; }
 
 #endif
 

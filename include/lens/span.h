@@ -26,6 +26,7 @@
 // macros' arguments are still type-checked (as Abseil's compiled-out logging does), never evaluated.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -46,14 +47,25 @@ namespace lens {
 enum class SpanKind : std::uint8_t { kInternal = 1, kServer = 2, kClient = 3, kProducer = 4, kConsumer = 5 };
 enum class StatusCode : std::uint8_t { kUnset = 0, kOk = 1, kError = 2 };
 
+// The instrumentation scope a span is recorded under (OpenTelemetry's tracer name and version; OTLP's
+// InstrumentationScope), from instrumentation_scope(). The default is lens's own, `lens`.
+struct InstrumentationScope {
+  static constexpr std::size_t kMax = 256;  // distinct scopes a process keeps, lens's own included
+  std::uint16_t id = 0;
+};
+
 struct StartOptions {
   SpanKind kind = SpanKind::kInternal;
   // The parent. nullptr: the thread's current span. An invalid context: a root span.
   const SpanContext* parent = nullptr;
   bool root = false;  // start a new trace whatever the current span is
   // A root span in this trace rather than a new random one (a trace every rank derives alike: step_trace_id).
-  // Implies `root`; an invalid id is ignored.
+  // Implies `root`; an invalid id is ignored. In the step layout a span of the `step` group is instead placed
+  // under the trace's root, `lens.step` (CONTRACT §6).
   const TraceId* trace_id = nullptr;
+  // This span's id rather than a new random one: an id its peer on another rank derives alike (derived_span_id), so
+  // each end of a transfer can link to the other's span. An invalid id is ignored.
+  const SpanId* span_id = nullptr;
   // When the span started, in Unix nanoseconds, for a phase that has already begun (a back-dated span, as
   // OpenTelemetry's start_time); 0: now.
   std::uint64_t start_unix_nanos = 0;
@@ -61,7 +73,19 @@ struct StartOptions {
   // span_cm, the OpenTelemetry API's spans and a group outside the catalogue name no group here; `group` is still
   // the span's group in its record.
   bool ungated = false;
+  // The scope the span is exported under (the tracer that made it); the default: lens's own.
+  InstrumentationScope scope{};
 };
+
+#if !defined(LENS_DISABLED)
+// The scope of tracer `name` at `version` (empty: none), the same for the same pair, for StartOptions::scope: spans
+// started with it are exported in that scope's ScopeSpans. Takes a lock: call it when a tracer is made, not per
+// span. An empty name, or `lens` at lens's version, is lens's own; past 255 distinct scopes, lens's own, with one
+// warning.
+LENS_API InstrumentationScope instrumentation_scope(std::string_view name, std::string_view version = {});
+#else
+inline InstrumentationScope instrumentation_scope(std::string_view, std::string_view = {}) { return {}; }
+#endif
 
 // A span or event name: a literal is kept as a pointer, anything else is copied when the span starts.
 using SpanName = TextArg;

@@ -31,6 +31,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lens/internal/visibility.h"
@@ -40,10 +41,12 @@ namespace lens {
 
 enum class StepPhase : std::uint8_t { kCompute = 0, kWait = 1 };
 
-// One rank's window of steps, as every rank sends it: fixed-size, non-negative words, so a SUM all-reduce of a
-// tensor in which each rank fills only its own slot gathers them.
+// One rank's window of steps, as every rank sends it: fixed-size, non-negative words below 2^53 (exact in a double),
+// so a SUM all-reduce of a tensor in which each rank fills only its own slot gathers them. The rank's host name and
+// local rank travel with it, so that what the scoring rank records about it names its machine.
 struct StragglerSummary {
-  static constexpr int kWords = 7;
+  static constexpr int kHostWords = 11;  // the host name, 6 bytes a word: 66 bytes (a host name has at most 64)
+  static constexpr int kWords = 8 + kHostWords;
   std::int64_t run_tag = 0;     // from the run id (never 0): a summary of another run is refused
   std::int64_t iteration = 0;   // the window's last iteration: a summary of another window is refused
   std::int64_t stage = 0;       // pipeline stage of the rank
@@ -51,18 +54,44 @@ struct StragglerSummary {
   std::int64_t compute_ns = 0;  // median compute per step over the window
   std::int64_t wait_ns = 0;     // median wait per step over the window
   std::int64_t exports = 0;     // 1: the rank exports; the lowest such rank scores, so one rank records the figures
+  std::int64_t local_rank = 0;  // its rank on its host
+  std::array<std::int64_t, kHostWords> host{};  // its host name (host.name), 6 bytes a word, zero-padded
 
   std::array<std::int64_t, kWords> encode() const noexcept {
-    return {run_tag, iteration, stage, steps, compute_ns, wait_ns, exports};
+    std::array<std::int64_t, kWords> w{run_tag, iteration, stage, steps, compute_ns, wait_ns, exports, local_rank};
+    for (int i = 0; i < kHostWords; ++i) w[8 + i] = host[i];
+    return w;
   }
   static StragglerSummary decode(const std::array<std::int64_t, kWords>& w) noexcept {
-    return {w[0], w[1], w[2], w[3], w[4], w[5], w[6]};
+    StragglerSummary s{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], {}};
+    for (int i = 0; i < kHostWords; ++i) s.host[i] = w[8 + i];
+    return s;
+  }
+  // The host name into `host` (its first 66 bytes) and back; a word out of range reads as no more name.
+  void set_host_name(std::string_view name) noexcept {
+    host = {};
+    for (std::size_t i = 0; i < name.size() && i < std::size_t{kHostWords} * 6; ++i)
+      host[i / 6] |= std::int64_t{static_cast<unsigned char>(name[i])} << (8 * (i % 6));
+  }
+  std::string host_name() const {
+    std::string name;
+    for (std::int64_t word : host) {
+      if (word < 0 || word >= (std::int64_t{1} << 48)) break;
+      for (int b = 0; b < 6; ++b) {
+        const char c = static_cast<char>((word >> (8 * b)) & 0xff);
+        if (c == '\0') return name;
+        name += c;
+      }
+    }
+    return name;
   }
 };
 
 // One rank as the exporting rank scored it.
 struct StragglerVerdict {
   int rank = 0, stage = 0;
+  int local_rank = 0;
+  std::string host{};  // its host name, as its summary said (empty: none)
   bool scored = false, flagged = false;
   double score = 0;  // compute over its peers' median compute
   double compute_ms = 0, wait_ms = 0, peer_compute_ms = 0, peer_wait_ms = 0;

@@ -44,6 +44,8 @@ class StatusCode(enum.IntEnum):
 
 
 step_trace_id = _native.step_trace_id
+step_root_span_id = _native.step_root_span_id
+derived_span_id = _native.derived_span_id
 # A running job's span groups switched by `lens ctl` at the same iteration on every rank (lens/control.h): at each
 # iteration boundary, all-reduce take_span_group_request()'s 4 words with MAX, then pass the result to
 # at_iteration_boundary(iteration, words) on every rank.
@@ -51,7 +53,7 @@ take_span_group_request = _native.take_span_group_request
 at_iteration_boundary = _native.at_iteration_boundary
 # Stragglers found while the job trains (lens/straggler.h): `with step_phase("compute")` / `step_phase("wait")`
 # around forward/backward and receives/gradient sync, end_step(iteration) after each step, and every
-# STRAGGLER_INTERVAL steps (straggler_summary_due) gather take_straggler_summary()'s 7 words from every rank with
+# STRAGGLER_INTERVAL steps (straggler_summary_due) gather take_straggler_summary()'s words from every rank with
 # a SUM all-reduce and pass them, one list per rank, to score_stragglers on every rank (the exporting rank hands
 # them to lens's scoring thread and returns at once); take_straggler_findings() gives what was scored since.
 step_phase = _native.step_phase
@@ -96,5 +98,5 @@ __all__ = [
     "set_device_stream", "device_stream",
     "end_step", "score_stragglers", "step_phase", "straggler_summary_due", "take_straggler_findings",
     "take_straggler_summary",
-    "step_trace_id", "take_span_group_request", "to_bytes", "uuid5_url",
+    "step_trace_id", "step_root_span_id", "derived_span_id", "take_span_group_request", "to_bytes", "uuid5_url",
 ]

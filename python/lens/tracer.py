@@ -142,9 +142,10 @@ def _kind_number(kind):
     return value + _OTLP_KIND_OFFSET
 
 
-class Tracer:
-    """lens's one tracer: spans go to the process's pipeline whatever tracer a call names (its name, version and
-    scope are not kept: lens has one instrumentation scope per process).
+class Tracer(_native.TracerBase):
+    """lens's tracer for one instrumentation scope: spans go to the process's pipeline, each exported under the
+    scope (name and version) the tracer was asked for, as OpenTelemetry's SDK does (scope_id says which; lens's own
+    spans are in `lens`). The schema URL and scope attributes are not kept.
 
     start_span(name, context=None, kind=None, attributes=None, links=None, start_time=None, record_exception=True,
     set_status_on_exception=True, root=False, trace_id=None): a span started now (or at start_time, Unix
@@ -157,34 +158,32 @@ class Tracer:
     Both are lens._native's: the usual call (a name, attributes, kind) is C; every other form goes to
     start_span / start_as_current_span below."""
 
-    start_span = _native.tracer_start_span
-    start_as_current_span = _native.tracer_start_as_current_span
-
     def __init__(self, name="lens", version=None, schema_url=None, attributes=None):
+        super().__init__(name, version)
         self.name = name
 
 
-def start_span(name, context=None, kind=None, attributes=None, links=None, start_time=None, record_exception=True,
-               set_status_on_exception=True, root=False, trace_id=None):
+def start_span(tracer, name, context=None, kind=None, attributes=None, links=None, start_time=None,
+               record_exception=True, set_status_on_exception=True, root=False, trace_id=None):
     """Tracer.start_span's general form."""
     if not _native.records_ungated_spans():
         return non_recording_span()
-    return _start(name, context, kind, attributes, links, start_time, record_exception and set_status_on_exception,
-                  root, trace_id, current=False)
+    return _start(tracer, name, context, kind, attributes, links, start_time,
+                  record_exception and set_status_on_exception, root, trace_id, current=False)
 
 
-def start_as_current_span(name, context=None, kind=None, attributes=None, links=None, start_time=None,
+def start_as_current_span(tracer, name, context=None, kind=None, attributes=None, links=None, start_time=None,
                           record_exception=True, set_status_on_exception=True, end_on_exit=True, root=False,
                           trace_id=None):
     """Tracer.start_as_current_span's general form."""
     if not _native.records_ungated_spans():
         return contextlib.nullcontext(non_recording_span())
-    span = _start(name, context, kind, attributes, links, start_time, record_exception and set_status_on_exception,
-                  root, trace_id, current=end_on_exit)
+    span = _start(tracer, name, context, kind, attributes, links, start_time,
+                  record_exception and set_status_on_exception, root, trace_id, current=end_on_exit)
     return span if end_on_exit else _current_until_exit(span)
 
 
-def _start(name, context, kind, attributes, links, start_time, record_exception, root, trace_id, current):
+def _start(tracer, name, context, kind, attributes, links, start_time, record_exception, root, trace_id, current):
     if not isinstance(name, str):
         raise TypeError(f"lens: a span's name is a str, not {type(name).__name__}")
     parent, no_parent = _parent(context)
@@ -192,7 +191,7 @@ def _start(name, context, kind, attributes, links, start_time, record_exception,
     span = _native.start_span(name, attributes=attributes, links=at_start, parent=parent,
                               root=root or no_parent, trace_id=trace_id, current=current,
                               record_exception=record_exception, start_now=not current,
-                              kind=_kind_number(kind), start_time=_nanos(start_time))
+                              kind=_kind_number(kind), start_time=_nanos(start_time), scope=tracer.scope_id)
     for link, link_attributes in with_attributes:
         span.add_link(link, link_attributes)
     return span

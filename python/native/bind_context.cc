@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "bindings.h"
 #include "context_conversion.h"
@@ -126,6 +127,16 @@ void bind_context(py::module_& m) {
   m.def("step_trace_id", [](const std::string& run_id, std::int64_t iteration) {
     lens::TraceId id = lens::step_trace_id(run_id, iteration);
     return id_to_int(id.bytes.data(), 16);
+  });
+  m.def("step_root_span_id", [](const py::int_& trace_id) {
+    lens::TraceId trace;
+    trace.bytes = id_from_int<16>(trace_id);
+    return id_to_int(lens::step_root_span_id(trace).bytes.data(), 8);
+  });
+  m.def("derived_span_id", [](const py::int_& trace_id, std::string_view key) {
+    lens::TraceId trace;
+    trace.bytes = id_from_int<16>(trace_id);
+    return id_to_int(lens::derived_span_id(trace, key).bytes.data(), 8);
   });
 }
 

@@ -39,9 +39,10 @@ void bind_spans(py::module_& m) {
       [](const py::str& name, const py::object& group, const py::object& attributes,
          const std::vector<std::optional<lens::SpanContext>>& links, bool root, const std::optional<py::int_>& trace_id,
          const std::optional<lens::SpanContext>& parent, bool current, bool record_exception, bool start_now, int kind,
-         std::uint64_t start_time, bool redact) {
+         std::uint64_t start_time, bool redact, std::uint16_t scope) {
         SpanRequest r;
         r.redact = redact;
+        r.scope = {scope < lens::InstrumentationScope::kMax ? scope : std::uint16_t{0}};
         if (kind < static_cast<int>(lens::SpanKind::kInternal) || kind > static_cast<int>(lens::SpanKind::kConsumer))
           throw py::value_error("start_span: kind is 1 (internal) to 5 (consumer), as OTLP numbers them");
         r.kind = static_cast<lens::SpanKind>(kind);
@@ -67,7 +68,7 @@ void bind_spans(py::module_& m) {
       py::arg("links") = std::vector<std::optional<lens::SpanContext>>{}, py::arg("root") = false,
       py::arg("trace_id") = py::none(), py::arg("parent") = py::none(), py::arg("current") = true,
       py::arg("record_exception") = true, py::arg("start_now") = false, py::arg("kind") = 1, py::arg("start_time") = 0,
-      py::arg("redact") = false);
+      py::arg("redact") = false, py::arg("scope") = 0);
   m.def(
       "current_span", [] { return py::reinterpret_steal<py::object>(current_span_view()); },
       "The thread's current span for OpenTelemetry's context: a Span writing to it, a SpanContext, or None "

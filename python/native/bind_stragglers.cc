@@ -21,7 +21,7 @@ namespace {
 
 // Stragglers (lens/straggler.h): the window and the scoring of gathered summaries (step_phase, on every forward
 // and receive, is in phases.cc).
-// One rank's summary from Python: 7 integers (a tensor's tolist()); anything else (a float that is not a whole
+// One rank's summary from Python: its words (a tensor's tolist()); anything else (a float that is not a whole
 // number, NaN, the wrong length) becomes a summary the scorer refuses, never a guess.
 // One word of a summary: an int in int64's range, or a float that is a whole number below 9e15; nullopt else.
 std::optional<std::int64_t> summary_word(const py::handle& v) {
@@ -62,6 +62,8 @@ py::dict findings_dict(const lens::StragglerFindings& f) {
     py::dict r;
     r["rank"] = v.rank;
     r["stage"] = v.stage;
+    r["host"] = v.host;
+    r["local_rank"] = v.local_rank;
     r["scored"] = v.scored;
     r["flagged"] = v.flagged;
     r["score"] = v.score;
@@ -96,8 +98,8 @@ void bind_stragglers(py::module_& m) {
         return std::vector<std::int64_t>(words.begin(), words.end());
       },
       py::arg("iteration"), py::arg("stage"),
-      "This rank's window as 7 non-negative int64 words: put them in its slot of a world_size x 7 tensor of zeros "
-      "and all-reduce with SUM.");
+      "This rank's window (with its host name and local rank) as non-negative int64 words below 2^53: put them in "
+      "its slot of a world_size x len(words) tensor of zeros and all-reduce with SUM.");
   m.def(
       "score_stragglers",
       [](std::int64_t iteration, const py::sequence& by_rank) {
@@ -107,7 +109,7 @@ void bind_stragglers(py::module_& m) {
         return lens::score_stragglers(iteration, summaries);
       },
       py::arg("iteration"), py::arg("by_rank"),
-      "The lowest exporting rank: hands the gathered summaries (one 7-word list per rank) to lens's scoring thread, "
+      "The lowest exporting rank: hands the gathered summaries (one list of words per rank) to lens's scoring thread, "
       "which scores them, records the metrics and logs a straggler, and returns at once (True); elsewhere False.");
   m.def(
       "take_straggler_findings",

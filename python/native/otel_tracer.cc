@@ -1,7 +1,9 @@
 // The OpenTelemetry-facing tracer's entry points (otel_tracer.h says which calls take the C path).
 #include "otel_tracer.h"
 
+#include <algorithm>
 #include <string_view>
+#include <vector>
 
 #include "lens/groups.h"
 #include "spans.h"
@@ -74,16 +76,56 @@ bool read_usual_call(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
   return true;
 }
 
-PyObject* start(PyObject* general, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames, bool current) {
+// lens.tracer.Tracer's base: the instrumentation scope of the name and version the tracer was asked for, which
+// every span it starts is exported under.
+struct TracerObject {
+  PyObject_HEAD
+  lens::InstrumentationScope scope;
+};
+
+// A str argument as text; anything else (None, a module OpenTelemetry would warn about) as none given.
+std::string_view text_or_empty(PyObject* value) {
+  if (value == nullptr || !PyUnicode_Check(value)) return {};
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(value, &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    return {};
+  }
+  return {data, static_cast<std::size_t>(size)};
+}
+
+int tracer_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"name", "version", nullptr};
+  PyObject *name = nullptr, *version = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO", const_cast<char**>(keywords), &name, &version)) return -1;
+  reinterpret_cast<TracerObject*>(self)->scope =
+      lens::instrumentation_scope(text_or_empty(name), text_or_empty(version));
+  return 0;
+}
+
+PyObject* tracer_scope_id(PyObject* self, void*) {
+  return PyLong_FromLong(reinterpret_cast<TracerObject*>(self)->scope.id);
+}
+
+// The general form of a call: `general(tracer, *args, **kwargs)`.
+PyObject* call_general(PyObject* general, PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (general == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "lens.tracer is not imported");
+    return nullptr;
+  }
+  const Py_ssize_t total = nargs + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);
+  std::vector<PyObject*> with_tracer(static_cast<std::size_t>(total) + 1);
+  with_tracer[0] = self;
+  std::copy(args, args + total, with_tracer.begin() + 1);
+  return PyObject_Vectorcall(general, with_tracer.data(), static_cast<std::size_t>(nargs) + 1, kwnames);
+}
+
+PyObject* start(PyObject* self, PyObject* general, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames,
+                bool current) {
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   TracerCall call;
-  if (general == nullptr || !read_usual_call(args, nargs, kwnames, current, &call)) {
-    if (general == nullptr) {
-      PyErr_SetString(PyExc_RuntimeError, "lens.tracer is not imported");
-      return nullptr;
-    }
-    return PyObject_Vectorcall(general, args, nargsf, kwnames);
-  }
+  if (!read_usual_call(args, nargs, kwnames, current, &call)) return call_general(general, self, args, nargs, kwnames);
   SpanRequest r;
   r.name = call.name;
   r.attributes = call.attributes;
@@ -92,15 +134,16 @@ PyObject* start(PyObject* general, PyObject* const* args, Py_ssize_t nargsf, PyO
   r.ungated = true;  // no group named: recorded wherever this rank records any group
   r.make_current = current;
   r.start_now = !current;
+  r.scope = reinterpret_cast<TracerObject*>(self)->scope;
   return new_span(r);
 }
 
-PyObject* tracer_start_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  return start(g_start_span_general, args, nargsf, kwnames, false);
+PyObject* tracer_start_span(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  return start(self, g_start_span_general, args, nargsf, kwnames, false);
 }
 
-PyObject* tracer_start_as_current_span(PyObject*, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  return start(g_start_as_current_span_general, args, nargsf, kwnames, true);
+PyObject* tracer_start_as_current_span(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  return start(self, g_start_as_current_span_general, args, nargsf, kwnames, true);
 }
 
 PyObject* set_tracer_fallbacks(PyObject*, PyObject* args) {
@@ -111,18 +154,43 @@ PyObject* set_tracer_fallbacks(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-PyMethodDef functions[] = {
-    {"tracer_start_span", fastcall(tracer_start_span), METH_FASTCALL | METH_KEYWORDS,
+PyMethodDef tracer_methods[] = {
+    {"start_span", fastcall(tracer_start_span), METH_FASTCALL | METH_KEYWORDS,
      "OpenTelemetry's Tracer.start_span on lens (lens.tracer.Tracer.start_span)."},
-    {"tracer_start_as_current_span", fastcall(tracer_start_as_current_span), METH_FASTCALL | METH_KEYWORDS,
+    {"start_as_current_span", fastcall(tracer_start_as_current_span), METH_FASTCALL | METH_KEYWORDS,
      "OpenTelemetry's Tracer.start_as_current_span on lens (lens.tracer.Tracer.start_as_current_span)."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef tracer_getset[] = {
+    {"scope_id", tracer_scope_id, nullptr, "The instrumentation scope its spans are exported under (0: lens's own).",
+     nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject TracerType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+PyMethodDef functions[] = {
     {"set_tracer_fallbacks", set_tracer_fallbacks, METH_VARARGS,
-     "set_tracer_fallbacks(start_span, start_as_current_span): the general forms (lens.tracer's)."},
+     "set_tracer_fallbacks(start_span, start_as_current_span): the general forms (lens.tracer's), called with the "
+     "tracer first."},
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-bool add_otel_tracer(PyObject* module) { return PyModule_AddFunctions(module, functions) == 0; }
+bool add_otel_tracer(PyObject* module) {
+  TracerType.tp_name = "lens._native.TracerBase";
+  TracerType.tp_doc = "lens.tracer.Tracer's base: TracerBase(name=None, version=None), its spans in that scope.";
+  TracerType.tp_basicsize = sizeof(TracerObject);
+  TracerType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  TracerType.tp_new = PyType_GenericNew;
+  TracerType.tp_init = tracer_init;
+  TracerType.tp_methods = tracer_methods;
+  TracerType.tp_getset = tracer_getset;
+  if (PyType_Ready(&TracerType) < 0) return false;
+  if (PyModule_AddObjectRef(module, "TracerBase", reinterpret_cast<PyObject*>(&TracerType)) < 0) return false;
+  return PyModule_AddFunctions(module, functions) == 0;
+}
 
 }  // namespace lens_python

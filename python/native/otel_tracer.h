@@ -9,7 +9,8 @@
 
 namespace lens_python {
 
-// Adds tracer_start_span, tracer_start_as_current_span and set_tracer_fallbacks. False with a Python error set.
+// Adds TracerBase (whose start_span and start_as_current_span these are, each span in the tracer's instrumentation
+// scope) and set_tracer_fallbacks. False with a Python error set.
 bool add_otel_tracer(PyObject* module);
 
 }  // namespace lens_python

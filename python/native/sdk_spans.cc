@@ -68,7 +68,7 @@ struct Kit {
         resource(kit.attr("Resource")),
         status(kit.attr("Status")),
         success(kit.attr("SUCCESS")),
-        scope(kit.attr("InstrumentationScope")("lens", LENS_VERSION_STRING)),
+        instrumentation_scope(kit.attr("InstrumentationScope")),
         keywords(interned(kit.attr("READABLE_SPAN_PARAMETERS"))),
         fields(interned(kit.attr("READABLE_SPAN_FIELDS"))),
         tuple_trace_state(kit.attr("TUPLE_TRACE_STATE")) {
@@ -127,8 +127,16 @@ struct Kit {
     return f;
   }
 
-  py::object export_, readable_span, span_context, trace_flags, event, link, resource, status, success, scope, keywords,
-      fields, tuple_trace_state, unset_status, no_arguments = py::tuple();
+  // The SDK's InstrumentationScope of a span's scope, made at its first span.
+  const py::object& scope(const FinishedSpan& s) {
+    py::object& made = scopes[s.scope_id];
+    if (!made) made = instrumentation_scope(text(s.scope_name), text(s.scope_version));  // the SDK's '' for none
+    return made;
+  }
+
+  py::object export_, readable_span, span_context, trace_flags, event, link, resource, status, success,
+      instrumentation_scope, keywords, fields, tuple_trace_state, unset_status, no_arguments = py::tuple();
+  std::array<py::object, lens::InstrumentationScope::kMax> scopes;
   std::array<py::object, 3> status_codes;  // UNSET, OK, ERROR
   std::array<py::object, 5> span_kinds;    // INTERNAL .. CONSUMER (OTLP's 1..5)
   std::array<py::object, 256> flag_values;
@@ -165,7 +173,7 @@ class BatchBuilder {
                                             status_of(s),
                                             steal(PyLong_FromUnsignedLongLong(s.start_unix_nanos)),
                                             steal(PyLong_FromUnsignedLongLong(s.end_unix_nanos)),
-                                            kit_.scope};
+                                            kit_.scope(s)};
     return kit_.readable_span_of(values);
   }
 

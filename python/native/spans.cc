@@ -177,6 +177,7 @@ struct SpanObject {
   std::uint64_t start_unix_nanos;
   unsigned char group_id;
   lens::SpanKind kind;
+  lens::InstrumentationScope scope;  // the tracer's (lens.tracer.Tracer); lens's own for the rest
   bool has_parent, has_trace_id, root, make_current, record_exception, started, ended;
   bool borrowed;           // a view of the current span (current_span_view): writes to it, never ends it
   bool ungated;            // no group named (StartOptions::ungated)
@@ -201,6 +202,7 @@ SpanObject* alloc_span(PyObject* name) {
   s->start_unix_nanos = 0;
   s->group_id = 0;
   s->kind = lens::SpanKind::kInternal;
+  s->scope = {};
   s->has_parent = s->has_trace_id = s->root = false;
   s->make_current = s->record_exception = true;
   s->started = s->ended = s->borrowed = s->ungated = s->redact = s->position_shown = false;
@@ -231,6 +233,7 @@ void start(SpanObject* s) {
   options.start_unix_nanos = s->start_unix_nanos;
   options.ungated = s->ungated;
   options.root = s->root;
+  options.scope = s->scope;
   if (s->has_parent) options.parent = &s->parent;
   if (s->has_trace_id) options.trace_id = &s->trace_id;
   AttributeBuffer buffer(s->redact);
@@ -827,6 +830,7 @@ PyObject* new_span(const SpanRequest& r) {
   s->start_unix_nanos = r.start_unix_nanos;
   s->ungated = r.ungated;
   s->redact = r.redact;
+  s->scope = r.scope;
   if (r.start_now) start(s);
   return reinterpret_cast<PyObject*>(s);
 }

@@ -55,6 +55,7 @@ struct SpanRequest {
   std::uint64_t start_unix_nanos = 0;  // a back-dated start (OpenTelemetry's start_time); 0: now
   bool ungated = false;                // no group named: recorded wherever any group is (StartOptions::ungated)
   bool redact = false;                 // NeMo Lens's default redaction of the attributes (span_cm)
+  lens::InstrumentationScope scope{};  // the tracer's that starts it (lens.tracer.Tracer); lens's own by default
 };
 // A new reference to a Span object, or null with a Python error set.
 PyObject* new_span(const SpanRequest& request);

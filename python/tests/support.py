@@ -67,6 +67,7 @@ class Run:
         self.world_size = world_size
         self.env = env
         self.spans, self.logs, self.metrics, self.resources = [], [], [], []
+        self.scopes = {}  # span id -> (instrumentation scope name, version or None)
 
     def __enter__(self):
         self._dir = tempfile.TemporaryDirectory(prefix="lens-python-test-")
@@ -92,6 +93,8 @@ class Run:
                 self.resources.append(attributes(resource_spans["resource"]))
                 for scope in resource_spans["scopeSpans"]:
                     self.spans.extend(scope["spans"])
+                    for span in scope["spans"]:
+                        self.scopes[span["spanId"]] = (scope["scope"]["name"], scope["scope"].get("version"))
         for document in json_lines(directory, "logs"):
             for resource_logs in document["resourceLogs"]:
                 for scope in resource_logs["scopeLogs"]:

@@ -18,6 +18,7 @@ SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 TRAINER = os.path.join(SOURCE, "examples", "python", "pretrain_gpt.py")
 CPP_TRAINER = os.environ.get("LENS_PRETRAIN_GPT", "")
 PYTHON_WITH_OTEL = os.environ.get("LENS_VENV_PYTHON", "")
+LENS_TOOL = os.environ.get("LENS_TOOL", "")
 FAKE_CUDART = os.path.join(os.environ.get("LENS_BUILD_DIR", ""), "tests", "fake_cuda", "libcudart.so.12")
 FLAGS = ["--pipeline-model-parallel-size", "2", "--num-layers", "4", "--hidden-size", "32",
          "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "8",
@@ -96,7 +97,10 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
         cls.cpp_dir = tempfile.TemporaryDirectory(prefix="lens-pretrain-cpp-")
         flags = FLAGS + ["--testing-fake-cuda", FAKE_CUDART, "--testing-kernel-us", "300", "--peak-tflops", "0.001"]
         device = dict(MEGATRON_OTEL_DEVICE_TIMING="cuda", LENS_CUDART_LIBRARY=FAKE_CUDART)
-        cls.python_out = torchrun(TRAINER, flags, cls.python_dir.name, **device)
+        # Rank 1 (stage 0, a pipeline sender) profiled by torch.profiler over iterations 3 and 4 (Megatron's flags).
+        profile = ["--profile", "--use-pytorch-profiler", "--profile-step-start", "3", "--profile-step-end", "5",
+                   "--profile-ranks", "1", "--tensorboard-dir", os.path.join(cls.python_dir.name, "profile")]
+        cls.python_out = torchrun(TRAINER, flags + profile, cls.python_dir.name, **device)
         torchrun(CPP_TRAINER, flags, cls.cpp_dir.name, python=False, **device)
         cls.python_spans, cls.python_resources = telemetry(cls.python_dir.name)
         cls.cpp_spans, cls.cpp_resources = telemetry(cls.cpp_dir.name)
@@ -158,6 +162,45 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
                                         last[metric["name"]] = metric["gauge"]["dataPoints"][-1].get("asDouble")
                 tflops = last["megatron.training.throughput_tflops"]
                 self.assertAlmostEqual(last["megatron.training.mfu"], tflops / 0.001, delta=1e-9 * tflops, msg=path)
+
+    @unittest.skipUnless(LENS_TOOL, "set by ctest: LENS_TOOL")
+    def test_a_torch_profiler_trace_merges_beside_its_rank_on_the_same_clock(self):
+        """`lens convert --merge` of the real torch.profiler trace of rank 1: its events on a process of their own
+        after rank 1's, and on its clock: the matrix products torch ran inside rank 1's micro-batch spans, not
+        before or after them (the micro-batches are milliseconds apart, a misalignment of a millisecond shows)."""
+        trace = os.path.join(self.python_dir.name, "profile", "rank1.pt.trace.json")
+        merged = os.path.join(self.python_dir.name, "merged.json")
+        run = subprocess.run([LENS_TOOL, "convert", os.path.join(self.python_dir.name, "telemetry"), "--to",
+                              "chrome-json", "-o", merged, "--merge", trace, "--merge-rank", "1"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        with open(merged, encoding="utf-8") as f:
+            out = json.load(f)
+        self.assertEqual(str(out["baseTimeNanoseconds"]), out["metadata"]["lens.time_origin_unix_nano"])
+        names = {e["pid"]: e["args"]["name"] for e in out["traceEvents"] if e.get("name") == "process_name"}
+        rank1 = next(pid for pid, name in names.items() if name.startswith("rank 1 ("))
+        profiler = next(pid for pid, name in names.items() if name == "rank 1 torch.profiler")
+        order = {e["pid"]: e["args"]["sort_index"] for e in out["traceEvents"] if e.get("name") == "process_sort_index"}
+        self.assertEqual(sorted(order, key=order.get).index(profiler), sorted(order, key=order.get).index(rank1) + 1)
+        events = [e for e in out["traceEvents"] if e.get("ph") == "X"]
+        micro = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["pid"] == rank1
+                 and e["name"] in ("megatron.microbatch.forward", "megatron.microbatch.backward")]
+        products = [e for e in events if e["pid"] == profiler and e["name"] in ("aten::mm", "aten::addmm", "aten::bmm")]
+        self.assertGreater(len(products), 20, "torch's matrix products in the profile")
+        inside = [p for p in products if any(a <= p["ts"] and p["ts"] + p["dur"] <= b for a, b in micro)]
+        self.assertGreaterEqual(len(inside), 0.9 * len(products), "torch's matrix products inside the micro-batches")
+
+    @unittest.skipUnless(LENS_TOOL, "set by ctest: LENS_TOOL")
+    def test_a_profile_with_no_time_base_is_refused_with_what_to_add(self):
+        relative = os.path.join(self.python_dir.name, "relative.json")
+        with open(relative, "w", encoding="utf-8") as f:
+            json.dump([{"name": "aten::mm", "ph": "X", "ts": 248, "dur": 10, "pid": "CPU functions", "tid": 1}], f)
+        run = subprocess.run([LENS_TOOL, "convert", os.path.join(self.python_dir.name, "telemetry"), "--to",
+                              "chrome-json", "-o", os.path.join(self.python_dir.name, "no.json"), "--merge", relative],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("has no time base", run.stderr)
+        self.assertIn("baseTimeNanoseconds", run.stderr)
 
     def test_nothing_dropped_and_the_log_lines(self):
         self.assertEqual(len(re.findall(r"lens: spans: \d+ produced, \d+ exported, 0 dropped", self.python_out)), 4)

@@ -70,7 +70,10 @@ class SamplingByStepTest(unittest.TestCase):
         for step in run.named("megatron.train_step"):
             n = attributes(step)["iteration"]
             self.assertEqual(step["traceId"], step_trace("by-step-run", n))
-            self.assertNotIn("parentSpanId", step, "a root of its step trace")
+            root = f"{lens.step_root_span_id(int(step['traceId'], 16)):016x}"
+            self.assertEqual(step.get("parentSpanId"), root, "under its step trace's root")
+            self.assertEqual([s["traceId"] for s in run.spans if s["spanId"] == root and s["name"] == "lens.step"],
+                             [step["traceId"]], "which this rank, the lowest exporting one, exports")
             (link,) = step["links"]
             if segments:  # the segment is sampled by its own id: exported or not, it is linked
                 self.assertEqual(link["spanId"], segments[0]["spanId"])

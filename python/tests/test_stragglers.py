@@ -4,16 +4,25 @@ ranks is in test_pretrain_gpt.py."""
 
 import collections.abc
 import math
+import socket
 import time
 import unittest
 
 import lens
 from support import Run, environment
 
+WORDS = 19  # a summary's: 8 figures, then the host name, 6 bytes a word
+
 
 def summary(words, stage, compute_ms, wait_ms, exports=0):
-    """Another rank's summary: this run's tag and window, with chosen medians."""
-    return [words[0], words[1], stage, 5, compute_ms * 1_000_000, wait_ms * 1_000_000, exports]
+    """Another rank's summary: this run's tag and window, with chosen medians, on this rank's host."""
+    return [words[0], words[1], stage, 5, compute_ms * 1_000_000, wait_ms * 1_000_000, exports, 0, *words[8:]]
+
+
+def host_of(words):
+    """The host name a summary carries."""
+    data = b"".join(w.to_bytes(6, "little") for w in words[8:])
+    return data.split(b"\0", 1)[0].decode()
 
 
 class StragglerTest(unittest.TestCase):
@@ -28,8 +37,9 @@ class StragglerTest(unittest.TestCase):
                 lens.end_step(iteration)
                 self.assertEqual(lens.straggler_summary_due(iteration), iteration == 5)
             mine = lens.take_straggler_summary(5, 0)
-            self.assertEqual(len(mine), 7)
-            self.assertEqual((mine[1], mine[2], mine[3], mine[6]), (5, 0, 5, 1))
+            self.assertEqual(len(mine), WORDS)
+            self.assertEqual((mine[1], mine[2], mine[3], mine[6], mine[7]), (5, 0, 5, 1, 0))  # local rank 0
+            self.assertEqual(host_of(mine), socket.gethostname())
             self.assertGreaterEqual(mine[4], 2_000_000)
             gathered = [mine, summary(mine, 0, 30, 0), summary(mine, 1, 3, 3), summary(mine, 1, 3, 3)]
             self.assertTrue(lens.score_stragglers(5, gathered))  # handed to the scoring thread
@@ -42,6 +52,7 @@ class StragglerTest(unittest.TestCase):
             self.assertIn("rank 1 (stage 0) is a straggler", found["text"])
             self.assertEqual([r["rank"] for r in found["ranks"]], [0, 1, 2, 3])
             self.assertEqual([r["flagged_windows"] for r in found["ranks"]], [0, 1, 0, 0])  # the run's first window
+            self.assertEqual({r["host"] for r in found["ranks"]}, {socket.gethostname()})  # each summary's host
         names = {m["name"] for m in run.metrics}
         self.assertTrue({"lens.straggler.score", "lens.straggler.flagged", "lens.straggler.flagged_windows",
                          "lens.step.compute", "lens.step.wait"} <= names, names)
@@ -52,7 +63,7 @@ class StragglerTest(unittest.TestCase):
             lens.end_step(1)
             mine = lens.take_straggler_summary(5, 0)
             self.assertTrue(lens.score_stragglers(5, [mine, summary(mine, 0, math.nan, 1), [1, 2, 3],
-                                                      summary(mine, 0, -2, 1), "seven", [0] * 7]))
+                                                      summary(mine, 0, -2, 1), "seven", [0] * WORDS]))
             found = lens.take_straggler_findings(wait_s=30)
             self.assertEqual(found["refused"], [1, 2, 3, 4])
             self.assertEqual(found["missing"], [5])
@@ -60,12 +71,12 @@ class StragglerTest(unittest.TestCase):
                 lens.step_phase("forward")
 
     def test_a_sequence_whose_len_lies_is_refused_never_read_past(self):
-        class Lying(collections.abc.Sequence):  # len() says 7; iteration yields `yields` items
+        class Lying(collections.abc.Sequence):  # len() says WORDS; iteration yields `yields` items
             def __init__(self, yields):
                 self.yields = yields
 
             def __len__(self):
-                return 7
+                return WORDS
 
             def __getitem__(self, i):
                 if i >= self.yields:
@@ -75,15 +86,16 @@ class StragglerTest(unittest.TestCase):
         with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_RUN_ID="py-straggler-lying"):
             lens.end_step(1)
             mine = lens.take_straggler_summary(5, 0)
-            self.assertTrue(lens.score_stragglers(5, [mine, Lying(9), Lying(1000), Lying(3), [2 ** 70] + [0] * 6]))
+            self.assertTrue(lens.score_stragglers(5, [mine, Lying(WORDS + 2), Lying(1000), Lying(3),
+                                                      [2 ** 70] + [0] * (WORDS - 1)]))
             found = lens.take_straggler_findings(wait_s=30)
             self.assertEqual(found["refused"], [1, 2, 3, 4])
 
     def test_off_or_not_exporting_scores_nothing(self):
         with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="0"):
             self.assertFalse(lens.straggler_summary_due(20))
-            self.assertEqual(lens.take_straggler_summary(20, 0), [0] * 7)
-            self.assertFalse(lens.score_stragglers(20, [[0] * 7]))
+            self.assertEqual(lens.take_straggler_summary(20, 0), [0] * WORDS)
+            self.assertFalse(lens.score_stragglers(20, [[0] * WORDS]))
             self.assertIsNone(lens.take_straggler_findings(wait_s=1))
         with environment(NEMO_LENS_STRAGGLER_INTERVAL="2"):
             with self.assertRaisesRegex(ValueError, "NEMO_LENS_STRAGGLER_INTERVAL='2'"):

@@ -11,7 +11,9 @@
 //   packed_fixed64(field, name, values) / packed_double(field, name, values)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <variant>
@@ -19,6 +21,7 @@
 #include "lens/internal/visibility.h"
 #include "lens/version.h"
 #include "signals/exporter.h"
+#include "trace/instrumentation_scopes.h"
 #include "trace/record.h"
 
 namespace lens::internal::otlp {
@@ -112,29 +115,42 @@ void nested_attributes(W& w, int field, int dropped_field, const std::uint8_t* a
   if (dropped > 0) w.uint32(dropped_field, "droppedAttributesCount", dropped);
 }
 
-// ResourceX { resource 1 { attributes 1 }, ScopeX 2 { scope 1 { name 1, version 2 }, items 2 } } in a request
-// whose only field (1) is the list of ResourceX.
-template <typename W, typename Items>
-void request(W& w, std::string_view resource_list, std::string_view scope_list, std::string_view items_name,
-             const Resource& resource, Items&& items) {
+// ResourceX { resource 1 { attributes 1 }, ScopeX 2 } in a request whose only field (1) is the list of ResourceX;
+// `scopes` writes the ScopeX items (scope_items).
+template <typename W, typename Scopes>
+void request(W& w, std::string_view resource_list, std::string_view scope_list, const Resource& resource,
+             Scopes&& scopes) {
   w.begin_list(1, resource_list);
   w.item_begin();
   w.begin(1, "resource");
   owned_attributes(w, 1, resource.attributes);
   w.end();
   w.begin_list(2, scope_list);
+  scopes();
+  w.end_list();
+  w.item_end();
+  w.end_list();
+}
+
+// One ScopeX { scope 1 { name 1, version 2 }, items 2 }.
+template <typename W, typename Items>
+void scope_items(W& w, ScopeNames scope, std::string_view items_name, Items&& items) {
   w.item_begin();
   w.begin(1, "scope");
-  w.string(1, "name", "lens");
-  w.string(2, "version", LENS_VERSION_STRING);
+  w.string(1, "name", scope.name);
+  if (!scope.version.empty()) w.string(2, "version", scope.version);
   w.end();
   w.begin_list(2, items_name);
   items();
   w.end_list();
   w.item_end();
-  w.end_list();
-  w.item_end();
-  w.end_list();
+}
+
+// A request of lens's own signals (metrics, logs): one ScopeX, lens's.
+template <typename W, typename Items>
+void lens_request(W& w, std::string_view resource_list, std::string_view scope_list, std::string_view items_name,
+                  const Resource& resource, Items&& items) {
+  request(w, resource_list, scope_list, resource, [&] { scope_items(w, scope_names(0), items_name, items); });
 }
 
 // ---- trace.proto -----------------------------------------------------------------------------------------
@@ -206,10 +222,36 @@ void span(W& w, const SpanView& v, const TimeMap& time) {
   w.item_end();
 }
 
+// A record's instrumentation scope, read without decoding it (a scope record is always lens's own).
+inline std::uint16_t scope_of(const std::uint8_t* record) noexcept {
+  if (record[0] == kScopeRecordMark) return 0;
+  std::uint16_t scope;
+  std::memcpy(&scope, record + offsetof(RecordHeader, scope), sizeof scope);
+  return scope < kMaxInstrumentationScopes ? scope : 0;
+}
+
+// The spans grouped by instrumentation scope, a ScopeSpans each, in the order the scopes first appear: one pass
+// over the batch when every span is in one scope (the usual batch), one more per further scope.
 template <typename W>
 void traces(W& w, const ExportBatch& batch) {
-  request(w, "resourceSpans", "scopeSpans", "spans", batch.resource, [&] {
-    for (const std::uint8_t* record : batch.spans) span(w, SpanView(record), batch.time);
+  request(w, "resourceSpans", "scopeSpans", batch.resource, [&] {
+    std::uint16_t order[kMaxInstrumentationScopes];
+    bool seen[kMaxInstrumentationScopes] = {};
+    std::size_t scopes = 0;
+    for (const std::uint8_t* record : batch.spans) {
+      const std::uint16_t id = scope_of(record);
+      if (!seen[id]) {
+        seen[id] = true;
+        order[scopes++] = id;
+      }
+    }
+    if (scopes == 0) order[scopes++] = 0;  // an empty batch: lens's ScopeSpans, with no span
+    for (std::size_t i = 0; i < scopes; ++i) {
+      scope_items(w, scope_names(order[i]), "spans", [&] {
+        for (const std::uint8_t* record : batch.spans)
+          if (scopes == 1 || scope_of(record) == order[i]) span(w, SpanView(record), batch.time);
+      });
+    }
   });
 }
 
@@ -274,7 +316,7 @@ void metric(W& w, const MetricData& m) {
 
 template <typename W>
 void metrics(W& w, const MetricsBatch& batch) {
-  request(w, "resourceMetrics", "scopeMetrics", "metrics", batch.resource, [&] {
+  lens_request(w, "resourceMetrics", "scopeMetrics", "metrics", batch.resource, [&] {
     for (const MetricData& m : batch.metrics) metric(w, m);
   });
 }
@@ -304,7 +346,7 @@ void log_record(W& w, const LogRecordData& r) {
 
 template <typename W>
 void logs(W& w, const LogsBatch& batch) {
-  request(w, "resourceLogs", "scopeLogs", "logRecords", batch.resource, [&] {
+  lens_request(w, "resourceLogs", "scopeLogs", "logRecords", batch.resource, [&] {
     for (const LogRecordData& r : batch.logs) log_record(w, r);
   });
 }

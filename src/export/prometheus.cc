@@ -77,9 +77,16 @@ const ResourceValue* find(const ResourceAttributes& attributes, const char* key)
 }
 
 // `{a="1",b="2"` without the closing brace, so `le` can follow.
-std::string labels(const ResourceAttributes& point, const std::string& identity) {
-  std::string out = "{" + identity;
-  for (const auto& [k, v] : point) out += "," + sanitize(k) + "=\"" + escape_label(value_text(v)) + "\"";
+// The run's identity labels (nemo_run_id, service_instance_id: this process's), then the point's; a point that names
+// an identity key itself (a series the scoring rank records about another rank) keeps its own value.
+std::string labels(const ResourceAttributes& point, const ResourceAttributes& identity) {
+  std::string out = "{";
+  auto add = [&](const std::string& k, const ResourceValue& v) {
+    out += (out.size() > 1 ? "," : "") + sanitize(k) + "=\"" + escape_label(value_text(v)) + "\"";
+  };
+  for (const auto& [k, v] : identity)
+    if (find(point, k.c_str()) == nullptr) add(k, v);
+  for (const auto& [k, v] : point) add(k, v);
   return out;
 }
 
@@ -94,13 +101,9 @@ std::string prometheus_name(const MetricData& m) {
 }
 
 std::string render_prometheus(const Resource& resource, const std::vector<MetricData>& metrics) {
-  std::string identity;
-  for (const char* key : {"nemo.run.id", "service.instance.id"}) {
-    if (const ResourceValue* v = find(resource.attributes, key)) {
-      if (!identity.empty()) identity += ",";
-      identity += sanitize(key) + "=\"" + escape_label(value_text(*v)) + "\"";
-    }
-  }
+  ResourceAttributes identity;
+  for (const char* key : {"nemo.run.id", "service.instance.id"})
+    if (const ResourceValue* v = find(resource.attributes, key)) identity.emplace_back(key, *v);
   std::string out = "# HELP target_info Target metadata\n# TYPE target_info gauge\ntarget_info{";
   bool first = true;
   for (const auto& [k, v] : resource.attributes) {

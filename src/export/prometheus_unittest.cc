@@ -84,6 +84,23 @@ TEST(PrometheusText, TargetInfoIdentityLabelsAndCumulativeBuckets) {
   EXPECT_NE(text.find("step_milliseconds_sum" + l + "} 700\n"), std::string::npos) << text;
 }
 
+// A series the scoring rank records about another rank names that rank's service instance: the point's value of an
+// identity key replaces the process's, once.
+TEST(PrometheusText, APointsOwnIdentityValueReplacesTheProcesss) {
+  internal::Resource resource{
+      {{"nemo.run.id", std::string("run-7")}, {"service.instance.id", std::string("run-7-rank0")}}};
+  MetricData flagged = data("lens.straggler.flagged_windows", "", InstrumentKind::kGauge);
+  MetricPoint p;
+  p.double_value = 2;
+  p.attributes = {{"dl.rank", std::int64_t{1}}, {"service.instance.id", std::string("run-7-rank1")}};
+  flagged.points.push_back(p);
+  const std::string text = internal::render_prometheus(resource, {flagged});
+  EXPECT_NE(text.find("lens_straggler_flagged_windows{nemo_run_id=\"run-7\",dl_rank=\"1\","
+                      "service_instance_id=\"run-7-rank1\"} 2\n"),
+            std::string::npos)
+      << text;
+}
+
 Config prometheus_config(int port) {
   Config c = testing::capture_config("job");
   c.exporter = Exporter::kConsole;

@@ -8,6 +8,7 @@
 
 #include "export/otlp_walk.h"
 #include "signals/exporter.h"
+#include "trace/instrumentation_scopes.h"
 #include "trace/record.h"
 
 namespace lens::internal {
@@ -40,6 +41,10 @@ class SpanReader {
     span.end_unix_nanos = end_unix_nanos(h, time);
     span.status_code = static_cast<StatusCode>(h.status_code);
     span.status_message = v.status_message();
+    span.scope_id = h.scope < kMaxInstrumentationScopes ? h.scope : 0;
+    const ScopeNames scope = scope_names(span.scope_id);
+    span.scope_name = scope.name;
+    span.scope_version = scope.version;
 
     v.for_each_attribute([&](const AttributeView& a) { attributes_.push_back(attribute(a)); });
     if (truncated) attributes_.push_back({otlp::kTruncatedAttribute, true});

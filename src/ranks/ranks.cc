@@ -103,6 +103,18 @@ namespace internal {
 std::string registered_rank_strategy(std::string_view written, std::string_view source) {
   return registry().resolve(written, source).first;
 }
+
+bool a_lower_rank_exports(std::string_view strategy, const RankStrategyInput& own, std::string_view source) {
+  const RankStrategy& exports = registry().resolve(strategy, source).second;
+  const int node_first_rank = own.ranks.rank - own.ranks.local_rank;
+  RankStrategyInput other = own;
+  for (int rank = 0; rank < own.ranks.rank; ++rank) {
+    other.ranks.rank = rank;
+    other.ranks.local_rank = rank >= node_first_rank ? rank - node_first_rank : 0;
+    if (exports(other)) return true;
+  }
+  return false;
+}
 }  // namespace internal
 
 }  // namespace lens

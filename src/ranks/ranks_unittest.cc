@@ -6,6 +6,7 @@
 
 #include "lens/config.h"
 #include "ranks/detect.h"
+#include "ranks/strategies.h"
 
 namespace lens {
 namespace {
@@ -40,6 +41,23 @@ TEST(Strategies, AllRanksAndFirstRankPerNode) {
   EXPECT_TRUE(rank_exports("all_ranks", {{5, 8, 1}}));
   EXPECT_TRUE(rank_exports("first_rank_per_node", {{4, 8, 0}}));
   EXPECT_FALSE(rank_exports("first_rank_per_node", {{5, 8, 1}}));
+}
+
+// The lowest exporting rank exports the step layout's roots (CONTRACT §6): each rank learns whether it is that rank
+// with no message, by asking the strategy about the ranks below it.
+TEST(Strategies, OnlyTheLowestExportingRankFindsNoLowerRankExporting) {
+  auto lower_exports = [](std::string_view strategy, RankInfo ranks, long long export_rank = -1) {
+    return internal::a_lower_rank_exports(strategy, {ranks, export_rank, 1.0}, "test");
+  };
+  EXPECT_FALSE(lower_exports("all_ranks", {0, 8, 0}));
+  EXPECT_TRUE(lower_exports("all_ranks", {1, 8, 1}));
+  EXPECT_FALSE(lower_exports("single_rank", {7, 8, 3}));  // the last rank, alone
+  EXPECT_FALSE(lower_exports("single_rank", {3, 8, 3}, 3));
+  EXPECT_TRUE(lower_exports("first_rank_per_node", {4, 8, 0}));  // rank 0 is its node's first
+  int lowest_sampled = 0;
+  while (sampled_rank_score(lowest_sampled) >= 0.5) ++lowest_sampled;
+  EXPECT_FALSE(internal::a_lower_rank_exports("sampled", {{lowest_sampled, 64, 0}, -1, 0.5}, "test"));
+  EXPECT_TRUE(internal::a_lower_rank_exports("sampled", {{63, 64, 0}, -1, 0.5}, "test") || lowest_sampled == 63);
 }
 
 TEST(Strategies, SampledComparesTheScoreWithTheRate) {

@@ -123,6 +123,9 @@ void decide(TelemetryState& s, std::optional<int> rank, std::optional<int> world
     throw ConfigError("lens: export_sample_rate must be in [0, 1], got " + std::to_string(c.export_sample_rate));
   RankStrategyInput input{s.ranks, c.export_rank, c.export_sample_rate};
   s.exporting = rank_exports(strategy, input, c.rank_strategy_source);
+  // The step layout's roots come from the lowest exporting rank; only that layout asks the strategy of other ranks.
+  s.exports_step_roots = s.exporting && c.trace_layout == TraceLayout::kStep &&
+                         !a_lower_rank_exports(strategy, input, c.rank_strategy_source);
 }
 
 // One directory for every run, as Prometheus's file_sd globs only a file name: <FILE_DIR>/prometheus/*.json, one
@@ -218,7 +221,7 @@ PipelineSettings pipeline_settings(const TelemetryState& s) {
   if (SpanGroup communication(0); c.catalogue.find_group("communication", &communication))
     settings.collective_group = communication.id();
   if (SpanGroup step(0); c.trace_layout == TraceLayout::kStep && c.catalogue.find_group("step", &step))
-    settings.step_traces = {step.id(), s.run_id};
+    settings.step_traces = {step.id(), s.run_id, s.exports_step_roots};
   return settings;
 }
 
@@ -230,6 +233,8 @@ StepWatchSettings step_watch_settings(const TelemetryState& s) {
   return {.interval = c.straggler_interval,
           .run_id = s.run_id.empty() ? resolve_run_id(c, process_env()) : s.run_id,
           .rank = s.ranks.rank,
+          .local_rank = s.ranks.local_rank,
+          .host = this_host(),  // as the resource's host.name (detected)
           .exports = s.exporting && c.metrics_enabled};
 }
 

@@ -20,6 +20,7 @@ struct TelemetryState {
   Config config;
   RankInfo ranks;
   bool exporting = false;
+  bool exports_step_roots = false;  // the lowest exporting rank: it exports the step layout's roots (CONTRACT §6)
   GroupSet resolved_span_groups;
   GroupSet device_span_groups;  // timed on the device with DEVICE_TIMING=cuda
   std::string run_id;

@@ -111,18 +111,42 @@ std::optional<SpanContext> from_binary(const BinaryContext& b) noexcept {
   return c;
 }
 
+namespace {
+
+// The first `n` bytes of SHA-256 of `text` into `out`; false (out untouched) when there is no memory.
+bool sha256_prefix(const std::string& text, std::uint8_t* out, std::size_t n) noexcept {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr) != 1 || length < n) return false;
+  std::memcpy(out, digest, n);
+  return true;
+}
+
+}  // namespace
+
 TraceId step_trace_id(std::string_view run_id, std::int64_t iteration) noexcept {
   TraceId id;  // all zero (invalid, so ignored by StartOptions) only when there is no memory
   try {
     std::string text = "lens.step/";
     text.append(run_id).append("/").append(std::to_string(iteration));
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    if (EVP_Digest(text.data(), text.size(), digest, &length, EVP_sha256(), nullptr) == 1 && length >= 16)
-      std::memcpy(id.bytes.data(), digest, 16);
+    sha256_prefix(text, id.bytes.data(), id.bytes.size());
   } catch (...) {
   }
   return id;
 }
+
+SpanId derived_span_id(const TraceId& trace, std::string_view key) noexcept {
+  SpanId id;  // all zero (invalid, so ignored by StartOptions) only when there is no memory
+  try {
+    std::string text = "lens.span/";
+    put_hex(text, trace.bytes.data(), trace.bytes.size());
+    text.append("/").append(key);
+    if (sha256_prefix(text, id.bytes.data(), id.bytes.size()) && !id.is_valid()) id.bytes.back() = 1;
+  } catch (...) {
+  }
+  return id;
+}
+
+SpanId step_root_span_id(const TraceId& step_trace) noexcept { return derived_span_id(step_trace, "lens.step.root"); }
 
 }  // namespace lens

@@ -19,6 +19,20 @@ TEST(StepTraceId, IsTheFirstSixteenBytesOfSha256OfTheDocumentedString) {
   EXPECT_TRUE(step_trace_id("", 0).is_valid());
 }
 
+// Both ends of a transfer derive each other's span id from the shared trace: first 8 bytes of SHA-256 of
+// "lens.span/<32 hex trace id>/<key>" (vectors from Python's hashlib); a step's root is the key "lens.step.root".
+TEST(DerivedSpanId, IsTheFirstEightBytesOfSha256OfTheDocumentedString) {
+  auto hex = [](const SpanId& id) {
+    return to_traceparent(SpanContext{step_trace_id("x", 0), id, 0, false}).substr(36, 16);
+  };
+  const TraceId trace = step_trace_id("run-1", 7);
+  EXPECT_EQ(hex(step_root_span_id(trace)), "c617485437805dac");
+  EXPECT_EQ(hex(derived_span_id(trace, "p2p/forward/mb3/0>1/send")), "99f62bdd566cf6b0");
+  EXPECT_NE(hex(derived_span_id(trace, "p2p/forward/mb3/0>1/recv")),
+            hex(derived_span_id(trace, "p2p/forward/mb3/0>1/send")));
+  EXPECT_NE(hex(step_root_span_id(step_trace_id("run-1", 8))), hex(step_root_span_id(trace)));
+}
+
 TEST(Traceparent, RoundTrip) {
   std::optional<SpanContext> c = from_traceparent(kValid);
   ASSERT_TRUE(c.has_value());

@@ -36,7 +36,7 @@ struct RecordHeader {
   std::uint8_t kind;
   std::uint8_t status_code;
   std::uint8_t trace_flags;
-  std::uint8_t bits;  // kHasParent | kParentRemote | kTruncated | kHasException | kPositionOnly
+  std::uint8_t bits;  // kHasParent | kParentRemote | kTruncated | kHasException | kPositionOnly | ... | kStepSpan
   std::uint16_t attribute_count;
   std::uint16_t event_count;
   std::uint16_t link_count;
@@ -45,6 +45,7 @@ struct RecordHeader {
   std::uint32_t dropped_events;
   std::uint32_t dropped_links;
   std::uint32_t status_message_entry;  // arena offset + 1 of the last kStatusMessage entry; 0 = none
+  std::uint16_t scope;                 // its instrumentation scope (trace/instrumentation_scopes.h); 0: lens's own
 
   static constexpr std::uint8_t kHasParent = 1;
   static constexpr std::uint8_t kParentRemote = 2;
@@ -55,6 +56,8 @@ struct RecordHeader {
   // start_tick / end_tick hold Unix nanoseconds given by the caller (a back-dated start, an explicit end), not ticks.
   static constexpr std::uint8_t kStartIsUnixNanos = 32;
   static constexpr std::uint8_t kEndIsUnixNanos = 64;
+  // A step span of the step layout, under its step trace's root (StepTraces, trace/span_drain.h).
+  static constexpr std::uint8_t kStepSpan = 128;
 };
 static_assert(std::is_trivially_copyable_v<RecordHeader>);
 

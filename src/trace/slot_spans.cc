@@ -24,6 +24,28 @@ TraceId next_step_trace(SpanDrain& p) noexcept {
   return step_trace_id(p.step_traces.run_id, p.steps_started.fetch_add(1, std::memory_order_relaxed));
 }
 
+void place_under_step_root(RecordHeader& r, const SpanDrain& p) noexcept {
+  r.parent_span_id = step_root_span_id(r.trace_id);
+  r.bits |= RecordHeader::kHasParent | RecordHeader::kStepSpan |
+            (p.step_traces.exports_roots ? std::uint8_t{0} : RecordHeader::kParentRemote);
+}
+
+void queue_step_root(ThreadState& t, OpenSpan& s) noexcept {
+  RecordHeader& r = s.header;
+  r.span_id = r.parent_span_id;
+  r.parent_span_id = SpanId{};
+  r.name = TextRef{"lens.step", 0, 9};
+  r.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
+  r.status_code = static_cast<std::uint8_t>(StatusCode::kUnset);
+  r.bits &= RecordHeader::kStartIsUnixNanos | RecordHeader::kEndIsUnixNanos;
+  r.arena_used = 0;
+  r.attribute_count = r.event_count = r.link_count = 0;
+  r.dropped_attributes = r.dropped_events = r.dropped_links = 0;
+  r.status_message_entry = 0;
+  r.scope = 0;  // lens's own
+  queue_record(t, s);
+}
+
 void start_device_span(OpenSpan& s, SpanName name) noexcept {
   s.device_timed = true;
   s.nvtx_pushed = device_nvtx_push(name.text(), name.is_static());  // a literal ends with its NUL

@@ -113,6 +113,11 @@ inline void start_position(SpanHandle& h, ThreadState& t, SpanDrain& p, SpanGrou
 
 // The step layout (StepTraces, trace/span_drain.h): the trace of the rank's next step span.
 TraceId next_step_trace(SpanDrain& p) noexcept;
+// Makes step span `r` (its trace id set) a child of its step trace's root, remote but on the rank that exports it.
+void place_under_step_root(RecordHeader& r, const SpanDrain& p) noexcept;
+// The rank that exports step roots queues the root of ended step span `s` (queued already) from it: `lens.step`,
+// the step span's times, no attributes. `s` is left to be released.
+void queue_step_root(ThreadState& t, OpenSpan& s) noexcept;
 
 // The sampler's decision (`parent`: null or valid); the default sampler's made inline, without its virtual calls.
 LENS_ALWAYS_INLINE bool sampler_keeps(const SpanDrain& p, const SpanContext* parent, const TraceId& trace_id,
@@ -153,22 +158,23 @@ LENS_ALWAYS_INLINE ThreadState* start_slot_span(SpanHandle& h, SpanGroup group, 
       parent = &t->contexts[t->context_depth - 1].context;
   }
   TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
-  // The step layout: a step given no trace id roots the next step trace, linked to where it would have been.
-  // (`step_link` points where `parent` did: the caller's options or this thread's context stack, unchanged until the
-  // span is open.)
+  // The step layout: a step span is decided as a root of its step trace (the one given, else the next), and recorded
+  // under the trace's root span; one given no trace id links to where it would have been. (`step_link` points where
+  // `parent` did: the caller's options or this thread's context stack, unchanged until the span is open.)
   const SpanContext* step_link = nullptr;
-  const bool step_root = __builtin_expect(group.id() == p->step_traces.step_group, 0) && !given_trace;
-  if (step_root) {
+  const bool step_span = __builtin_expect(group.id() == p->step_traces.step_group, 0);
+  if (step_span) {
     step_link = parent;
     parent = nullptr;
-    trace_id = next_step_trace(*p);
+    if (!given_trace) trace_id = next_step_trace(*p);
   }
   const bool sampled = sampler_keeps(*p, parent, trace_id, name);
   // A derived trace id is not random (W3C's random flag): the same run and iteration give the same id.
   std::uint8_t random = parent                     ? (parent->trace_flags & SpanContext::kRandomFlag)
-                        : given_trace || step_root ? std::uint8_t{0}
+                        : given_trace || step_span ? std::uint8_t{0}
                                                    : SpanContext::kRandomFlag;
-  h.context = SpanContext{trace_id, t->ids.span_id(),
+  const bool given_id = options.span_id != nullptr && options.span_id->is_valid();
+  h.context = SpanContext{trace_id, given_id ? *options.span_id : t->ids.span_id(),
                           static_cast<std::uint8_t>(random | (sampled ? SpanContext::kSampledFlag : 0)), false};
   if (!sampled) {
     h.kind = SpanHandle::Kind::kSampledOut;
@@ -199,7 +205,9 @@ LENS_ALWAYS_INLINE ThreadState* start_slot_span(SpanHandle& h, SpanGroup group, 
   r.group = group.id();
   r.dropped_attributes = r.dropped_events = r.dropped_links = 0;
   r.status_message_entry = 0;
+  r.scope = options.scope.id;
   if (options.start_unix_nanos != 0) r.bits |= RecordHeader::kStartIsUnixNanos;
+  if (step_span) place_under_step_root(r, *p);
   set_name_attributes_and_open(h, SpanHandle::Kind::kSlot, *s, *p, group, name, attributes, options.start_unix_nanos);
   if (step_link != nullptr) append_link(*s, p->limits, *step_link, {});
   if (__builtin_expect(device_timed(group.bit()), 0)) start_device_span(*s, name);
@@ -238,6 +246,8 @@ LENS_ALWAYS_INLINE void end_slot_span(SpanHandle& h, ThreadState* t, std::uint64
     p->count_late_drop();
   } else {
     queue_record(*t, s);
+    if (__builtin_expect(s.header.bits & RecordHeader::kStepSpan, 0) && p->step_traces.exports_roots)
+      queue_step_root(*t, s);
   }
   release_slot(s, t);
   h.kind = SpanHandle::Kind::kNone;

@@ -52,13 +52,15 @@ struct LightScopePolicy {
 };
 
 // The step layout (TRACE_LAYOUT=step, CONTRACT §6), set where the layout is `step` and the catalogue has a `step`
-// group: a span of `step_group` given no trace id is the root of the trace step_trace_id(run id, n), n the rank's
-// count of such spans so far (0, 1, ...; alike on every rank), with a Link to the span it would have been under.
-// The sampler then decides it by that id, as any root: a trace-id ratio keeps the same steps, whole, on every rank
-// and in every OpenTelemetry SDK (CONTRACT §4).
+// group: a span of `step_group` is in the trace it is given, else in step_trace_id(run id, n), n the rank's count of
+// such spans so far (0, 1, ...; alike on every rank), with a Link to the span it would have been under. The
+// sampler decides it by that id, as a root: a trace-id ratio keeps the same steps, whole, on every rank and in
+// every OpenTelemetry SDK (CONTRACT §4). Its parent is the trace's root span, `lens.step` (step_root_span_id), which
+// only the rank that `exports_roots` exports, with its own step's times: one root per step, no rank waiting.
 struct StepTraces {
   int step_group = -1;  // -1: off
   std::string run_id;
+  bool exports_roots = false;  // the lowest rank that exports (setup.cc)
 };
 
 // What a drain is made with, fixed for its life (the recording threads read it without a lock).

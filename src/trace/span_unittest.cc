@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "lens/version.h"
 #include "support/alloc_counter.h"
 #include "support/capture.h"
 #include "trace/record.h"
@@ -120,9 +122,10 @@ TEST(Spans, ASpanGivenATraceIdIsARootOfThatTrace) {
 }
 
 // The step layout (CONTRACT §6) where the consumer gives no trace id (Megatron-LM's Python code): each step span
-// roots the trace of the rank's count of steps so far, linked to where it would have been, also where LENS_SPAN
-// could be a light scope (the default sampler).
-TEST(Spans, InTheStepLayoutAStepGivenNoTraceIdRootsTheNextStepTrace) {
+// starts the trace of the rank's count of steps so far, linked to where it would have been, also where LENS_SPAN
+// could be a light scope (the default sampler). It is a child of the trace's root, `lens.step`, which this rank (the
+// lowest that exports) exports with the step's times.
+TEST(Spans, InTheStepLayoutAStepGivenNoTraceIdStartsTheNextStepTrace) {
   Config config = testing::capture_config("all");
   config.trace_layout = TraceLayout::kStep;
   config.run_id = "run-l";
@@ -137,21 +140,86 @@ TEST(Spans, InTheStepLayoutAStepGivenNoTraceIdRootsTheNextStepTrace) {
     }
   }
   std::vector<std::string> step_traces;
+  std::map<std::string, json> roots;  // by span id
+  for (const json& s : c.spans())
+    if (s["name"] == "lens.step") roots[s["spanId"]] = s;
+  ASSERT_EQ(roots.size(), 3u);
   for (const json& s : c.spans()) {
     if (s["name"] != "megatron.train_step") continue;
-    EXPECT_FALSE(s.contains("parentSpanId"));
     ASSERT_EQ(s["links"].size(), 1u);
     EXPECT_EQ(s["links"][0]["spanId"], segment_span);
     step_traces.push_back(s["traceId"]);
+    const json& root = roots[s["parentSpanId"]];
+    ASSERT_FALSE(root.is_null()) << "under its trace's lens.step";
+    EXPECT_FALSE(root.contains("parentSpanId"));
+    EXPECT_EQ(root["traceId"], s["traceId"]);
+    EXPECT_EQ(root["startTimeUnixNano"], s["startTimeUnixNano"]);
+    EXPECT_EQ(root["endTimeUnixNano"], s["endTimeUnixNano"]);
+    EXPECT_FALSE(root.contains("attributes") && !root["attributes"].empty());
   }
   ASSERT_EQ(step_traces.size(), 3u);
-  for (std::int64_t n = 0; n < 3; ++n)
-    EXPECT_EQ(step_traces[static_cast<std::size_t>(n)],
-              to_traceparent(SpanContext{step_trace_id("run-l", n), SpanId{{1}}, 0, false}).substr(3, 32));
+  for (std::int64_t n = 0; n < 3; ++n) {
+    const TraceId trace = step_trace_id("run-l", n);
+    const std::string root = to_traceparent(SpanContext{trace, step_root_span_id(trace), 0, false});
+    EXPECT_EQ(step_traces[static_cast<std::size_t>(n)], root.substr(3, 32));
+    EXPECT_TRUE(roots.contains(root.substr(36, 16))) << "the root's id is derived from the trace's";
+  }
   for (const json& s : c.spans()) {  // what runs inside a step is in the step's trace
     if (s["name"] != "megatron.forward_backward") continue;
     EXPECT_NE(std::find(step_traces.begin(), step_traces.end(), s["traceId"]), step_traces.end());
   }
+}
+
+// Every other rank's step span is a child of the root the lowest exporting rank exports: a remote parent, and no
+// `lens.step` of its own, so each step has exactly one root.
+TEST(Spans, InTheStepLayoutOnlyTheLowestExportingRankExportsTheRoots) {
+  Config config = testing::capture_config("all");
+  config.trace_layout = TraceLayout::kStep;
+  config.rank_strategy = "all_ranks";
+  config.run_id = "run-r";
+  Capture c(config, {}, RankInfo{1, 2, 1});
+  for (int i = 0; i < 2; ++i) {
+    LENS_SPAN(mg::step, "megatron.train_step");
+  }
+  int steps = 0;
+  for (const json& s : c.spans()) {
+    EXPECT_NE(s["name"], "lens.step");
+    if (s["name"] != "megatron.train_step") continue;
+    const TraceId trace = step_trace_id("run-r", steps++);
+    EXPECT_EQ(s["parentSpanId"], to_traceparent(SpanContext{trace, step_root_span_id(trace), 0, false}).substr(36, 16));
+    EXPECT_TRUE(s["flags"].get<int>() & 0x200) << "the parent is remote (OTLP's SPAN_FLAGS_CONTEXT_IS_REMOTE)";
+  }
+  EXPECT_EQ(steps, 2);
+}
+
+// A span started with a tracer's scope is exported in that scope's ScopeSpans; lens's own spans in `lens` at lens's
+// version. One request holds one ScopeSpans per scope.
+TEST(Spans, EachInstrumentationScopeIsAScopeSpansOfItsOwn) {
+  Capture c(testing::capture_config("all"));
+  const InstrumentationScope training = instrumentation_scope("megatron.training", "0.14.0");
+  EXPECT_NE(training.id, 0);
+  EXPECT_EQ(instrumentation_scope("megatron.training", "0.14.0").id, training.id) << "the same pair, the same scope";
+  EXPECT_NE(instrumentation_scope("megatron.training").id, training.id) << "another version, another scope";
+  EXPECT_EQ(instrumentation_scope("lens").id, 0);
+  EXPECT_EQ(instrumentation_scope("").id, 0);
+  {
+    Span step(mg::step, "megatron.train_step", {}, {.scope = training});
+    { LENS_SPAN(mg::layer, "lens.layer"); }
+    Span(mg::step, "megatron.optimizer_step", {}, {.scope = training}).end();
+  }
+  std::map<std::string, std::set<std::string>> names_by_scope;
+  for (const json& r : c.requests()) {
+    std::set<std::string> in_request;
+    for (const json& rs : r["resourceSpans"])
+      for (const json& ss : rs["scopeSpans"]) {
+        const std::string scope = ss["scope"]["name"].get<std::string>() + "@" + ss["scope"].value("version", "");
+        EXPECT_TRUE(in_request.insert(scope).second) << scope << " twice in one request";
+        for (const json& s : ss["spans"]) names_by_scope[scope].insert(s["name"]);
+      }
+  }
+  EXPECT_EQ(names_by_scope, (std::map<std::string, std::set<std::string>>{
+                                {"megatron.training@0.14.0", {"megatron.train_step", "megatron.optimizer_step"}},
+                                {std::string("lens@") + LENS_VERSION_STRING, {"lens.layer"}}}));
 }
 
 // A key set again keeps its last value and appears once, in a span with few attributes and in one with more than

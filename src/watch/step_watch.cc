@@ -41,7 +41,9 @@ struct Window {
   std::mutex mutex;
   std::int64_t interval = 0;
   std::int64_t run_tag = 0;
-  int rank = 0;
+  std::string run_id;
+  int rank = 0, local_rank = 0;
+  std::string host;  // host.name, sent with each summary
   bool exports = false;
   // Ticks to nanoseconds, measured from the anchor to each window's end.
   std::uint64_t tick0 = 0, steady0 = 0;
@@ -91,7 +93,8 @@ enum class SlotKind { kValid, kMissing, kRefused };
 SlotKind classify(const StragglerSummary& s, std::int64_t run_tag, std::int64_t iteration) {
   if (s.run_tag == 0 && s.steps == 0) return SlotKind::kMissing;
   if (s.run_tag != run_tag || s.iteration != iteration) return SlotKind::kRefused;
-  if (s.steps <= 0 || s.stage < 0 || s.compute_ns < 0 || s.wait_ns < 0 || s.exports < 0 || s.exports > 1)
+  if (s.steps <= 0 || s.stage < 0 || s.compute_ns < 0 || s.wait_ns < 0 || s.exports < 0 || s.exports > 1 ||
+      s.local_rank < 0)
     return SlotKind::kRefused;
   return SlotKind::kValid;
 }
@@ -122,6 +125,7 @@ std::string describe(const StragglerFindings& f, std::int64_t steps) {
                   static_cast<long long>(f.iteration), v.score, v.compute_ms, v.peer_compute_ms, v.wait_ms,
                   v.peer_wait_ms);
     text += line;
+    if (!v.host.empty()) text += " (host " + v.host + ", local rank " + std::to_string(v.local_rank) + ")";
   }
   if (text.empty()) text = "no straggler over the steps to iteration " + std::to_string(f.iteration);
   if (!f.missing.empty()) text += "; no summary from ranks " + rank_list(f.missing);
@@ -129,15 +133,23 @@ std::string describe(const StragglerFindings& f, std::int64_t steps) {
   return text;
 }
 
-void record_findings(const StragglerFindings& f) {
+// A series about rank `v`, recorded by the scoring rank: its own rank, stage, host, local rank and service instance
+// (`<run id>-rank<R>`, as that rank's resource says), never the scorer's, so an alert names the machine to look at.
+void record_findings(const StragglerFindings& f, const std::string& run_id) {
   Instruments& m = instruments();
   for (const StragglerVerdict& v : f.ranks) {
-    m.compute.record(v.compute_ms, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
-    m.wait.record(v.wait_ms, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
+    const std::string instance = run_id + "-rank" + std::to_string(v.rank);
+    const std::initializer_list<Attribute> about = {{"dl.rank", v.rank},
+                                                    {"dl.pipeline_parallel.rank", v.stage},
+                                                    {"dl.local_rank", v.local_rank},
+                                                    {"host.name", std::string_view(v.host)},
+                                                    {"service.instance.id", std::string_view(instance)}};
+    m.compute.record(v.compute_ms, about);
+    m.wait.record(v.wait_ms, about);
     if (!v.scored) continue;
-    m.score.record(v.score, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
-    m.flagged.record(v.flagged ? 1 : 0, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
-    m.flagged_windows.record(v.flagged_windows, {{"dl.rank", v.rank}, {"dl.pipeline_parallel.rank", v.stage}});
+    m.score.record(v.score, about);
+    m.flagged.record(v.flagged ? 1 : 0, about);
+    m.flagged_windows.record(v.flagged_windows, about);
   }
   m.missing.record(static_cast<std::int64_t>(f.missing.size()));
   if (!f.refused.empty()) m.refused.add(static_cast<std::int64_t>(f.refused.size()));
@@ -149,6 +161,8 @@ void log_flagged(const StragglerFindings& f) {
     lens::log(Severity::kWarn, f.text,
               {{"dl.rank", v.rank},
                {"dl.pipeline_parallel.rank", v.stage},
+               {"dl.local_rank", v.local_rank},
+               {"host.name", std::string_view(v.host)},
                {"lens.straggler.score", v.score},
                {"megatron.iteration", f.iteration}});
   }
@@ -184,6 +198,7 @@ void count_flagged_windows(std::vector<StragglerVerdict>& verdicts) {
 struct Gathered {
   std::int64_t iteration = 0, run_tag = 0;
   std::vector<StragglerSummary> by_rank;
+  std::string run_id;
 };
 
 StragglerFindings score(const Gathered& g) {
@@ -206,8 +221,11 @@ StragglerFindings score(const Gathered& g) {
                        .wait_ns = static_cast<double>(s.wait_ns)});
   }
   for (const straggler::Score& s : straggler::score_window(windows)) {
+    const StragglerSummary& summary = g.by_rank[static_cast<std::size_t>(s.rank)];
     f.ranks.push_back({.rank = s.rank,
                        .stage = s.stage,
+                       .local_rank = static_cast<int>(summary.local_rank),
+                       .host = summary.host_name(),
                        .scored = s.scored,
                        .flagged = s.flagged,
                        .score = s.score,
@@ -243,7 +261,7 @@ void score_and_record(const Gathered& g, Scoring& s) {
   std::optional<StragglerFindings> f;
   try {
     f = score(g);
-    record_findings(*f);
+    record_findings(*f, g.run_id);
     log_flagged(*f);
   } catch (...) {  // out of memory: this window is not scored
   }
@@ -330,7 +348,10 @@ void configure_step_watch(const StepWatchSettings& settings) noexcept {
   std::lock_guard lock(w.mutex);
   w.interval = settings.interval;
   w.run_tag = run_tag_of(settings.run_id);
+  w.run_id = settings.run_id;
   w.rank = settings.rank;
+  w.local_rank = settings.local_rank;
+  w.host = settings.host;
   w.exports = settings.exports && settings.interval > 0;
   w.tick0 = now_ticks();
   w.steady0 = steady_nanos();
@@ -398,7 +419,9 @@ StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexc
                      .steps = static_cast<std::int64_t>(w.compute_ticks.size()),
                      .compute_ns = std::llround(straggler::median_of(w.compute_ticks) * scale),
                      .wait_ns = std::llround(straggler::median_of(w.wait_ticks) * scale),
-                     .exports = w.exports ? 1 : 0};
+                     .exports = w.exports ? 1 : 0,
+                     .local_rank = w.local_rank};
+  s.set_host_name(w.host);
   w.compute_ticks.clear();
   w.wait_ticks.clear();
   return s;
@@ -408,15 +431,18 @@ bool score_stragglers(std::int64_t iteration, std::span<const StragglerSummary> 
   try {
     std::int64_t run_tag = 0;
     int my_rank = 0;
+    std::string run_id;
     {
       internal::Window& w = internal::window();
       std::lock_guard lock(w.mutex);
       if (!w.exports) return false;
       run_tag = w.run_tag;
       my_rank = w.rank;
+      run_id = w.run_id;
     }
     if (internal::scoring_rank(by_rank, run_tag, iteration) != my_rank) return false;
-    internal::hand_over({iteration, run_tag, std::vector<StragglerSummary>(by_rank.begin(), by_rank.end())});
+    internal::hand_over(
+        {iteration, run_tag, std::vector<StragglerSummary>(by_rank.begin(), by_rank.end()), std::move(run_id)});
     return true;
   } catch (...) {  // out of memory: this window is not scored
     return false;

@@ -11,7 +11,8 @@ namespace lens::internal {
 struct StepWatchSettings {
   std::int64_t interval = 0;  // steps per window; 0: off
   std::string run_id;         // its tag goes with every summary
-  int rank = 0;
+  int rank = 0, local_rank = 0;
+  std::string host{};    // host.name: sent with the rank's summaries, so the scorer's series about it name its host
   bool exports = false;  // with metrics on: it may score and record (the lowest such rank does)
 };
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <variant>
@@ -233,6 +234,52 @@ TEST_F(StepWatch, TheExportingRankScoresRecordsEachRanksFiguresAndNamesTheStragg
   EXPECT_DOUBLE_EQ(gauge("lens.straggler.flagged", 0), 0);
   EXPECT_DOUBLE_EQ(gauge("lens.step.compute", 1), 48);
   EXPECT_DOUBLE_EQ(gauge("lens.step.wait", 3), 41);
+}
+
+// A summary carries its rank's host name (up to 66 bytes, 6 to a word, each word below 2^48 so a float all-reduce
+// keeps it exact) and local rank; what the scoring rank records about a rank carries that rank's, not its own.
+TEST_F(StepWatch, WhatTheScorerRecordsAboutARankNamesThatRanksHostAndLocalRank) {
+  const std::string long_name(64, 'n');
+  StragglerSummary round;
+  round.set_host_name(long_name);
+  EXPECT_EQ(StragglerSummary::decode(round.encode()).host_name(), long_name);
+  round.set_host_name(std::string(70, 'x'));
+  EXPECT_EQ(round.host_name(), std::string(66, 'x')) << "cut at 66 bytes";
+  for (std::int64_t word : round.host) EXPECT_LT(word, std::int64_t{1} << 48);
+
+  internal::configure_step_watch(
+      {.interval = 5, .run_id = "run-a", .rank = 0, .local_rank = 3, .host = "node-a", .exports = true});
+  end_step(1);
+  const StragglerSummary mine = take_straggler_summary(5, 0);
+  EXPECT_EQ(mine.host_name(), "node-a");
+  EXPECT_EQ(mine.local_rank, 3);
+
+  std::vector<StragglerSummary> gathered = {summary(0, 30, 30), summary(0, 48, 8), summary(1, 30, 40),
+                                            summary(1, 31, 41)};
+  for (std::size_t r = 0; r < gathered.size(); ++r) {
+    gathered[r].set_host_name(r < 2 ? "node-a" : "node-b");
+    gathered[r].local_rank = static_cast<std::int64_t>(r % 2);
+  }
+  const auto found = scored(10, gathered);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->ranks.at(1).host, "node-a");
+  EXPECT_EQ(found->ranks.at(3).local_rank, 1);
+  EXPECT_NE(found->text.find("(host node-a, local rank 1)"), std::string::npos) << found->text;
+  std::set<std::vector<std::string>> series;  // (rank, host, local rank, instance) of every point (earlier tests' too)
+  for (const auto& m : internal::MetricCollector(Temporality::kCumulative).collect()) {
+    if (m.name != "lens.straggler.flagged_windows") continue;
+    for (const auto& p : m.points) {
+      std::map<std::string, std::string> a;
+      for (const auto& [key, value] : p.attributes)
+        a[key] = std::holds_alternative<std::string>(value) ? std::get<std::string>(value)
+                                                            : std::to_string(std::get<std::int64_t>(value));
+      series.insert({a["dl.rank"], a["host.name"], a["dl.local_rank"], a["service.instance.id"]});
+    }
+  }
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_TRUE(series.contains({std::to_string(rank), rank < 2 ? "node-a" : "node-b", std::to_string(rank % 2),
+                                 "run-a-rank" + std::to_string(rank)}))
+        << rank;
 }
 
 // The alert waits for two windows in a row: each verdict counts the windows in a row that named its rank, and a window

@@ -5,10 +5,11 @@ scripts/setup-deps.sh), read back through Jaeger's query API.
 exporting OTLP/gRPC straight to Jaeger, once per trace layout. Jaeger holds every span the ranks counted as
 exported; each span's parent is in its trace with the parent's name the tree of CONTRACT §6 gives; each linked
 pipeline receive is linked to a send of the other stage; in the step layout each iteration is one trace that
-spans all 4 ranks. In the segment layout the ranks run on the CUDA runtime's simulator with device timing (issue
-34): each `<name>.device` span arrives as its host span's child. The Jaeger build from the Go module proxy carries a
-placeholder page instead of its UI (the UI's assets are built with npm and are not in the module), so the check is
-through the API alone."""
+spans all 4 ranks, with one root (`lens.step`) from which every span is reached, and every transfer and gradient
+sync linked to its peer's span, which links back. In the segment layout the ranks run on the CUDA runtime's
+simulator with device timing (issue 34): each `<name>.device` span arrives as its host span's child. The Jaeger
+build from the Go module proxy carries a placeholder page instead of its UI (the UI's assets are built with npm and
+are not in the module), so the check is through the API alone."""
 
 import collections
 import os
@@ -32,6 +33,15 @@ PARENTS = {"megatron.forward_backward": {"megatron.train_step"},
            "megatron.microbatch.backward": {"megatron.forward_backward"},
            "megatron.optimizer_step": {"megatron.train_step"},
            "megatron.layer.forward": {"megatron.microbatch.forward"}}
+
+
+# In the step layout each end of a transfer links to the span at its other end (CONTRACT §6).
+PEER_SPANS = {"megatron.p2p.send_forward": "megatron.p2p.recv_forward",
+              "megatron.p2p.recv_forward": "megatron.p2p.send_forward",
+              "megatron.p2p.send_backward": "megatron.p2p.recv_backward",
+              "megatron.p2p.recv_backward": "megatron.p2p.send_backward",
+              "megatron.grad_sync.start": "megatron.grad_sync.start",
+              "megatron.grad_sync.finish": "megatron.grad_sync.finish"}
 
 
 def train(directory, world, env, flags=()):
@@ -93,7 +103,9 @@ class JaegerTest(peers.PeerTest):
             if parents:
                 self.assertIn(parents[0]["spanID"], spans, f"the parent of {span['operationName']} is in Jaeger")
                 parent_trace, parent, parent_rank = spans[parents[0]["spanID"]]
-                self.assertEqual((parent_trace, parent_rank), (trace_id, rank), span["operationName"])
+                self.assertEqual(parent_trace, trace_id, span["operationName"])
+                if parent["operationName"] != "lens.step":  # a step's root is on the lowest exporting rank
+                    self.assertEqual(parent_rank, rank, span["operationName"])
                 if span["operationName"] in PARENTS:
                     self.assertIn(parent["operationName"], PARENTS[span["operationName"]], span["operationName"])
             elif span["operationName"] in PARENTS:
@@ -133,7 +145,7 @@ class JaegerTest(peers.PeerTest):
             hosts = sum(1 for _, s, _ in spans.values() if s["operationName"] == name)
             self.assertEqual(sum(1 for s, _ in devices if s["operationName"] == name + ".device"), hosts, name)
 
-    def test_step_layout_one_trace_per_iteration_across_every_rank(self):
+    def test_step_layout_one_connected_trace_per_iteration_across_every_rank(self):
         traces, spans = self.check_layout("step")
         by_iteration = collections.defaultdict(set)
         for trace_id, span, rank in spans.values():
@@ -146,6 +158,39 @@ class JaegerTest(peers.PeerTest):
             trace_id = next(iter(members))[0]
             trace = next(t for t in traces if t["traceID"] == trace_id)
             self.assertEqual(len(trace["processes"]), 4, "4 ranks in the trace")
+            self.check_connected(trace, spans)
+        transfers = [(s, r) for t, s, r in spans.values() if s["operationName"] in PEER_SPANS]
+        self.assertEqual({s["operationName"] for s, _ in transfers}, set(PEER_SPANS))
+        for span, rank in transfers:
+            self.check_linked_to_its_peer(span, rank, spans)
+
+    def check_connected(self, trace, spans):
+        """One root, lens.step, on rank 0 (the lowest exporting rank); every span of the trace under it."""
+        children = collections.defaultdict(list)
+        roots = []
+        for span in trace["spans"]:
+            parents = [r["spanID"] for r in span.get("references", []) if r["refType"] == "CHILD_OF"]
+            (children[parents[0]] if parents else roots).append(span["spanID"])
+        self.assertEqual([spans[r][1]["operationName"] for r in roots], ["lens.step"], "one root per step")
+        self.assertEqual(spans[roots[0]][2], 0, "the lowest exporting rank exports the root")
+        reached, frontier = set(), list(roots)
+        while frontier:
+            reached.add(frontier[-1])
+            frontier.extend(children[frontier.pop()])
+        self.assertEqual(reached, {s["spanID"] for s in trace["spans"]}, "every span reachable from the root")
+
+    def check_linked_to_its_peer(self, span, rank, spans):
+        """A transfer links to the span at its other end, on another rank, in its trace; a grad sync to the other
+        replica's."""
+        name = span["operationName"]
+        links = [r for r in span["references"] if r["refType"] == "FOLLOWS_FROM"]
+        peers = [spans.get(r["spanID"]) for r in links if r["traceID"] == span["traceID"]]
+        self.assertTrue(peers, f"{name} on rank {rank} links to no span of its step")
+        for peer in peers:
+            self.assertIsNotNone(peer, f"{name} on rank {rank} links to a span Jaeger does not hold")
+            self.assertEqual(peer[1]["operationName"], PEER_SPANS[name], name)
+            self.assertNotEqual(peer[2], rank, f"{name}'s peer is on another rank")
+            self.assertIn(span["spanID"], {r["spanID"] for r in peer[1]["references"]}, "and it links back")
 
 
 PYTHON_TRAINER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python",

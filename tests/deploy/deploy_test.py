@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,7 @@ FIRES_WITHIN_S = 4
 # the iteration and the flag come from scrapes of different ranks, one of them up to a scrape later (seen: a flag of
 # window 161-170 beside an iteration of 155 scraped before it, on a loaded 2-core machine).
 QUIET_BEFORE = SLOW_FROM - 2 * INTERVAL
-GPU_ROW = "GPU (when present)"  # panels from dcgm-exporter, absent here
+GPU_ROW = "GPU (when present)"  # lens's hw.gpu.* (NVML) and dcgm-exporter's: no GPU here
 
 
 def promtool(*args, cwd=None):
@@ -63,7 +64,7 @@ def dashboard_panels(dashboard):
 
 
 def substitute(expr, run_id):
-    return (expr.replace("$job", "lens").replace("$run_id", run_id)
+    return (expr.replace("$job", "lens").replace("$run_id", run_id).replace("$host", ".*")
             .replace("$__rate_interval", "20s"))
 
 
@@ -102,15 +103,30 @@ class DashboardStructureTest(unittest.TestCase):
 
     def test_variables_and_no_hard_coded_job_or_instance(self):
         variables = {v["name"]: v for v in self.dashboard["templating"]["list"]}
-        self.assertEqual(set(variables), {"datasource", "job", "run_id"})
+        self.assertEqual(set(variables), {"datasource", "job", "run_id", "host"})
+        self.assertIn("host_name", variables["host"]["query"]["query"])  # the hosts this run's ranks name
         datasource = variables["datasource"]
         self.assertEqual((datasource["type"], datasource["query"]), ("datasource", "prometheus"))
         for row, panel in dashboard_panels(self.dashboard):
             for target in panel["targets"]:
                 expr = target["expr"]
                 self.assertNotRegex(expr, r'\b(job|instance)\s*=~?\s*"(?!\$)', panel["title"])
-                if row != GPU_ROW:  # dcgm-exporter's series carry no run id
+                if "DCGM_" in expr:  # dcgm-exporter's series carry no run id: only the run's hosts
+                    self.assertIn('Hostname=~"$host"', expr, panel["title"])
+                else:
                     self.assertIn('job=~"$job", nemo_run_id=~"$run_id"', expr, panel["title"])
+
+    def test_the_panels_of_nemo_lens_s_dashboard_are_here(self):
+        """What NeMo Lens's megatron-training dashboard shows: loss, gradient norm, learning rate, skipped iterations,
+        step-time percentiles, throughput, memory; the GPUs from lens's own hw.gpu.*."""
+        exprs = " ".join(t["expr"] for _, p in dashboard_panels(self.dashboard) for t in p["targets"])
+        for series in ("megatron_training_loss", "megatron_training_grad_norm", "megatron_training_learning_rate",
+                       "megatron_training_skipped_iters_total",
+                       "megatron_training_step_duration_ms_milliseconds_bucket",
+                       "megatron_training_tokens_per_sec", "megatron_training_memory_allocated_gb",
+                       "hw_gpu_utilization_ratio", "hw_gpu_memory_usage_bytes"):
+            self.assertIn(series, exprs)
+        self.assertIn("histogram_quantile(0.99", exprs)
 
 
 @unittest.skipUnless(TRAINER and PROMETHEUS and PROMTOOL, "set by ctest: the trainer, prometheus and promtool")
@@ -165,10 +181,15 @@ class LiveTest(peers.PeerTest):
         self.assertGreaterEqual(quiet, 2, observed)
         self.assertIsNotNone(firing, observed)
         alert, iteration, seen_at = firing
-        labels = ("alertname", "alertstate", "dl_rank", "dl_pipeline_parallel_rank", "nemo_run_id", "severity")
-        self.assertEqual({k: alert["metric"][k] for k in labels},
+        labels = ("alertname", "alertstate", "dl_rank", "dl_pipeline_parallel_rank", "nemo_run_id", "severity",
+                  "host_name", "dl_local_rank")
+        # The slowed rank's own host and local rank (its LOCAL_RANK), though rank 0 scores and serves the series.
+        self.assertEqual({k: alert["metric"].get(k) for k in labels},
                          {"alertname": "LensStraggler", "alertstate": "firing", "dl_rank": SLOWED_RANK,
-                          "dl_pipeline_parallel_rank": "0", "nemo_run_id": "live-straggler", "severity": "warning"})
+                          "dl_pipeline_parallel_rank": "0", "nemo_run_id": "live-straggler", "severity": "warning",
+                          "host_name": socket.gethostname(), "dl_local_rank": SLOWED_RANK})
+        scored = prometheus.query(f'lens_straggler_flagged_windows{{job="lens", dl_rank="{SLOWED_RANK}"}}')
+        self.assertEqual({s["metric"]["service_instance_id"] for s in scored}, {f"live-straggler-rank{SLOWED_RANK}"})
         self.assertEqual([o for o in observed if set(o[2]) - {SLOWED_RANK}], [], observed)  # no other rank named
         done_at = min((o[4] for o in observed if o[0] is not None and o[0] >= SECOND_WINDOW_DONE), default=seen_at)
         self.assertLessEqual(seen_at - done_at, FIRES_WITHIN_S, observed)

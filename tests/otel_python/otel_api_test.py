@@ -48,6 +48,25 @@ class ProvidersTest(unittest.TestCase):
         with Run("all") as run:
             early.start_span("early.span").end()
         self.assertEqual([s["name"] for s in run.spans], ["early.span"])
+        self.assertEqual(run.scopes[run.spans[0]["spanId"]], ("taken.early", None))
+
+    def test_each_span_keeps_the_scope_of_the_tracer_that_made_it(self):
+        """OTLP's InstrumentationScope is the tracer's name and version, on the C path and the general one; lens's own
+        spans (managed_span, C++) keep `lens`."""
+        with Run("all", group_cls=MegatronSpanGroup) as run:
+            training = trace.get_tracer("megatron.training", "0.14.0")
+            with training.start_as_current_span("megatron.train_step"):
+                training.start_span("back.dated", start_time=time.time_ns()).end()  # the general form
+                with trace.get_tracer("megatron.core.pipeline").start_as_current_span("p2p"):
+                    with managed_span(MegatronSpanGroup.MICROBATCH, "lens.own"):
+                        lens_cpp_peer.layer_span("cpp.layer", lambda: None)
+        scopes = {s["name"]: run.scopes[s["spanId"]] for s in run.spans}
+        self.assertEqual(scopes["lens.own"], scopes["cpp.layer"])
+        self.assertEqual(scopes["lens.own"][0], "lens")
+        self.assertEqual(scopes, {"megatron.train_step": ("megatron.training", "0.14.0"),
+                                  "back.dated": ("megatron.training", "0.14.0"),
+                                  "p2p": ("megatron.core.pipeline", None),
+                                  "lens.own": scopes["lens.own"], "cpp.layer": scopes["lens.own"]})
 
 
 class SpansTest(unittest.TestCase):
@@ -366,7 +385,8 @@ class SdkExportersTest(unittest.TestCase):
                     "events": [(e.name, dict(e.attributes)) for e in span.events],
                     "links": [(link.context.trace_id, link.context.span_id, link.context.is_remote,
                                dict(link.attributes)) for link in span.links],
-                    "status": (span.status.status_code, span.status.description)}
+                    "status": (span.status.status_code, span.status.description),
+                    "scope": (span.instrumentation_scope.name, span.instrumentation_scope.version)}
 
         sdk_exporter = InMemorySpanExporter()
         provider = TracerProvider()
@@ -387,7 +407,7 @@ class SdkExportersTest(unittest.TestCase):
         self.assertIs(truncated.attributes["nemo.span.truncated"], True)
         self.assertEqual([(e.name, dict(e.attributes)) for e in truncated.events],
                          [("nemo.span.truncated", {"reason": "still open at telemetry shutdown"})])
-        self.assertEqual(truncated.instrumentation_scope.name, "lens")
+        self.assertEqual(truncated.instrumentation_scope.name, __name__)
 
     def test_the_bridge_leaves_python_s_collector_as_it_found_it(self):
         """The bridge pauses the cyclic collector while it makes a batch's objects: on, or off as the application

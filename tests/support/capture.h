@@ -37,11 +37,15 @@ inline Config capture_config(std::string spec = "all") {
 
 class Capture {
  public:
-  explicit Capture(Config config = capture_config(), ResourceAttributes resource = {})
+  explicit Capture(Config config = capture_config(), ResourceAttributes resource = {}, RankInfo ranks = {})
       : shared_(std::make_shared<internal::MemoryExporter::Shared>()),
-        telemetry_(internal::setup(
-            config, {.rank = 0, .world_size = 1, .resource_attributes = std::move(resource), .reinit = true},
-            std::make_unique<internal::MemoryExporter>(shared_))),
+        telemetry_(internal::setup(config,
+                                   {.rank = ranks.rank,
+                                    .world_size = ranks.world_size,
+                                    .local_rank = ranks.local_rank,
+                                    .resource_attributes = std::move(resource),
+                                    .reinit = true},
+                                   std::make_unique<internal::MemoryExporter>(shared_))),
         owns_directory_(config.file_dir == capture_directory()) {}
   ~Capture() {
     telemetry_.shutdown();

@@ -86,8 +86,12 @@ async function devtoolsFlows(peers) {
 
 async function main() {
   const bound = await devtoolsFlows(process.argv[3]);
-  const backwards = bound.filter((f) => f.length !== 2 || f[1].ts < f[0].ts).length;
+  // The engine lists a flow's events in the file's order (a send on a later rank comes after its receive's rank), so
+  // the direction is the file's own: from the "s" end to the "f" end.
+  const backwards = [...flows.values()].filter((f) => f.s && f.f && Number(f.f.ts) < Number(f.s.ts)).length;
+  const unbound = bound.filter((f) => f.length !== 2).length;
   if (bound.length !== flows.size) problems.push(`the DevTools trace engine bound ${bound.length} of ${flows.size} flows`);
+  if (unbound) problems.push(`the DevTools trace engine bound ${unbound} flows to other than two events`);
   if (backwards) problems.push(`${backwards} flows run backwards in time`);
   const summary = {
     processes: ranks.sort((a, b) => a.pid - b.pid),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -101,9 +102,46 @@ std::string flow_event(const char* phase, const std::string& id, int pid, int ti
          ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + ts + "}";
 }
 
+// Where a merged profile's events go: on the clock of its rank's host, as that rank's spans are.
+std::int64_t profile_offset_ns(const Timeline& timeline, const MergedProfile& merged) {
+  for (const auto& [key, p] : timeline.processes)
+    if (p.origin.rank == merged.rank) return timeline.clocks.corrected ? timeline.clocks.offset_ns(p.origin.host) : 0;
+  throw std::runtime_error("rank " + std::to_string(merged.rank) + " has no span in the run, so " + merged.trace.path +
+                           " has no rank to go beside (--merge-rank)");
+}
+
+std::uint64_t shifted(std::uint64_t ns, std::int64_t offset) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(ns) + offset));
+}
+
+// The profile's events as process `pid`, `rank R torch.profiler`, a thread for each of its tracks.
+void write_profile(const MergedProfile& merged, std::int64_t offset, std::uint64_t origin, int pid, int sort_index,
+                   const std::function<void(const std::string&)>& event) {
+  const std::string p = std::to_string(pid);
+  std::string name = "rank " + std::to_string(merged.rank) + " torch.profiler";
+  event("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + p + ",\"args\":{\"name\":" +
+        lens::internal::json_string(name) + ",\"file\":" + lens::internal::json_string(merged.trace.path) + "}}");
+  event("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + p +
+        ",\"args\":{\"sort_index\":" + std::to_string(sort_index) + "}}");
+  for (std::size_t t = 0; t < merged.trace.tracks.size(); ++t)
+    event("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + p + ",\"tid\":" + std::to_string(t + 1) +
+          ",\"args\":{\"name\":" + lens::internal::json_string(merged.trace.tracks[t]) + "}}");
+  for (const ProfilerEvent& e : merged.trace.events) {
+    const std::uint64_t start = shifted(e.start_ns, offset);
+    std::string text = "{\"ph\":\"";
+    text += e.instant ? "i\",\"s\":\"t" : "X";
+    text += "\",\"cat\":" + lens::internal::json_string(e.category.empty() ? "torch.profiler" : e.category);
+    text += ",\"pid\":" + p + ",\"tid\":" + std::to_string(e.track + 1) + ",\"ts\":" + micros(start, origin);
+    if (!e.instant) text += ",\"dur\":" + micros(start + e.duration_ns, start);
+    text += ",\"name\":" + lens::internal::json_string(e.name);
+    if (!e.args_json.empty()) text += ",\"args\":" + e.args_json;
+    event(text + "}");
+  }
+}
+
 }  // namespace
 
-std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path) {
+std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path, const MergedProfile* merged) {
   // Processes in rank order; a second process of a rank (its checkpoint worker, or a resumed run) says its pid.
   std::vector<const TimelineProcess*> order;
   std::map<int, int> per_rank;
@@ -113,7 +151,10 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
   }
   std::stable_sort(order.begin(), order.end(),
                    [](const auto* a, const auto* b) { return a->origin.rank < b->origin.rank; });
-  const std::uint64_t origin = timeline.first_ns == UINT64_MAX ? 0 : timeline.first_ns;
+  const std::int64_t merged_offset = merged != nullptr ? profile_offset_ns(timeline, *merged) : 0;
+  std::uint64_t origin = timeline.first_ns;
+  if (merged != nullptr) origin = std::min(origin, shifted(merged->trace.first_ns, merged_offset));
+  if (origin == UINT64_MAX) origin = 0;
   std::unordered_map<std::uint64_t, Place> where;  // span id -> its track, for flow arrows
   for (std::size_t i = 0; i < order.size(); ++i)
     for (const TimelineSpan& s : order[i]->spans)
@@ -124,8 +165,9 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
   std::size_t events = 0;
   // Times are microseconds from the first span (three decimals: nanoseconds, within a double's precision); the
   // metadata says when that was, so that traces of other sources can be aligned to it.
-  b += "{\"displayTimeUnit\":\"ms\",\"metadata\":{\"startTime\":\"" + iso8601_utc(origin) +
-       "\",\"lens.time_origin_unix_nano\":\"" + std::to_string(origin) + "\"},\"traceEvents\":[\n";
+  b += "{\"displayTimeUnit\":\"ms\",\"baseTimeNanoseconds\":" + std::to_string(origin) +
+       ",\"metadata\":{\"startTime\":\"" + iso8601_utc(origin) + "\",\"lens.time_origin_unix_nano\":\"" +
+       std::to_string(origin) + "\"},\"traceEvents\":[\n";
   auto event = [&](const std::string& text) {
     if (events++ > 0) b += ",\n";
     b += text;
@@ -142,7 +184,7 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
     if (!p.origin.resource_args.empty()) meta += "," + p.origin.resource_args;
     event(meta + "}}");
     event("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
-          ",\"args\":{\"sort_index\":" + std::to_string(i + 1) + "}}");
+          ",\"args\":{\"sort_index\":" + std::to_string(2 * (i + 1)) + "}}");
     for (int lane = 0; lane < p.lanes; ++lane) {
       const std::string track = "\"pid\":" + pid + ",\"tid\":" + std::to_string(lane + 1);
       std::string thread_name = "{\"ph\":\"M\",\"name\":\"thread_name\",";
@@ -185,6 +227,10 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
         event(flow_event("f", id, static_cast<int>(i + 1), s.lane + 1, to_ts));
       }
     }
+    const bool last_of_rank = i + 1 == order.size() || order[i + 1]->origin.rank != p.origin.rank;
+    if (merged != nullptr && last_of_rank && p.origin.rank == merged->rank)  // right below the rank's own
+      write_profile(*merged, merged_offset, origin, static_cast<int>(order.size() + 1), 2 * static_cast<int>(i + 1) + 1,
+                    event);
   }
   b += "\n]}\n";
   out.close();

@@ -193,9 +193,10 @@ struct Figures {
   RunFigures run;
   std::vector<SpanFigures> spans;  // by name
   std::vector<StepFigures> steps;  // by iteration
-  // Every rank's step time by iteration (a step of `steps` each; none where the rank has no step span): the HTML
-  // page's chart, only when asked for (Report::figures' `series`); never in --json.
-  std::map<int, std::vector<Figure>> step_ms_by_rank;
+  // Every rank's compute (forward + backward) by iteration (a step of `steps` each; none where the rank has no step
+  // span or no micro-batch span): the HTML page's chart, only when asked for (Report::figures' `series`); never in
+  // --json.
+  std::map<int, std::vector<Figure>> compute_ms_by_rank;
   PhaseFigures phases;
   StragglerFigures stragglers;
   GoodputFigures goodput;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/json_escape.h"
 #include "span_kinds.h"
 #include "text.h"
 
@@ -50,6 +51,16 @@ struct Drawn {
   double y;  // the middle of its row
 };
 
+// JSON text safe inside a <script> element: no "</" to end it early.
+std::string script_safe(std::string json) {
+  for (std::size_t at = json.find("</"); at != std::string::npos; at = json.find("</", at + 2))
+    json.insert(at + 1, "\\");
+  return json;
+}
+
+// The timeline: a lane per rank, each span a rect (its index into the spans' JSON, which the page's script shows on a
+// click), links as dashed lines, a time axis. The spans and links sit in a group the script scales and moves in x
+// (zoom and pan), clipped to the plot; the axis is redrawn for the range in view.
 std::string timeline_svg(const Timeline& t) {
   std::vector<const TimelineProcess*> order;
   for (const auto& [key, p] : t.processes) order.push_back(&p);
@@ -57,7 +68,9 @@ std::string timeline_svg(const Timeline& t) {
   if (order.empty() || t.last_ns <= t.first_ns) return "<p>No spans in the chosen steps.</p>";
   const double span_ns = static_cast<double>(t.last_ns - t.first_ns), label = 150, plot = kWidth - label;
   auto x_of = [&](std::uint64_t ns) { return label + plot * static_cast<double>(ns - t.first_ns) / span_ns; };
-  std::string body;
+  auto ms_of = [&](std::uint64_t ns) { return static_cast<double>(ns - t.first_ns) / 1e6; };
+  std::string body, spans_json = "[";
+  std::size_t drawn_spans = 0;
   std::unordered_map<std::uint64_t, Drawn> drawn;  // span id -> the span and its row, for link lines
   double y = 0;
   for (const TimelineProcess* p : order) {
@@ -85,20 +98,27 @@ std::string timeline_svg(const Timeline& t) {
     if (p->host_lanes < p->lanes)  // the GPU's track: its device spans, below the host's
       body += "<text x=\"4\" y=\"" + fixed(4 + lane_top[static_cast<std::size_t>(p->host_lanes)] * kRow + 10, 1) +
               "\" class=\"lane-label device-label\">device</text>";
+    body += "<g clip-path=\"url(#plot-clip)\"><g class=\"zoom\">";
     for (std::size_t i = 0; i < p->spans.size(); ++i) {
       const TimelineSpan& s = p->spans[i];
       const std::string& name = t.names[s.name];
       const double x = x_of(s.start_ns), w = std::max(0.5, x_of(s.end_ns) - x);
       const double top = 4 + (lane_top[static_cast<std::size_t>(s.lane)] + depth_of[i]) * kRow;
-      body += std::string("<rect") + (s.device ? " class=\"device\"" : "") + " x=\"" + fixed(x, 2) + "\" y=\"" +
-              fixed(top, 1) + "\" width=\"" + fixed(w, 2) + "\" height=\"" + fixed(kRow - 2, 0) + "\" fill=\"" +
+      const double duration_ms = static_cast<double>(s.end_ns - s.start_ns) / 1e6;
+      body += std::string("<rect") + (s.device ? " class=\"device\"" : "") + " data-i=\"" +
+              std::to_string(drawn_spans) + "\" x=\"" + fixed(x, 2) + "\" y=\"" + fixed(top, 1) + "\" width=\"" +
+              fixed(w, 2) + "\" height=\"" + fixed(kRow - 2, 0) + "\" fill=\"" +
               colour_of(s.device ? host_of_device_span(name) : name) + "\"><title>" + escape(name) + " " +
-              fixed(static_cast<double>(s.end_ns - s.start_ns) / 1e6, 3) + " ms</title></rect>";
+              fixed(duration_ms, 3) + " ms</title></rect>";
+      spans_json += std::string(drawn_spans++ == 0 ? "" : ",") + "{\"name\":" + lens::internal::json_string(name) +
+                    ",\"rank\":" + std::to_string(p->origin.rank) + ",\"start_ms\":" + fixed(ms_of(s.start_ns), 6) +
+                    ",\"duration_ms\":" + fixed(duration_ms, 6) + ",\"attributes\":{" + s.args_json + "}}";
       if (s.span_id != 0) drawn[s.span_id] = {&s, y + top + kRow / 2};
     }
-    body += "</g>";
+    body += "</g></g></g>";
     y += height + 4;
   }
+  spans_json += "]";
   // Links between stages: from the linked span (the sender) to the span that links to it, forward in time as the
   // Chrome JSON's arrows (link_arrow).
   std::string links;
@@ -112,21 +132,31 @@ std::string timeline_svg(const Timeline& t) {
         links += "<line class=\"link\" x1=\"" + fixed(x_of(arrow.from_ns), 2) + "\" y1=\"" + fixed(from->second.y, 1) +
                  "\" x2=\"" + fixed(x_of(arrow.to_ns), 2) + "\" y2=\"" + fixed(to->second.y, 1) + "\"/>";
       }
-  // A scale: ticks at round milliseconds below the rank lanes.
-  std::string axis;
+  // The axis below the lanes: ticks at round times of the range in view (the script redraws them as it changes).
   const double total_ms = span_ns / 1e6;
+  std::string axis = "<g class=\"axis-ticks\" transform=\"translate(0," + fixed(y, 1) + ")\">";
   double step = 1;
   while (total_ms / step > 10) step *= total_ms / step > 50 ? 10 : total_ms / step > 20 ? 5 : 2;
   for (double t_ms = 0; t_ms <= total_ms; t_ms += step) {
     const double x = label + plot * t_ms / total_ms;
-    axis += "<line class=\"axis\" x1=\"" + fixed(x, 1) + "\" y1=\"" + fixed(y, 1) + "\" x2=\"" + fixed(x, 1) +
-            "\" y2=\"" + fixed(y + 5, 1) + "\"/><text x=\"" + fixed(x, 1) + "\" y=\"" + fixed(y + 17, 1) + "\">" +
-            fixed(t_ms, step < 1 ? 1 : 0) + " ms</text>";
+    axis += "<line class=\"axis\" x1=\"" + fixed(x, 1) + "\" y1=\"0\" x2=\"" + fixed(x, 1) + "\" y2=\"5\"/><text x=\"" +
+            fixed(x, 1) + "\" y=\"17\">" + fixed(t_ms, step < 1 ? 1 : 0) + " ms</text>";
   }
-  y += 22;
-  return "<svg class=\"timeline\" viewBox=\"0 0 " + fixed(kWidth, 0) + " " + fixed(y, 1) +
-         "\" preserveAspectRatio=\"xMinYMin meet\" style=\"width:100%;max-width:" + fixed(kWidth, 0) + "px\">" + body +
-         links + axis + "</svg>";
+  axis += "</g>";
+  const double height = y + 22;
+  return "<div id=\"timeline-controls\"><button id=\"zoom-in\" type=\"button\">Zoom in</button> <button "
+         "id=\"zoom-out\" type=\"button\">Zoom out</button> <button id=\"zoom-reset\" type=\"button\">Whole "
+         "range</button> <span id=\"visible-range\" data-from-ms=\"0\" data-to-ms=\"" +
+         fixed(total_ms, 6) + "\">0 to " + fixed(total_ms, 3) +
+         " ms</span></div><svg class=\"timeline\" id=\"timeline\" data-label=\"" + fixed(label, 0) + "\" data-plot=\"" +
+         fixed(plot, 0) + "\" data-total-ms=\"" + fixed(total_ms, 6) + "\" viewBox=\"0 0 " + fixed(kWidth, 0) + " " +
+         fixed(height, 1) +
+         "\" preserveAspectRatio=\"xMinYMin meet\" style=\"width:100%;max-width:" + fixed(kWidth, 0) +
+         "px\"><defs><clipPath id=\"plot-clip\"><rect x=\"" + fixed(label, 0) + "\" y=\"-10\" width=\"" +
+         fixed(plot, 0) + "\" height=\"" + fixed(height + 20, 1) + "\"/></clipPath></defs>" + body +
+         "<g clip-path=\"url(#plot-clip)\"><g class=\"zoom\">" + links + "</g></g>" + axis +
+         "</svg><div id=\"span-details\" hidden></div><script type=\"application/json\" id=\"timeline-spans\">" +
+         script_safe(spans_json) + "</script>";
 }
 
 // A line chart: one polyline a series (NaN: a gap), y from 0 to the largest value.
@@ -299,6 +329,101 @@ constexpr const char* kStyle =
     ".link{stroke:#222;stroke-width:1;stroke-dasharray:3 2}.axis{stroke:#999}.series{stroke-width:1.5}"
     "pre{background:#f7f7f7;padding:8px}";
 
+// The timeline's zoom (buttons, the wheel), pan (drag) and a click's details, written for this page: no library, no
+// request. The range in view is #visible-range's data-from-ms / data-to-ms, from the first span shown.
+constexpr const char* kScript = R"JS(
+(function () {
+  const svg = document.getElementById('timeline');
+  if (!svg) return;
+  const NS = 'http://www.w3.org/2000/svg';
+  const label = Number(svg.dataset.label), plot = Number(svg.dataset.plot), total = Number(svg.dataset.totalMs);
+  const spans = JSON.parse(document.getElementById('timeline-spans').textContent);
+  const groups = svg.querySelectorAll('g.zoom');
+  const ticks = svg.querySelector('g.axis-ticks');
+  const range = document.getElementById('visible-range');
+  const details = document.getElementById('span-details');
+  let from = 0, to = total;
+  const msAt = (x) => from + (to - from) * (x - label) / plot;
+  function tickStep(width) {
+    let step = Math.pow(10, Math.floor(Math.log10(width)));
+    while (width / step < 5) step /= width / (step / 2) >= 5 ? 2 : 5;
+    return step;
+  }
+  function draw() {
+    const k = total / (to - from);
+    const tx = label - label * k - plot * from * k / total;
+    for (const g of groups) g.setAttribute('transform', `translate(${tx},0) scale(${k},1)`);
+    const step = tickStep(to - from), digits = Math.max(0, -Math.floor(Math.log10(step)));
+    ticks.replaceChildren();
+    for (let t = Math.ceil(from / step) * step; t <= to + step * 1e-9; t += step) {
+      const x = label + plot * (t - from) / (to - from);
+      const line = document.createElementNS(NS, 'line');
+      for (const [k2, v] of [['class', 'axis'], ['x1', x], ['x2', x], ['y1', 0], ['y2', 5]]) line.setAttribute(k2, v);
+      const text = document.createElementNS(NS, 'text');
+      text.setAttribute('x', x);
+      text.setAttribute('y', 17);
+      text.textContent = `${t.toFixed(digits)} ms`;
+      ticks.append(line, text);
+    }
+    range.dataset.fromMs = from;
+    range.dataset.toMs = to;
+    range.textContent = `${from.toFixed(3)} to ${to.toFixed(3)} ms`;
+  }
+  function view(newFrom, width) {
+    width = Math.min(total, Math.max(width, total * 1e-6));
+    from = Math.min(Math.max(0, newFrom), total - width);
+    to = from + width;
+    draw();
+  }
+  const zoom = (factor, centre) => view(centre - (centre - from) / factor, (to - from) / factor);
+  document.getElementById('zoom-in').addEventListener('click', () => zoom(2, (from + to) / 2));
+  document.getElementById('zoom-out').addEventListener('click', () => zoom(0.5, (from + to) / 2));
+  document.getElementById('zoom-reset').addEventListener('click', () => view(0, total));
+  const svgX = (event) => {
+    const p = svg.createSVGPoint();
+    p.x = event.clientX;
+    p.y = event.clientY;
+    return p.matrixTransform(svg.getScreenCTM().inverse()).x;
+  };
+  svg.addEventListener('wheel', (event) => {
+    const x = svgX(event);
+    if (x < label) return;
+    event.preventDefault();
+    zoom(event.deltaY < 0 ? 1.25 : 0.8, msAt(x));
+  }, {passive: false});
+  let drag = null;
+  svg.addEventListener('pointerdown', (event) => {
+    drag = {x: svgX(event), from, moved: false};
+  });
+  svg.addEventListener('pointermove', (event) => {
+    if (!drag) return;
+    const dx = svgX(event) - drag.x;
+    if (Math.abs(dx) > 3) drag.moved = true;
+    if (drag.moved) view(drag.from - dx / plot * (to - from), to - from);
+  });
+  svg.addEventListener('pointerup', (event) => {
+    const clicked = drag && !drag.moved ? event.target.closest('rect[data-i]') : null;
+    drag = null;
+    if (clicked) show(spans[Number(clicked.dataset.i)]);
+  });
+  function show(span) {
+    const rows = [['name', span.name], ['rank', span.rank], ['start', `${span.start_ms.toFixed(3)} ms`],
+                  ['duration', `${span.duration_ms.toFixed(3)} ms`],
+                  ...Object.entries(span.attributes).map(([k, v]) => [k, typeof v === 'object' ? JSON.stringify(v) : v])];
+    const table = document.createElement('table');
+    table.id = 'span-attributes';
+    for (const [k, v] of rows) {
+      const tr = table.insertRow();
+      tr.insertCell().textContent = k;
+      tr.insertCell().textContent = String(v);
+    }
+    details.replaceChildren(table);
+    details.hidden = false;
+  }
+  draw();
+})();
+)JS";
+
 }  // namespace
 
 std::string render_html(const Figures& f, const Timeline& timeline, const std::string& steps_shown) {
@@ -315,15 +440,22 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
       "<h2>Timeline of iterations " + escape(steps_shown) +
       "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, green "
       "optimizer; dashed lines: links from a sending stage to the receiving one; under \"device\", what the rank's GPU "
-      "ran for its device-timed spans (docs/GPU.md). Hover a span for its name and duration.</p>" +
+      "ran for its device-timed spans (docs/GPU.md). Zoom with the buttons or the mouse wheel, drag to pan; hover a "
+      "span for its name and duration, click it for its attributes.</p>" +
       timeline_svg(timeline);
-  std::vector<std::pair<std::string, std::vector<double>>> step_series;  // in rank order
-  for (const auto& [rank, values] : f.step_ms_by_rank) {
+  std::vector<std::pair<std::string, std::vector<double>>> compute_series;  // in rank order
+  for (const auto& [rank, values] : f.compute_ms_by_rank) {
     std::vector<double> v;
     for (const Figure& x : values) v.push_back(x.value_or(std::nan("")));
-    step_series.emplace_back("rank " + std::to_string(rank), v);
+    compute_series.emplace_back("rank " + std::to_string(rank), v);
   }
-  page += "<h2>Step time per rank over the run</h2>" + line_chart(step_series, "ms", "step-time");
+  // Compute, not step time: every rank's step lasts about as long as the slowest's, but a straggler computes longer.
+  page +=
+      "<h2>Compute per step per rank over the run</h2><p>Each rank's forward and backward per iteration (ms): "
+      "the ranks a straggler makes wait show the same step time, but not the same compute.</p>";
+  page += f.compute_ms_by_rank.empty() || !f.phases.not_measured[kForward].empty()
+              ? "<p class=\"not-measured\">Not measured: " + escape(f.phases.not_measured[kForward]) + "</p>"
+              : line_chart(compute_series, "ms", "compute");
   std::vector<double> loss;
   for (const LossPoint& l : f.loss) loss.push_back(l.loss);
   page += "<h2>Loss over the run</h2>" + line_chart({{"loss", loss}}, "", "loss");
@@ -333,8 +465,8 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
   if (!f.clocks.reference.empty()) page += "<h2>Clocks of the hosts</h2>" + clocks_section(f.clocks);
   page += "<h2>Pipeline bubble</h2>" + bubble_section(f.bubble);
   page += "<h2>Spans, all ranks</h2>" + spans_section(f.spans);
-  page +=
-      "<details><summary>The text report</summary><pre>" + escape(render_text(f)) + "</pre></details></body></html>\n";
+  page += "<details><summary>The text report</summary><pre>" + escape(render_text(f)) + "</pre></details><script>" +
+          kScript + "</script></body></html>\n";
   return page;
 }
 

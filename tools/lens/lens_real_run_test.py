@@ -93,10 +93,13 @@ class RealRunTest(TempDirTest):
                     check_page_against_figures(self, page, report(telemetry))
                     self.assertEqual(page["device_labels"], 2)
                     self.assertGreater(page["device_spans_drawn"], 0)
-                # a flow for every linked receive (and, in the step layout, for each step's link to its segment)
-                linked = {s["name"]: s["count"] for s in f["spans"]}["megatron.pp.recv_forward.linked"]
+                # a flow for every linked receive; in the step layout also for each step's link to its segment, and
+                # for each point-to-point receive's link to its send (the send's link back is a peer link: no arrow)
+                counts = {s["name"]: s["count"] for s in f["spans"]}
+                linked = counts["megatron.pp.recv_forward.linked"]
                 self.assertGreater(linked, 0)
-                self.assertEqual(summary["flows"], linked + (8 if layout == "step" else 0))
+                receives = counts["megatron.p2p.recv_forward"] + counts["megatron.p2p.recv_backward"]
+                self.assertEqual(summary["flows"], linked + (8 + receives if layout == "step" else 0))
                 self.assertEqual((summary["devtools_bound_flows"], summary["backwards_flows"]), (summary["flows"], 0))
 
     def check_device_time(self, f):

@@ -455,7 +455,31 @@ def check_page_against_figures(test, page, f):
     for got, want in zip(page["bubble"], f["bubble"]):
         cells_match(test, got, [want["stage"], want["microbatches"], 100 * want["measured"], 100 * want["theoretical"]])
     test.assertEqual(page["loss_points"], len(f["loss"]))
-    test.assertEqual(len(page["step_series"]), len(f["run"]["ranks"]))
+    test.assertEqual(len(page["compute_series"]), len(f["run"]["ranks"]))
+    check_exploring(test, page["explored"])
+
+
+def check_exploring(test, explored):
+    """Two clicks on "Zoom in" show the middle quarter, with ticks in it; a click on a span shows its name, duration
+    and every attribute the page holds for it; the wheel zooms out around the pointer."""
+    (first, last), (zoomed_first, zoomed_last) = explored["before"], explored["zoomed"]
+    test.assertEqual(first, 0)
+    test.assertAlmostEqual(zoomed_last - zoomed_first, (last - first) / 4, delta=1e-6 * last)
+    test.assertAlmostEqual((zoomed_first + zoomed_last) / 2, (first + last) / 2, delta=1e-6 * last)
+    ticks = [float(t.split()[0]) for t in explored["ticks"]]
+    test.assertGreaterEqual(len(ticks), 3)
+    test.assertTrue(all(zoomed_first - 1e-9 <= t <= zoomed_last + 1e-9 for t in ticks), (ticks, explored["zoomed"]))
+    test.assertIsNotNone(explored["target"], "no span to click in view")
+    rows = dict((k, v) for k, v in explored["details"])
+    clicked = explored["clicked"]
+    test.assertEqual(rows["name"], clicked["name"])
+    test.assertEqual(explored["target"]["title"], f'{clicked["name"]} {clicked["duration_ms"]:.3f} ms')
+    test.assertEqual(rows["duration"], f'{clicked["duration_ms"]:.3f} ms')
+    test.assertTrue(clicked["attributes"])
+    for key in clicked["attributes"]:
+        test.assertIn(key, rows)
+    wheeled_first, wheeled_last = explored["wheeled"]
+    test.assertGreater(wheeled_last - wheeled_first, zoomed_last - zoomed_first)
 
 
 class PicturesTest(unittest.TestCase):

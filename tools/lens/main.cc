@@ -1,7 +1,7 @@
 // lens: tools that read a run's telemetry files with no server (CONTRACT §10).
 //
 //   lens report RUN_DIR... [--json] [--steps A-B] [--html FILE] [--fail-if COND]...
-//   lens convert RUN_DIR... --to chrome-json -o FILE[.gz] [--steps A-B]
+//   lens convert RUN_DIR... --to chrome-json -o FILE[.gz] [--steps A-B] [--merge PROFILER_TRACE [--merge-rank R]]
 //   lens ctl RUN_DIR status | span-groups SPEC [--for N]
 //   lens hang RUN_DIR... [--json]
 //
@@ -20,6 +20,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -257,9 +258,23 @@ int report(const ReportOptions& o) {
   return status;
 }
 
+// --merge's torch.profiler trace, read before the run (a bad one fails fast); null when none was given.
+std::unique_ptr<lens_tools::MergedProfile> profile_to_merge(const std::string& path, int rank) {
+  if (path.empty()) return nullptr;
+  return std::make_unique<lens_tools::MergedProfile>(
+      lens_tools::MergedProfile{rank, lens_tools::read_profiler_trace(path)});
+}
+
 int convert(const std::vector<std::string>& run_dirs, const std::string& to, const std::string& output,
-            const std::string& steps, const std::string& run, int threads) {
+            const std::string& steps, const std::string& run, int threads, const std::string& merge, int merge_rank) {
   if (to != "chrome-json") throw CLI::ValidationError("--to", "'" + to + "' is not a known format (chrome-json)");
+  std::unique_ptr<lens_tools::MergedProfile> merged;
+  try {
+    merged = profile_to_merge(merge, merge_rank);
+  } catch (const lens_tools::ProfilerTraceError& e) {
+    tell("lens convert: %s\n", e.what());
+    return kBadInput;
+  }
   const lens_tools::StepRange range = parse_steps(steps);
   const std::vector<std::string> files = lens_tools::telemetry_files(run_dirs);
   const std::string inputs = lens_tools::inputs_text(run_dirs);
@@ -291,8 +306,9 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
     return kBadInput;
   }
   timeline.lay_out();
-  const std::size_t events = lens_tools::write_chrome_trace(timeline, output);
-  tell("lens convert: wrote %zu events (%zu processes) to %s\n", events, timeline.processes.size(), output.c_str());
+  const std::size_t events = lens_tools::write_chrome_trace(timeline, output, merged.get());
+  tell("lens convert: wrote %zu events (%zu processes%s) to %s\n", events, timeline.processes.size(),
+       merged ? " and a torch.profiler trace" : "", output.c_str());
   return 0;
 }
 
@@ -359,6 +375,7 @@ int lens_main(int argc, char** argv) {
       "input.");
   conv->footer(
       "Example:\n  lens convert RUN_DIR --to chrome-json -o trace.json.gz --steps 50-52\n"
+      "  lens convert RUN_DIR --to chrome-json -o merged.json --merge rank0.pt.trace.json --merge-rank 0\n"
       "  then open trace.json.gz in Perfetto UI: ui.perfetto.dev, Open trace file");
   conv->add_option("RUN_DIR", o.inputs, "As for report (several: one run)")->required();
   conv->add_option("--to", to, "The format: chrome-json")->required();
@@ -371,6 +388,15 @@ int lens_main(int argc, char** argv) {
       ->option_text("N");
   conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A")
       ->option_text("A-B");
+  std::string merge;
+  int merge_rank = 0;
+  conv->add_option("--merge", merge,
+                   "A torch.profiler trace (.json or .json.gz, Kineto's or one with baseTimeNanoseconds) of one rank "
+                   "of the run, put beside that rank's spans on the same clock")
+      ->option_text("PROFILER_TRACE");
+  conv->add_option("--merge-rank", merge_rank, "The rank --merge's trace profiled (default 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->option_text("R");
   CLI::App* ctl = app.add_subcommand(
       "ctl",
       "Talk to a running job started with MEGATRON_OTEL_CONTROL=1 (its rank 0 serves a control endpoint on loopback, "
@@ -420,7 +446,7 @@ int lens_main(int argc, char** argv) {
     if (ctl->parsed())
       return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
-    return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run, o.threads);
+    return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run, o.threads, merge, merge_rank);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version: CLI11 prints them
     // CLI11 would echo the option's text as it came (an invalid --fail-if with escape sequences in it).

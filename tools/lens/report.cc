@@ -644,7 +644,8 @@ std::vector<StepFigures> Report::step_figures(std::map<int, std::vector<Figure>>
     auto next = records.begin();  // both in rank order
     for (int rank : ranks_with_steps) {
       while (next != records.end() && next->rank < rank) ++next;
-      const std::uint64_t ns = next != records.end() && next->rank == rank ? (*next)->step_ns : 0;
+      const bool stepped = next != records.end() && next->rank == rank && (*next)->step_ns != 0;
+      const std::uint64_t ns = stepped ? (*next)->phase_ns[kForward] + (*next)->phase_ns[kBackward] : 0;
       (*by_rank)[rank].push_back(ns == 0 ? Figure() : Figure(ms(ns)));
     }
   });
@@ -697,7 +698,7 @@ Figures Report::figures(const ReadStats& read, bool series) {
            .pipeline_parallel_size = pipeline_size_,
            .data_parallel_size = data_parallel_size_};
   f.spans = span_figures();
-  f.steps = step_figures(series ? &f.step_ms_by_rank : nullptr);
+  f.steps = step_figures(series ? &f.compute_ms_by_rank : nullptr);
   f.phases = phase_figures();
   f.stragglers = straggler_figures();
   f.goodput = goodput_figures();

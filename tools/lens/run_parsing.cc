@@ -278,14 +278,33 @@ class FileParser {
       } else if (detail_ && key == "parentSpanId") {
         row.parent_span_id = field.value().get_string();
       } else if ((detail_ || links_) && key == "links") {
-        for (auto link : field.value().get_array())
-          for (auto lf : link.get_object())
-            if (Key(lf.key()) == "spanId") row.linked_span_ids.push_back(lf.value().get_string());
+        for (auto link : field.value().get_array()) linked_span(link.get_object(), row);
       }
     }
     row.name = name_;
     ++stats_->spans;
     visitor_.span(row);
+  }
+
+  // A link's span id, unless the link says `lens.link.peer` (the other end of a transfer, which says nothing of
+  // which started first: CONTRACT §6): only the links that do (a receive's to its send) bound clocks and draw arrows.
+  static void linked_span(object link, SpanRow& row) {
+    std::string_view id;
+    bool peer = false;
+    for (auto field : link) {
+      const Key key = field.key();
+      if (key == "spanId") {
+        id = field.value().get_string();
+      } else if (key == "attributes") {
+        for (auto attribute : field.value().get_array())
+          for (auto af : attribute.get_object()) {
+            if (Key(af.key()) != "key") continue;
+            const std::string_view name = af.value().get_string();
+            if (name == "lens.link.peer") peer = true;
+          }
+      }
+    }
+    if (!peer && !id.empty()) row.linked_span_ids.push_back(id);
   }
 
   // The event lens ctl's changes leave on the first step span that runs with them.

@@ -48,6 +48,9 @@ struct FinishedSpan {
   std::span<const FinishedLink> links;
   StatusCode status_code = StatusCode::kUnset;
   std::string_view status_message;
+  // The instrumentation scope it was recorded under (the tracer that made it; id 0: lens's own).
+  std::uint16_t scope_id = 0;
+  std::string_view scope_name, scope_version;
 };
 
 // Calls `visit` with each span of `batch` in order. What a FinishedSpan points to lives until `visit` returns.
