@@ -15,6 +15,8 @@ import tempfile
 import time
 import unittest
 import urllib.error
+import urllib.parse
+import urllib.request
 
 import yaml
 
@@ -249,6 +251,96 @@ class LiveTest(peers.PeerTest):
                 series = prometheus.query(substitute(match.group(1), run_id))
                 answers.append(("variables", variable["name"], [s["metric"][match.group(2)] for s in series]))
         return answers
+
+
+@unittest.skipUnless(TRAINER and PROMETHEUS and os.access(peers.JAEGER, os.X_OK) and os.access(peers.OTELCOL, os.X_OK),
+                     "set by ctest: the trainer, prometheus, LENS_PEERS_BIN")
+class StackTest(unittest.TestCase):
+    """scripts/stack.sh up, as a person runs it: the Collector, Jaeger and Prometheus with the shipped configurations
+    on loopback ports; a 4-rank pretrain_gpt pointed at it as the script says, rank 1 slowed: its traces reach Jaeger's
+    API through the Collector (and the Collector's files), Prometheus scrapes it and fires LensStraggler naming rank 1
+    and its host; `down` stops all three."""
+
+    def test_up_a_job_shows_in_jaeger_and_prometheus_and_down_stops_it(self):
+        ports = {name: peers.free_port() for name in ("OTLP_GRPC", "OTLP_HTTP", "JAEGER", "JAEGER_OTLP", "PROMETHEUS")}
+        with tempfile.TemporaryDirectory(prefix="lens-stack-") as directory:
+            env = {**os.environ, "LENS_STACK_DIR": directory,
+                   **{f"LENS_STACK_{name}_PORT": str(port) for name, port in ports.items()}}
+            stack = os.path.join(ROOT, "scripts", "stack.sh")
+            up = subprocess.run([stack, "up"], env=env, capture_output=True, text=True, timeout=180)
+            try:
+                self.assertEqual(up.returncode, 0, up.stdout + up.stderr)
+                self.assertIn(f"127.0.0.1:{ports['OTLP_GRPC']}", up.stdout)
+                again = subprocess.run([stack, "up"], env=env, capture_output=True, text=True, timeout=60)
+                self.assertNotEqual(again.returncode, 0)
+                self.assertIn("already runs", again.stderr)
+                self.check_a_job(directory, ports)
+            finally:
+                down = subprocess.run([stack, "down"], env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(down.returncode, 0, down.stdout + down.stderr)
+            self.assertIn("3 stopped", down.stdout)
+            self.assertFalse([p for p in ports.values() if peers.port_open(p)], "a port still open after down")
+
+    def check_a_job(self, directory, ports):
+        base_port = peers.free_port()  # each rank serves its metrics on base + its local rank
+        while not all(peers.port_is_free(base_port + k) for k in range(4)):
+            base_port = peers.free_port()
+        prometheus = f"http://127.0.0.1:{ports['PROMETHEUS']}"
+        jaeger = f"http://127.0.0.1:{ports['JAEGER']}"
+        env = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(peers.free_port()),
+               "WORLD_SIZE": "4", "MEGATRON_OTEL_RUN_ID": "stack-run", "OTEL_SERVICE_NAME": "lens-stack",
+               "MEGATRON_OTEL_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports['OTLP_GRPC']}",
+               "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_METRICS_EXPORTER": "prometheus",
+               "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1", "OTEL_EXPORTER_PROMETHEUS_PORT": str(base_port),
+               "MEGATRON_OTEL_FILE_DIR": os.path.join(directory, "telemetry"), "MEGATRON_OTEL_HANG_SIGNAL": "none",
+               "MEGATRON_OTEL_RANK_STRATEGY": "all_ranks"}
+        flags = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "2", "--seq-length", "32",
+                 "--pipeline-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", "16",
+                 "--train-iters", "100000", "--log-interval", "5", "--testing-slow-rank", SLOWED_RANK,
+                 "--testing-slow-ms", "15", "--testing-slow-from", "41", "--otel-enabled"]
+        ranks = [subprocess.Popen([TRAINER, *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(4)]
+        try:
+            alert = self.poll(lambda: [a for a in query(prometheus, 'ALERTS{alertname="LensStraggler"}')
+                                       if a["metric"]["alertstate"] == "firing"], ranks)
+        finally:
+            for r in ranks:
+                r.send_signal(signal.SIGTERM)
+            outputs = [r.communicate(timeout=120)[0] for r in ranks]
+        self.assertEqual([r.returncode for r in ranks], [0] * 4, [o[-1500:] for o in outputs])
+        self.assertEqual({(a["metric"]["dl_rank"], a["metric"]["host_name"]) for a in alert},
+                         {(SLOWED_RANK, socket.gethostname())})
+        self.assertTrue(query(prometheus, 'lens_progress_iteration{nemo_run_id="stack-run"}'))
+        traces = self.poll(lambda: get(jaeger, "/api/traces?service=lens-stack&limit=20")["data"], [])
+        ranks_seen = {tag["value"] for t in traces for p in t["processes"].values() for tag in p["tags"]
+                      if tag["key"] == "dl.rank"}
+        self.assertEqual(ranks_seen, {0, 1, 2, 3})
+        self.assertTrue(os.path.getsize(os.path.join(directory, "files", "stack-run", "traces.jsonl")) > 0)
+
+    def poll(self, found, ranks, seconds=150):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for r in ranks:
+                if r.poll() is not None:
+                    raise AssertionError(f"a rank ended ({r.returncode}): {r.communicate()[0][-3000:]}")
+            try:
+                result = found()
+            except (urllib.error.URLError, OSError):
+                result = None
+            if result:
+                return result
+            time.sleep(1)
+        raise AssertionError(f"nothing found within {seconds} s")
+
+
+def query(base, expr):
+    with urllib.request.urlopen(f"{base}/api/v1/query?query={urllib.parse.quote(expr)}", timeout=10) as r:
+        return json.load(r)["data"]["result"]
+
+
+def get(base, path):
+    with urllib.request.urlopen(base + path, timeout=10) as r:
+        return json.load(r)
 
 
 @unittest.skipUnless(TRAINER, "LENS_PRETRAIN_GPT names the trainer (set by ctest)")
