@@ -15,7 +15,8 @@ lens::SpanId PeerLinks::id(std::string_view key) const {
   return trace_.is_valid() ? lens::derived_span_id(trace_, key) : lens::SpanId{};
 }
 
-void PeerLinks::link(lens::Span& span, const std::string& key, std::initializer_list<lens::Attribute> attributes) const {
+void PeerLinks::link(lens::Span& span, const std::string& key,
+                     std::initializer_list<lens::Attribute> attributes) const {
   // The peer's span is kept or dropped as this one is: a trace-id ratio decides the step alike on every rank.
   const auto sampled = static_cast<std::uint8_t>(span.context().trace_flags & lens::SpanContext::kSampledFlag);
   span.add_link(lens::SpanContext{trace_, lens::derived_span_id(trace_, key), sampled, true}, attributes);

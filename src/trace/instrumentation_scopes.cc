@@ -40,9 +40,10 @@ InstrumentationScope instrumentation_scope(std::string_view name, std::string_vi
   if (count == internal::kMaxInstrumentationScopes) {
     static bool warned = false;
     if (!std::exchange(warned, true))
-      internal::log_warning("lens: more than %zu instrumentation scopes (tracer names and versions); spans of '%.*s' "
-                            "and any later one are recorded under lens's own",
-                            internal::kMaxInstrumentationScopes - 1, static_cast<int>(name.size()), name.data());
+      internal::log_warning(
+          "lens: more than %zu instrumentation scopes (tracer names and versions); spans of '%.*s' "
+          "and any later one are recorded under lens's own",
+          internal::kMaxInstrumentationScopes - 1, static_cast<int>(name.size()), name.data());
     return {};
   }
   g_scopes[count].store(new Scope{std::string(name), std::string(version)}, std::memory_order_release);
