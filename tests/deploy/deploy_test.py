@@ -289,7 +289,8 @@ class StackTest(unittest.TestCase):
         jaeger = f"http://127.0.0.1:{ports['JAEGER']}"
         env = {"PATH": "/usr/bin:/bin", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(peers.free_port()),
                "WORLD_SIZE": "4", "MEGATRON_OTEL_RUN_ID": "stack-run", "OTEL_SERVICE_NAME": "lens-stack",
-               "MEGATRON_OTEL_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports['OTLP_GRPC']}",
+               "MEGATRON_OTEL_EXPORTER": "otlp",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports['OTLP_GRPC']}",
                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_METRICS_EXPORTER": "prometheus",
                "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1", "OTEL_EXPORTER_PROMETHEUS_PORT": str(base_port),
                "MEGATRON_OTEL_FILE_DIR": os.path.join(directory, "telemetry"), "MEGATRON_OTEL_HANG_SIGNAL": "none",
