@@ -191,6 +191,23 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
         self.assertGreaterEqual(len(inside), 0.9 * len(products), "torch's matrix products inside the micro-batches")
 
     @unittest.skipUnless(LENS_TOOL, "set by ctest: LENS_TOOL")
+    def test_the_page_draws_the_profile_below_its_rank(self):
+        """`lens report --html --merge`: the profile's events of the iterations shown, on a lane of their own."""
+        page = os.path.join(self.python_dir.name, "merged.html")
+        run = subprocess.run([LENS_TOOL, "report", os.path.join(self.python_dir.name, "telemetry"), "--steps", "3-4",
+                              "--html", page, "--merge",
+                              os.path.join(self.python_dir.name, "profile", "rank1.pt.trace.json"), "--merge-rank", "1"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn('data-profile-rank="1"', text)
+        self.assertGreater(text.count('class="profiler"'), 20)
+        self.assertIn("<title>aten::mm ", text)
+        lanes = re.findall(r'data-(?:rank-lane|profile-rank)="(\d+)"', text)
+        self.assertEqual(lanes[lanes.index("1") + 1], "1", "the profile's lane right below rank 1's")
+
+    @unittest.skipUnless(LENS_TOOL, "set by ctest: LENS_TOOL")
     def test_a_profile_with_no_time_base_is_refused_with_what_to_add(self):
         relative = os.path.join(self.python_dir.name, "relative.json")
         with open(relative, "w", encoding="utf-8") as f:

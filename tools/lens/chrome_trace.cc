@@ -102,14 +102,6 @@ std::string flow_event(const char* phase, const std::string& id, int pid, int ti
          ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + ts + "}";
 }
 
-// Where a merged profile's events go: on the clock of its rank's host, as that rank's spans are.
-std::int64_t profile_offset_ns(const Timeline& timeline, const MergedProfile& merged) {
-  for (const auto& [key, p] : timeline.processes)
-    if (p.origin.rank == merged.rank) return timeline.clocks.corrected ? timeline.clocks.offset_ns(p.origin.host) : 0;
-  throw std::runtime_error("rank " + std::to_string(merged.rank) + " has no span in the run, so " + merged.trace.path +
-                           " has no rank to go beside (--merge-rank)");
-}
-
 std::uint64_t shifted(std::uint64_t ns, std::int64_t offset) {
   return static_cast<std::uint64_t>(std::max<std::int64_t>(0, static_cast<std::int64_t>(ns) + offset));
 }
@@ -151,7 +143,7 @@ std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path
   }
   std::stable_sort(order.begin(), order.end(),
                    [](const auto* a, const auto* b) { return a->origin.rank < b->origin.rank; });
-  const std::int64_t merged_offset = merged != nullptr ? profile_offset_ns(timeline, *merged) : 0;
+  const std::int64_t merged_offset = merged != nullptr ? timeline.offset_of_rank(merged->rank) : 0;
   std::uint64_t origin = timeline.first_ns;
   if (merged != nullptr) origin = std::min(origin, shifted(merged->trace.first_ns, merged_offset));
   if (origin == UINT64_MAX) origin = 0;

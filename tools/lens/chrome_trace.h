@@ -19,12 +19,6 @@
 
 namespace lens_tools {
 
-// A torch.profiler trace and the rank it profiled.
-struct MergedProfile {
-  int rank = 0;
-  ProfilerTrace trace;
-};
-
 // Writes `timeline` (laid out) to `path`, with `merged` beside its rank when given; returns the number of events
 // written, throws std::runtime_error when the file cannot be written or `merged`'s rank is not in the timeline.
 std::size_t write_chrome_trace(const Timeline& timeline, const std::string& path,

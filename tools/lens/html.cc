@@ -58,10 +58,74 @@ std::string script_safe(std::string json) {
   return json;
 }
 
+// A torch.profiler trace's lane (`--merge`), below its rank's: its complete events within the timeline's range, on
+// the rank's clock, a row for each nesting level of each of its threads; each a rect and an entry of the spans' JSON
+// as a span is. Returns the lane's height.
+template <typename XOf, typename MsOf>
+double profile_lane(const MergedProfile& merged, std::int64_t offset, const Timeline& t, XOf x_of, MsOf ms_of, double y,
+                    std::string& body, std::string& spans_json, std::size_t& drawn_spans) {
+  struct Kept {
+    const ProfilerEvent* event;
+    std::uint64_t start, end;
+  };
+  std::vector<Kept> kept;
+  for (const ProfilerEvent& e : merged.trace.events) {
+    const std::int64_t start = static_cast<std::int64_t>(e.start_ns) + offset;
+    const std::int64_t end = start + static_cast<std::int64_t>(e.duration_ns);
+    if (e.instant || end <= static_cast<std::int64_t>(t.first_ns) || start >= static_cast<std::int64_t>(t.last_ns))
+      continue;
+    kept.push_back({&e,
+                    static_cast<std::uint64_t>(std::max<std::int64_t>(start, static_cast<std::int64_t>(t.first_ns))),
+                    static_cast<std::uint64_t>(std::min<std::int64_t>(end, static_cast<std::int64_t>(t.last_ns)))});
+  }
+  std::stable_sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) {
+    return a.event->track != b.event->track ? a.event->track < b.event->track
+           : a.start != b.start             ? a.start < b.start
+                                            : a.end > b.end;
+  });
+  std::vector<int> depth(kept.size()), track_rows(merged.trace.tracks.size(), 1);
+  std::vector<std::uint64_t> open;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (i > 0 && kept[i].event->track != kept[i - 1].event->track) open.clear();
+    while (!open.empty() && open.back() <= kept[i].start) open.pop_back();
+    depth[i] = static_cast<int>(open.size());
+    open.push_back(kept[i].end);
+    int& rows = track_rows[static_cast<std::size_t>(kept[i].event->track)];
+    rows = std::max(rows, depth[i] + 1);
+  }
+  std::vector<double> track_top(track_rows.size());
+  double rows = 0;
+  for (std::size_t k = 0; k < track_rows.size(); ++k) track_top[k] = rows, rows += track_rows[k];
+  const double height = rows * kRow + 8;
+  body += "<g class=\"rank-lane profile-lane\" data-profile-rank=\"" + std::to_string(merged.rank) +
+          "\" transform=\"translate(0," + fixed(y, 1) + ")\"><rect x=\"0\" y=\"0\" width=\"" + fixed(kWidth, 0) +
+          "\" height=\"" + fixed(height, 1) + "\" fill=\"#eef2f6\"/><text x=\"4\" y=\"14\" class=\"lane-label\">rank " +
+          std::to_string(merged.rank) + " torch.profiler</text><g clip-path=\"url(#plot-clip)\"><g class=\"zoom\">";
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const ProfilerEvent& e = *kept[i].event;
+    const double x = x_of(kept[i].start), w = std::max(0.5, x_of(kept[i].end) - x);
+    const double top = 4 + (track_top[static_cast<std::size_t>(e.track)] + depth[i]) * kRow;
+    const double duration_ms = static_cast<double>(e.duration_ns) / 1e6;
+    // Kineto's categories: GPU kernels green, CPU operators (and a trace without categories) brown, the rest grey.
+    const char* fill = e.category == "kernel"                                ? "#59a14f"
+                       : e.category.empty() || e.category.starts_with("cpu") ? "#9c755f"
+                                                                             : "#bab0ac";
+    body += "<rect class=\"profiler\" data-i=\"" + std::to_string(drawn_spans) + "\" x=\"" + fixed(x, 2) + "\" y=\"" +
+            fixed(top, 1) + "\" width=\"" + fixed(w, 2) + "\" height=\"" + fixed(kRow - 2, 0) + "\" fill=\"" + fill +
+            "\"><title>" + escape(e.name) + " " + fixed(duration_ms, 3) + " ms</title></rect>";
+    spans_json += std::string(drawn_spans++ == 0 ? "" : ",") + "{\"name\":" + lens::internal::json_string(e.name) +
+                  ",\"rank\":" + std::to_string(merged.rank) + ",\"start_ms\":" + fixed(ms_of(kept[i].start), 6) +
+                  ",\"duration_ms\":" + fixed(duration_ms, 6) +
+                  ",\"attributes\":" + (e.args_json.empty() ? std::string("{}") : e.args_json) + "}";
+  }
+  body += "</g></g></g>";
+  return height + 4;
+}
+
 // The timeline: a lane per rank, each span a rect (its index into the spans' JSON, which the page's script shows on a
 // click), links as dashed lines, a time axis. The spans and links sit in a group the script scales and moves in x
 // (zoom and pan), clipped to the plot; the axis is redrawn for the range in view.
-std::string timeline_svg(const Timeline& t) {
+std::string timeline_svg(const Timeline& t, const MergedProfile* merged) {
   std::vector<const TimelineProcess*> order;
   for (const auto& [key, p] : t.processes) order.push_back(&p);
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->origin.rank < b->origin.rank; });
@@ -73,7 +137,8 @@ std::string timeline_svg(const Timeline& t) {
   std::size_t drawn_spans = 0;
   std::unordered_map<std::uint64_t, Drawn> drawn;  // span id -> the span and its row, for link lines
   double y = 0;
-  for (const TimelineProcess* p : order) {
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const TimelineProcess* p = order[n];
     // Rows: nesting depth within each lane, lanes one below the other.
     std::vector<std::vector<std::uint64_t>> open(static_cast<std::size_t>(std::max(p->lanes, 1)));
     std::vector<int> depth_of(p->spans.size());
@@ -117,6 +182,9 @@ std::string timeline_svg(const Timeline& t) {
     }
     body += "</g></g></g>";
     y += height + 4;
+    const bool last_of_rank = n + 1 == order.size() || order[n + 1]->origin.rank != p->origin.rank;
+    if (merged != nullptr && last_of_rank && p->origin.rank == merged->rank)
+      y += profile_lane(*merged, t.offset_of_rank(merged->rank), t, x_of, ms_of, y, body, spans_json, drawn_spans);
   }
   spans_json += "]";
   // Links between stages: from the linked span (the sender) to the span that links to it, forward in time as the
@@ -326,7 +394,8 @@ constexpr const char* kStyle =
     "body{font:14px system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
     "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}"
     "td:first-child,th:first-child{text-align:left}svg text{font-size:11px;fill:#333}.lane-label{font-weight:600}"
-    ".link{stroke:#222;stroke-width:1;stroke-dasharray:3 2}.axis{stroke:#999}.series{stroke-width:1.5}"
+    ".link{stroke:#222;stroke-width:1;stroke-dasharray:3 "
+    "2;vector-effect:non-scaling-stroke}.axis{stroke:#999}.series{stroke-width:1.5}"
     "pre{background:#f7f7f7;padding:8px}";
 
 // The timeline's zoom (buttons, the wheel), pan (drag) and a click's details, written for this page: no library, no
@@ -426,7 +495,8 @@ constexpr const char* kScript = R"JS(
 
 }  // namespace
 
-std::string render_html(const Figures& f, const Timeline& timeline, const std::string& steps_shown) {
+std::string render_html(const Figures& f, const Timeline& timeline, const std::string& steps_shown,
+                        const MergedProfile* merged) {
   std::string ids;
   for (const std::string& id : f.run.run_ids) ids += (ids.empty() ? "" : ", ") + id;
   std::string page =
@@ -442,7 +512,7 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
       "optimizer; dashed lines: links from a sending stage to the receiving one; under \"device\", what the rank's GPU "
       "ran for its device-timed spans (docs/GPU.md). Zoom with the buttons or the mouse wheel, drag to pan; hover a "
       "span for its name and duration, click it for its attributes.</p>" +
-      timeline_svg(timeline);
+      timeline_svg(timeline, merged);
   std::vector<std::pair<std::string, std::vector<double>>> compute_series;  // in rank order
   for (const auto& [rank, values] : f.compute_ms_by_rank) {
     std::vector<double> v;

@@ -203,15 +203,32 @@ int one_run_only(const char* tool, const lens_tools::ReadStats& read, const std:
   return 0;
 }
 
+// --merge's torch.profiler trace, read before the run (a bad one fails fast); null when none was given.
+std::unique_ptr<lens_tools::MergedProfile> profile_to_merge(const std::string& path, int rank) {
+  if (path.empty()) return nullptr;
+  return std::make_unique<lens_tools::MergedProfile>(
+      lens_tools::MergedProfile{rank, lens_tools::read_profiler_trace(path)});
+}
+
 struct ReportOptions {
   std::vector<std::string> inputs;  // RUN_DIR...
   std::string run_dir, steps, html, run;
+  std::string merge;  // --merge: a torch.profiler trace, for --html and convert
+  int merge_rank = 0;
   bool json = false;
   std::vector<std::string> fail_if;
   int threads = 0;  // reading threads; 0: one a core
 };
 
 int report(const ReportOptions& o) {
+  if (!o.merge.empty() && o.html.empty()) throw CLI::ValidationError("--merge", "draws on the page: give --html FILE");
+  std::unique_ptr<lens_tools::MergedProfile> merged;
+  try {
+    merged = profile_to_merge(o.merge, o.merge_rank);
+  } catch (const lens_tools::ProfilerTraceError& e) {
+    tell("lens report: %s\n", e.what());
+    return kBadInput;
+  }
   std::vector<FailIf> conditions;
   for (const std::string& text : o.fail_if) conditions.push_back(parse_fail_if(text));
   const lens_tools::StepRange range = parse_steps(o.steps);
@@ -246,7 +263,7 @@ int report(const ReportOptions& o) {
                               : shown.first == shown.last
                                   ? std::to_string(shown.first)
                                   : std::to_string(shown.first) + "-" + std::to_string(shown.last);
-    write_file(o.html, lens_tools::render_html(figures, timeline, label));
+    write_file(o.html, lens_tools::render_html(figures, timeline, label, merged.get()));
     tell("lens report: wrote %s\n", o.html.c_str());
   }
   int status = 0;
@@ -256,13 +273,6 @@ int report(const ReportOptions& o) {
       status = kFailed;
     }
   return status;
-}
-
-// --merge's torch.profiler trace, read before the run (a bad one fails fast); null when none was given.
-std::unique_ptr<lens_tools::MergedProfile> profile_to_merge(const std::string& path, int rank) {
-  if (path.empty()) return nullptr;
-  return std::make_unique<lens_tools::MergedProfile>(
-      lens_tools::MergedProfile{rank, lens_tools::read_profiler_trace(path)});
 }
 
 int convert(const std::vector<std::string>& run_dirs, const std::string& to, const std::string& output,
@@ -361,6 +371,13 @@ int lens_main(int argc, char** argv) {
                   "Also write the report as one self-contained page (opens from disk): a timeline of the last two "
                   "iterations, or of --steps (at most 8), one lane per rank; step time and loss over the run")
       ->option_text("FILE");
+  rep->add_option("--merge", o.merge,
+                  "With --html: a torch.profiler trace of one rank of the run, drawn on the timeline below that rank "
+                  "(as for convert)")
+      ->option_text("PROFILER_TRACE");
+  rep->add_option("--merge-rank", o.merge_rank, "The rank --merge's trace profiled (default 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->option_text("R");
   rep->add_option("--fail-if", o.fail_if,
                   "Exit 1 when this holds (repeatable): straggler, problems (unreadable lines), bubble>PERCENT (a "
                   "stage's), bubble-excess>POINTS (above (P-1)/(M+P-1)), dropped>N (spans)")
@@ -388,13 +405,11 @@ int lens_main(int argc, char** argv) {
       ->option_text("N");
   conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A")
       ->option_text("A-B");
-  std::string merge;
-  int merge_rank = 0;
-  conv->add_option("--merge", merge,
+  conv->add_option("--merge", o.merge,
                    "A torch.profiler trace (.json or .json.gz, Kineto's or one with baseTimeNanoseconds) of one rank "
                    "of the run, put beside that rank's spans on the same clock")
       ->option_text("PROFILER_TRACE");
-  conv->add_option("--merge-rank", merge_rank, "The rank --merge's trace profiled (default 0)")
+  conv->add_option("--merge-rank", o.merge_rank, "The rank --merge's trace profiled (default 0)")
       ->check(CLI::NonNegativeNumber)
       ->option_text("R");
   CLI::App* ctl = app.add_subcommand(
@@ -446,7 +461,7 @@ int lens_main(int argc, char** argv) {
     if (ctl->parsed())
       return ctl_status->parsed() ? lens_tools::ctl_status(o.run_dir)
                                   : lens_tools::ctl_span_groups(o.run_dir, spec, iterations);
-    return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run, o.threads, merge, merge_rank);
+    return rep->parsed() ? report(o) : convert(o.inputs, to, output, o.steps, o.run, o.threads, o.merge, o.merge_rank);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version: CLI11 prints them
     // CLI11 would echo the option's text as it came (an invalid --fail-if with escape sequences in it).

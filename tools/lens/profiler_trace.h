@@ -36,6 +36,12 @@ class ProfilerTraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A torch.profiler trace and the rank it profiled (`--merge`, `--merge-rank`).
+struct MergedProfile {
+  int rank = 0;
+  ProfilerTrace trace;
+};
+
 // Reads `path`; throws ProfilerTraceError naming the file and what is wrong (unreadable, not a trace, no time
 // base, no event).
 ProfilerTrace read_profiler_trace(const std::string& path);

@@ -1,6 +1,8 @@
 #include "timeline.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include "span_kinds.h"
@@ -17,6 +19,12 @@ LinkArrow link_arrow(const TimelineSpan& sender, const TimelineSpan& receiver) {
   a.to_ns = arrived;
   a.arrival = true;
   return a;
+}
+
+std::int64_t Timeline::offset_of_rank(int rank) const {
+  for (const auto& [key, p] : processes)
+    if (p.origin.rank == rank) return clocks.corrected ? clocks.offset_ns(p.origin.host) : 0;
+  throw std::runtime_error("rank " + std::to_string(rank) + " has no span in the run's timeline (--merge-rank)");
 }
 
 bool Timeline::kept(const std::string& key, const SpanRow& s) const {

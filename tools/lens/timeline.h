@@ -51,6 +51,10 @@ class Timeline : public RunVisitor {
   // each process's spans and gives each a lane; call once, after the read.
   void lay_out();
 
+  // What lay_out() added to `rank`'s times (its host's clock offset), for what is put beside it (a torch.profiler
+  // trace); throws std::runtime_error when the timeline has no span of `rank`.
+  std::int64_t offset_of_rank(int rank) const;
+
   ClockFigures clocks;  // what lay_out() corrected by
   std::vector<std::string> names;
   std::map<std::string, TimelineProcess> processes;  // by process_key(): rank order within a run
