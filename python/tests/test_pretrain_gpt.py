@@ -196,7 +196,8 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
         page = os.path.join(self.python_dir.name, "merged.html")
         run = subprocess.run([LENS_TOOL, "report", os.path.join(self.python_dir.name, "telemetry"), "--steps", "3-4",
                               "--html", page, "--merge",
-                              os.path.join(self.python_dir.name, "profile", "rank1.pt.trace.json"), "--merge-rank", "1"],
+                              os.path.join(self.python_dir.name, "profile", "rank1.pt.trace.json"),
+                              "--merge-rank", "1"],
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(run.returncode, 0, run.stderr)
         with open(page, encoding="utf-8") as f:
