@@ -983,7 +983,8 @@ TEST(PretrainGpt, AMicroBatchIsFollowedThroughFourStagesByItsSenderLinks) {
 
 // TRACE_LAYOUT=step puts iteration i of every rank in one trace whose id is SHA-256 of
 // "lens.step/<run id>/<i>" (the ids and the kept iterations below come from Python's hashlib), each rank's step
-// span a root linked to its segment; a 0.25 trace-id ratio then keeps the same whole iterations on every rank.
+// span under the trace's one root (lens.step, from rank 0) and linked to its segment; a 0.25 trace-id ratio then keeps
+// the same whole iterations on every rank.
 TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
   Launch run = launch(
       "step_layout", 4, with_iters(small({"--otel-span-groups", "per_step"}), 40),
@@ -995,6 +996,7 @@ TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
   const std::map<std::string, std::string> trace_of{{"5", "a46e61bbd518516c1e6fe554047a0b4b"},
                                                     {"6", "0aa25920d8b0366d372dcfca3d184f2a"},
                                                     {"7", "540432de1a9d7f763822fcdbeab3dff5"}};
+  std::map<std::string, std::set<std::string>> root_of_trace;  // step trace -> its step spans' parents, all ranks
   for (int rank = 0; rank < 4; ++rank) {
     std::set<std::string> kept;
     std::map<std::string, std::string> trace_by_iteration;
@@ -1005,12 +1007,16 @@ TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
       const std::string iteration = attribute(step->data, "megatron.iteration")["intValue"];
       kept.insert(iteration);
       trace_by_iteration[iteration] = step->data["traceId"];
-      EXPECT_FALSE(step->data.contains("parentSpanId")) << "a root of its step trace";
+      root_of_trace[step->data["traceId"]].insert(step->data.value("parentSpanId", std::string("none")));
       ASSERT_EQ(step->data["links"].size(), 1u) << "linked to its segment";
       if (!segments.empty()) EXPECT_EQ(step->data["links"][0]["spanId"], segments[0]->data["spanId"]);
       EXPECT_NE(step->data["links"][0]["traceId"], step->data["traceId"]);
     }
     EXPECT_EQ(kept, kept_expected) << "rank " << rank;
+    // The lowest exporting rank exports each kept step's root, lens.step, in the step's trace; the others none.
+    const auto roots = t.named("lens.step", rank);
+    EXPECT_EQ(roots.size(), rank == 0 ? kept_expected.size() : 0u) << rank;
+    for (const Span* root : roots) EXPECT_FALSE(root->data.contains("parentSpanId"));
     for (const auto& [iteration, trace] : trace_of) EXPECT_EQ(trace_by_iteration[iteration], trace) << rank;
     // What runs inside a step is in the step's trace.
     std::set<std::string> step_traces;
@@ -1018,6 +1024,15 @@ TEST(PretrainGpt, StepTracesAreSharedByEveryRankAndSampledAlike) {
     for (const Span* fb : t.named("megatron.forward_backward", rank))
       EXPECT_TRUE(step_traces.count(fb->data["traceId"].get<std::string>())) << rank;
     EXPECT_EQ(t.named("megatron.forward_backward", rank).size(), kept_expected.size()) << rank;
+  }
+  // Every rank's step span of a step is a child of one span: that trace's lens.step, exported by rank 0.
+  ASSERT_EQ(root_of_trace.size(), kept_expected.size());
+  for (const auto& [trace, parents] : root_of_trace) {
+    ASSERT_EQ(parents.size(), 1u) << trace;
+    std::vector<std::string> roots;
+    for (const Span* root : t.named("lens.step", 0))
+      if (root->data["traceId"] == trace) roots.push_back(root->data["spanId"]);
+    EXPECT_EQ(roots, std::vector<std::string>{*parents.begin()}) << trace;
   }
 }
 
