@@ -322,6 +322,14 @@ int convert(const std::vector<std::string>& run_dirs, const std::string& to, con
   return 0;
 }
 
+// --merge PROFILER_TRACE and --merge-rank R, as report and convert take them.
+void add_merge_options(CLI::App& command, ReportOptions& o, const std::string& merge_help) {
+  command.add_option("--merge", o.merge, merge_help)->option_text("PROFILER_TRACE");
+  command.add_option("--merge-rank", o.merge_rank, "The rank --merge's trace profiled (default 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->option_text("R");
+}
+
 int lens_main(int argc, char** argv) {
   CLI::App app{
       "lens: read a training run's telemetry files (OTLP/JSON Lines, plain or .gz) with no server.\n"
@@ -367,17 +375,15 @@ int lens_main(int argc, char** argv) {
                   "core. Fewer under a limit on the address space (ulimit -v): about 84 MiB each")
       ->check(CLI::Range(1, static_cast<int>(lens_tools::kMaxReadingThreads)))
       ->option_text("N");
-  rep->add_option("--html", o.html,
-                  "Also write the report as one self-contained page (opens from disk): a timeline of the last two "
-                  "iterations, or of --steps (at most 8), one lane per rank; step time and loss over the run")
+  rep->add_option(
+         "--html", o.html,
+         "Also write the report as one self-contained page (opens from disk): a timeline of the last two "
+         "iterations, or of --steps (at most 8), one lane per rank, to zoom and click; compute per rank and loss "
+         "over the run")
       ->option_text("FILE");
-  rep->add_option("--merge", o.merge,
-                  "With --html: a torch.profiler trace of one rank of the run, drawn on the timeline below that rank "
-                  "(as for convert)")
-      ->option_text("PROFILER_TRACE");
-  rep->add_option("--merge-rank", o.merge_rank, "The rank --merge's trace profiled (default 0)")
-      ->check(CLI::NonNegativeNumber)
-      ->option_text("R");
+  add_merge_options(*rep, o,
+                    "With --html: a torch.profiler trace of one rank of the run, drawn on the timeline below "
+                    "that rank (as for convert)");
   rep->add_option("--fail-if", o.fail_if,
                   "Exit 1 when this holds (repeatable): straggler, problems (unreadable lines), bubble>PERCENT (a "
                   "stage's), bubble-excess>POINTS (above (P-1)/(M+P-1)), dropped>N (spans)")
@@ -405,13 +411,9 @@ int lens_main(int argc, char** argv) {
       ->option_text("N");
   conv->add_option("--steps", o.steps, "Only the spans inside these iterations' step spans: A-B or A")
       ->option_text("A-B");
-  conv->add_option("--merge", o.merge,
-                   "A torch.profiler trace (.json or .json.gz, Kineto's or one with baseTimeNanoseconds) of one rank "
-                   "of the run, put beside that rank's spans on the same clock")
-      ->option_text("PROFILER_TRACE");
-  conv->add_option("--merge-rank", o.merge_rank, "The rank --merge's trace profiled (default 0)")
-      ->check(CLI::NonNegativeNumber)
-      ->option_text("R");
+  add_merge_options(*conv, o,
+                    "A torch.profiler trace (.json or .json.gz, Kineto's or one with baseTimeNanoseconds) of one rank "
+                    "of the run, put beside that rank's spans on the same clock");
   CLI::App* ctl = app.add_subcommand(
       "ctl",
       "Talk to a running job started with MEGATRON_OTEL_CONTROL=1 (its rank 0 serves a control endpoint on loopback, "
