@@ -219,6 +219,19 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
         self.assertEqual(run.returncode, 2)
         self.assertIn("has no time base", run.stderr)
         self.assertIn("baseTimeNanoseconds", run.stderr)
+        # A file that is no JSON, or is not there: refused by name, nothing written.
+        broken = os.path.join(self.python_dir.name, "broken.json")
+        with open(broken, "w", encoding="utf-8") as f:
+            f.write('{"traceEvents": [{"ph": "X", "ts": 1')
+        for trace, said in ((broken, "is not JSON"), (os.path.join(self.python_dir.name, "absent.json"),
+                                                      "cannot read")):
+            out = os.path.join(self.python_dir.name, "never.json")
+            run = subprocess.run([LENS_TOOL, "convert", os.path.join(self.python_dir.name, "telemetry"), "--to",
+                                  "chrome-json", "-o", out, "--merge", trace], capture_output=True, text=True,
+                                 timeout=120)
+            self.assertEqual(run.returncode, 2, run.stderr)
+            self.assertIn(said, run.stderr)
+            self.assertFalse(os.path.exists(out))
 
     def test_nothing_dropped_and_the_log_lines(self):
         self.assertEqual(len(re.findall(r"lens: spans: \d+ produced, \d+ exported, 0 dropped", self.python_out)), 4)

@@ -7,7 +7,7 @@ exported; each span's parent is in its trace with the parent's name the tree of 
 pipeline receive is linked to a send of the other stage; in the step layout each iteration is one trace that
 spans all 4 ranks, with one root (`lens.step`) from which every span is reached, and every transfer and gradient
 sync linked to its peer's span, which links back. In the segment layout the ranks run on the CUDA runtime's
-simulator with device timing (issue 34): each `<name>.device` span arrives as its host span's child. The Jaeger
+simulator with device timing (docs/GPU.md): each `<name>.device` span arrives as its host span's child. The Jaeger
 build from the Go module proxy carries a placeholder page instead of its UI (the UI's assets are built with npm and
 are not in the module), so the check is through the API alone."""
 
