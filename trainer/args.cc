@@ -7,7 +7,8 @@ namespace trainer {
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  CLI::App app{"pretrain_gpt: a Megatron-style GPT pretraining run (data and pipeline parallel), traced by lens"};
+  CLI::App app{
+      "pretrain_gpt: a Megatron-style GPT pretraining run (tensor, data and pipeline parallel), traced by lens"};
   app.add_option("--num-layers", a.num_layers, "Transformer layers")->check(CLI::PositiveNumber);
   app.add_option("--hidden-size", a.hidden_size, "Hidden size")->check(CLI::PositiveNumber);
   app.add_option("--num-attention-heads", a.num_attention_heads, "Attention heads")->check(CLI::PositiveNumber);
@@ -24,7 +25,19 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--clip-grad", a.clip_grad, "Gradient norm clip (0: none)")->check(CLI::NonNegativeNumber);
   app.add_option("--pipeline-model-parallel-size", a.pipeline_model_parallel_size, "Pipeline stages")
       ->check(CLI::PositiveNumber);
-  app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size, "Must be 1")->check(CLI::PositiveNumber);
+  app.add_option("--tensor-model-parallel-size", a.tensor_model_parallel_size,
+                 "Ranks that split each layer (attention heads, MLP columns); must divide --num-attention-heads")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--recompute-granularity", a.recompute_granularity,
+                 "full: keep only each recomputed layer's input in forward, run its forward again in backward")
+      ->check(CLI::IsMember({"full"}));
+  app.add_option("--recompute-method", a.recompute_method,
+                 "uniform: recompute every layer, in chunks of --recompute-num-layers; block: only the first "
+                 "--recompute-num-layers layers of each stage")
+      ->check(CLI::IsMember({"uniform", "block"}));
+  app.add_option("--recompute-num-layers", a.recompute_num_layers,
+                 "Layers per recomputed chunk (uniform) or recomputed layers per stage (block); default 1")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--overlap-grad-reduce", a.overlap_grad_reduce,
                "Start each gradient bucket's all-reduce during backward, as soon as its gradients are ready");
   app.add_option("--ddp-bucket-size", a.ddp_bucket_size,
@@ -49,9 +62,11 @@ Args parse_args(int argc, char** argv) {
   app.add_flag("--bf16", a.bf16, "Accepted for Megatron compatibility; this CPU trainer computes in fp32");
   app.add_flag("--fp16", a.fp16, "Accepted for Megatron compatibility; this CPU trainer computes in fp32");
   app.add_option("--ckpt-format", a.ckpt_format, "Checkpoint format")->check(CLI::IsMember({"torch"}));
-  app.add_flag("--otel-enabled", a.otel_enabled, "Turn telemetry on (else MEGATRON_OTEL_ENABLED decides)");
-  app.add_option("--otel-service-name", a.otel_service_name, "Telemetry service name");
-  app.add_option("--otel-span-groups", a.otel_span_groups, "Span-group spec, e.g. per_step or all,-layer");
+  // Megatron's `opentelemetry` argument group: the flags that override the MEGATRON_OTEL_* environment.
+  const std::string otel = "opentelemetry";
+  app.add_flag("--otel-enabled", a.otel_enabled, "Turn telemetry on (else MEGATRON_OTEL_ENABLED decides)")->group(otel);
+  app.add_option("--otel-service-name", a.otel_service_name, "Telemetry service name")->group(otel);
+  app.add_option("--otel-span-groups", a.otel_span_groups, "Span-group spec, e.g. per_step or all,-layer")->group(otel);
   app.add_option("--testing-slow-rank", a.testing_slow_rank,
                  "Testing aid: this rank sleeps --testing-slow-ms in every micro-batch forward (a known straggler)");
   app.add_option("--testing-slow-ms", a.testing_slow_ms, "Testing aid: see --testing-slow-rank")
@@ -94,14 +109,11 @@ Args parse_args(int argc, char** argv) {
 
 int validate(const Args& a, int world_size) {
   auto fail = [](const std::string& what) { throw ArgsError("pretrain_gpt: " + what); };
-  if (a.tensor_model_parallel_size != 1)
-    fail("--tensor-model-parallel-size " + std::to_string(a.tensor_model_parallel_size) +
-         " is not supported by this trainer (data and pipeline parallel only); use 1");
-  const int pp = a.pipeline_model_parallel_size;
-  if (world_size % pp != 0)
-    fail("the world size " + std::to_string(world_size) + " is not divisible by --pipeline-model-parallel-size " +
-         std::to_string(pp));
-  const int dp = world_size / pp;
+  const int pp = a.pipeline_model_parallel_size, tp = a.tensor_model_parallel_size;
+  if (world_size % (tp * pp) != 0)
+    fail("the world size " + std::to_string(world_size) + " is not divisible by --tensor-model-parallel-size " +
+         std::to_string(tp) + " x --pipeline-model-parallel-size " + std::to_string(pp));
+  const int dp = world_size / (tp * pp);
   if (a.num_layers % pp != 0)
     fail("--num-layers " + std::to_string(a.num_layers) + " is not divisible by --pipeline-model-parallel-size " +
          std::to_string(pp));
@@ -111,6 +123,11 @@ int validate(const Args& a, int world_size) {
   if (a.global_batch_size % (static_cast<std::int64_t>(a.micro_batch_size) * dp) != 0)
     fail("--global-batch-size " + std::to_string(a.global_batch_size) + " is not divisible by --micro-batch-size " +
          std::to_string(a.micro_batch_size) + " x data-parallel size " + std::to_string(dp));
+  if (a.num_attention_heads % tp != 0)
+    fail("--num-attention-heads " + std::to_string(a.num_attention_heads) +
+         " is not divisible by --tensor-model-parallel-size " + std::to_string(tp));
+  if (a.recompute_method.empty() != a.recompute_granularity.empty())
+    fail("--recompute-granularity full and --recompute-method go together");
   if (a.min_lr > a.lr) fail("--min-lr is above --lr");
   if (!a.data_path.empty() && !std::filesystem::is_regular_file(a.data_path))
     fail("--data-path " + a.data_path + " is not a readable file");

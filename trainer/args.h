@@ -28,6 +28,9 @@ struct Args {
   // Parallelism.
   int pipeline_model_parallel_size = 1;
   int tensor_model_parallel_size = 1;
+  // Activation recomputation (--recompute-granularity full): empty, or "full" with a method, "uniform" or "block".
+  std::string recompute_granularity, recompute_method;
+  int recompute_num_layers = 1;
   // Data-parallel gradient sync: buckets all-reduced during backward (else after it, as one bucket), and their
   // size in elements (0: Megatron's default, max(40M, 1M x DP)).
   bool overlap_grad_reduce = false;
@@ -81,8 +84,9 @@ class ArgsError : public std::runtime_error {
 Args parse_args(int argc, char** argv);
 
 // Checks the values against each other and the world size: the batch must divide into micro-batches across the
-// data-parallel ranks, the layers across the pipeline stages, the heads across the hidden size; tensor
-// parallelism other than 1 is not supported; the data file must exist. Returns the data-parallel size.
+// data-parallel ranks, the layers across the pipeline stages, the heads across the hidden size and the
+// tensor-parallel ranks, the world across tensor x pipeline parallel; the data file must exist. Returns the
+// data-parallel size.
 int validate(const Args& args, int world_size);
 
 // Elements per gradient bucket: one bucket for all without --overlap-grad-reduce (returns 0), else

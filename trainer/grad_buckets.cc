@@ -9,8 +9,8 @@ namespace trainer {
 namespace mg = lens::megatron::group;
 
 GradBuckets::GradBuckets(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_elements,
-                         c10d::ProcessGroupGloo& group, bool overlap, int first_replica_rank)
-    : group_(group), overlap_(overlap), first_replica_rank_(first_replica_rank) {
+                         c10d::ProcessGroupGloo& group, bool overlap, int first_replica_rank, int replica_stride)
+    : group_(group), overlap_(overlap), first_replica_rank_(first_replica_rank), replica_stride_(replica_stride) {
   // Which bucket each parameter (in reverse order) falls in, and the buckets' sizes.
   std::vector<std::size_t> bucket_of;
   std::vector<std::int64_t> elements{0};
@@ -78,14 +78,14 @@ void GradBuckets::start_ready_buckets() {
 void GradBuckets::start_synced(lens::Span& span, lens::SpanName name, std::string_view part,
                                const lens::StartOptions& options) {
   if (!LENS_GROUP_ENABLED(mg::communication)) return;
-  const int rank = first_replica_rank_ + group_.getRank();
+  const int rank = replica_rank(group_.getRank());
   const lens::SpanId id = peer_links_.id(PeerLinks::grad_sync(part, rank));
   lens::StartOptions with_id = options;
   with_id.span_id = &id;
   span.start(mg::communication, name, {}, with_id);
   std::vector<std::string> peers;
-  for (int r = first_replica_rank_; r < first_replica_rank_ + group_.getSize(); ++r)
-    if (r != rank) peers.push_back(PeerLinks::grad_sync(part, r));
+  for (int r = 0; r < group_.getSize(); ++r)
+    if (r != group_.getRank()) peers.push_back(PeerLinks::grad_sync(part, replica_rank(r)));
   peer_links_.link_to_peers(span, peers);
 }
 

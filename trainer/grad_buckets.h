@@ -33,10 +33,10 @@ class GradBuckets {
  public:
   // `bucket_elements`: a bucket closes once it holds at least this many elements (0: one bucket for all).
   // Parameters are bucketed in reverse order, the order backward produces their gradients.
-  // `first_replica_rank`: the global rank of the group's rank 0 (the group's ranks are consecutive), for the links
-  // between the replicas' grad_sync spans.
+  // `first_replica_rank`, `replica_stride`: the global rank of the group's rank 0 and the step between the global
+  // ranks of its members (the tensor-parallel size), for the links between the replicas' grad_sync spans.
   GradBuckets(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_elements, c10d::ProcessGroupGloo& group,
-              bool overlap, int first_replica_rank = 0);
+              bool overlap, int first_replica_rank = 0, int replica_stride = 1);
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
@@ -74,7 +74,8 @@ class GradBuckets {
   std::size_t next_to_start_ = 0;
   bool armed_ = false;
   lens::SpanContext parent_;
-  int first_replica_rank_;
+  int first_replica_rank_, replica_stride_;
+  int replica_rank(int group_rank) const { return first_replica_rank_ + group_rank * replica_stride_; }
   PeerLinks peer_links_;
 };
 

@@ -103,8 +103,11 @@ void all_or_none(c10d::Store& store, const Topology& t, const std::string& name,
 
 Parallel::Parallel(const Topology& t, c10::intrusive_ptr<c10d::Store> store) : topology_(t), store_(std::move(store)) {
   world_ = make_group(store_, "world/", t.rank, t.world_size);
-  pipeline_ = make_group(store_, "pipeline" + std::to_string(t.data_rank()) + "/", t.stage(), t.pipeline_size);
-  data_ = make_group(store_, "data" + std::to_string(t.stage()) + "/", t.data_rank(), t.data_parallel_size);
+  const std::string stage = std::to_string(t.stage()), data_rank = std::to_string(t.data_rank()),
+                    tensor_rank = std::to_string(t.tensor_rank());
+  pipeline_ = make_group(store_, "pipeline" + data_rank + "_" + tensor_rank + "/", t.stage(), t.pipeline_size);
+  data_ = make_group(store_, "data" + stage + "_" + tensor_rank + "/", t.data_rank(), t.data_parallel_size);
+  tensor_ = make_group(store_, "tensor" + stage + "_" + data_rank + "/", t.tensor_rank(), t.tensor_parallel_size);
 }
 
 c10::intrusive_ptr<c10d::Work> Parallel::send(const torch::Tensor& tensor, int stage_offset, Tag tag) {

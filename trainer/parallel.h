@@ -1,7 +1,9 @@
-// The process groups of a data- x pipeline-parallel run over c10d Gloo: rank = pipeline stage x DP + data-parallel
-// rank (Megatron's order with tensor parallel 1). One TCP store rendezvous (MASTER_ADDR, MASTER_PORT) and three
-// groups per rank: the world, its pipeline (the stages of one model replica), its data-parallel group (the
-// replicas of one stage). Point-to-point transfers run between neighbouring stages of the pipeline.
+// The process groups of a tensor- x data- x pipeline-parallel run over c10d Gloo, in Megatron's rank order (tensor
+// parallel fastest, then data parallel, then pipeline): rank = (stage x DP + data-parallel rank) x TP + tensor-parallel
+// rank. One TCP store rendezvous (MASTER_ADDR, MASTER_PORT) and four groups per rank: the world, its pipeline (the
+// stages of one model replica at one tensor-parallel position), its data-parallel group (the replicas of one stage
+// at one tensor-parallel position) and its tensor-parallel group (the ranks that split the layers of one stage of
+// one replica). Point-to-point transfers run between neighbouring stages of the pipeline.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,11 +18,14 @@ namespace trainer {
 
 struct Topology {
   int rank = 0, world_size = 1;
-  int pipeline_size = 1, data_parallel_size = 1;
+  int pipeline_size = 1, data_parallel_size = 1, tensor_parallel_size = 1;
   // How long a rank waits in the rendezvous store for a key another rank has not set (c10d's timeout).
   std::chrono::seconds rendezvous_timeout{120};
-  int stage() const { return rank / data_parallel_size; }
-  int data_rank() const { return rank % data_parallel_size; }
+  int stage() const { return rank / (data_parallel_size * tensor_parallel_size); }
+  int data_rank() const { return (rank / tensor_parallel_size) % data_parallel_size; }
+  int tensor_rank() const { return rank % tensor_parallel_size; }
+  // The ranks of one stage: the same rank one stage on is this much higher.
+  int stage_stride() const { return data_parallel_size * tensor_parallel_size; }
   bool first_stage() const { return stage() == 0; }
   bool last_stage() const { return stage() == pipeline_size - 1; }
 };
@@ -57,6 +62,7 @@ class Parallel {
   c10d::ProcessGroupGloo& world() { return *world_; }
   c10d::ProcessGroupGloo& pipeline() { return *pipeline_; }
   c10d::ProcessGroupGloo& data() { return *data_; }
+  c10d::ProcessGroupGloo& tensor() { return *tensor_; }
 
   // To or from the neighbouring stage (+1 next, -1 previous). Forward activations use one tag, gradients another,
   // and the span contexts that travel with the activations a third, so each stays in order.
@@ -72,7 +78,7 @@ class Parallel {
  private:
   Topology topology_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> world_, pipeline_, data_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> world_, pipeline_, data_, tensor_;
 };
 
 }  // namespace trainer

@@ -71,7 +71,7 @@ IterationAgreement agree_before_iteration(trainer::Parallel& parallel) {
 // all-reduce gathers them all (lens/straggler.h); the exporting rank hands them to lens's scoring thread.
 void gather_stragglers(trainer::Parallel& parallel, const trainer::Topology& topology, std::int64_t iteration) {
   constexpr int kWords = lens::StragglerSummary::kWords;
-  const auto mine = lens::take_straggler_summary(iteration, topology.stage()).encode();
+  const auto mine = lens::take_straggler_summary(iteration, topology.stage(), topology.tensor_rank()).encode();
   torch::Tensor slots = torch::zeros({std::int64_t{topology.world_size} * kWords}, torch::kLong);
   auto words = slots.accessor<std::int64_t, 1>();
   for (int i = 0; i < kWords; ++i) words[std::int64_t{topology.rank} * kWords + i] = mine[static_cast<std::size_t>(i)];
@@ -153,6 +153,7 @@ trainer::Topology topology_of(const Args& args, const lens::RankInfo& ranks) {
           .world_size = ranks.world_size,
           .pipeline_size = args.pipeline_model_parallel_size,
           .data_parallel_size = dp,
+          .tensor_parallel_size = args.tensor_model_parallel_size,
           .rendezvous_timeout = std::chrono::seconds(args.testing_rendezvous_timeout_s)};
 }
 
@@ -191,7 +192,9 @@ lens::megatron::TrainingArgs PretrainRun::training_args() const {
           .micro_batch_size = args_.micro_batch_size,
           .ckpt_format = args_.ckpt_format,
           .fp16 = args_.fp16,
-          .bf16 = args_.bf16};
+          .bf16 = args_.bf16,
+          .ranks = lens::megatron::ParallelRanks{
+              .tensor = topology_.tensor_rank(), .pipeline = topology_.stage(), .data = topology_.data_rank()}};
 }
 
 void PretrainRun::set_up_telemetry() {
@@ -340,6 +343,7 @@ void PretrainRun::watch_stragglers(lens::ScopedSpan& segment) {
         *std::find_if(found->ranks.begin(), found->ranks.end(), [&](const auto& r) { return r.rank == rank; });
     segment.add_event("lens.straggler", {{"dl.rank", rank},
                                          {"dl.pipeline_parallel.rank", v.stage},
+                                         {"dl.tensor_parallel.rank", v.tensor_rank},
                                          {"lens.straggler.score", v.score},
                                          {"megatron.iteration", found->iteration}});
   }

@@ -217,10 +217,17 @@ Trainer::StepResult Trainer::train_step(const lens::SpanContext& segment,
   return r;
 }
 
-// The global gradient norm (all stages; the replicas agree after the sync), then clipping to --clip-grad. Every
-// gradient lives in the buckets' flat buffers: one reduction and one scale per bucket, not per parameter.
+// The global gradient norm (all stages and tensor-parallel ranks; the replicas agree after the sync), then clipping
+// to --clip-grad. Every gradient lives in the buckets' flat buffers: one reduction and one scale per bucket, not per
+// parameter. A parameter every tensor-parallel rank holds whole is counted on the first of them only, as Megatron
+// counts it, so the norm is the same whatever the tensor-parallel size.
 double Trainer::clip_and_norm() {
   torch::Tensor squares = grad_buckets_->squared_norm().reshape({1});
+  if (topology_.tensor_rank() != 0) {
+    torch::NoGradGuard no_grad;
+    for (const torch::Tensor& p : tensor_parallel_duplicates_) squares -= p.grad().pow(2).sum();
+  }
+  parallel_.allreduce(parallel_.tensor(), squares);
   parallel_.allreduce(parallel_.pipeline(), squares);
   const double norm = std::sqrt(squares.item<double>());
   if (args_.clip_grad > 0 && norm > args_.clip_grad) grad_buckets_->scale(args_.clip_grad / (norm + 1e-6));
@@ -267,9 +274,10 @@ std::string iteration_dir(const std::string& root, std::int64_t iteration) {
   return (std::filesystem::path(root) / name).string();
 }
 
-std::string stage_file(const std::string& iteration_path, int stage) {
+// Megatron's file of one model-parallel rank: mp_rank_<tensor-parallel rank>_<pipeline stage>.
+std::string stage_file(const std::string& iteration_path, int tensor_rank, int stage) {
   char name[48];
-  std::snprintf(name, sizeof name, "mp_rank_00_%03d", stage);
+  std::snprintf(name, sizeof name, "mp_rank_%02d_%03d", tensor_rank, stage);
   return (std::filesystem::path(iteration_path) / name / "model_optim_rng.pt").string();
 }
 
@@ -283,7 +291,7 @@ void Trainer::save_checkpoint(const std::string& dir) {
   finish_pending_save();
   LENS_SPAN_NAMED(save, mg::checkpoint, names().save_checkpoint, {"megatron.iteration", iteration_},
                   lens::megatron::kGoodput);
-  const std::string path = stage_file(iteration_dir(dir, iteration_), topology_.stage());
+  const std::string path = stage_file(iteration_dir(dir, iteration_), topology_.tensor_rank(), topology_.stage());
   if (saves()) {
     torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
     std::ostringstream bytes;
@@ -355,7 +363,7 @@ bool Trainer::load_checkpoint(const std::string& dir) {
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   {
     LENS_SPAN(mg::load_checkpoint, names().load_checkpoint_io_read);
-    const std::string path = stage_file(iteration_dir(dir, saved), topology_.stage());
+    const std::string path = stage_file(iteration_dir(dir, saved), topology_.tensor_rank(), topology_.stage());
     try {
       archive.load_from(path);
     } catch (const std::exception& e) {

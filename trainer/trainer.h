@@ -40,15 +40,26 @@ class Trainer {
         telemetry_(telemetry),
         resource_(std::move(resource)),
         microbatches_(trainer::num_microbatches(args, topology_.data_parallel_size)),
-        model_config_{args.num_layers, args.hidden_size,  args.num_attention_heads,
-                      args.seq_length, topology_.stage(), topology_.pipeline_size} {
+        model_config_{.num_layers = args.num_layers,
+                      .hidden_size = args.hidden_size,
+                      .num_attention_heads = args.num_attention_heads,
+                      .seq_length = args.seq_length,
+                      .stage = topology_.stage(),
+                      .stages = topology_.pipeline_size,
+                      .tp = {.size = topology_.tensor_parallel_size,
+                             .rank = topology_.tensor_rank(),
+                             .group = &parallel.tensor()},
+                      .recompute = recompute_of(args),
+                      .recompute_num_layers = args.recompute_num_layers} {
     torch::manual_seed(static_cast<std::uint64_t>(args_.seed) + static_cast<std::uint64_t>(topology_.stage()));
     model_ = trainer::GptStage(model_config_);
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         model_->parameters(), torch::optim::AdamWOptions(args_.lr).weight_decay(args_.weight_decay));
     grad_buckets_ = std::make_unique<trainer::GradBuckets>(
         model_->parameters(), trainer::bucket_elements(args_, topology_.data_parallel_size), parallel_.data(),
-        args_.overlap_grad_reduce, topology_.stage() * topology_.data_parallel_size);
+        args_.overlap_grad_reduce, topology_.stage() * topology_.stage_stride() + topology_.tensor_rank(),
+        topology_.tensor_parallel_size);
+    tensor_parallel_duplicates_ = model_->tensor_parallel_duplicates();
     if (args_.async_save && saves()) checkpoint_worker_ = std::make_unique<trainer::CheckpointWorker>();
     activation_shape_ = {args_.micro_batch_size, args_.seq_length, args_.hidden_size};
   }
@@ -87,8 +98,13 @@ class Trainer {
   void send_forward(std::int64_t micro, const torch::Tensor& output);
   void send_backward(std::int64_t micro, const torch::Tensor& input_grad);
   void start_transfer(lens::ScopedSpan& span, lens::SpanName name, const std::string& key, std::string_view end) const;
-  int next_rank() const { return topology_.rank + topology_.data_parallel_size; }  // the next stage's replica
-  int previous_rank() const { return topology_.rank - topology_.data_parallel_size; }
+  // The same replica and tensor-parallel position one stage on, or one stage back.
+  int next_rank() const { return topology_.rank + topology_.stage_stride(); }
+  int previous_rank() const { return topology_.rank - topology_.stage_stride(); }
+  static Recompute recompute_of(const Args& args) {
+    if (args.recompute_granularity.empty()) return Recompute::kNone;
+    return args.recompute_method == "block" ? Recompute::kBlock : Recompute::kUniform;
+  }
   double clip_and_norm();
   double learning_rate() const;
   at::IntArrayRef activation_shape() const { return activation_shape_; }
@@ -96,7 +112,8 @@ class Trainer {
   const Args& args_;
   trainer::Parallel& parallel_;
   trainer::Topology topology_;
-  bool saves() const { return topology_.data_rank() == 0; }  // each stage's first replica writes its files
+  // Each stage's first replica writes its files, one per tensor-parallel rank.
+  bool saves() const { return topology_.data_rank() == 0; }
   void write_tracker(std::int64_t iteration);
 
   // Whether each forward activation travels with the context of the span that sent it (telemetry configured:
@@ -115,8 +132,9 @@ class Trainer {
   trainer::GptConfig model_config_;
   trainer::GptStage model_{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer_;
-  std::unique_ptr<trainer::GradBuckets> grad_buckets_;  // every parameter's .grad lives in these
-  trainer::PeerLinks peer_links_;                       // this step's transfers, linked end to end
+  std::unique_ptr<trainer::GradBuckets> grad_buckets_;     // every parameter's .grad lives in these
+  std::vector<torch::Tensor> tensor_parallel_duplicates_;  // the parameters every tensor-parallel rank holds whole
+  trainer::PeerLinks peer_links_;                          // this step's transfers, linked end to end
   std::int64_t iteration_ = 0;
   std::vector<std::int64_t> activation_shape_;  // what one micro-batch sends between stages
   std::vector<c10::intrusive_ptr<c10d::Work>> pending_sends_;

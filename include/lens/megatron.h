@@ -92,6 +92,13 @@ constexpr const SpanNames& span_names(SpanNaming naming) {
 inline constexpr Attribute kGoodput{"is_goodput_span", true};
 static_assert(catalogue().group_name(group::inference) == "inference", "group constants follow catalogue order");
 
+// A rank's place in the three parallel dimensions (Megatron's parallel_state ranks), for the resource's
+// dl.tensor_parallel.rank, dl.pipeline_parallel.rank and dl.data_parallel.rank (lens's addition: Megatron's resource
+// names only the sizes).
+struct ParallelRanks {
+  int tensor = 0, pipeline = 0, data = 0;
+};
+
 // What the Megatron resource attributes are built from: the trainer's arguments.
 struct TrainingArgs {
   int local_rank = 0;
@@ -108,6 +115,7 @@ struct TrainingArgs {
   std::string ckpt_format;
   bool fp16 = false;
   bool bf16 = false;
+  std::optional<ParallelRanks> ranks{};  // none: the resource names the sizes only
 };
 
 // The Megatron consumer attributes of CONTRACT §5: dl.*, megatron.*, the GPU identity (NVML), copies of the SLURM

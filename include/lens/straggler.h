@@ -46,7 +46,7 @@ enum class StepPhase : std::uint8_t { kCompute = 0, kWait = 1 };
 // local rank travel with it, so that what the scoring rank records about it names its machine.
 struct StragglerSummary {
   static constexpr int kHostWords = 11;  // the host name, 6 bytes a word: 66 bytes (a host name has at most 64)
-  static constexpr int kWords = 8 + kHostWords;
+  static constexpr int kWords = 9 + kHostWords;
   std::int64_t run_tag = 0;     // from the run id (never 0): a summary of another run is refused
   std::int64_t iteration = 0;   // the window's last iteration: a summary of another window is refused
   std::int64_t stage = 0;       // pipeline stage of the rank
@@ -56,14 +56,16 @@ struct StragglerSummary {
   std::int64_t exports = 0;     // 1: the rank exports; the lowest such rank scores, so one rank records the figures
   std::int64_t local_rank = 0;  // its rank on its host
   std::array<std::int64_t, kHostWords> host{};  // its host name (host.name), 6 bytes a word, zero-padded
+  std::int64_t tensor_rank = 0;  // tensor-parallel rank: ranks are compared with those of its stage and position
 
   std::array<std::int64_t, kWords> encode() const noexcept {
     std::array<std::int64_t, kWords> w{run_tag, iteration, stage, steps, compute_ns, wait_ns, exports, local_rank};
     for (int i = 0; i < kHostWords; ++i) w[8 + i] = host[i];
+    w[8 + kHostWords] = tensor_rank;
     return w;
   }
   static StragglerSummary decode(const std::array<std::int64_t, kWords>& w) noexcept {
-    StragglerSummary s{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], {}};
+    StragglerSummary s{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], {}, w[8 + kHostWords]};
     for (int i = 0; i < kHostWords; ++i) s.host[i] = w[8 + i];
     return s;
   }
@@ -90,6 +92,7 @@ struct StragglerSummary {
 // One rank as the exporting rank scored it.
 struct StragglerVerdict {
   int rank = 0, stage = 0;
+  int tensor_rank = 0;  // its tensor-parallel rank: its peers are the ranks of its stage at the same position
   int local_rank = 0;
   std::string host{};  // its host name, as its summary said (empty: none)
   bool scored = false, flagged = false;
@@ -113,7 +116,8 @@ struct StragglerFindings {
 namespace internal {
 #if !defined(LENS_DISABLED)
 extern LENS_API std::atomic<bool> g_step_phases_on;
-LENS_API std::uint64_t step_phase_begin() noexcept;
+// A wait begun and ended inside a compute scope of the same thread is taken out of that compute.
+LENS_API std::uint64_t step_phase_begin(StepPhase phase) noexcept;
 LENS_API void step_phase_end(StepPhase phase, std::uint64_t begin) noexcept;
 #endif
 }  // namespace internal
@@ -124,7 +128,7 @@ LENS_API void step_phase_end(StepPhase phase, std::uint64_t begin) noexcept;
 class StepPhaseScope {
  public:
   explicit StepPhaseScope(StepPhase phase) noexcept : phase_(phase) {
-    if (internal::g_step_phases_on.load(std::memory_order_relaxed)) begin_ = internal::step_phase_begin();
+    if (internal::g_step_phases_on.load(std::memory_order_relaxed)) begin_ = internal::step_phase_begin(phase);
   }
   ~StepPhaseScope() {
     if (begin_ != 0) internal::step_phase_end(phase_, begin_);
@@ -143,8 +147,10 @@ LENS_ABI_NAMESPACE_BEGIN
 LENS_API void end_step(std::int64_t iteration) noexcept;
 // Whether `iteration` (just ended) closes a window: STRAGGLER_INTERVAL > 0 and a multiple of it.
 LENS_API bool straggler_summary_due(std::int64_t iteration) noexcept;
-// This rank's window as it is sent, then a new window.
-LENS_API StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexcept;
+// This rank's window as it is sent, then a new window. `stage` and `tensor_rank`: its pipeline stage and
+// tensor-parallel rank; it is compared with the ranks of the same stage at the same tensor-parallel position (its
+// data-parallel replicas), which do the same work.
+LENS_API StragglerSummary take_straggler_summary(std::int64_t iteration, int stage, int tensor_rank = 0) noexcept;
 // The lowest exporting rank: copies the gathered summaries (index = rank) to lens's scoring thread and returns at once
 // (true); that thread scores them, records the metrics and logs a flagged rank. A window handed over while the one
 // before still waits to be scored replaces it. Elsewhere, or with scoring off, nothing (false).
@@ -162,7 +168,7 @@ LENS_ABI_NAMESPACE_END
 LENS_ABI_NAMESPACE_BEGIN
 inline void end_step(std::int64_t) noexcept {}
 inline bool straggler_summary_due(std::int64_t) noexcept { return false; }
-inline StragglerSummary take_straggler_summary(std::int64_t, int) noexcept { return {}; }
+inline StragglerSummary take_straggler_summary(std::int64_t, int, int = 0) noexcept { return {}; }
 inline bool score_stragglers(std::int64_t, std::span<const StragglerSummary>) noexcept { return false; }
 inline std::optional<StragglerFindings> take_straggler_findings(
     std::chrono::milliseconds = std::chrono::milliseconds(0)) noexcept {

@@ -41,7 +41,10 @@ peak_tflops = _native.peak_tflops
 # What build_telemetry_resource_attrs reads from Megatron's arguments (an argparse.Namespace or a dict).
 TRAINING_ARGS = ("local_rank", "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
                  "global_batch_size", "seq_length", "num_layers", "hidden_size", "num_attention_heads",
-                 "train_iters", "micro_batch_size", "ckpt_format", "fp16", "bf16")
+                 "train_iters", "micro_batch_size", "ckpt_format", "fp16", "bf16",
+                 # lens's addition: the rank's place (Megatron's parallel_state ranks), for dl.*_parallel.rank; all
+                 # three or none.
+                 "tensor_model_parallel_rank", "pipeline_model_parallel_rank", "data_parallel_rank")
 
 GOODPUT = {"is_goodput_span": True}
 

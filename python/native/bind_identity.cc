@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <variant>
@@ -64,6 +66,20 @@ void bind_identity(py::module_& m) {
     take("ckpt_format", t.ckpt_format);
     take("fp16", t.fp16);
     take("bf16", t.bf16);
+    const char* rank_keys[] = {"tensor_model_parallel_rank", "pipeline_model_parallel_rank", "data_parallel_rank"};
+    const auto given = std::count_if(std::begin(rank_keys), std::end(rank_keys),
+                                     [&](const char* key) { return a.contains(key) && !a[key].is_none(); });
+    if (given == 3) {
+      lens::megatron::ParallelRanks ranks;
+      take(rank_keys[0], ranks.tensor);
+      take(rank_keys[1], ranks.pipeline);
+      take(rank_keys[2], ranks.data);
+      t.ranks = ranks;
+    } else if (given != 0) {
+      throw py::value_error(
+          "tensor_model_parallel_rank, pipeline_model_parallel_rank and data_parallel_rank go "
+          "together: give all three or none");
+    }
     return resource_to_dict(lens::megatron::resource_attributes(t));
   });
   m.def("megatron_span_names", [](const std::string& mode) {

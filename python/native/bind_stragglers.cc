@@ -62,6 +62,7 @@ py::dict findings_dict(const lens::StragglerFindings& f) {
     py::dict r;
     r["rank"] = v.rank;
     r["stage"] = v.stage;
+    r["tensor_rank"] = v.tensor_rank;
     r["host"] = v.host;
     r["local_rank"] = v.local_rank;
     r["scored"] = v.scored;
@@ -93,12 +94,13 @@ void bind_stragglers(py::module_& m) {
         "Whether the step just ended closes a window (every STRAGGLER_INTERVAL steps).");
   m.def(
       "take_straggler_summary",
-      [](std::int64_t iteration, int stage) {
-        const auto words = lens::take_straggler_summary(iteration, stage).encode();
+      [](std::int64_t iteration, int stage, int tensor_rank) {
+        const auto words = lens::take_straggler_summary(iteration, stage, tensor_rank).encode();
         return std::vector<std::int64_t>(words.begin(), words.end());
       },
-      py::arg("iteration"), py::arg("stage"),
-      "This rank's window (with its host name and local rank) as non-negative int64 words below 2^53: put them in "
+      py::arg("iteration"), py::arg("stage"), py::arg("tensor_rank") = 0,
+      "This rank's window (with its host name, local rank and tensor-parallel rank, compared with the ranks of its "
+      "stage at the same tensor-parallel position) as non-negative int64 words below 2^53: put them in "
       "its slot of a world_size x len(words) tensor of zeros and all-reduce with SUM.");
   m.def(
       "score_stragglers",

@@ -20,7 +20,7 @@ PyTypeObject PhaseType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 PyObject* phase_enter(PyObject* self, PyObject*) {
   auto* p = reinterpret_cast<PhaseObject*>(self);
-  p->begin = lens::internal::step_phase_begin();
+  p->begin = lens::internal::step_phase_begin(p->phase);
   Py_RETURN_NONE;
 }
 

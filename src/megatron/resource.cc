@@ -24,6 +24,11 @@ ResourceAttributes resource_attributes(const TrainingArgs& a) {
                                          : a.bf16 ? "bf16"
                                                   : "fp32")},
   };
+  if (a.ranks) {
+    r.emplace_back("dl.tensor_parallel.rank", std::int64_t{a.ranks->tensor});
+    r.emplace_back("dl.pipeline_parallel.rank", std::int64_t{a.ranks->pipeline});
+    r.emplace_back("dl.data_parallel.rank", std::int64_t{a.ranks->data});
+  }
   if (std::optional<GpuIdentity> gpu = detect_gpu_identity(a.local_rank)) {
     r.emplace_back("dl.gpu.index", std::int64_t{gpu->index});
     r.emplace_back("dl.gpu.name", gpu->name);

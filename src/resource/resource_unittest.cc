@@ -296,6 +296,12 @@ TEST_F(FakeNvml, MegatronAttributesAndNvmlOnlyOnExportingRanks) {
   EXPECT_EQ(str(a, "dl.gpu.name"), "NVIDIA H200");
   EXPECT_EQ(num(a, "dl.gpu.index"), 0);
   EXPECT_EQ(str(a, "nemo.lens.job_uuid").size(), 36u);
+  EXPECT_EQ(find(a, "dl.tensor_parallel.rank"), nullptr) << "no ranks given: the sizes only, as Megatron's";
+  args.ranks = megatron::ParallelRanks{.tensor = 1, .pipeline = 2, .data = 3};
+  a = megatron::resource_attributes(args);
+  EXPECT_EQ(num(a, "dl.tensor_parallel.rank"), 1);
+  EXPECT_EQ(num(a, "dl.pipeline_parallel.rank"), 2);
+  EXPECT_EQ(num(a, "dl.data_parallel.rank"), 3);
 }
 
 const internal::MetricData* metric(const std::vector<internal::MetricData>& all, std::string_view name) {

@@ -94,7 +94,7 @@ SlotKind classify(const StragglerSummary& s, std::int64_t run_tag, std::int64_t 
   if (s.run_tag == 0 && s.steps == 0) return SlotKind::kMissing;
   if (s.run_tag != run_tag || s.iteration != iteration) return SlotKind::kRefused;
   if (s.steps <= 0 || s.stage < 0 || s.compute_ns < 0 || s.wait_ns < 0 || s.exports < 0 || s.exports > 1 ||
-      s.local_rank < 0)
+      s.local_rank < 0 || s.tensor_rank < 0)
     return SlotKind::kRefused;
   return SlotKind::kValid;
 }
@@ -114,14 +114,21 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 std::string describe(const StragglerFindings& f, std::int64_t steps) {
+  // With tensor parallelism a rank is named by its stage and its tensor-parallel rank, the position its peers share.
+  const bool tensor_parallel =
+      std::any_of(f.ranks.begin(), f.ranks.end(), [](const StragglerVerdict& v) { return v.tensor_rank > 0; });
   std::string text;
   for (const StragglerVerdict& v : f.ranks) {
     if (!v.flagged) continue;
-    char line[320];
+    char place[64], line[400];
+    if (tensor_parallel)
+      std::snprintf(place, sizeof place, "stage %d, tensor-parallel rank %d", v.stage, v.tensor_rank);
+    else
+      std::snprintf(place, sizeof place, "stage %d", v.stage);
     std::snprintf(line, sizeof line,
-                  "%srank %d (stage %d) is a straggler over the %lld steps to iteration %lld: it computes %.2fx its "
+                  "%srank %d (%s) is a straggler over the %lld steps to iteration %lld: it computes %.2fx its "
                   "peers' (%.1f ms against %.1f ms a step) and waits %.1f ms against their %.1f ms",
-                  text.empty() ? "" : "; ", v.rank, v.stage, static_cast<long long>(steps),
+                  text.empty() ? "" : "; ", v.rank, place, static_cast<long long>(steps),
                   static_cast<long long>(f.iteration), v.score, v.compute_ms, v.peer_compute_ms, v.wait_ms,
                   v.peer_wait_ms);
     text += line;
@@ -141,6 +148,7 @@ void record_findings(const StragglerFindings& f, const std::string& run_id) {
     const std::string instance = run_id + "-rank" + std::to_string(v.rank);
     const std::initializer_list<Attribute> about = {{"dl.rank", v.rank},
                                                     {"dl.pipeline_parallel.rank", v.stage},
+                                                    {"dl.tensor_parallel.rank", v.tensor_rank},
                                                     {"dl.local_rank", v.local_rank},
                                                     {"host.name", std::string_view(v.host)},
                                                     {"service.instance.id", std::string_view(instance)}};
@@ -161,6 +169,7 @@ void log_flagged(const StragglerFindings& f) {
     lens::log(Severity::kWarn, f.text,
               {{"dl.rank", v.rank},
                {"dl.pipeline_parallel.rank", v.stage},
+               {"dl.tensor_parallel.rank", v.tensor_rank},
                {"dl.local_rank", v.local_rank},
                {"host.name", std::string_view(v.host)},
                {"lens.straggler.score", v.score},
@@ -216,6 +225,7 @@ StragglerFindings score(const Gathered& g) {
     steps = std::max(steps, s.steps);
     windows.push_back({.rank = static_cast<int>(rank),
                        .stage = static_cast<int>(s.stage),
+                       .tensor_rank = static_cast<int>(s.tensor_rank),
                        .steps = s.steps,
                        .compute_ns = static_cast<double>(s.compute_ns),
                        .wait_ns = static_cast<double>(s.wait_ns)});
@@ -224,6 +234,7 @@ StragglerFindings score(const Gathered& g) {
     const StragglerSummary& summary = g.by_rank[static_cast<std::size_t>(s.rank)];
     f.ranks.push_back({.rank = s.rank,
                        .stage = s.stage,
+                       .tensor_rank = s.tensor_rank,
                        .local_rank = static_cast<int>(summary.local_rank),
                        .host = summary.host_name(),
                        .scored = s.scored,
@@ -364,12 +375,28 @@ void configure_step_watch(const StepWatchSettings& settings) noexcept {
   s.by_rank.clear();
 }
 
-std::uint64_t step_phase_begin() noexcept { return now_ticks(); }
+namespace {
+// The compute scopes open on this thread: a wait inside one (a tensor-parallel all-reduce inside a layer's forward)
+// is taken out of it, so a rank that waits for its tensor-parallel peers does not look like it computes longer.
+thread_local int t_open_compute = 0;
+}  // namespace
+
+std::uint64_t step_phase_begin(StepPhase phase) noexcept {
+  if (phase == StepPhase::kCompute) ++t_open_compute;
+  return now_ticks();
+}
 
 void step_phase_end(StepPhase phase, std::uint64_t begin) noexcept {
   const std::size_t i = static_cast<std::size_t>(phase);
   LENS_DCHECK(i < 2);
-  g_phase_ticks[i].fetch_add(now_ticks() - begin, std::memory_order_relaxed);
+  const std::uint64_t ticks = now_ticks() - begin;
+  g_phase_ticks[i].fetch_add(ticks, std::memory_order_relaxed);
+  if (phase == StepPhase::kCompute) {
+    --t_open_compute;
+  } else if (t_open_compute > 0) {
+    // Modulo 2^64: the enclosing compute scope adds its whole time when it ends, before end_step reads the sum.
+    g_phase_ticks[0].fetch_sub(ticks, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace lens::internal
@@ -408,7 +435,7 @@ bool straggler_summary_due(std::int64_t iteration) noexcept {
   return w.interval > 0 && iteration > 0 && iteration % w.interval == 0;
 }
 
-StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexcept {
+StragglerSummary take_straggler_summary(std::int64_t iteration, int stage, int tensor_rank) noexcept {
   internal::Window& w = internal::window();
   std::lock_guard lock(w.mutex);
   if (w.interval == 0 || w.compute_ticks.empty()) return {};
@@ -420,7 +447,8 @@ StragglerSummary take_straggler_summary(std::int64_t iteration, int stage) noexc
                      .compute_ns = std::llround(straggler::median_of(w.compute_ticks) * scale),
                      .wait_ns = std::llround(straggler::median_of(w.wait_ticks) * scale),
                      .exports = w.exports ? 1 : 0,
-                     .local_rank = w.local_rank};
+                     .local_rank = w.local_rank,
+                     .tensor_rank = tensor_rank};
   s.set_host_name(w.host);
   w.compute_ticks.clear();
   w.wait_ticks.clear();

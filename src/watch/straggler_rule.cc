@@ -43,7 +43,11 @@ struct Stage {
 };
 
 Score score_rank(const RankWindow& self, const Stage& stage) {
-  Score s{.rank = self.rank, .stage = self.stage, .compute_ns = self.compute_ns, .wait_ns = self.wait_ns};
+  Score s{.rank = self.rank,
+          .stage = self.stage,
+          .tensor_rank = self.tensor_rank,
+          .compute_ns = self.compute_ns,
+          .wait_ns = self.wait_ns};
   if (self.steps < Rule::kMinSteps || stage.compute.size() < 2) return s;  // too few steps, or no peer
   s.scored = true;
   const double least_peer_wait_ns = stage.wait.least_without(self.wait_ns);
@@ -67,19 +71,20 @@ Score score_rank(const RankWindow& self, const Stage& stage) {
 }  // namespace
 
 std::vector<Score> score_window(std::span<const RankWindow> ranks) {
-  std::map<int, std::pair<std::vector<double>, std::vector<double>>> values;
+  using Peers = std::pair<int, int>;  // stage, tensor-parallel rank
+  std::map<Peers, std::pair<std::vector<double>, std::vector<double>>> values;
   for (const RankWindow& r : ranks) {
-    auto& [compute, wait] = values[r.stage];
+    auto& [compute, wait] = values[{r.stage, r.tensor_rank}];
     if (r.steps < Rule::kMinSteps) continue;
     compute.push_back(r.compute_ns);
     wait.push_back(r.wait_ns);
   }
-  std::map<int, Stage> stages;
-  for (auto& [stage, v] : values)
-    stages.emplace(stage, Stage{SortedValues(std::move(v.first)), SortedValues(std::move(v.second))});
+  std::map<Peers, Stage> stages;
+  for (auto& [peers, v] : values)
+    stages.emplace(peers, Stage{SortedValues(std::move(v.first)), SortedValues(std::move(v.second))});
   std::vector<Score> out;
   out.reserve(ranks.size());
-  for (const RankWindow& r : ranks) out.push_back(score_rank(r, stages.at(r.stage)));
+  for (const RankWindow& r : ranks) out.push_back(score_rank(r, stages.at({r.stage, r.tensor_rank})));
   return out;
 }
 

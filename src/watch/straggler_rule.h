@@ -40,21 +40,23 @@ struct Rule {
 // One rank over a window: the medians of its steps' compute and wait.
 struct RankWindow {
   int rank = 0;
-  int stage = 0;  // pipeline stage: ranks are compared within it
+  int stage = 0;        // pipeline stage and
+  int tensor_rank = 0;  // tensor-parallel rank: a rank is compared with the others of both (its replicas)
   std::int64_t steps = 0;
   double compute_ns = 0, wait_ns = 0;
 };
 
 // A rank against its peers over the window.
 struct Score {
-  int rank = 0, stage = 0;
+  int rank = 0, stage = 0, tensor_rank = 0;
   bool scored = false;   // false: alone in its stage, or too few steps
   bool flagged = false;  // the rule holds
   double score = 0;      // compute over the peers' median compute (1: as fast as they are)
   double compute_ns = 0, wait_ns = 0, peer_compute_ns = 0, peer_wait_ns = 0;
 };
 
-// Scores every rank of `ranks` (any order, one entry per rank) against the others of its stage.
+// Scores every rank of `ranks` (any order, one entry per rank) against the others of its stage and tensor-parallel
+// rank. A tensor-parallel peer is no peer: the ranks of one layer wait for each other inside it, in its all-reduces.
 std::vector<Score> score_window(std::span<const RankWindow> ranks);
 
 // The median of `values` (0 for none); reorders them.

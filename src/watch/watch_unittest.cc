@@ -48,6 +48,23 @@ TEST(StragglerRule, InAStageOfTwoTheRankThatComputesLongerAndWaitsLessIsFlagged)
   EXPECT_DOUBLE_EQ(scores[0].score, 30.0 / 48);
 }
 
+// TP 2 x DP 2: a rank's peers are the ranks of its stage at its tensor-parallel position (its replica's), never its
+// tensor-parallel partner, which waits for it inside the layer's all-reduces.
+TEST(StragglerRule, ARankIsComparedWithItsStageAtItsTensorParallelPositionOnly) {
+  std::vector<RankWindow> ranks = {
+      {.rank = 0, .stage = 0, .tensor_rank = 0, .steps = 20, .compute_ns = 30 * kMs, .wait_ns = 30 * kMs},
+      {.rank = 1, .stage = 0, .tensor_rank = 1, .steps = 20, .compute_ns = 48 * kMs, .wait_ns = 8 * kMs},
+      {.rank = 2, .stage = 0, .tensor_rank = 0, .steps = 20, .compute_ns = 31 * kMs, .wait_ns = 29 * kMs},
+      {.rank = 3, .stage = 0, .tensor_rank = 1, .steps = 20, .compute_ns = 30 * kMs, .wait_ns = 30 * kMs}};
+  const auto scores = score_window(ranks);
+  EXPECT_TRUE(scores[1].flagged);
+  EXPECT_EQ(scores[1].tensor_rank, 1);
+  EXPECT_DOUBLE_EQ(scores[1].peer_compute_ns, 30 * kMs) << "rank 3 is its one peer";
+  EXPECT_DOUBLE_EQ(scores[0].peer_compute_ns, 31 * kMs) << "rank 2 is its one peer";
+  ranks.pop_back();  // rank 1 alone at its position: not scored
+  EXPECT_FALSE(score_window(ranks)[1].scored);
+}
+
 TEST(StragglerRule, ASlowerRankThatWaitsMoreThanItsPeerIsNotTheOneWaitedFor) {
   EXPECT_FALSE(score_window(two_stages_of_two(48, 35))[1].flagged);
 }
@@ -218,6 +235,28 @@ TEST_F(StepWatch, AWindowIsTheMedianOfItsStepsPhasesAndIsDueEveryIntervalSteps) 
   EXPECT_LT(s.compute_ns, 20'000'000);
   EXPECT_GE(s.wait_ns, 1'000'000);
   EXPECT_EQ(take_straggler_summary(10, 1).steps, 0);  // the window starts again
+}
+
+// A tensor-parallel all-reduce inside a layer's forward is a wait: it is counted in the step's wait and taken out of
+// the compute around it, so the partner of a slow rank does not look slow.
+TEST_F(StepWatch, AWaitInsideAComputeScopeIsTakenOutOfTheCompute) {
+  for (int step = 1; step <= 5; ++step) {
+    {
+      LENS_STEP_PHASE(StepPhase::kCompute);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      {
+        LENS_STEP_PHASE(StepPhase::kWait);
+        std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      }
+    }
+    end_step(step);
+  }
+  const StragglerSummary s = take_straggler_summary(5, 1, 1);
+  EXPECT_GE(s.wait_ns, 40'000'000);
+  EXPECT_GE(s.compute_ns, 2'000'000);
+  EXPECT_LT(s.compute_ns, 20'000'000) << "the 40 ms wait is not compute";
+  EXPECT_EQ(s.tensor_rank, 1);
+  EXPECT_EQ(StragglerSummary::decode(s.encode()).tensor_rank, 1);
 }
 
 TEST_F(StepWatch, TheExportingRankScoresRecordsEachRanksFiguresAndNamesTheStraggler) {
