@@ -12,9 +12,12 @@ namespace mg = lens::megatron::group;
 
 namespace {
 
+thread_local bool t_in_backward = false;
+
 // Sums `t` over the group in place: the span megatron.tp.all_reduce, and time the step waited.
 void all_reduce(torch::Tensor& t, c10d::ProcessGroupGloo& group, std::string_view region) {
-  LENS_SPAN(mg::communication, "megatron.tp.all_reduce", {"megatron.tp.region", region});
+  LENS_SPAN(mg::communication, "megatron.tp.all_reduce", {"megatron.tp.region", region},
+            {"megatron.tp.pass", std::string_view(t_in_backward ? "backward" : "forward")});
   LENS_STEP_PHASE(lens::StepPhase::kWait);
   std::vector<torch::Tensor> tensors{t};
   group.allreduce(tensors)->wait();
@@ -57,6 +60,9 @@ struct ReduceFromRegion : public torch::autograd::Function<ReduceFromRegion> {
 };
 
 }  // namespace
+
+BackwardPass::BackwardPass() : was_(t_in_backward) { t_in_backward = true; }
+BackwardPass::~BackwardPass() { t_in_backward = was_; }
 
 torch::Tensor copy_to_tensor_model_parallel_region(const torch::Tensor& x, const TensorParallel& tp) {
   if (!tp.split()) return x;

@@ -7,8 +7,9 @@
 //   - reduce_from_tensor_model_parallel_region: all-reduce of the partial outputs in forward, identity in backward
 //     (after a row-parallel layer).
 // Each all-reduce is the span megatron.tp.all_reduce (group communication) with `megatron.tp.region` naming which
-// of the two it is, and a wait of the step (LENS_STEP_PHASE kWait): a rank that computes slowly makes its
-// tensor-parallel peers wait here, not compute longer.
+// of the two it is and `megatron.tp.pass` the pass of the micro-batch it runs in (forward, or backward: a
+// recomputed forward runs in backward), and a wait of the step (LENS_STEP_PHASE kWait): a rank that computes slowly
+// makes its tensor-parallel peers wait here, not compute longer. `lens report` takes it out of that pass's phase.
 //
 // A split layer is initialised as the whole layer, then cut: every rank draws the full weight from the same random
 // stream and keeps its part, so a run's weights are the same whatever its tensor-parallel size (the loss of TP 2
@@ -31,6 +32,18 @@ struct TensorParallel {
   int size = 1, rank = 0;
   c10d::ProcessGroupGloo* group = nullptr;
   bool split() const { return size > 1; }
+};
+
+// Marks the calling thread as running a micro-batch's backward until it is destroyed (megatron.tp.pass).
+class BackwardPass {
+ public:
+  BackwardPass();
+  ~BackwardPass();
+  BackwardPass(const BackwardPass&) = delete;
+  BackwardPass& operator=(const BackwardPass&) = delete;
+
+ private:
+  bool was_;
 };
 
 // Identity in forward; the sum of the gradient over the group in backward.

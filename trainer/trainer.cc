@@ -50,6 +50,7 @@ void Trainer::stall_if(std::string_view point) const {
 void Trainer::backward(std::int64_t micro, InFlight& f, const torch::Tensor& output_grad) {
   LENS_SPAN(mg::microbatch, "megatron.microbatch.backward", {"megatron.microbatch_id", micro});
   LENS_STEP_PHASE(lens::StepPhase::kCompute);
+  const trainer::BackwardPass pass;  // the tensor-parallel all-reduces from here are the backward's
   if (micro == 1) stall_if("backward");
   if (topology_.last_stage()) {
     (f.loss / static_cast<double>(microbatches_)).backward();

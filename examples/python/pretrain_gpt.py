@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """pretrain_gpt.py: a Megatron-style GPT pretraining run in PyTorch, traced by lens from Python.
 
-The Python twin of the C++ reference trainer (trainer/pretrain_gpt.cc): a small byte-level GPT, pipeline parallel x
-data parallel over torch.distributed with Gloo (1F1B schedule, CPU), launched by torchrun or by hand (RANK,
+The Python twin of the C++ reference trainer (trainer/pretrain_gpt.cc): a small byte-level GPT, tensor parallel x
+data parallel x pipeline parallel over torch.distributed with Gloo (Megatron's rank order, 1F1B schedule, CPU,
+activation recomputation with --recompute-granularity full), launched by torchrun or by hand (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT). It takes the same Megatron flags (the subset it needs) and the same
 MEGATRON_OTEL_* / OTEL_* environment, and is instrumented the way Megatron-LM's code is: NeMo Lens's helpers
 imported through Megatron's idiom (so it runs on lens through lens.compat.nemo_lens, and with no telemetry at all
@@ -121,7 +122,13 @@ def parse_args(argv=None):
     add("--weight-decay", type=float, default=0.01)
     add("--clip-grad", type=float, default=1.0)
     add("--pipeline-model-parallel-size", type=int, default=1)
-    add("--tensor-model-parallel-size", type=int, default=1)
+    add("--tensor-model-parallel-size", type=int, default=1, help="ranks that split each layer (attention heads, "
+        "MLP columns); must divide --num-attention-heads")
+    add("--recompute-granularity", choices=("full",), default=None, help="full: keep only each recomputed layer's "
+        "input in forward, run its forward again in backward")
+    add("--recompute-method", choices=("uniform", "block"), default=None, help="uniform: every layer, in chunks of "
+        "--recompute-num-layers; block: only the first --recompute-num-layers layers of each stage")
+    add("--recompute-num-layers", type=int, default=1)
     add("--seed", type=int, default=1234)
     add("--data-path", default="", help="text file to train on (default: the project's docs)")
     add("--save", default="")
@@ -143,9 +150,11 @@ def parse_args(argv=None):
     add("--profile-step-end", type=int, default=12)
     add("--profile-ranks", type=int, nargs="+", default=[0])
     add("--tensorboard-dir", default="")
-    add("--otel-enabled", action="store_true", help="turn telemetry on (else MEGATRON_OTEL_ENABLED decides)")
-    add("--otel-service-name", default=None)
-    add("--otel-span-groups", default=None)
+    otel = p.add_argument_group(title="opentelemetry")  # Megatron's group of these flags
+    otel.add_argument("--otel-enabled", action="store_true",
+                      help="turn telemetry on (else MEGATRON_OTEL_ENABLED decides)")
+    otel.add_argument("--otel-service-name", default=None, help="telemetry service name")
+    otel.add_argument("--otel-span-groups", default=None, help="span-group spec, e.g. per_step or all,-layer")
     add("--testing-fake-cuda", default="", help="testing aid: the CUDA runtime's simulator (libcudart.so.12 of the "
         "tests); each layer's attention and MLP also queue a simulated kernel of --testing-kernel-us on a stream of "
         "it, set as lens's device stream")
@@ -154,17 +163,24 @@ def parse_args(argv=None):
     args.rank = int(os.environ.get("RANK", "0"))
     args.world_size = int(os.environ.get("WORLD_SIZE", "1"))
     args.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    pp = args.pipeline_model_parallel_size
+    pp, tp = args.pipeline_model_parallel_size, args.tensor_model_parallel_size
     fail = lambda what: p.error(what)  # noqa: E731
-    if args.tensor_model_parallel_size != 1:
-        fail(f"--tensor-model-parallel-size {args.tensor_model_parallel_size} is not supported (use 1)")
-    if args.world_size % pp:
-        fail(f"the world size {args.world_size} is not divisible by --pipeline-model-parallel-size {pp}")
-    args.data_parallel_size = args.world_size // pp
+    if pp < 1 or tp < 1:
+        fail("--pipeline-model-parallel-size and --tensor-model-parallel-size must be positive")
+    if args.world_size % (tp * pp):
+        fail(f"the world size {args.world_size} is not divisible by --tensor-model-parallel-size {tp} x "
+             f"--pipeline-model-parallel-size {pp}")
+    args.data_parallel_size = args.world_size // (tp * pp)
     if args.num_layers % pp:
         fail(f"--num-layers {args.num_layers} is not divisible by --pipeline-model-parallel-size {pp}")
     if args.hidden_size % args.num_attention_heads:
         fail(f"--hidden-size {args.hidden_size} is not divisible by --num-attention-heads {args.num_attention_heads}")
+    if args.num_attention_heads % tp:
+        fail(f"--num-attention-heads {args.num_attention_heads} is not divisible by --tensor-model-parallel-size {tp}")
+    if (args.recompute_granularity is None) != (args.recompute_method is None):
+        fail("--recompute-granularity full and --recompute-method go together")
+    if args.recompute_num_layers < 1:
+        fail("--recompute-num-layers must be positive")
     if args.global_batch_size % (args.micro_batch_size * args.data_parallel_size):
         fail(f"--global-batch-size {args.global_batch_size} is not divisible by --micro-batch-size "
              f"{args.micro_batch_size} x data-parallel size {args.data_parallel_size}")
@@ -172,8 +188,13 @@ def parse_args(argv=None):
         fail("--use-pytorch-profiler writes its trace to --tensorboard-dir: give one")
     if args.profile and args.profile_step_end <= args.profile_step_start:
         fail(f"--profile-step-end {args.profile_step_end} is not after --profile-step-start {args.profile_step_start}")
-    args.stage = args.rank // args.data_parallel_size
-    args.data_rank = args.rank % args.data_parallel_size
+    # Megatron's rank order: tensor parallel fastest, then data parallel, then pipeline.
+    args.stage = args.rank // (args.data_parallel_size * tp)
+    args.data_rank = args.rank // tp % args.data_parallel_size
+    args.tensor_rank = args.rank % tp
+    # For the resource's dl.*_parallel.rank (lens.megatron.build_telemetry_resource_attrs).
+    args.tensor_model_parallel_rank, args.pipeline_model_parallel_rank = args.tensor_rank, args.stage
+    args.data_parallel_rank = args.data_rank
     args.microbatches = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
     return args
 
@@ -302,7 +323,7 @@ class Telemetry:
         """Each rank's window summary in its own slot, gathered by one SUM all-reduce; the lowest exporting rank
         hands them to lens's scoring thread. What was scored since the last window (a dict), or None."""
         from lens import score_stragglers, take_straggler_findings, take_straggler_summary
-        mine = take_straggler_summary(iteration, args.stage)
+        mine = take_straggler_summary(iteration, args.stage, args.tensor_rank)
         slots = torch.zeros(args.world_size * len(mine), dtype=torch.long)
         slots[args.rank * len(mine):(args.rank + 1) * len(mine)] = torch.tensor(mine, dtype=torch.long)
         dist.all_reduce(slots)
@@ -382,29 +403,115 @@ class SimulatedGpu:
             cls.launch()
 
 
-class SelfAttention(nn.Module):
-    def __init__(self, hidden, heads):
+# Megatron's tensor-parallel layers (megatron/core/tensor_parallel), as the C++ trainer's trainer/tensor_parallel.h: a
+# linear layer split by output columns (column-parallel) or input rows (row-parallel) over the tensor-parallel group,
+# with the two all-reduces that hide the split. Each all-reduce is the span megatron.tp.all_reduce (communication) with
+# megatron.tp.region (Megatron's function) and megatron.tp.pass (the micro-batch's pass: a recomputed forward runs in
+# backward), and a wait of the step. A split layer is drawn whole from the same random stream on every rank, then cut,
+# so the weights are the same whatever the tensor-parallel size.
+
+class TensorParallel:
+    """The group a layer is split over, and what its all-reduces are timed with."""
+
+    def __init__(self, size=1, rank=0, group=None, phase=None):
+        self.size, self.rank, self.group = size, rank, group
+        self.phase = phase or (lambda kind: contextlib.nullcontext())
+        self.backward_pass = False  # set by the trainer around a micro-batch's backward
+
+    def all_reduce(self, tensor, region):
+        attributes = {"megatron.tp.region": region, "megatron.tp.pass": "backward" if self.backward_pass else "forward"}
+        with _otel_managed_span(G.COMMUNICATION, "megatron.tp.all_reduce", **attributes), self.phase("wait"):
+            dist.all_reduce(tensor, group=self.group)
+        return tensor
+
+
+class _CopyToRegion(torch.autograd.Function):
+    """copy_to_tensor_model_parallel_region: identity in forward, the gradient summed over the group in backward."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        ctx.tp = tp
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.tp.all_reduce(grad.contiguous().clone(), "copy_to_tensor_model_parallel_region"), None
+
+
+class _ReduceFromRegion(torch.autograd.Function):
+    """reduce_from_tensor_model_parallel_region: the partial outputs summed over the group in forward; identity in
+    backward."""
+
+    @staticmethod
+    def forward(ctx, x, tp):
+        return tp.all_reduce(x.contiguous().clone(), "reduce_from_tensor_model_parallel_region")
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class ColumnParallelLinear(nn.Module):
+    """y = x W^T + b, W's output rows split; `parts` equal blocks of the output (QKV: 3) each split alike."""
+
+    def __init__(self, fan_in, fan_out, tp, parts=1):
         super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.proj = nn.Linear(hidden, hidden)
+        self.tp = tp
+        whole = nn.Linear(fan_in, fan_out)
+        block = fan_out // parts
+        local = block // tp.size
+        rows = [p * block + tp.rank * local + i for p in range(parts) for i in range(local)]
+        self.weight = nn.Parameter(whole.weight.detach()[rows].clone())
+        self.bias = nn.Parameter(whole.bias.detach()[rows].clone())
+
+    def forward(self, x):
+        if self.tp.size > 1:
+            x = _CopyToRegion.apply(x, self.tp)
+        return F.linear(x, self.weight, self.bias)
+
+
+class RowParallelLinear(nn.Module):
+    """y = x W^T + b, W's input columns split: the partial products summed over the group, b added once after."""
+
+    def __init__(self, fan_in, fan_out, tp):
+        super().__init__()
+        self.tp = tp
+        whole = nn.Linear(fan_in, fan_out)
+        local = fan_in // tp.size
+        self.weight = nn.Parameter(whole.weight.detach()[:, tp.rank * local:(tp.rank + 1) * local].clone())
+        self.bias = nn.Parameter(whole.bias.detach().clone())
+
+    def forward(self, x):
+        if self.tp.size == 1:
+            return F.linear(x, self.weight, self.bias)
+        return _ReduceFromRegion.apply(F.linear(x, self.weight), self.tp) + self.bias
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, hidden, heads, tp):
+        super().__init__()
+        self.heads = heads // tp.size  # this rank's
+        self.qkv = ColumnParallelLinear(hidden, 3 * hidden, tp, parts=3)
+        self.proj = RowParallelLinear(hidden, hidden, tp)
 
     @_otel_trace_fn(G.LAYER, "megatron.layer.self_attention")
     def forward(self, x):
-        b, s, h = x.shape
-        q, k, v = self.qkv(x).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.heads)
+        b, s, _ = x.shape
+        qkv = self.qkv(x)
+        head_dim = qkv.shape[-1] // (3 * self.heads)
+        q, k, v = qkv.view(b, s, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
         mask = torch.ones(s, s, dtype=torch.bool).triu(1)
         out = scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
         SimulatedGpu.kernel()
-        return self.proj(out.transpose(1, 2).reshape(b, s, h))
+        return self.proj(out.transpose(1, 2).reshape(b, s, self.heads * head_dim))
 
 
 class Mlp(nn.Module):
-    def __init__(self, hidden):
+    def __init__(self, hidden, tp):
         super().__init__()
-        self.up = nn.Linear(hidden, 4 * hidden)
-        self.down = nn.Linear(4 * hidden, hidden)
+        self.up = ColumnParallelLinear(hidden, 4 * hidden, tp)
+        self.down = RowParallelLinear(4 * hidden, hidden, tp)
 
     @_otel_trace_fn(G.LAYER, "megatron.layer.mlp")
     def forward(self, x):
@@ -413,11 +520,11 @@ class Mlp(nn.Module):
 
 
 class TransformerLayer(nn.Module):
-    def __init__(self, hidden, heads, layer_number):
+    def __init__(self, hidden, heads, layer_number, tp):
         super().__init__()
         self.layer_number = layer_number
         self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
-        self.attention, self.mlp = SelfAttention(hidden, heads), Mlp(hidden)
+        self.attention, self.mlp = SelfAttention(hidden, heads, tp), Mlp(hidden, tp)
 
     def forward(self, x):
         with _otel_managed_span(G.LAYER, "megatron.layer.forward", **{"megatron.layer_number": self.layer_number}):
@@ -425,27 +532,80 @@ class TransformerLayer(nn.Module):
             return x + self.mlp(self.norm2(x))
 
 
-class GptStage(nn.Module):
-    """One pipeline stage: the embeddings on the first, the head on the last."""
+class _RecomputedLayers(torch.autograd.Function):
+    """Full activation recomputation (Megatron's tensor_parallel.checkpoint): forward runs the layers without keeping
+    what backward needs and keeps their input; backward runs them again, inside megatron.activation.recompute (group
+    activation_offload), then back-propagates through that run."""
 
-    def __init__(self, args):
+    @staticmethod
+    def forward(ctx, x, layers):
+        ctx.layers = layers
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            for layer in layers:
+                x = layer(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        x = ctx.saved_tensors[0].detach().requires_grad_(True)
+        with _otel_managed_span(G.ACTIVATION_OFFLOAD, "megatron.activation.recompute",
+                                **{"megatron.layer_number": ctx.layers[0].layer_number}), torch.enable_grad():
+            y = x
+            for layer in ctx.layers:
+                y = layer(y)
+        torch.autograd.backward(y, grad)
+        return x.grad, None
+
+
+class GptStage(nn.Module):
+    """One pipeline stage: the embeddings on the first, the head on the last; with tensor parallelism the attention
+    heads and the MLP's columns split over the group, the rest whole on every rank."""
+
+    def __init__(self, args, tp):
         super().__init__()
         self.first, self.last = args.stage == 0, args.stage == args.pipeline_model_parallel_size - 1
         per_stage = args.num_layers // args.pipeline_model_parallel_size
         h = args.hidden_size
         if self.first:
             self.tokens, self.positions = nn.Embedding(VOCAB, h), nn.Embedding(args.seq_length, h)
-        self.layers = nn.ModuleList(TransformerLayer(h, args.num_attention_heads, args.stage * per_stage + i + 1)
+        self.layers = nn.ModuleList(TransformerLayer(h, args.num_attention_heads, args.stage * per_stage + i + 1, tp)
                                     for i in range(per_stage))
         if self.last:
             self.norm, self.head = nn.LayerNorm(h), nn.Linear(h, VOCAB)
+        self.chunks = self.recomputed_chunks(args, per_stage)
+
+    @staticmethod
+    def recomputed_chunks(args, layers):
+        """[begin, end) of each run of layers: recomputed ones per --recompute-method, the rest one by one."""
+        n = args.recompute_num_layers
+        if args.recompute_method == "uniform":
+            return [(b, min(b + n, layers), True) for b in range(0, layers, n)]
+        if args.recompute_method == "block":
+            return [(b, b + 1, b < n) for b in range(layers)]
+        return [(b, b + 1, False) for b in range(layers)]
 
     def forward(self, x):
         if self.first:
             x = self.tokens(x) + self.positions(torch.arange(x.shape[1]))
-        for layer in self.layers:
-            x = layer(x)
+        recomputes = torch.is_grad_enabled() and x.requires_grad
+        for begin, end, recomputed in self.chunks:
+            if recomputes and recomputed:
+                x = _RecomputedLayers.apply(x, list(self.layers[begin:end]))
+            else:
+                for layer in self.layers[begin:end]:
+                    x = layer(x)
         return self.head(self.norm(x)) if self.last else x
+
+    def tensor_parallel_duplicates(self):
+        """The parameters every tensor-parallel rank holds whole: counted once in the gradient norm."""
+        split = set()
+        for module in self.modules():
+            if isinstance(module, ColumnParallelLinear):
+                split.update({id(module.weight), id(module.bias)})
+            elif isinstance(module, RowParallelLinear):
+                split.add(id(module.weight))
+        return [p for p in self.parameters() if id(p) not in split]
 
 
 def flops_per_iteration(args):
@@ -481,20 +641,33 @@ class Trainer:
     def __init__(self, args, telemetry, corpus):
         self.args, self.telemetry, self.corpus = args, telemetry, corpus
         self.iteration = 0
-        torch.manual_seed(args.seed + args.stage)
-        self.model = GptStage(args)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-        dp, pp = args.data_parallel_size, args.pipeline_model_parallel_size
-        self.pipeline = self.data = None
-        for d in range(dp):  # every rank makes every group, in the same order (torch.distributed's rule)
-            group = dist.new_group([s * dp + d for s in range(pp)])
-            if d == args.data_rank:
-                self.pipeline = group
+        dp, pp, tp = args.data_parallel_size, args.pipeline_model_parallel_size, args.tensor_model_parallel_size
+        rank_of = lambda stage, data, tensor: (stage * dp + data) * tp + tensor  # noqa: E731: Megatron's order
+        self.pipeline = self.data = tensor_group = None
+        # Every rank makes every group, in the same order (torch.distributed's rule).
+        for d in range(dp):
+            for t in range(tp):
+                group = dist.new_group([rank_of(s, d, t) for s in range(pp)])
+                if (d, t) == (args.data_rank, args.tensor_rank):
+                    self.pipeline = group
         for s in range(pp):
-            group = dist.new_group([s * dp + d for d in range(dp)])
-            if s == args.stage:
-                self.data = group
-        self.next_rank, self.previous_rank = args.rank + dp, args.rank - dp
+            for t in range(tp):
+                group = dist.new_group([rank_of(s, d, t) for d in range(dp)])
+                if (s, t) == (args.stage, args.tensor_rank):
+                    self.data = group
+            for d in range(dp):
+                group = dist.new_group([rank_of(s, d, t) for t in range(tp)])
+                if (s, d) == (args.stage, args.data_rank):
+                    tensor_group = group
+        self.tp = TensorParallel(tp, args.tensor_rank, tensor_group, telemetry.phase)
+        self.tensor_group = tensor_group
+        # The last stage's rank in this rank's pipeline group: the loss comes from it.
+        self.last_stage_rank = rank_of(pp - 1, args.data_rank, args.tensor_rank)
+        torch.manual_seed(args.seed + args.stage)
+        self.model = GptStage(args, self.tp)
+        self.duplicates = self.model.tensor_parallel_duplicates()
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        self.next_rank, self.previous_rank = args.rank + dp * tp, args.rank - dp * tp
         self.pending_sends = []
 
     @property
@@ -560,10 +733,14 @@ class Trainer:
     def backward_step(self, micro, output, loss, output_grad):
         with _otel_managed_span(G.MICROBATCH, "megatron.microbatch.backward", **{"megatron.microbatch_id": micro}), \
                 self.telemetry.phase("compute"):
-            if self.model.last:
-                (loss / self.args.microbatches).backward()
-            else:
-                output.backward(output_grad)
+            self.tp.backward_pass = True  # the tensor-parallel all-reduces from here are the backward's
+            try:
+                if self.model.last:
+                    (loss / self.args.microbatches).backward()
+                else:
+                    output.backward(output_grad)
+            finally:
+                self.tp.backward_pass = False
 
     def train_step(self, segment):
         """One iteration: 1F1B over the micro-batches, gradient sync, the optimizer (megatron/training/training.py)."""
@@ -620,8 +797,7 @@ class Trainer:
                 if optimizer_span is not None:
                     optimizer_span.set_attributes({"megatron.grad_norm": grad_norm, "megatron.update_successful": True})
             loss = loss_sum / args.microbatches
-            dist.broadcast(loss, (args.pipeline_model_parallel_size - 1) * args.data_parallel_size + args.data_rank,
-                           group=self.pipeline)
+            dist.broadcast(loss, self.last_stage_rank, group=self.pipeline)
             dist.all_reduce(loss, group=self.data)
             loss = loss.item() / args.data_parallel_size
             self.iteration += 1
@@ -648,7 +824,15 @@ class Trainer:
             offset += g.numel()
 
     def clip_and_norm(self):
-        squares = torch.stack([p.grad.pow(2).sum() for p in self.model.parameters() if p.grad is not None]).sum()
+        """The global gradient norm (every stage and tensor-parallel rank; a parameter each tensor-parallel rank holds
+        whole counted on the first only, as Megatron counts it), then clipping to --clip-grad."""
+        counted_elsewhere = {id(p) for p in self.duplicates} if self.args.tensor_rank > 0 else set()
+        squares = torch.zeros(())
+        for p in self.model.parameters():
+            if p.grad is not None and id(p) not in counted_elsewhere:
+                squares = squares + p.grad.pow(2).sum()
+        if self.args.tensor_model_parallel_size > 1:
+            dist.all_reduce(squares, group=self.tensor_group)
         dist.all_reduce(squares, group=self.pipeline)
         norm = math.sqrt(squares.item())
         if self.args.clip_grad > 0 and norm > self.args.clip_grad:
@@ -688,8 +872,7 @@ class Trainer:
             loss = sum(self.evaluate_step(e) for e in range(self.args.eval_iters)) / (
                 self.args.eval_iters * self.args.microbatches)
             loss = torch.as_tensor(loss, dtype=torch.float32)
-            last = (self.args.pipeline_model_parallel_size - 1) * self.args.data_parallel_size + self.args.data_rank
-            dist.broadcast(loss, last, group=self.pipeline)
+            dist.broadcast(loss, self.last_stage_rank, group=self.pipeline)
             dist.all_reduce(loss, group=self.data)
         # Megatron's: the attribute on the span the decorator started, through the OpenTelemetry API (a
         # non-recording span when the group is off or nothing is installed).
@@ -700,9 +883,11 @@ class Trainer:
             pass
         return loss.item() / self.args.data_parallel_size
 
-    # checkpoints (megatron/training/checkpointing.py): each stage's first replica writes its file, rank 0 the tracker
+    # checkpoints (megatron/training/checkpointing.py): each stage's first replica writes its file (one a
+    # tensor-parallel rank: mp_rank_<tensor rank>_<stage>), rank 0 the tracker
     def stage_file(self, root, iteration):
-        return pathlib.Path(root) / f"iter_{iteration:07d}" / f"mp_rank_00_{self.args.stage:03d}" / "model_optim_rng.pt"
+        name = f"mp_rank_{self.args.tensor_rank:02d}_{self.args.stage:03d}"
+        return pathlib.Path(root) / f"iter_{iteration:07d}" / name / "model_optim_rng.pt"
 
     def save_checkpoint(self, root):
         with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint"],
@@ -862,6 +1047,7 @@ def main(argv=None):
                             verdict = next(r for r in found["ranks"] if r["rank"] == rank)
                             segment.add_event("lens.straggler", {"dl.rank": rank,
                                                                  "dl.pipeline_parallel.rank": verdict["stage"],
+                                                                 "dl.tensor_parallel.rank": verdict["tensor_rank"],
                                                                  "lens.straggler.score": verdict["score"],
                                                                  "megatron.iteration": found["iteration"]})
                     if it % args.log_interval == 0 or it == args.train_iters:

@@ -31,7 +31,7 @@ inline Figure figure_of(double v) { return std::isnan(v) ? Figure{} : Figure{v};
 struct RunFigures {
   std::set<std::string> run_ids, services;
   std::set<int> ranks;
-  int world_size = 0, pipeline_parallel_size = 0, data_parallel_size = 0;
+  int world_size = 0, tensor_parallel_size = 0, pipeline_parallel_size = 0, data_parallel_size = 0;
 };
 
 // The GPU's time for one span name (its `<name>.device` spans, docs/GPU.md) over all ranks.
@@ -92,8 +92,9 @@ struct StragglerRow {
 
 struct StragglerFigures {
   std::vector<StragglerRow> ranks, named;  // named: flagged windows hold more than StragglerRule::kShare of its steps
-  std::vector<int> unscored_stages;        // a single rank: no peer to compare with
-  std::string not_scored;                  // why no rank was scored; empty when they were
+  // Stages with a rank alone at its tensor-parallel position (no data-parallel replica): no peer to compare with.
+  std::vector<int> unscored_stages;
+  std::string not_scored;  // why no rank was scored; empty when they were
 };
 
 // How much of the job's wall time trained (CONTRACT §10): the step spans of the iterations that count, beside where

@@ -18,6 +18,7 @@ json run_json(const RunFigures& r) {
           {"services", r.services},
           {"ranks", r.ranks},
           {"world_size", r.world_size},
+          {"tensor_parallel_size", r.tensor_parallel_size},
           {"pipeline_parallel_size", r.pipeline_parallel_size},
           {"data_parallel_size", r.data_parallel_size}};
 }

@@ -503,13 +503,15 @@ std::string render_html(const Figures& f, const Timeline& timeline, const std::s
       "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>lens report: " + escape(ids) +
       "</title><style>" + kStyle + "</style></head><body>";
   page += "<h1>lens report: run " + escape(ids) + "</h1><p id=\"identity\">" + std::to_string(f.run.ranks.size()) +
-          " ranks seen of " + std::to_string(f.run.world_size) + " (pipeline " +
-          std::to_string(f.run.pipeline_parallel_size) + " x data " + std::to_string(f.run.data_parallel_size) + "), " +
-          std::to_string(f.read.spans) + " spans read</p>";
+          " ranks seen of " + std::to_string(f.run.world_size) + " (tensor " +
+          std::to_string(f.run.tensor_parallel_size) + " x pipeline " + std::to_string(f.run.pipeline_parallel_size) +
+          " x data " + std::to_string(f.run.data_parallel_size) + "), " + std::to_string(f.read.spans) +
+          " spans read</p>";
   page +=
       "<h2>Timeline of iterations " + escape(steps_shown) +
-      "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, green "
-      "optimizer; dashed lines: links from a sending stage to the receiving one; under \"device\", what the rank's GPU "
+      "</h2><p>One lane per rank; blue forward, orange backward, red pipeline receive, purple gradient sync, yellow "
+      "tensor-parallel all-reduce, green optimizer; dashed lines: links from a sending stage to the receiving one; "
+      "under \"device\", what the rank's GPU "
       "ran for its device-timed spans (docs/GPU.md). Zoom with the buttons or the mouse wheel, drag to pan; hover a "
       "span for its name and duration, click it for its attributes.</p>" +
       timeline_svg(timeline, merged);

@@ -212,7 +212,7 @@ class FailIfTest(TempDirTest):
     def test_the_help_states_the_straggler_rule_the_report_applies(self):
         text = lens_capped("report", "--help").stdout
         self.assertNotIn("z-score", text)
-        self.assertIn("1.3x its stage peers'", text)
+        self.assertIn("1.3x its peers' (the ranks of its stage at its tensor-parallel position)", text)
 
 
 class HostileSnapshotsTest(TempDirTest):

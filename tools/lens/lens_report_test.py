@@ -24,12 +24,13 @@ def attr(key, value):
     return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
 
 
-def resource(rank, world=2, pid=None, pipeline=1, run_id="run-7", host=None):
+def resource(rank, world=2, pid=None, pipeline=1, run_id="run-7", host=None, tensor=None):
     return {"attributes": [attr("service.name", "megatron-lm"), attr("nemo.run.id", run_id), attr("dl.rank", rank),
                            attr("process.pid", pid if pid is not None else 100 + rank),
                            attr("dl.world_size", world), attr("dl.pipeline_parallel.size", pipeline),
-                           attr("dl.data_parallel.size", world // pipeline)]
-            + ([attr("host.name", host)] if host else [])}
+                           attr("dl.data_parallel.size", world // pipeline // (tensor or 1))]
+            + ([attr("host.name", host)] if host else [])
+            + ([attr("dl.tensor_parallel.size", tensor)] if tensor else [])}
 
 
 _ids = iter(range(1, 1 << 62))
@@ -428,15 +429,14 @@ def cells_match(test, row, want):
             test.assertEqual(text, str(value))
 
 
-PHASES = ["forward", "backward", "pipeline_receive_wait", "grad_sync_wait", "optimizer"]
+PHASES = ["forward", "backward", "pipeline_receive_wait", "grad_sync_wait", "tensor_parallel_wait", "optimizer"]
 
 
 def check_page_against_figures(test, page, f):
     test.assertEqual(page["errors"], [])
     test.assertEqual(page["requests"], [])  # nothing fetched: the page is all in its file
     test.assertEqual(sorted(page["rank_lanes"]), sorted(f["run"]["ranks"]))
-    phase_keys = ["steps", "step_ms", "forward_ms", "backward_ms", "pipeline_receive_wait_ms", "grad_sync_wait_ms",
-                  "optimizer_ms", "other_ms"]
+    phase_keys = ["steps", "step_ms"] + [phase + "_ms" for phase in PHASES] + ["other_ms"]
     device = any(v is not None for v in f["phases"]["mean_per_step"]["device_ms"].values())
 
     def cells(r):  # with device time: each phase's device time and launch overhead after the host's
@@ -480,6 +480,63 @@ def check_exploring(test, explored):
         test.assertIn(key, rows)
     wheeled_first, wheeled_last = explored["wheeled"]
     test.assertGreater(wheeled_last - wheeled_first, zoomed_last - zoomed_first)
+
+
+# Tensor parallel 2 x data parallel 2 (rank = replica * 2 + tensor-parallel rank), 6 steps of 100 ms, one micro-batch:
+# a forward of 10 ms with a forward all-reduce of 3 ms in it, a backward of 20 ms with a backward all-reduce of 4 ms,
+# then the gradient sync and a 5 ms optimizer. Rank 1 computes 20 ms more in forward; its tensor-parallel partner,
+# rank 0, waits those 20 ms in the forward all-reduce, and rank 1's replica, rank 3, in the gradient sync (as rank 2
+# does for rank 0, which finished late).
+def tensor_parallel_spans(rank):
+    forward = 30 if rank in (0, 1) else 10
+    forward_wait = 23 if rank == 0 else 3
+    sync = 2 if rank in (0, 1) else 22
+    lines = []
+    for iteration in range(1, 7):
+        t0 = iteration * 1000
+        lines.append([
+            span("megatron.tp.all_reduce", t0 + forward - forward_wait, forward_wait,
+                 attrs={"megatron.tp.region": "reduce_from_tensor_model_parallel_region", "megatron.tp.pass": "forward"}),
+            span("megatron.microbatch.forward", t0, forward),
+            span("megatron.tp.all_reduce", t0 + forward + 10, 4,
+                 attrs={"megatron.tp.region": "copy_to_tensor_model_parallel_region", "megatron.tp.pass": "backward"}),
+            span("megatron.microbatch.backward", t0 + forward, 20),
+            span("megatron.grad_sync.finish", t0 + forward + 20, sync),
+            span("megatron.optimizer_step", t0 + forward + 20 + sync, 5),
+            span("megatron.train_step", t0, 100, megatron_iteration=iteration)])
+    return lines
+
+
+class TensorParallelFiguresTest(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        self.run = os.path.join(self.tmp.name, "run-7")
+        os.makedirs(self.run)
+        for rank in range(4):
+            with open(os.path.join(self.run, f"rank{rank}.traces.jsonl"), "w") as f:
+                f.write("".join(spans_line(rank, spans, world=4, tensor=2) + "\n"
+                                for spans in tensor_parallel_spans(rank)))
+        self.figures = json.loads(lens("report", self.run, "--json").stdout)
+
+    def test_the_all_reduce_wait_is_a_phase_of_its_own_taken_out_of_the_pass_it_ran_in(self):
+        f = self.figures
+        self.assertEqual((f["run"]["tensor_parallel_size"], f["run"]["data_parallel_size"]), (2, 2))
+        waiter = f["phases"]["per_rank"][0]
+        self.assertEqual((waiter["forward_ms"], waiter["backward_ms"], waiter["tensor_parallel_wait_ms"],
+                          waiter["grad_sync_wait_ms"], waiter["optimizer_ms"], waiter["other_ms"]),
+                         (7, 16, 27, 2, 5, 43))
+        text = lens("report", self.run).stdout
+        self.assertIn("(tensor 2 x pipeline 1 x data 2)", text)
+        self.assertIn("tensor_parallel_wait 12.00", text)  # (27 + 7 + 7 + 7) / 4
+
+    def test_a_rank_is_compared_with_its_stage_at_its_tensor_parallel_position(self):
+        # Rank 0 computes no longer than its replica (rank 2): its extra time is the all-reduce wait. Rank 1, whose
+        # replica is rank 3, is the straggler.
+        s = self.figures["stragglers"]
+        self.assertEqual([r["rank"] for r in s["named"]], [1])
+        by_rank = {r["rank"]: r for r in s["ranks"]}
+        self.assertEqual((by_rank[1]["compute_ms_median"], by_rank[1]["stage_compute_ms_median"]), (43, 23))
+        self.assertEqual((by_rank[0]["compute_ms_median"], by_rank[0]["stage_compute_ms_median"]), (23, 23))
 
 
 class PicturesTest(unittest.TestCase):
@@ -765,7 +822,7 @@ class DeviceTimeTest(TempDirTest):
         mean = f["phases"]["mean_per_step"]
         self.assertEqual((mean["forward_ms"], mean["pipeline_receive_wait_ms"]), (10, 8))  # the host's alone
         self.assertEqual(mean["device_ms"], {"forward": 30, "backward": None, "pipeline_receive_wait": 2,
-                                             "grad_sync_wait": None, "optimizer": None})
+                                             "grad_sync_wait": None, "tensor_parallel_wait": None, "optimizer": None})
         self.assertEqual((mean["launch_overhead_ms"]["forward"], mean["launch_overhead_ms"]["pipeline_receive_wait"]),
                          (-20, 6))
         self.assertEqual(mean["other_ms"], 82)  # 100 - 10 - 8: device time is not taken from the host's step

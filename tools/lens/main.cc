@@ -348,8 +348,9 @@ int lens_main(int argc, char** argv) {
       "report",
       "What a person asks first about a run: who wrote it; per span name, count and p50/p90/p99/max over all "
       "ranks; step time per iteration and rank; where a step's time goes (forward, backward, pipeline receive "
-      "wait, gradient-sync wait, optimizer, other); stragglers (the rank the others wait for: its median compute "
-      "over a window at least 1.3x its stage peers' while they wait for it, docs/TOOLS.md); the pipeline bubble of "
+      "wait, gradient-sync wait, tensor-parallel all-reduce wait, optimizer, other); stragglers (the rank the others "
+      "wait for: its median compute over a window at least 1.3x its peers' (the ranks of its stage at its "
+      "tensor-parallel position) while they wait for it, docs/TOOLS.md); the pipeline bubble of "
       "every stage beside (P-1)/(M+P-1); the first "
       "iteration, checkpoints, evaluations; loss and training metrics; what was lost. Exit 0; 1 when a --fail-if "
       "holds; 2 for bad input (nothing to read, no span, a malformed option).");

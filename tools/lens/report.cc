@@ -171,7 +171,7 @@ void Report::span(const SpanRow& s) {
     if (!s.truncated) step(p, s);  // a step cut short by shutdown is not a step's time
   } else if (c.part != kNoPart) {
     parts_seen_[static_cast<std::size_t>(c.part)] = true;
-    const Pending item{s.start_ns, s.end_ns, c.part, s.num_microbatches};
+    const Pending item{s.start_ns, s.end_ns, c.part, s.num_microbatches, false, s.backward_pass};
     if (!place(p, item)) p.pending.emplace(item.start_ns, item);
   } else if (c.event >= 0) {
     events_.push_back({c.event, p.rank, s.start_ns, s.end_ns, s.iteration, &p});
@@ -255,6 +255,8 @@ bool Report::place(Process& p, const Pending& item) {
         std::clamp<std::int64_t>(std::max<std::int64_t>(r.microbatches, item.microbatches), -1, INT32_MAX));
   } else {
     r.phase_ns[static_cast<std::size_t>(item.kind)] += ns;
+    // Out of the pass it ran in, modulo 2^64: that micro-batch span may be placed after it, adding its whole time.
+    if (item.kind == kTensorParallelWait) r.phase_ns[item.backward_pass ? kBackward : kForward] -= ns;
   }
   return true;
 }
@@ -284,6 +286,8 @@ int Report::stage_of(int rank) const {
   return pipeline_size_ > 1 ? static_cast<int>(rank / per_stage) : 0;
 }
 
+int Report::tensor_rank_of(int rank) const { return rank % std::max(1, tensor_size_); }
+
 int Report::replica_of(int rank) const { return rank / std::max(1, tensor_size_) % std::max(1, data_parallel_size_); }
 
 std::map<std::string, std::vector<StepWindow>> Report::windows(StepRange range) const {
@@ -300,6 +304,7 @@ std::string Report::not_measured(int part) const {
   // figure there.
   if (part == kGradSyncWait && data_parallel_size_ == 1) return {};
   if (part == kPipelineReceiveWait && pipeline_size_ == 1) return {};
+  if (part == kTensorParallelWait && tensor_size_ <= 1) return {};
   struct Need {
     const char* spans;
     const char* group;
@@ -309,6 +314,7 @@ std::string Report::not_measured(int part) const {
       {"megatron.microbatch.forward/backward", "microbatch"},
       {"megatron.p2p.recv_*", "communication"},
       {"megatron.grad_sync.finish", "communication"},
+      {"megatron.tp.all_reduce", "communication"},
       {"megatron.optimizer_step", "optimizer"},
       {"megatron.forward_backward", "forward_backward"},
   }};
@@ -377,19 +383,21 @@ StragglerFigures Report::straggler_figures() const {
   struct Steps {
     std::vector<double> compute, wait;
   };
-  std::map<std::int64_t, std::map<int, Steps>> windows;  // window index -> rank -> its steps
-  std::map<int, std::set<int>> stage_ranks;
+  std::map<std::int64_t, std::map<int, Steps>> windows;     // window index -> rank -> its steps
+  std::map<std::pair<int, int>, std::set<int>> peer_ranks;  // (stage, tensor-parallel rank) -> its ranks
   records_.for_each_iteration([&](std::int64_t iteration, const auto& by_rank) {
     for (const auto& r : by_rank) {
-      stage_ranks[stage_of(r.rank)].insert(r.rank);
+      peer_ranks[{stage_of(r.rank), tensor_rank_of(r.rank)}].insert(r.rank);
       if (r->step_ns == 0) continue;
       Steps& steps = windows[(iteration - 1) / StragglerRule::kWindowSteps][r.rank];
       steps.compute.push_back(static_cast<double>(r->phase_ns[kForward] + r->phase_ns[kBackward]));
-      steps.wait.push_back(static_cast<double>(r->phase_ns[kPipelineReceiveWait] + r->phase_ns[kGradSyncWait]));
+      steps.wait.push_back(static_cast<double>(r->phase_ns[kPipelineReceiveWait] + r->phase_ns[kGradSyncWait] +
+                                               r->phase_ns[kTensorParallelWait]));
     }
   });
-  for (const auto& [stage, ranks] : stage_ranks)
-    if (ranks.size() < 2) out.unscored_stages.push_back(stage);
+  for (const auto& [peers, ranks] : peer_ranks)
+    if (ranks.size() < 2 && (out.unscored_stages.empty() || out.unscored_stages.back() != peers.first))
+      out.unscored_stages.push_back(peers.first);
   struct Tally {
     int scored = 0, flagged = 0;
     std::vector<double> score, compute, wait, peer_compute, peer_wait;
@@ -400,6 +408,7 @@ StragglerFigures Report::straggler_figures() const {
     for (auto& [rank, steps] : by_rank)
       ranks.push_back({.rank = rank,
                        .stage = stage_of(rank),
+                       .tensor_rank = tensor_rank_of(rank),
                        .steps = static_cast<std::int64_t>(steps.compute.size()),
                        .compute_ns = lens::straggler::median_of(steps.compute),
                        .wait_ns = lens::straggler::median_of(steps.wait)});
@@ -695,6 +704,7 @@ Figures Report::figures(const ReadStats& read, bool series) {
            .services = services_,
            .ranks = ranks_,
            .world_size = world_size_,
+           .tensor_parallel_size = tensor_size_,
            .pipeline_parallel_size = pipeline_size_,
            .data_parallel_size = data_parallel_size_};
   f.spans = span_figures();

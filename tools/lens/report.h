@@ -66,7 +66,7 @@ struct StepRange {
   bool contains(std::int64_t it) const noexcept { return it >= first && it <= last; }
 };
 
-// What one rank did in one iteration: 80 bytes, since a report holds one a rank and iteration (85 M of them for
+// What one rank did in one iteration: 88 bytes, since a report holds one a rank and iteration (85 M of them for
 // 256 ranks of 10 M spans each).
 struct StepRecord {
   std::uint32_t iteration = 0;     // below 2^32 (a larger number is no iteration: Report::span)
@@ -78,7 +78,7 @@ struct StepRecord {
   // Adds the record of the same rank and iteration from files read later.
   void merge(const StepRecord& later) noexcept;
 };
-static_assert(sizeof(StepRecord) == 80);
+static_assert(sizeof(StepRecord) == 88);
 
 // The device time of a rank's phases in one iteration (their device spans), kept apart: most runs have none.
 struct DevicePhaseRecord {
@@ -263,7 +263,8 @@ class Report : public RunVisitor {
     std::uint64_t start_ns, end_ns;  // in the rank's clock
     int kind;                        // a Phase, or kForwardBackward
     std::int64_t microbatches;
-    bool device = false;  // a device span of the phase: its step is the one it starts in (the GPU runs behind)
+    bool device = false;         // a device span of the phase: its step is the one it starts in (the GPU runs behind)
+    bool backward_pass = false;  // kTensorParallelWait: taken out of backward (else forward)
   };
   // When a process trained (megatron.* spans only: a checkpoint worker's are not the job's), for goodput; its steps
   // are the process's step windows (a step span is a megatron.* span).
@@ -336,6 +337,7 @@ class Report : public RunVisitor {
   LostFigures lost_figures() const;
   int stage_of(int rank) const;
   int replica_of(int rank) const;
+  int tensor_rank_of(int rank) const;
   // Why a phase (or kForwardBackward) has no figure: its spans never appeared in the read (their span group was
   // off, as under `default` or `per_step`); empty when it has one. A figure of 0 would be a wrong answer.
   std::string not_measured(int part) const;

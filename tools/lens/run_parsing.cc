@@ -246,7 +246,7 @@ class FileParser {
     row.start_ns = row.end_ns = 0;
     row.iteration = row.num_microbatches = -1;
     row.loss.reset();
-    row.truncated = false;
+    row.truncated = row.backward_pass = false;
     row.group_change.reset();
     row.span_id = row.parent_span_id = {};
     row.linked_span_ids.clear();
@@ -266,6 +266,7 @@ class FileParser {
               if (k == "megatron.iteration" && v.is_int) row.iteration = v.integer;
               if (k == "megatron.loss" && v.is_double) row.loss = v.number;
               if (k == "nemo.span.truncated") row.truncated = v.boolean;
+              if (k == "megatron.tp.pass") row.backward_pass = v.is_string && v.text == "backward";
               if ((k == "megatron.num_microbatches" || k == "num_microbatches") && v.is_int)
                 row.num_microbatches = v.integer;
               if (detail_) append_json_member(row.args_json, k, v.raw);

@@ -57,6 +57,7 @@ struct SpanRow {
   std::int64_t num_microbatches = -1;  // the forward-backward span's megatron.num_microbatches (num_microbatches)
   std::optional<double> loss;          // megatron.loss (the step span's)
   bool truncated = false;              // nemo.span.truncated: ended at shutdown, not by its code
+  bool backward_pass = false;          // megatron.tp.pass is "backward": a tensor-parallel all-reduce of backward
   using GroupChange = SpanGroupChangeEvent;
   std::optional<GroupChange> group_change;
   // Read only with ReadOptions::detail (what a timeline draws): ids as hex text, the linked span ids (also with

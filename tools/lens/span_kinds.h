@@ -12,9 +12,11 @@
 namespace lens_tools {
 
 // Where a step's time goes: the spans of these kinds inside a rank's step span, summed; `other` is the rest.
-enum Phase { kForward, kBackward, kPipelineReceiveWait, kGradSyncWait, kOptimizer, kPhaseCount };
-inline constexpr std::array<const char*, kPhaseCount> kPhaseNames = {"forward", "backward", "pipeline_receive_wait",
-                                                                     "grad_sync_wait", "optimizer"};
+// A tensor-parallel all-reduce runs inside a micro-batch's forward or backward: its time is its own phase and is
+// taken out of the pass it runs in (megatron.tp.pass), so the phases never count a nanosecond twice.
+enum Phase { kForward, kBackward, kPipelineReceiveWait, kGradSyncWait, kTensorParallelWait, kOptimizer, kPhaseCount };
+inline constexpr std::array<const char*, kPhaseCount> kPhaseNames = {
+    "forward", "backward", "pipeline_receive_wait", "grad_sync_wait", "tensor_parallel_wait", "optimizer"};
 // A part of a step beside the phases: the forward-backward span, the pipeline bubble's denominator.
 inline constexpr int kForwardBackward = kPhaseCount;
 inline constexpr int kNoPart = -1;
@@ -42,6 +44,7 @@ inline constexpr const char* kBackwardColour = "#f28e2b";
 inline constexpr const char* kReceiveColour = "#e15759";
 inline constexpr const char* kSendColour = "#ff9da7";
 inline constexpr const char* kGradSyncColour = "#b07aa1";
+inline constexpr const char* kTensorParallelColour = "#edc948";
 inline constexpr const char* kOptimizerColour = "#59a14f";
 inline constexpr const char* kLayerColour = "#76b7b2";
 inline constexpr const char* kOtherColour = "#bab0ac";
@@ -49,7 +52,7 @@ inline constexpr const char* kOtherColour = "#bab0ac";
 // In the order they are tried: the first entry that matches gives the colour; the first entry with a part that
 // matches gives the part. Both name modes (CONTRACT §6): the micro-batch, pipeline and gradient-sync names are the
 // same in both; the optimizer and forward-backward have a name in each.
-inline constexpr std::array<SpanKind, 14> kSpanKinds = {{
+inline constexpr std::array<SpanKind, 15> kSpanKinds = {{
     {"megatron.microbatch.forward", Match::kExact, kForward, kForwardColour},
     {"megatron.layer.forward", Match::kExact, kNoPart, kForwardColour},
     {"megatron.microbatch.backward", Match::kExact, kBackward, kBackwardColour},
@@ -58,6 +61,7 @@ inline constexpr std::array<SpanKind, 14> kSpanKinds = {{
     {"megatron.p2p.send", Match::kPrefix, kNoPart, kSendColour},
     {"megatron.grad_sync.finish", Match::kExact, kGradSyncWait, kGradSyncColour},
     {"megatron.grad_sync", Match::kPrefix, kNoPart, kGradSyncColour},
+    {"megatron.tp.all_reduce", Match::kExact, kTensorParallelWait, kTensorParallelColour},
     {"megatron.optimizer_step", Match::kExact, kOptimizer, kOptimizerColour},
     {"megatron.train.iteration.optimizer", Match::kExact, kOptimizer, kOptimizerColour},
     {"megatron.forward_backward", Match::kExact, kForwardBackward, kOtherColour},

@@ -70,10 +70,10 @@ std::string short_series(const std::vector<double>& values) {
 void render_header(const Figures& f, const Line& line) {
   char buffer[512];
   const std::string ids = joined(f.run.run_ids), services = joined(f.run.services);
-  std::snprintf(buffer, sizeof buffer, "run %s  service %s  %d ranks seen of %d (pipeline %d x data %d)",
+  std::snprintf(buffer, sizeof buffer, "run %s  service %s  %d ranks seen of %d (tensor %d x pipeline %d x data %d)",
                 ids.empty() ? "?" : ids.c_str(), services.empty() ? "?" : services.c_str(),
-                static_cast<int>(f.run.ranks.size()), f.run.world_size, f.run.pipeline_parallel_size,
-                f.run.data_parallel_size);
+                static_cast<int>(f.run.ranks.size()), f.run.world_size, f.run.tensor_parallel_size,
+                f.run.pipeline_parallel_size, f.run.data_parallel_size);
   line(buffer);
   std::snprintf(buffer, sizeof buffer, "read %llu files, %llu spans, %.1f MB",
                 static_cast<unsigned long long>(f.read.files), static_cast<unsigned long long>(f.read.spans),
@@ -178,8 +178,8 @@ void render_stragglers(const StragglerFigures& stragglers, const Line& line) {
     line(buffer);
   }
   if (!stragglers.unscored_stages.empty())
-    line("stragglers: stages of a single rank are not scored (" + std::to_string(stragglers.unscored_stages.size()) +
-         " stages)");
+    line("stragglers: ranks with no replica at their stage and tensor-parallel position are not scored (" +
+         std::to_string(stragglers.unscored_stages.size()) + " stages)");
 }
 
 // Hosts' clocks, when the run has more than one host: what the bubble and the pictures were corrected by.
