@@ -43,6 +43,14 @@ void request_stop(int) { g_stop.store(true); }
 Clock::time_point g_main_started;  // for --testing-startup-times
 double ms_since_main() { return std::chrono::duration<double, std::milli>(Clock::now() - g_main_started).count(); }
 
+// Wall-clock times of startup, for Megatron's back-dated megatron.startup.* spans (SPAN_NAMES=megatron).
+std::uint64_t unix_nanos_now() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+std::uint64_t g_main_unix_nanos = 0, g_args_parsed_unix_nanos = 0;
+
 // ---- telemetry around the run --------------------------------------------------------------------------------
 
 // What every rank must agree on before an iteration, settled in one small all-reduce (MAX): whether any rank was
@@ -123,6 +131,12 @@ class PretrainRun {
   void watch_stragglers(lens::ScopedSpan& segment);
   void finish_training(bool stopped);
   const lens::megatron::SpanNames& names() const { return lens::megatron::span_names(config_.span_names); }
+  // SPAN_NAMES=megatron: today's Megatron-LM's span tree (no run-long span: startup and each segment are traces of
+  // their own), with its names.
+  bool megatron_tree() const { return config_.span_names == lens::SpanNaming::kMegatron; }
+  void record_startup_phases();
+  void log_iteration(std::int64_t iteration, const Trainer::StepResult& step);
+  void save_checkpoint();
 
   const Args& args_;
   const lens::RankInfo ranks_ = lens::detect_rank_info();
@@ -140,6 +154,8 @@ class PretrainRun {
   std::unique_ptr<Trainer> trainer_;
 
   bool first_iteration_ = true;
+  std::uint64_t initialized_unix_nanos_ = 0;  // rendezvous and telemetry set up
+  lens::SpanContext startup_;                 // megatron.startup (SPAN_NAMES=megatron)
   lens::SpanContext previous_segment_;
   Clock::time_point interval_start_;
   std::int64_t interval_iterations_ = 0;
@@ -175,6 +191,7 @@ PretrainRun::PretrainRun(const Args& args)
       store_(trainer::make_store(topology_)),
       watch_(topology_, store_) {
   set_up_telemetry();
+  initialized_unix_nanos_ = unix_nanos_now();
   torch::set_num_threads(1);  // ranks share the machine's cores
 }
 
@@ -268,10 +285,25 @@ void PretrainRun::build_trainer() {
 int PretrainRun::run() {
   bool stopped = false;
   {
-    LENS_SPAN_NAMED(pretrain, mg::job, "megatron.pretrain", {"megatron.model_type", "gpt"},
-                    {"megatron.train_iters", args_.train_iters},
-                    {"megatron.global_batch_size", args_.global_batch_size}, lens::megatron::kGoodput);
-    build_trainer();
+    // Documented names: megatron.pretrain spans the run. SPAN_NAMES=megatron, as today's Megatron-LM: no run-long
+    // span; megatron.startup, the root of a trace of its own, spans startup, from main.
+    lens::ScopedSpan pretrain;
+    if (!megatron_tree() && LENS_GROUP_ENABLED(mg::job))
+      pretrain.start(mg::job, "megatron.pretrain",
+                     {{"megatron.model_type", "gpt"},
+                      {"megatron.train_iters", args_.train_iters},
+                      {"megatron.global_batch_size", args_.global_batch_size},
+                      lens::megatron::kGoodput});
+    {
+      lens::ScopedSpan startup;
+      if (megatron_tree() && LENS_GROUP_ENABLED(mg::job)) {
+        startup.start(mg::job, "megatron.startup", {{"megatron.model_type", "gpt"}, lens::megatron::kGoodput},
+                      {.root = true, .start_unix_nanos = g_main_unix_nanos});
+        record_startup_phases();
+      }
+      build_trainer();
+      startup_ = startup.context();
+    }
     interval_start_ = Clock::now();
     try {
       while (trainer_->iteration() < args_.train_iters && !stopped) stopped = !train_segment(pretrain.context());
@@ -284,14 +316,29 @@ int PretrainRun::run() {
   return 0;
 }
 
+// Megatron's back-dated children of megatron.startup, for the phases this trainer has: parsing the arguments, and
+// initialisation (the rendezvous and telemetry setup).
+void PretrainRun::record_startup_phases() {
+  lens::Span phase;
+  phase.start(mg::job, "megatron.startup.arg_parse", {lens::megatron::kGoodput},
+              {.start_unix_nanos = g_main_unix_nanos});
+  phase.end_at(g_args_parsed_unix_nanos);
+  phase.start(mg::job, "megatron.startup.initialize_megatron", {lens::megatron::kGoodput},
+              {.start_unix_nanos = g_args_parsed_unix_nanos});
+  phase.end_at(initialized_unix_nanos_);
+}
+
 bool PretrainRun::train_segment(const lens::SpanContext& pretrain_context) {
-  // The first segment is pretrain's child, each later one a new trace linked to pretrain and to the one before.
+  // Documented names: the first segment is pretrain's child, each later one a new trace linked to pretrain and to
+  // the one before. SPAN_NAMES=megatron: each is a new trace linked to the one before (the first to startup).
   const bool later_segment = previous_segment_.is_valid();
   lens::ScopedSpan segment;
   if (LENS_GROUP_ENABLED(mg::job))
     segment.start(mg::job, "megatron.train", {{"megatron.train_iters", args_.train_iters}, lens::megatron::kGoodput},
-                  {.root = later_segment});
-  if (later_segment) {
+                  {.root = later_segment || megatron_tree()});
+  if (megatron_tree()) {
+    segment.add_link(later_segment ? previous_segment_ : startup_);
+  } else if (later_segment) {
     segment.add_link(pretrain_context);
     segment.add_link(previous_segment_);
   }
@@ -324,12 +371,30 @@ void PretrainRun::train_iteration(const lens::SpanContext& segment,
   final_train_loss_ = step.loss;
   ++interval_iterations_;
   const std::int64_t iteration = trainer_->iteration();
-  if (iteration % args_.log_interval == 0 || iteration == args_.train_iters) log_interval(iteration, step);
+  log_iteration(iteration, step);
   if (args_.eval_interval > 0 && iteration % args_.eval_interval == 0) {
     last_validation_loss_ = trainer_->evaluate();
     if (prints_) spdlog::info(" validation loss at iteration {}: {:.6E}", iteration, last_validation_loss_);
   }
-  if (args_.save_interval > 0 && iteration % args_.save_interval == 0) trainer_->save_checkpoint(args_.save);
+  if (args_.save_interval > 0 && iteration % args_.save_interval == 0) save_checkpoint();
+}
+
+// After each iteration, the log line and metrics when due; SPAN_NAMES=megatron, in Megatron's report spans (every
+// iteration, as Megatron's training_log runs every iteration).
+void PretrainRun::log_iteration(std::int64_t iteration, const Trainer::StepResult& step) {
+  const bool due = iteration % args_.log_interval == 0 || iteration == args_.train_iters;
+  const bool megatron = megatron_tree();
+  LENS_SPAN_IF(megatron, mg::step, "megatron.train.iteration_report", lens::megatron::kGoodput);
+  LENS_SPAN_IF(megatron, mg::step, "megatron.train.log", lens::megatron::kGoodput);
+  if (due) log_interval(iteration, step);
+}
+
+// SPAN_NAMES=megatron: inside Megatron's megatron.checkpoint.exposed_save, the save's cost to the training loop.
+void PretrainRun::save_checkpoint() {
+  const bool megatron = megatron_tree();
+  LENS_SPAN_IF(megatron, mg::checkpoint, "megatron.checkpoint.exposed_save",
+               {"megatron.iteration", trainer_->iteration()}, lens::megatron::kGoodput);
+  trainer_->save_checkpoint(args_.save);
 }
 
 // The findings scored since the last window (usually the last window's) as an event of the segment span, on the
@@ -371,8 +436,13 @@ void PretrainRun::log_interval(std::int64_t iteration, const Trainer::StepResult
 }
 
 void PretrainRun::finish_training(bool stopped) {
-  if (stopped && !args_.save.empty()) trainer_->save_checkpoint(args_.save);
-  trainer_->finish_pending_save();
+  if (stopped && !args_.save.empty()) save_checkpoint();
+  {
+    // The last asynchronous save, waited for before the job ends: Megatron's exit_finalize.
+    const bool megatron = megatron_tree() && args_.async_save;
+    LENS_SPAN_IF(megatron, mg::checkpoint, "megatron.checkpoint.exit_finalize", lens::megatron::kGoodput);
+    trainer_->finish_pending_save();
+  }
   if (!stopped && last_validation_loss_ < 0) last_validation_loss_ = trainer_->evaluate();
   if (prints_)
     spdlog::info(" done: {} iterations, last training loss {:.4f}, validation loss {:.4f}{}", trainer_->iteration(),
@@ -384,12 +454,14 @@ void PretrainRun::finish_training(bool stopped) {
 
 int main(int argc, char** argv) {
   g_main_started = Clock::now();
+  g_main_unix_nanos = unix_nanos_now();
   if (argc == 2 && std::string_view(argv[1]) == "--checkpoint-worker") return trainer::run_checkpoint_worker();
   // A checkpoint worker that dies must be an error with a message on its rank (and telemetry flushed at exit), not
   // a silent SIGPIPE at the next write to its pipe. Python, which launches Megatron, ignores SIGPIPE the same way.
   std::signal(SIGPIPE, SIG_IGN);
   try {
     const Args args = trainer::parse_args(argc, argv);
+    g_args_parsed_unix_nanos = unix_nanos_now();
     trainer::install_logger();
     return PretrainRun(args).run();
   } catch (const trainer::ArgsError& e) {

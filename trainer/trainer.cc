@@ -251,7 +251,7 @@ double Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   torch::Tensor loss_sum = torch::zeros({1});
   for (std::int64_t e = 0; e < args_.eval_iters; ++e) {
-    LENS_SPAN(mg::evaluate, "megatron.evaluate.step");
+    LENS_SPAN(mg::evaluate, "megatron.evaluate.step", {"megatron.eval_iteration", e + 1});
     for (std::int64_t micro = 0; micro < microbatches_; ++micro) {
       torch::Tensor received = topology_.first_stage()
                                    ? torch::Tensor()
@@ -288,8 +288,21 @@ std::string stage_file(const std::string& iteration_path, int tensor_rank, int s
 // done (a crash mid-save leaves the previous checkpoint as the latest). With --async-save the bytes go to the
 // worker process and the tracker is written once the worker says they are in place (at the next save or at
 // the end of training).
+void Trainer::start_checkpoint_part(lens::ScopedSpan& span, lens::SpanGroup group, lens::SpanName name) const {
+  if (!LENS_GROUP_ENABLED(group)) return;
+  if (megatron_names())
+    span.start(group, name, {lens::megatron::kGoodput});
+  else
+    span.start(group, name);
+}
+
 void Trainer::save_checkpoint(const std::string& dir) {
-  finish_pending_save();
+  {
+    // The previous asynchronous save, waited for: Megatron's megatron.checkpoint.save.finalize.
+    const bool finalizes = megatron_names() && pending_save_iteration_ >= 0;
+    LENS_SPAN_IF(finalizes, mg::checkpoint, "megatron.checkpoint.save.finalize", lens::megatron::kGoodput);
+    finish_pending_save();
+  }
   LENS_SPAN_NAMED(save, mg::checkpoint, names().save_checkpoint, {"megatron.iteration", iteration_},
                   lens::megatron::kGoodput);
   const std::string path = stage_file(iteration_dir(dir, iteration_), topology_.tensor_rank(), topology_.stage());
@@ -297,7 +310,8 @@ void Trainer::save_checkpoint(const std::string& dir) {
     torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
     std::ostringstream bytes;
     {
-      LENS_SPAN(mg::checkpoint, names().save_checkpoint_state_dict);
+      lens::ScopedSpan state_dict;
+      start_checkpoint_part(state_dict, mg::checkpoint, names().save_checkpoint_state_dict);
       model_->save(model_archive);
       optimizer_->save(optimizer_archive);
       archive.write("model", model_archive);
@@ -310,7 +324,8 @@ void Trainer::save_checkpoint(const std::string& dir) {
       checkpoint_worker_->submit(lens::build_worker_bootstrap(telemetry_, resource_, save.context()).serialize(), path,
                                  bytes.str());
     } else {
-      LENS_SPAN(mg::checkpoint, names().save_checkpoint_io_write);
+      lens::ScopedSpan io_write;
+      start_checkpoint_part(io_write, mg::checkpoint, names().save_checkpoint_io_write);
       {
         LENS_TRACE_REGION("checkpoint.mkdir");
         std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -363,7 +378,8 @@ bool Trainer::load_checkpoint(const std::string& dir) {
   LENS_SPAN(mg::load_checkpoint, names().load_checkpoint, {"megatron.iteration", saved}, lens::megatron::kGoodput);
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   {
-    LENS_SPAN(mg::load_checkpoint, names().load_checkpoint_io_read);
+    lens::ScopedSpan io_read;
+    start_checkpoint_part(io_read, mg::load_checkpoint, names().load_checkpoint_io_read);
     const std::string path = stage_file(iteration_dir(dir, saved), topology_.tensor_rank(), topology_.stage());
     try {
       archive.load_from(path);

@@ -121,6 +121,9 @@ class Trainer {
   bool carries_contexts() const { return telemetry_.config().active(); }
   // The span names of SPAN_NAMES (the documented tree, or Megatron's exported names).
   const lens::megatron::SpanNames& names() const { return lens::megatron::span_names(telemetry_.config().span_names); }
+  // SPAN_NAMES=megatron: today's Megatron-LM's spans and attributes (the checkpoint's parts count toward goodput).
+  bool megatron_names() const { return telemetry_.config().span_names == lens::SpanNaming::kMegatron; }
+  void start_checkpoint_part(lens::ScopedSpan& span, lens::SpanGroup group, lens::SpanName name) const;
 
   const Corpus& corpus_;
   const lens::Telemetry& telemetry_;

@@ -19,23 +19,26 @@ builder, the span names of SPAN_NAMES, the run id, the 26-byte context form, ste
         --train-iters 20 --otel-enabled --otel-span-groups all
 """
 
-import argparse
-import contextlib
-import hashlib
-import json
-import logging
-import math
-import os
-import pathlib
-import resource
-import signal
-import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch import nn
+PROGRAM_START_NS = time.time_ns()  # before the imports: Megatron's megatron.startup.imports starts here
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import resource  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
 
 # Megatron-LM's call-site idiom: NeMo Lens's helpers when it (or lens's shim for it) is there, no-ops otherwise.
 try:
@@ -207,6 +210,7 @@ class Telemetry:
     def __init__(self, args):
         self.handle = None
         self.names = dict(DOCUMENTED_NAMES)
+        self.megatron_tree = False
         self.step_layout = False
         self.active = False
         try:
@@ -253,6 +257,9 @@ class Telemetry:
         if config.enabled and config.logs_enabled and self.handle.is_exporting:
             setup_logging_bridge()
         self.names = span_names(config.span_names)
+        # SPAN_NAMES=megatron: today's Megatron-LM's span tree (no run-long span: startup and each segment are
+        # traces of their own), with its names and attributes.
+        self.megatron_tree = config.span_names == "megatron"
         self.step_layout = config.trace_layout == "step"
         self.active = config.active
 
@@ -267,23 +274,31 @@ class Telemetry:
         return self.tracer.start_as_current_span(name, attributes=attributes, **options)
 
     @contextlib.contextmanager
-    def attached_span(self, group, name, attributes=None, root=False, links=None):
+    def attached_span(self, group, name, attributes=None, root=False, links=None, start_time=None):
         """Megatron's explicit-span shape (training.py's startup and interval blocks), through the OpenTelemetry
-        API that lens serves: start_span (in an empty Context for a new trace, with Links), then
-        context.attach(set_span_in_context(span)); at the end detach, then end. Yields the span, or None when off."""
+        API that lens serves: start_span (in an empty Context for a new trace, with Links, at start_time if given),
+        then context.attach(set_span_in_context(span)); at the end detach, then end. Yields the span, or None when
+        off."""
         if self.handle is None or not _otel_sg_enabled(group):
             yield None
             return
         from opentelemetry import context as _octx, trace as _otr
         from opentelemetry.context import Context
         span = self.tracer.start_span(name, context=Context() if root else None, attributes=attributes,
-                                      links=[_otr.Link(link) for link in links or () if link is not None])
+                                      links=[_otr.Link(link) for link in links or () if link is not None],
+                                      start_time=start_time)
         token = _octx.attach(_otr.set_span_in_context(span))
         try:
             yield span
         finally:
             _octx.detach(token)
             span.end()
+
+    def backdated_span(self, group, name, start_ns, end_ns):
+        """Megatron's _backdated_otel_span: a phase already over, as a closed span of the current one (goodput)."""
+        if self.handle is None or not _otel_sg_enabled(group):
+            return
+        self.tracer.start_span(name, start_time=start_ns, attributes=GOODPUT).end(end_time=end_ns)
 
     def started_span(self, group, name, attributes=None):
         """A span started now and not made current (a sibling of what follows), or None."""
@@ -674,6 +689,11 @@ class Trainer:
     def names(self):
         return self.telemetry.names
 
+    @property
+    def part_goodput(self):
+        """SPAN_NAMES=megatron: a checkpoint's parts count toward goodput, as Megatron marks them."""
+        return GOODPUT if self.telemetry.megatron_tree else {}
+
     def activation_shape(self):
         return (self.args.micro_batch_size, self.args.seq_length, self.args.hidden_size)
 
@@ -851,8 +871,11 @@ class Trainer:
         decay = 1 - progress if a.lr_decay_style == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
         return a.min_lr + (a.lr - a.min_lr) * max(0.0, decay)
 
-    @_otel_trace_fn(G.EVALUATE, "megatron.evaluate.step")
     def evaluate_step(self, step):
+        with _otel_managed_span(G.EVALUATE, "megatron.evaluate.step", **{"megatron.eval_iteration": step + 1}):
+            return self.evaluate_batches(step)
+
+    def evaluate_batches(self, step):
         loss_sum = torch.zeros(())
         for micro in range(self.args.microbatches):
             received = None
@@ -894,10 +917,10 @@ class Trainer:
                                 **{"megatron.iteration": self.iteration, **GOODPUT}):
             tag_current_span_call_idx(self.iteration)
             if self.args.data_rank == 0:
-                with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint_state_dict"]):
+                with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint_state_dict"], **self.part_goodput):
                     state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                              "iteration": self.iteration}
-                with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint_io_write"]):
+                with _otel_managed_span(G.CHECKPOINT, self.names["save_checkpoint_io_write"], **self.part_goodput):
                     path = self.stage_file(root, self.iteration)
                     with _otel_managed_span(G.TRACE_REGION, "checkpoint.mkdir"):
                         path.parent.mkdir(parents=True, exist_ok=True)
@@ -918,7 +941,7 @@ class Trainer:
         saved = int(tracker.read_text())
         with _otel_managed_span(G.LOAD_CHECKPOINT, self.names["load_checkpoint"],
                                 **{"megatron.iteration": saved, **GOODPUT}):
-            with _otel_managed_span(G.LOAD_CHECKPOINT, self.names["load_checkpoint_io_read"]):
+            with _otel_managed_span(G.LOAD_CHECKPOINT, self.names["load_checkpoint_io_read"], **self.part_goodput):
                 state = torch.load(self.stage_file(root, saved))
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -989,8 +1012,54 @@ class TorchProfiler:
         log.info(" torch.profiler trace of rank %d: %s", self.args.rank, path)
 
 
+class IterationLog:
+    """Megatron's log line and training metrics every --log-interval iterations; SPAN_NAMES=megatron, inside its
+    report spans, every iteration (its training_log runs every iteration)."""
+
+    def __init__(self, args, telemetry, prints):
+        self.args, self.telemetry, self.prints = args, telemetry, prints
+        self.start, self.iterations = time.perf_counter(), 0
+
+    def after(self, it, loss, grad_norm, learning_rate):
+        self.iterations += 1
+        megatron_tree = self.telemetry.megatron_tree
+        with (self.telemetry.attached_span(G.STEP, "megatron.train.iteration_report", GOODPUT)
+              if megatron_tree else contextlib.nullcontext()), \
+                (_otel_managed_span(G.STEP, "megatron.train.log", **GOODPUT)
+                 if megatron_tree else contextlib.nullcontext()):
+            if it % self.args.log_interval == 0 or it == self.args.train_iters:
+                self.log(it, loss, grad_norm, learning_rate)
+
+    def log(self, it, loss, grad_norm, learning_rate):
+        args = self.args
+        seconds = (time.perf_counter() - self.start) / self.iterations
+        tokens_per_sec = args.global_batch_size * args.seq_length / seconds
+        tflops = flops_per_iteration(args) / seconds / 1e12 / args.world_size
+        self.telemetry.record_metrics(step_duration_ms=1000 * seconds, loss=loss, throughput_tflops=tflops,
+                                      grad_norm=grad_norm, skipped_iters=0, learning_rate=learning_rate,
+                                      tokens_per_sec=tokens_per_sec, memory_allocated_gb=peak_memory_gb())
+        if self.prints:
+            line = (f" iteration {it:8d}/{args.train_iters:8d} | learning rate: {learning_rate:.3E} | "
+                    f"lm loss: {loss:.6E} | grad norm: {grad_norm:.3f} | "
+                    f"elapsed time per iteration (ms): {1000 * seconds:.1f}")
+            if args.log_throughput:
+                line += f" | tokens/s: {tokens_per_sec:.0f} | TFLOP/s: {tflops:.4f}"
+            log.info(line)
+        self.start, self.iterations = time.perf_counter(), 0
+
+
+def exposed_save(telemetry, trainer, root):
+    """A checkpoint; SPAN_NAMES=megatron, inside Megatron's megatron.checkpoint.exposed_save (its cost to the loop)."""
+    with (telemetry.attached_span(G.CHECKPOINT, "megatron.checkpoint.exposed_save",
+                                  {"megatron.iteration": trainer.iteration, **GOODPUT})
+          if telemetry.megatron_tree else contextlib.nullcontext()):
+        trainer.save_checkpoint(root)
+
+
 def main(argv=None):
+    main_entry_ns = time.time_ns()
     args = parse_args(argv)
+    args_parsed_ns = time.time_ns()
     log.setLevel(logging.INFO)  # the trainer's lines on stdout; other loggers keep logging's defaults
     log.addHandler(logging.StreamHandler(sys.stdout))
     signal.signal(signal.SIGTERM, lambda *_: STOP.update(requested=True))
@@ -998,30 +1067,48 @@ def main(argv=None):
     telemetry = Telemetry(args)
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
     telemetry.set_up(args, shared_run_id(telemetry))
+    initialized_ns = time.time_ns()
     SimulatedGpu.open(args.testing_fake_cuda, args.testing_kernel_us)
     prints = args.rank == args.world_size - 1
+    megatron_tree = telemetry.megatron_tree
     pretrain_attributes = {"megatron.model_type": "gpt", "megatron.train_iters": args.train_iters,
                            "megatron.global_batch_size": args.global_batch_size, **GOODPUT}
-    with telemetry.attached_span(G.JOB, "megatron.pretrain", pretrain_attributes) as pretrain:
-        with _otel_managed_span(G.DATA_LOADING, telemetry.names["data_loading"], **GOODPUT):
-            with _otel_managed_span(G.TRACE_REGION, "dataset.read_text"):
-                corpus = load_corpus(args.data_path)
-        with _otel_managed_span(G.MODEL_INIT, telemetry.names["model_init"], **GOODPUT):
-            trainer = Trainer(args, telemetry, corpus)
-        if args.load and trainer.load_checkpoint(args.load) and args.rank == 0:
-            log.info(" loaded checkpoint from %s at iteration %d", args.load, trainer.iteration)
+    # Documented names: megatron.pretrain spans the run. SPAN_NAMES=megatron, as today's Megatron-LM: no run-long
+    # span; megatron.startup, the root of a trace of its own, spans startup from the first line of this file.
+    with (contextlib.nullcontext() if megatron_tree else
+          telemetry.attached_span(G.JOB, "megatron.pretrain", pretrain_attributes)) as pretrain:
+        with (telemetry.attached_span(G.JOB, "megatron.startup", {"megatron.model_type": "gpt", **GOODPUT}, root=True,
+                                      start_time=PROGRAM_START_NS)
+              if megatron_tree else contextlib.nullcontext()) as startup:
+            if startup is not None:  # Megatron's back-dated phases, those this trainer has
+                telemetry.backdated_span(G.JOB, "megatron.startup.imports", PROGRAM_START_NS, main_entry_ns)
+                telemetry.backdated_span(G.JOB, "megatron.startup.arg_parse", main_entry_ns, args_parsed_ns)
+                telemetry.backdated_span(G.JOB, "megatron.startup.initialize_megatron", args_parsed_ns, initialized_ns)
+            with _otel_managed_span(G.DATA_LOADING, telemetry.names["data_loading"], **GOODPUT):
+                with _otel_managed_span(G.TRACE_REGION, "dataset.read_text"):
+                    corpus = load_corpus(args.data_path)
+            with _otel_managed_span(G.MODEL_INIT, telemetry.names["model_init"], **GOODPUT):
+                trainer = Trainer(args, telemetry, corpus)
+            if args.load and trainer.load_checkpoint(args.load) and args.rank == 0:
+                log.info(" loaded checkpoint from %s at iteration %d", args.load, trainer.iteration)
+        startup_context = startup.get_span_context() if startup is not None else None
         pretrain_context = pretrain.get_span_context() if pretrain is not None else None
         previous_segment, first_iteration, stopped = None, True, False
         last_loss, valid_loss = float("nan"), -1.0
-        interval_start, interval_iterations = time.perf_counter(), 0
+        iteration_log = IterationLog(args, telemetry, prints)
         profiler = TorchProfiler(args)
         while trainer.iteration < args.train_iters and not stopped:
             # A trace segment per --save-interval: the first is pretrain's child, each later one a new trace linked
-            # to pretrain and to the one before (CONTRACT §6).
-            links = [pretrain_context, previous_segment] if previous_segment is not None else None
+            # to pretrain and to the one before (CONTRACT §6). SPAN_NAMES=megatron: each a new trace linked to the
+            # one before, the first to startup.
+            if megatron_tree:
+                links, root = [previous_segment or startup_context], True
+            else:
+                links = [pretrain_context, previous_segment] if previous_segment is not None else None
+                root = previous_segment is not None
             with telemetry.attached_span(G.JOB, "megatron.train", {"megatron.train_iters": args.train_iters,
                                                                    **GOODPUT},
-                                         root=previous_segment is not None, links=links) as segment:
+                                         root=root, links=links) as segment:
                 segment_context = segment.get_span_context() if segment is not None else None
                 end = args.train_iters
                 if args.save_interval > 0:
@@ -1039,7 +1126,6 @@ def main(argv=None):
                     if sibling is not None:
                         sibling.end()
                     first_iteration = False
-                    interval_iterations += 1
                     it = trainer.iteration
                     if telemetry.end_step(it):
                         found = telemetry.gather_stragglers(it, args)
@@ -1050,32 +1136,17 @@ def main(argv=None):
                                                                  "dl.tensor_parallel.rank": verdict["tensor_rank"],
                                                                  "lens.straggler.score": verdict["score"],
                                                                  "megatron.iteration": found["iteration"]})
-                    if it % args.log_interval == 0 or it == args.train_iters:
-                        seconds = (time.perf_counter() - interval_start) / interval_iterations
-                        tokens_per_sec = args.global_batch_size * args.seq_length / seconds
-                        tflops = flops_per_iteration(args) / seconds / 1e12 / args.world_size
-                        telemetry.record_metrics(step_duration_ms=1000 * seconds, loss=last_loss,
-                                                 throughput_tflops=tflops, grad_norm=grad_norm, skipped_iters=0,
-                                                 learning_rate=learning_rate, tokens_per_sec=tokens_per_sec,
-                                                 memory_allocated_gb=peak_memory_gb())
-                        if prints:
-                            line = (f" iteration {it:8d}/{args.train_iters:8d} | learning rate: {learning_rate:.3E} | "
-                                    f"lm loss: {last_loss:.6E} | grad norm: {grad_norm:.3f} | "
-                                    f"elapsed time per iteration (ms): {1000 * seconds:.1f}")
-                            if args.log_throughput:
-                                line += f" | tokens/s: {tokens_per_sec:.0f} | TFLOP/s: {tflops:.4f}"
-                            log.info(line)
-                        interval_start, interval_iterations = time.perf_counter(), 0
+                    iteration_log.after(it, last_loss, grad_norm, learning_rate)
                     if args.eval_interval > 0 and it % args.eval_interval == 0:
                         valid_loss = trainer.evaluate()
                         if prints:
                             log.info(" validation loss at iteration %d: %.6E", it, valid_loss)
                     if args.save and args.save_interval > 0 and it % args.save_interval == 0:
-                        trainer.save_checkpoint(args.save)
+                        exposed_save(telemetry, trainer, args.save)
             previous_segment = segment_context
         profiler.finish()
         if stopped and args.save:
-            trainer.save_checkpoint(args.save)
+            exposed_save(telemetry, trainer, args.save)
         if not stopped and valid_loss < 0:
             valid_loss = trainer.evaluate()
         if prints:

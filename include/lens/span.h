@@ -147,6 +147,11 @@ class Span {
     if (h_.is_writable()) internal::record_exception(h_, internal::exception_type_name(e), e.what(), escaped);
   }
   void end() noexcept { end_now(false); }
+  // Ends it at a time already past, in Unix nanoseconds (a back-dated span, as OpenTelemetry's end_time); 0: now.
+  void end_at(std::uint64_t end_unix_nanos) noexcept {
+    if (h_.is_writable()) internal::end_span(h_, false, end_unix_nanos);
+    h_.kind = internal::SpanHandle::Kind::kNone;
+  }
 
   // Starts an inert span (the LENS_SPAN macro, after it checked the group).
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
@@ -268,6 +273,7 @@ class Span {
   void set_status(StatusCode, std::string_view = {}) noexcept {}
   void record_exception(const std::exception&) noexcept {}
   void end() noexcept {}
+  void end_at(std::uint64_t) noexcept {}
   void start(SpanGroup, SpanName, std::initializer_list<Attribute> = {}, const StartOptions& = {}) noexcept {}
 };
 class ScopedSpan : public Span {};
