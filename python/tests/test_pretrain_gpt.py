@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -38,11 +39,11 @@ def clean_env(**extra):
     return env
 
 
-def torchrun(program, flags, directory, python=True, **env_extra):
+def torchrun(program, flags, directory, python=True, nproc=4, **env_extra):
     # The Python trainer under the interpreter of .venv (Debian's torch, and opentelemetry-api from PyPI, which
     # NeMo Lens depends on and whose API the trainer calls as Megatron does): torchrun as `python -m`.
     launcher = [PYTHON_WITH_OTEL, "-m", "torch.distributed.run"] if python else ["torchrun", "--no_python"]
-    launcher += ["--nproc_per_node", "4", "--redirects", "9:0", "--tee", "9:0", "--monitor_interval", "0.2",
+    launcher += ["--nproc_per_node", str(nproc), "--redirects", "9:0", "--tee", "9:0", "--monitor_interval", "0.2",
                  "--master_port", str(free_port())]
     env = clean_env(MEGATRON_OTEL_EXPORTER="file", MEGATRON_OTEL_FILE_DIR=os.path.join(directory, "telemetry"),
                     MEGATRON_OTEL_RANK_STRATEGY="all_ranks", **env_extra)
@@ -236,6 +237,111 @@ class SameTelemetryAsTheCppTrainer(unittest.TestCase):
     def test_nothing_dropped_and_the_log_lines(self):
         self.assertEqual(len(re.findall(r"lens: spans: \d+ produced, \d+ exported, 0 dropped", self.python_out)), 4)
         self.assertIn(" iteration        6/       6 | learning rate:", self.python_out)
+
+
+def losses_of(output):
+    return [float(x) for x in re.findall(r"lm loss: ([0-9.E+-]+)", output)]
+
+
+def attributes_of(span):
+    return {a["key"]: next(iter(a["value"].values())) for a in span.get("attributes", [])}
+
+
+def contract_names_for(trainer):
+    """The names of CONTRACT §6's table of Megatron-LM's spans that `the trainers` column gives to `trainer`."""
+    with open(os.path.join(SOURCE, "docs", "CONTRACT.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("### Megatron-LM's span names"):]
+    table = table[:table.index("\n#", 1)]
+    return {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|.*\| (\S+)[^|]*\|$", table, re.M)
+            if m.group(2) in ("both", trainer)}
+
+
+@unittest.skipUnless(PYTHON_WITH_OTEL, "set by ctest: LENS_VENV_PYTHON (an interpreter with opentelemetry-api)")
+class TensorParallel(unittest.TestCase):
+    """TP 2 x PP 2 against TP 1 x PP 2 of the same seed, model and global batch: the same losses within float
+    rounding, with and without recomputation; the ranks in Megatron's order in the resource; every tensor-parallel
+    all-reduce a span of its pass."""
+
+    FLAGS = ["--pipeline-model-parallel-size", "2", "--num-layers", "4", "--hidden-size", "32",
+             "--num-attention-heads", "2", "--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "8",
+             "--train-iters", "4", "--log-interval", "1", "--otel-enabled", "--otel-span-groups", "all"]
+
+    def test_the_split_model_trains_as_the_whole_one_and_is_traced(self):
+        with tempfile.TemporaryDirectory() as whole, tempfile.TemporaryDirectory() as split, \
+                tempfile.TemporaryDirectory() as recomputed:
+            want = losses_of(torchrun(TRAINER, self.FLAGS, whole, nproc=2))
+            tp = ["--tensor-model-parallel-size", "2"]
+            got = losses_of(torchrun(TRAINER, self.FLAGS + tp, split))
+            got_recomputed = losses_of(torchrun(TRAINER, self.FLAGS + tp + [
+                "--recompute-granularity", "full", "--recompute-method", "uniform"], recomputed))
+            self.assertEqual(len(want), 4)
+            for losses in (got, got_recomputed):
+                self.assertEqual(len(losses), 4)
+                for a, b in zip(losses, want):
+                    self.assertAlmostEqual(a, b, delta=1e-3 * abs(b))
+            spans, resources = telemetry(split)
+            recomputed_spans, _ = telemetry(recomputed)
+        for r in resources:
+            rank = int(r["dl.rank"]["intValue"])
+            keys = ("dl.tensor_parallel.size", "dl.tensor_parallel.rank", "dl.pipeline_parallel.rank",
+                    "dl.data_parallel.rank")
+            self.assertEqual(tuple(int(r[k]["intValue"]) for k in keys), (2, rank % 2, rank // 2, 0))
+        by_id = {s["spanId"]: s for s in spans}
+        passes = collections.Counter()
+        for s in spans:
+            if s["name"] != "megatron.tp.all_reduce":
+                continue
+            a = attributes_of(s)
+            passes[a["megatron.tp.pass"]] += 1
+            self.assertEqual(a["megatron.tp.region"], "reduce_from_tensor_model_parallel_region"
+                             if a["megatron.tp.pass"] == "forward" else "copy_to_tensor_model_parallel_region")
+            parent = by_id[s["parentSpanId"]]["name"]
+            self.assertIn(parent, ("megatron.layer.self_attention", "megatron.layer.mlp")
+                          if a["megatron.tp.pass"] == "forward" else ("megatron.microbatch.backward",))
+        # 4 ranks x 2 layers x 2 all-reduces, in 4 iterations of 4 micro-batches (and the final evaluation's 4 x 4
+        # forwards).
+        self.assertEqual(passes, {"forward": 4 * 2 * 2 * (16 + 16), "backward": 4 * 2 * 2 * 16})
+        recomputes = [s for s in recomputed_spans if s["name"] == "megatron.activation.recompute"]
+        self.assertEqual(len(recomputes), 4 * 2 * 16)  # each layer in each micro-batch's backward
+
+    def test_a_tensor_parallel_size_that_does_not_divide_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(AssertionError) as refused:
+                torchrun(TRAINER, self.FLAGS + ["--tensor-model-parallel-size", "3"], tmp)
+        self.assertIn("the world size 4 is not divisible by --tensor-model-parallel-size 3", str(refused.exception))
+
+
+@unittest.skipUnless(PYTHON_WITH_OTEL, "set by ctest: LENS_VENV_PYTHON (an interpreter with opentelemetry-api)")
+class MegatronNames(unittest.TestCase):
+    def test_the_names_are_the_contracts_table(self):
+        # SPAN_NAMES=megatron with every feature the table names for this trainer (TP 2 x PP 2 x DP 2: every
+        # transfer and sync; recomputation, evaluation, saves, a resumed run): exactly the Megatron-LM names CONTRACT
+        # §6 lists for it.
+        want = contract_names_for("Python")
+        self.assertGreater(len(want), 30)
+        flags = TensorParallel.FLAGS + ["--tensor-model-parallel-size", "2", "--recompute-granularity", "full",
+                                        "--recompute-method", "block", "--save-interval", "2", "--eval-interval", "2",
+                                        "--eval-iters", "1"]
+        got = set()
+        with tempfile.TemporaryDirectory() as tmp:
+            torchrun(TRAINER, flags, tmp, nproc=8, MEGATRON_OTEL_SPAN_NAMES="megatron")
+            first, _ = telemetry(tmp)
+            shutil.rmtree(os.path.join(tmp, "telemetry"))
+            resumed = flags + ["--load", os.path.join(tmp, "checkpoints")]
+            resumed[resumed.index("--train-iters") + 1] = "6"
+            torchrun(TRAINER, resumed, tmp, nproc=8, MEGATRON_OTEL_SPAN_NAMES="megatron")
+            second, _ = telemetry(tmp)
+        for s in first + second:
+            if s["name"].startswith("megatron.") or s["name"] == "pre_startup":
+                got.add(s["name"])
+        self.assertEqual(got, want)
+        steps = [attributes_of(s) for s in first if s["name"] == "megatron.evaluate.step"]
+        self.assertTrue(steps)
+        self.assertEqual({a["megatron.eval_iteration"] for a in steps}, {"1"})
+        for s in first:
+            if s["name"] in ("megatron.startup", "megatron.train"):
+                self.assertNotIn("parentSpanId", s, s["name"])  # traces of their own
 
 
 class RunsByHandAndWithoutLens(unittest.TestCase):

@@ -181,6 +181,36 @@ class RealRunTest(TempDirTest):
         self.assertEqual((status, summary["problems"]), (0, []))
         self.assertEqual({(p["rank"], p["pp"], p["dp"]) for p in summary["processes"]}, {(r, 0, r) for r in range(4)})
 
+    def test_tensor_parallel_waits_are_a_phase_and_stragglers_are_compared_at_their_position(self):
+        # TP 2 x PP 2 (Megatron's rank order: rank = stage x 2 + tensor-parallel rank): every rank waits in its
+        # tensor-parallel all-reduces, a phase of its own that the step's phases add up with; no rank has a replica
+        # at its stage and position, so none is scored, and none is named.
+        tp = ["--tensor-model-parallel-size", "2", "--micro-batch-size", "2"]
+        pipeline = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "4"]
+        with tempfile.TemporaryDirectory() as tmp:
+            f = report(train(tmp, 4, SMALL + tp + pipeline))
+        self.assertEqual((f["run"]["tensor_parallel_size"], f["run"]["pipeline_parallel_size"]), (2, 2))
+        phases = ("forward", "backward", "pipeline_receive_wait", "grad_sync_wait", "tensor_parallel_wait", "optimizer")
+        for row in f["phases"]["per_rank"]:
+            self.assertGreater(row["tensor_parallel_wait_ms"], 0, row)
+            self.assertGreater(row["forward_ms"], 0, row)
+            accounted = sum(row[p + "_ms"] for p in phases) + row["other_ms"]
+            self.assertAlmostEqual(accounted, row["step_ms"], delta=1e-6 * row["step_ms"])
+        self.assertEqual((f["stragglers"]["unscored_stages"], f["stragglers"]["named"]), ([0, 1], []))
+        # TP 2 x DP 2: rank 1 sleeps 60 ms in each micro-batch forward. Its tensor-parallel partner (rank 0) waits
+        # for it inside each layer, its replica (rank 3) in the gradient sync: rank 1 alone is named, compared with
+        # rank 3; rank 0, which computes no longer than its replica (rank 2), is not.
+        with tempfile.TemporaryDirectory() as tmp:
+            slowed = ["--global-batch-size", "16", "--train-iters", "20", "--testing-slow-rank", "1",
+                      "--testing-slow-ms", "60"]
+            f = report(train(tmp, 4, SMALL + tp + slowed))
+        self.assertEqual([r["rank"] for r in f["stragglers"]["named"]], [1], f["stragglers"])
+        shares = {r["rank"]: r["share"] for r in f["stragglers"]["ranks"]}
+        for rank in (0, 2, 3):
+            self.assertLessEqual(shares[rank], 0.1, f["stragglers"])
+        partner = f["phases"]["per_rank"][0]
+        self.assertGreater(partner["tensor_parallel_wait_ms"], partner["forward_ms"])  # it waited for rank 1
+
     def test_the_bubble_of_each_stage_is_1f1bs_for_the_compute_each_stage_measured(self):
         # PP = 2, DP = 1, M = 4: (P-1)/(M+P-1) = 20 % when both stages compute a micro-batch in the same time. On a
         # shared machine they do not (a stage the scheduler starves computes longer, and the other waits for it: 16
