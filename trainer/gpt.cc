@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "autograd_context.h"
 #include "lens/megatron.h"
 #include "simulated_gpu.h"
 
@@ -20,7 +21,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden, int heads, const Te
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const auto batch = x.size(0), seq = x.size(1);
   auto qkv = qkv_(x);  // B, S, 3 x this rank's heads x D
-  const auto head_dim = qkv.size(2) / (3 * heads_), hidden = heads_ * head_dim;
+  const auto head_dim = qkv.size(2) / (std::int64_t{3} * heads_), hidden = heads_ * head_dim;
   qkv = qkv.view({batch, seq, 3, heads_, head_dim}).permute({2, 0, 3, 1, 4});  // 3, B, H, S, D
   auto q = qkv[0], k = qkv[1], v = qkv[2];
   auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
@@ -86,14 +87,14 @@ struct RecomputedLayers : public torch::autograd::Function<RecomputedLayers> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, GptStageImpl* stage,
                                std::int64_t begin, std::int64_t end) {
     ctx->save_for_backward({x});
-    ctx->saved_data["stage"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(stage));
+    save_pointer(ctx, "stage", stage);
     ctx->saved_data["begin"] = begin;
     ctx->saved_data["end"] = end;
     return stage->run_layers(x, static_cast<std::size_t>(begin), static_cast<std::size_t>(end));
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto* stage = reinterpret_cast<GptStageImpl*>(static_cast<std::intptr_t>(ctx->saved_data["stage"].toInt()));
+    auto* stage = saved_pointer<GptStageImpl>(ctx, "stage");
     torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor y;
     {

@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autograd_context.h"
 #include "lens/lens.h"
 
 namespace trainer {
@@ -23,25 +24,16 @@ void all_reduce(torch::Tensor& t, c10d::ProcessGroupGloo& group, std::string_vie
   group.allreduce(tensors)->wait();
 }
 
-// The group travels to backward in the context's saved data, which holds IValues: its address as an integer.
-void save_group(torch::autograd::AutogradContext* ctx, c10d::ProcessGroupGloo* group) {
-  ctx->saved_data["group"] = static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(group));
-}
-
-c10d::ProcessGroupGloo& saved_group(torch::autograd::AutogradContext* ctx) {
-  return *reinterpret_cast<c10d::ProcessGroupGloo*>(static_cast<std::intptr_t>(ctx->saved_data["group"].toInt()));
-}
-
 struct CopyToRegion : public torch::autograd::Function<CopyToRegion> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                c10d::ProcessGroupGloo* group) {
-    save_group(ctx, group);
+    save_pointer(ctx, "group", group);
     return x;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     torch::Tensor grad = grads[0].contiguous().clone();
-    all_reduce(grad, saved_group(ctx), "copy_to_tensor_model_parallel_region");
+    all_reduce(grad, *saved_pointer<c10d::ProcessGroupGloo>(ctx, "group"), "copy_to_tensor_model_parallel_region");
     return {grad, torch::Tensor()};
   }
 };

@@ -496,7 +496,8 @@ def tensor_parallel_spans(rank):
         t0 = iteration * 1000
         lines.append([
             span("megatron.tp.all_reduce", t0 + forward - forward_wait, forward_wait,
-                 attrs={"megatron.tp.region": "reduce_from_tensor_model_parallel_region", "megatron.tp.pass": "forward"}),
+                 attrs={"megatron.tp.region": "reduce_from_tensor_model_parallel_region",
+                        "megatron.tp.pass": "forward"}),
             span("megatron.microbatch.forward", t0, forward),
             span("megatron.tp.all_reduce", t0 + forward + 10, 4,
                  attrs={"megatron.tp.region": "copy_to_tensor_model_parallel_region", "megatron.tp.pass": "backward"}),
