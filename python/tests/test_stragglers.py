@@ -11,7 +11,7 @@ import unittest
 import lens
 from support import Run, environment
 
-WORDS = 19  # a summary's: 8 figures, then the host name, 6 bytes a word
+WORDS = 20  # a summary's: 8 figures, the host name (11 words of 6 bytes), the tensor-parallel rank
 
 
 def summary(words, stage, compute_ms, wait_ms, exports=0):
@@ -51,12 +51,28 @@ class StragglerTest(unittest.TestCase):
                     lens.take_straggler_findings(wait_s=bad)
             self.assertIn("rank 1 (stage 0) is a straggler", found["text"])
             self.assertEqual([r["rank"] for r in found["ranks"]], [0, 1, 2, 3])
+            self.assertEqual([r["tensor_rank"] for r in found["ranks"]], [0, 0, 0, 0])
             self.assertEqual([r["flagged_windows"] for r in found["ranks"]], [0, 1, 0, 0])  # the run's first window
             self.assertEqual({r["host"] for r in found["ranks"]}, {socket.gethostname()})  # each summary's host
         names = {m["name"] for m in run.metrics}
         self.assertTrue({"lens.straggler.score", "lens.straggler.flagged", "lens.straggler.flagged_windows",
                          "lens.step.compute", "lens.step.wait"} <= names, names)
         self.assertTrue(any("rank 1 (stage 0) is a straggler" in r["body"]["stringValue"] for r in run.logs))
+
+    def test_a_wait_inside_a_compute_is_taken_out_and_the_tensor_rank_travels(self):
+        # A tensor-parallel all-reduce inside a layer's forward: its wait is not the rank's compute.
+        with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_RUN_ID="py-straggler-tp"):
+            for iteration in range(1, 6):
+                with lens.step_phase("compute"):
+                    time.sleep(0.002)
+                    with lens.step_phase("wait"):
+                        time.sleep(0.04)
+                lens.end_step(iteration)
+            mine = lens.take_straggler_summary(5, 1, tensor_rank=1)
+        self.assertEqual(len(mine), WORDS)
+        self.assertEqual((mine[2], mine[-1]), (1, 1))  # stage, tensor-parallel rank
+        self.assertGreaterEqual(mine[5], 40_000_000)  # the wait
+        self.assertLess(mine[4], 20_000_000)  # the compute, without it
 
     def test_bad_summaries_are_refused_and_bad_phases_are_errors(self):
         with Run("default", NEMO_LENS_STRAGGLER_INTERVAL="5", NEMO_LENS_RUN_ID="py-straggler-bad"):
