@@ -1206,6 +1206,20 @@ TEST(PretrainGpt, TensorParallelTrainsAsTheUnsplitModelAndIsTraced) {
   }
 }
 
+// --help lists the telemetry flags in an `opentelemetry` group, as Megatron's argument parser does.
+TEST(PretrainGpt, TheHelpGroupsTheOtelFlagsAsMegatronDoes) {
+  Launch run = launch("help", 1, {"--help"});
+  EXPECT_EQ(run.exit_codes[0], 0) << run.outputs[0];
+  const std::string& help = run.outputs[0];
+  const auto at = help.find("\nopentelemetry:\n");
+  ASSERT_NE(at, std::string::npos) << help;
+  const std::string group = help.substr(at);
+  for (const char* flag : {"--otel-enabled", "--otel-service-name", "--otel-span-groups"})
+    EXPECT_NE(group.find(flag), std::string::npos) << flag;
+  for (const char* flag : {"--tensor-model-parallel-size", "--recompute-granularity", "--recompute-method"})
+    EXPECT_EQ(group.find(flag), std::string::npos) << flag;
+}
+
 // Bad tensor-parallel sizes are one clear message on every rank, before any process group.
 TEST(PretrainGpt, ATensorParallelSizeThatDoesNotDivideIsRefused) {
   for (const auto& [world, tp, message] :

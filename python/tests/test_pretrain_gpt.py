@@ -305,6 +305,15 @@ class TensorParallel(unittest.TestCase):
         recomputes = [s for s in recomputed_spans if s["name"] == "megatron.activation.recompute"]
         self.assertEqual(len(recomputes), 4 * 2 * 16)  # each layer in each micro-batch's backward
 
+    def test_the_help_groups_the_otel_flags_as_megatron_does(self):
+        help_text = subprocess.run([sys.executable, TRAINER, "--help"], capture_output=True, text=True,
+                                   env=clean_env(PYTHONPATH=os.path.join(SOURCE, "python")), timeout=120).stdout
+        group = help_text[help_text.index("\nopentelemetry:\n"):]
+        for flag in ("--otel-enabled", "--otel-service-name", "--otel-span-groups"):
+            self.assertIn(flag, group)
+        for flag in ("--tensor-model-parallel-size", "--recompute-granularity", "--recompute-method"):
+            self.assertNotIn(flag, group)
+
     def test_a_tensor_parallel_size_that_does_not_divide_is_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(AssertionError) as refused:

@@ -162,7 +162,8 @@ LENS_ALWAYS_INLINE ThreadState* start_slot_span(SpanHandle& h, SpanGroup group, 
   // under the trace's root span; one given no trace id links to where it would have been. (`step_link` points where
   // `parent` did: the caller's options or this thread's context stack, unchanged until the span is open.)
   const SpanContext* step_link = nullptr;
-  const bool step_span = __builtin_expect(group.id() == p->step_traces.step_group, 0);
+  const bool step_span = __builtin_expect(group.id() == p->step_traces.step_group, 0) &&
+                         (given_trace || StepTraces::is_step_name(name.text()));
   if (step_span) {
     step_link = parent;
     parent = nullptr;

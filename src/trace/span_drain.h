@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -52,15 +53,20 @@ struct LightScopePolicy {
 };
 
 // The step layout (TRACE_LAYOUT=step, CONTRACT §6), set where the layout is `step` and the catalogue has a `step`
-// group: a span of `step_group` is in the trace it is given, else in step_trace_id(run id, n), n the rank's count of
-// such spans so far (0, 1, ...; alike on every rank), with a Link to the span it would have been under. The
-// sampler decides it by that id, as a root: a trace-id ratio keeps the same steps, whole, on every rank and in
-// every OpenTelemetry SDK (CONTRACT §4). Its parent is the trace's root span, `lens.step` (step_root_span_id), which
-// only the rank that `exports_roots` exports, with its own step's times: one root per step, no rank waiting.
+// group: a step span (is_step_name) is in the trace it is given, else in step_trace_id(run id, n), n the rank's count
+// of such spans so far (0, 1, ...; alike on every rank), with a Link to the span it would have been under. The sampler
+// decides it by that id, as a root: a trace-id ratio keeps the same steps, whole, on every rank and in every
+// OpenTelemetry SDK (CONTRACT §4). Its parent is the trace's root span, `lens.step` (step_root_span_id), which only the
+// rank that `exports_roots` exports, with its own step's times: one root per step, no rank waiting.
 struct StepTraces {
   int step_group = -1;  // -1: off
   std::string run_id;
   bool exports_roots = false;  // the lowest rank that exports (setup.cc)
+  // A step span is a span of step_group given a trace id or named as the step span is in either SPAN_NAMES mode; the
+  // group's other spans (today's Megatron-LM's iteration report, log, params norm, GC) stay in their parent's trace.
+  static bool is_step_name(std::string_view name) noexcept {
+    return name == "megatron.train_step" || name == "megatron.train.iteration";
+  }
 };
 
 // What a drain is made with, fixed for its life (the recording threads read it without a lock).

@@ -135,8 +135,19 @@ TEST(Spans, InTheStepLayoutAStepGivenNoTraceIdStartsTheNextStepTrace) {
     LENS_SPAN(mg::job, "megatron.train");
     segment_span = to_traceparent(current_context()).substr(36, 16);
     for (int i = 0; i < 3; ++i) {
-      LENS_SPAN(mg::step, "megatron.train_step");
-      LENS_SPAN(mg::forward_backward, "megatron.forward_backward");
+      {
+        const std::string_view name = i == 1 ? "megatron.train.iteration" : "megatron.train_step";  // either mode's
+        LENS_SPAN(mg::step, name);
+        LENS_SPAN(mg::forward_backward, "megatron.forward_backward");
+      }
+      // Today's Megatron-LM's other spans of the step group: in the segment's trace, never a step of their own.
+      LENS_SPAN(mg::step, "megatron.train.iteration_report");
+      LENS_SPAN(mg::step, "megatron.train.log");
+    }
+  }
+  for (const json& s : c.spans()) {
+    if (s["name"] == "megatron.train.iteration_report" || s["name"] == "megatron.train.log") {
+      EXPECT_FALSE(s.contains("links") && !s["links"].empty()) << s["name"];
     }
   }
   std::vector<std::string> step_traces;
@@ -145,7 +156,7 @@ TEST(Spans, InTheStepLayoutAStepGivenNoTraceIdStartsTheNextStepTrace) {
     if (s["name"] == "lens.step") roots[s["spanId"]] = s;
   ASSERT_EQ(roots.size(), 3u);
   for (const json& s : c.spans()) {
-    if (s["name"] != "megatron.train_step") continue;
+    if (s["name"] != "megatron.train_step" && s["name"] != "megatron.train.iteration") continue;
     ASSERT_EQ(s["links"].size(), 1u);
     EXPECT_EQ(s["links"][0]["spanId"], segment_span);
     step_traces.push_back(s["traceId"]);
