@@ -1,6 +1,6 @@
-// pretrain_gpt: a Megatron-style GPT pretraining run, data and pipeline parallel (1F1B), on c10d Gloo, traced by
-// lens through its public API only: the span tree of CONTRACT §6, the training metrics of §8, the Megatron resource of
-// §5. Launch with torchrun --no_python, mpirun or srun (rank and world size from their variables).
+// pretrain_gpt: a Megatron-style GPT pretraining run, tensor, data and pipeline parallel (1F1B), on c10d Gloo,
+// traced by lens through its public API only: the span tree of CONTRACT §6, the training metrics of §8, the Megatron
+// resource of §5. Launch with torchrun --no_python, mpirun or srun (rank and world size from their variables).
 //
 //   torchrun --nproc_per_node 4 --no_python --redirects 9:0 --tee 9:0 build/trainer/pretrain_gpt
 //     --pipeline-model-parallel-size 2 --num-layers 4 --train-iters 100 --overlap-grad-reduce

@@ -5,10 +5,12 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lens/megatron.h"
@@ -429,11 +431,17 @@ TEST_F(FakeNvml, AWedgedNvmlCallLeavesOutTheGpuMetricsOnly) {
   }
   EXPECT_EQ(internal::stuck_driver_calls(internal::DriverApi::kNvml), stuck_before + 1);
   wedge(false);
+  // The stuck call returns on NVML's own thread, when the scheduler runs it: on a loaded machine that took longer than
+  // 200 back-to-back flushes, so the wait is for the readings, up to 30 s.
   bool back = false;
-  for (int i = 0; i < 200 && !back; ++i) {
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !back && std::chrono::steady_clock::now() < until;) {
     ASSERT_TRUE(t.force_flush());
-    std::lock_guard lock(mutex);
-    back = metric_batches.back().find("\"hw.gpu.utilization\"") != std::string::npos;
+    {
+      std::lock_guard lock(mutex);
+      back = metric_batches.back().find("\"hw.gpu.utilization\"") != std::string::npos;
+    }
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(back) << "readings come back with the driver";
   t.shutdown();

@@ -7,6 +7,7 @@ end of its log; none is left running: stop() ends it, and a test's tearDown call
 
 import json
 import os
+import random
 import pwd
 import signal
 import socket
@@ -23,10 +24,29 @@ OTELCOL = os.path.join(PEERS_BIN, "otelcol-lens")
 JAEGER = os.path.join(PEERS_BIN, "jaeger")
 
 
+_PORTS = random.Random()  # seeded from the OS: tests running side by side draw different ports
+
+
+def ephemeral_ports():
+    """The kernel's range of source ports for outgoing connections (32768-60999 by default)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing is bound to, drawn below the kernel's ephemeral range: a port the kernel hands out
+    (bind to 0) is one it may give again as the source port of any connection before a peer binds it, and a
+    Collector in CI failed to start on "address already in use" that way."""
+    low, _ = ephemeral_ports()
+    for _ in range(1000):
+        port = _PORTS.randrange(10000, low)
+        if port_is_free(port):
+            return port
+    raise AssertionError(f"no free loopback port in 10000-{low - 1}")
 
 
 def port_is_free(port):
