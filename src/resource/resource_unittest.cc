@@ -431,8 +431,8 @@ TEST_F(FakeNvml, AWedgedNvmlCallLeavesOutTheGpuMetricsOnly) {
   }
   EXPECT_EQ(internal::stuck_driver_calls(internal::DriverApi::kNvml), stuck_before + 1);
   wedge(false);
-  // The stuck call returns on NVML's own thread, when the scheduler runs it: on a loaded machine that took longer than
-  // 200 back-to-back flushes, so the wait is for the readings, up to 30 s.
+  // The stuck call returns on NVML's own thread when the scheduler runs it, which a loaded machine may delay past any
+  // number of flushes: the wait is for the readings, up to 30 s.
   bool back = false;
   for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        !back && std::chrono::steady_clock::now() < until;) {

@@ -39,8 +39,8 @@ def ephemeral_ports():
 
 def free_port():
     """A loopback port nothing is bound to, drawn below the kernel's ephemeral range: a port the kernel hands out
-    (bind to 0) is one it may give again as the source port of any connection before a peer binds it, and a
-    Collector in CI failed to start on "address already in use" that way."""
+    (bind to 0) is one it may give again as the source port of any connection before a peer binds it, and the peer
+    then fails to start on "address already in use"."""
     low, _ = ephemeral_ports()
     for _ in range(1000):
         port = _PORTS.randrange(10000, low)

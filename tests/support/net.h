@@ -2,7 +2,7 @@
 //
 // A free port is drawn below the kernel's ephemeral range (the source ports of outgoing connections, 32768-60999 by
 // default) and checked unbound: a port the kernel hands out for a bind to 0 it may hand out again as some
-// connection's source port before the server binds it (a Collector in CI failed to start that way).
+// connection's source port before the server binds it, which then fails on "address already in use".
 #pragma once
 
 #include <netinet/in.h>
