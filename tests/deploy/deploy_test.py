@@ -174,6 +174,8 @@ class LiveTest(peers.PeerTest):
         try:
             quiet, firing, observed = self.watch(prometheus, ranks)
             answers = self.ask_every_panel(prometheus, "live-straggler")
+            # While the job serves it: once its targets are gone, Prometheus marks their series stale.
+            scored = prometheus.query(f'lens_straggler_flagged_windows{{job="lens", dl_rank="{SLOWED_RANK}"}}')
         finally:
             for r in ranks:
                 r.send_signal(signal.SIGTERM)  # pretrain_gpt stops at the next iteration
@@ -190,7 +192,6 @@ class LiveTest(peers.PeerTest):
                          {"alertname": "LensStraggler", "alertstate": "firing", "dl_rank": SLOWED_RANK,
                           "dl_pipeline_parallel_rank": "0", "nemo_run_id": "live-straggler", "severity": "warning",
                           "host_name": socket.gethostname(), "dl_local_rank": SLOWED_RANK})
-        scored = prometheus.query(f'lens_straggler_flagged_windows{{job="lens", dl_rank="{SLOWED_RANK}"}}')
         self.assertEqual({s["metric"]["service_instance_id"] for s in scored}, {f"live-straggler-rank{SLOWED_RANK}"})
         self.assertEqual([o for o in observed if set(o[2]) - {SLOWED_RANK}], [], observed)  # no other rank named
         done_at = min((o[4] for o in observed if o[0] is not None and o[0] >= SECOND_WINDOW_DONE), default=seen_at)
