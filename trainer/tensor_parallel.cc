@@ -77,8 +77,8 @@ ColumnParallelLinearImpl::ColumnParallelLinearImpl(int in, int out, const Tensor
     weights.push_back(whole->weight.narrow(0, p * block + tp.rank * local, local));
     biases.push_back(whole->bias.narrow(0, p * block + tp.rank * local, local));
   }
-  weight_ = register_parameter("weight", torch::cat(weights).clone());
-  bias_ = register_parameter("bias", torch::cat(biases).clone());
+  weight_ = register_parameter("weight", torch::cat(weights));  // cat copies: no view of `whole`
+  bias_ = register_parameter("bias", torch::cat(biases));
 }
 
 torch::Tensor ColumnParallelLinearImpl::forward(const torch::Tensor& x) {

@@ -675,7 +675,6 @@ class Trainer:
                 if (s, d) == (args.stage, args.data_rank):
                     tensor_group = group
         self.tp = TensorParallel(tp, args.tensor_rank, tensor_group, telemetry.phase)
-        self.tensor_group = tensor_group
         # The last stage's rank in this rank's pipeline group: the loss comes from it.
         self.last_stage_rank = rank_of(pp - 1, args.data_rank, args.tensor_rank)
         torch.manual_seed(args.seed + args.stage)
@@ -852,7 +851,7 @@ class Trainer:
             if p.grad is not None and id(p) not in counted_elsewhere:
                 squares = squares + p.grad.pow(2).sum()
         if self.args.tensor_model_parallel_size > 1:
-            dist.all_reduce(squares, group=self.tensor_group)
+            dist.all_reduce(squares, group=self.tp.group)
         dist.all_reduce(squares, group=self.pipeline)
         norm = math.sqrt(squares.item())
         if self.args.clip_grad > 0 and norm > self.args.clip_grad:

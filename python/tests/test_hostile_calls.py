@@ -84,6 +84,15 @@ class HostileCallsTest(unittest.TestCase):
 
 
 class HostileEnvironmentTest(unittest.TestCase):
+    def test_the_ranks_of_the_resource_come_all_three_or_none(self):
+        from lens.megatron import build_telemetry_resource_attrs
+        ranks = {"tensor_model_parallel_rank": 1, "pipeline_model_parallel_rank": 2, "data_parallel_rank": 3}
+        attributes = build_telemetry_resource_attrs({"local_rank": 0, **ranks})
+        self.assertEqual([attributes[f"dl.{k}_parallel.rank"] for k in ("tensor", "pipeline", "data")], [1, 2, 3])
+        self.assertNotIn("dl.tensor_parallel.rank", build_telemetry_resource_attrs({"local_rank": 0}))
+        with self.assertRaisesRegex(ValueError, "give all three or none"):
+            build_telemetry_resource_attrs({"local_rank": 0, "tensor_model_parallel_rank": 1})
+
     def test_a_gpu_index_past_int_is_a_warning_not_an_exception_out_of_setup(self):
         code = textwrap.dedent("""
             import lens
