@@ -4,9 +4,12 @@
 
 #include <benchmark/benchmark.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
+#include "common/clock.h"
 #include "lens/megatron.h"
 #include "lens/telemetry.h"
 #include "signals/exporter.h"
@@ -65,6 +68,27 @@ __attribute__((noinline)) void spans_in_bursts(benchmark::State& state, Telemetr
   const SpanStats after = t.span_stats();
   const double produced = static_cast<double>(after.produced - before.produced);
   state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(after.dropped() - before.dropped()) / produced : 0;
+}
+
+// The floors a span's figure is read against, measured in the same run (registered by each program under its names):
+// two reads of the span clock (the TSC where it is constant, common/clock.h: a kept span reads it twice), two
+// steady_clock::now(), and one relaxed atomic load (a switched-off span's check).
+inline void floor_two_span_clock_reads(benchmark::State& state) {
+  set_up();  // decides the tick source, as a setup does
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(internal::now_ticks());
+    benchmark::DoNotOptimize(internal::now_ticks());
+  }
+}
+inline void floor_two_steady_clock_reads(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(std::chrono::steady_clock::now());
+    benchmark::DoNotOptimize(std::chrono::steady_clock::now());
+  }
+}
+inline void floor_relaxed_atomic_load(benchmark::State& state) {
+  static std::atomic<std::uint64_t> word{1};
+  for (auto _ : state) benchmark::DoNotOptimize(word.load(std::memory_order_relaxed));
 }
 
 }  // namespace lens::bench

@@ -7,11 +7,7 @@
 //           bench/span_instructions.sh. Figures and machine: docs/PERFORMANCE.md ("Spans").
 #include <benchmark/benchmark.h>
 
-#include <atomic>
-#include <chrono>
-
 #include "bench_support.h"
-#include "common/clock.h"
 #include "lens/megatron.h"
 #include "lens/span.h"
 
@@ -19,31 +15,9 @@ namespace {
 
 namespace mg = lens::megatron::group;
 
-std::atomic<std::uint64_t> g_word{1};
-
-void BM_Baseline_TwoSteadyClockReads(benchmark::State& state) {
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(std::chrono::steady_clock::now());
-    benchmark::DoNotOptimize(std::chrono::steady_clock::now());
-  }
-}
-BENCHMARK(BM_Baseline_TwoSteadyClockReads);
-
-// The span clock, the tick a span's start and end read (the TSC where it is constant, common/clock.h): the
-// floor of a kept span, which reads it twice.
-void BM_Baseline_TwoSpanClockReads(benchmark::State& state) {
-  lens::bench::set_up();  // decides the tick source, as a setup does
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(lens::internal::now_ticks());
-    benchmark::DoNotOptimize(lens::internal::now_ticks());
-  }
-}
-BENCHMARK(BM_Baseline_TwoSpanClockReads);
-
-void BM_Baseline_RelaxedAtomicLoad(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(g_word.load(std::memory_order_relaxed));
-}
-BENCHMARK(BM_Baseline_RelaxedAtomicLoad);
+BENCHMARK(lens::bench::floor_two_steady_clock_reads)->Name("BM_Baseline_TwoSteadyClockReads");
+BENCHMARK(lens::bench::floor_two_span_clock_reads)->Name("BM_Baseline_TwoSpanClockReads");
+BENCHMARK(lens::bench::floor_relaxed_atomic_load)->Name("BM_Baseline_RelaxedAtomicLoad");
 
 // Each span case runs two ways (the `kept` argument): kept:1, in bursts of kBurst spans with an untimed flush
 // between them, so every span is kept and the figure is what a user pays; kept:0, a tight loop, where the

@@ -31,6 +31,8 @@ LENS_INSTRUCTION_CASE(case_kept_nested_child, LENS_SPAN(mg::microbatch, "megatro
 LENS_INSTRUCTION_CASE(case_disabled_group, LENS_SPAN(mg::layer, "megatron.layer.forward", {"megatron.layer_number", 3}))
 LENS_INSTRUCTION_CASE(case_sampled_out, LENS_SPAN(mg::step, "megatron.train_step"))
 LENS_INSTRUCTION_CASE(case_span_not_current, lens::Span span(mg::step, "megatron.train_step"))
+// Under always_off, in a group outside the loop's (whose spans hang snapshots keep as positions).
+LENS_INSTRUCTION_CASE(case_always_off, LENS_SPAN(mg::optimizer, "megatron.optimizer.step"))
 
 template <typename Case>
 void run(lens::Telemetry& t, Case each) {
@@ -59,6 +61,13 @@ int main() {
     run(t, case_sampled_out);
   }
   const lens::SpanStats stats = t.span_stats();
+  lens::Telemetry always_off = lens::bench::setup_discarding([] {
+    lens::Config config;
+    config.span_groups = "per_step,microbatch";
+    config.traces_sampler = lens::TracesSampler::kAlwaysOff;
+    return config;
+  }());
+  run(always_off, case_always_off);
   std::printf("spans: %llu produced, %llu dropped; each case %lld spans\n",
               static_cast<unsigned long long>(stats.produced), static_cast<unsigned long long>(stats.dropped()),
               static_cast<long long>(kBursts * lens::bench::kBurst));

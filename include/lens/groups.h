@@ -180,9 +180,12 @@ constexpr Catalogue base_catalogue() {
 namespace internal {
 // The enabled set (the groups whose spans are exported), and the groups whose span sites run: the enabled set and,
 // with hang snapshots on, the loop's groups kept only as positions (CONTRACT §10). Written by setup and
-// set_enabled_span_groups; every span site reads g_recorded_group_bits.
+// set_enabled_span_groups; every span site reads g_recorded_group_bits. Where the sampler drops every span
+// (always_off, known at setup) neither holds the enabled set, so its spans cost what a disabled group's do;
+// g_enabled_set_bits holds it always (enabled_span_groups, NeMo Lens's is_span_group_enabled).
 LENS_API extern std::atomic<std::uint64_t> g_enabled_group_bits;
 LENS_API extern std::atomic<std::uint64_t> g_recorded_group_bits;
+LENS_API extern std::atomic<std::uint64_t> g_enabled_set_bits;
 // Groups named outside the catalogue (Python's set_enabled_span_groups with a library's own group, as Megatron's
 // trace_region under the base catalogue): their spans are ungated spans here, as they name no group of the
 // catalogue. Turned on only where the enabled set may be (an exporting rank with traces on); setup and

@@ -99,8 +99,11 @@ LENS_ABI_NAMESPACE_BEGIN
 class Span {
  public:
   Span() noexcept = default;
-  Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {},
-       const StartOptions& options = {}) noexcept {
+  Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {}) noexcept {
+    if (internal::is_recorded(group)) internal::start_span(h_, group, name, internal::as_span(attributes));
+  }
+  Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
+       const StartOptions& options) noexcept {
     if (internal::is_recorded(group)) start(group, name, attributes, options);  // enabled, or a position
   }
   Span(Span&& other) noexcept : h_(std::exchange(other.h_, {})) {}
@@ -120,6 +123,8 @@ class Span {
   bool is_recording() const noexcept { return h_.records(); }
   // The span's identity, also for a sampled-out span (children follow its decision); invalid when no span.
   const SpanContext& context() const noexcept {
+    static constexpr SpanContext kNone{};
+    if (h_.kind == internal::SpanHandle::Kind::kNotStarted) return kNone;
     if (internal::context_is_deferred(h_)) internal::fill_light_context(h_);
     return h_.context;
   }
@@ -150,7 +155,7 @@ class Span {
   // Ends it at a time already past, in Unix nanoseconds (a back-dated span, as OpenTelemetry's end_time); 0: now.
   void end_at(std::uint64_t end_unix_nanos) noexcept {
     if (h_.is_writable()) internal::end_span(h_, false, end_unix_nanos);
-    h_.kind = internal::SpanHandle::Kind::kNone;
+    mark_ended();
   }
 
   // Starts an inert span (the LENS_SPAN macro, after it checked the group).
@@ -160,14 +165,16 @@ class Span {
   }
 
  protected:
-  // start(), the span then the thread's current one: where its context went, for pop_context (null: nowhere).
-  internal::ThreadState* start_as_current(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
-                                          const StartOptions& options) noexcept {
+  // A Span whose handle holds nothing but its kind (kNotStarted) until start(): ScopedSpan's.
+  explicit Span(internal::SpanHandle::KindOnly kind_only) noexcept : h_(kind_only) {}
+  // start(), the span then the thread's current one: where its context went, for pop_context, and its kind.
+  internal::StartedSpan start_as_current(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
+                                         const StartOptions& options) noexcept {
     return internal::start_current_span(h_, group, name, internal::as_span(attributes), options);
   }
   // Always inlined: only at the call site are the attributes' kinds constants.
-  LENS_ALWAYS_INLINE internal::ThreadState* start_as_current(SpanGroup group, SpanName name,
-                                                             std::initializer_list<Attribute> attributes) noexcept {
+  LENS_ALWAYS_INLINE internal::StartedSpan start_as_current(SpanGroup group, SpanName name,
+                                                            std::initializer_list<Attribute> attributes) noexcept {
     // Chosen here, where the compiler knows the count, whether the name is a literal, and each attribute's kind: the
     // checks fold to constants, and a span that cannot be a light scope pays nothing for them.
     if (name.is_static()) {
@@ -186,7 +193,17 @@ class Span {
   const internal::SpanHandle& handle() const noexcept { return h_; }
   void end_now(bool by_exception) noexcept {
     if (h_.is_writable()) internal::end_span(h_, by_exception);
-    h_.kind = internal::SpanHandle::Kind::kNone;
+    mark_ended();
+  }
+  // No span any more, whatever it held: for a Span that is being destroyed.
+  void forget() noexcept { h_.kind = internal::SpanHandle::Kind::kNone; }
+  // Whether a start ran (ScopedSpan's).
+  bool started() const noexcept { return h_.kind != internal::SpanHandle::Kind::kNotStarted; }
+  // The kind a start returned, stored again where the inlined caller sees it (ScopedSpan).
+  void note_kind(internal::SpanHandle::Kind kind) noexcept { h_.kind = kind; }
+  // No span any more; its context stays readable (a link to an ended span), none where it never had one.
+  void mark_ended() noexcept {
+    if (h_.kind != internal::SpanHandle::Kind::kNotStarted) h_.kind = internal::SpanHandle::Kind::kNone;
   }
   // The destructor's end: the context popped from `pushed_to` (start_as_current's), then the span ended, by an
   // exception if one is leaving the scope. One call for both.
@@ -218,24 +235,47 @@ class ContextScope {
 };
 
 // The span of LENS_SPAN: a Span that is the thread's current span until the scope ends.
+//
+// Where its group is off, LENS_SPAN's site is one load, one branch and one store (its handle's kind): the rest of the
+// handle, and where its context went, are written only by a start, and the kind the start returns is stored again after
+// its call, so at the scope's end the compiler knows on each path what the handle holds and, where nothing is called
+// inside the scope, the off path skips the end altogether.
 class ScopedSpan : public Span {
  public:
-  ScopedSpan() noexcept = default;
+  ScopedSpan() noexcept : Span(internal::SpanHandle::KindOnly{}) {}
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;
-  ~ScopedSpan() { end_at_scope_exit(pushed_to_); }  // the Span base then has nothing left to end
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+// pushed_to_ is read only once a start wrote it. Where a call inside the scope makes GCC read the kind again, it no
+// longer sees that, and initializing it would cost a disabled site a second store.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+  ~ScopedSpan() {  // the Span base then has nothing left to end
+    if (started())
+      end_at_scope_exit(pushed_to_);
+    else
+      forget();  // known here, where a call inside the scope makes the compiler read the kind again
+  }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
   LENS_ALWAYS_INLINE void start(SpanGroup group, SpanName name,
                                 std::initializer_list<Attribute> attributes = {}) noexcept {
-    pushed_to_ = start_as_current(group, name, attributes);
+    const internal::StartedSpan started = start_as_current(group, name, attributes);
+    pushed_to_ = started.pushed_to;
+    note_kind(started.kind);
   }
   void start(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
              const StartOptions& options) noexcept {
-    pushed_to_ = start_as_current(group, name, attributes, options);
+    const internal::StartedSpan started = start_as_current(group, name, attributes, options);
+    pushed_to_ = started.pushed_to;
+    note_kind(started.kind);
   }
 
  private:
-  internal::ThreadState* pushed_to_ = nullptr;
+  internal::ThreadState* pushed_to_;  // written by start(): read only once started
 };
 
 // The thread's current span context (invalid when none).

@@ -83,9 +83,7 @@ bool group_in(const std::atomic<std::uint64_t>& bits_now, PyObject* group, int* 
 }
 
 // NeMo Lens's question: is the group enabled (its spans exported)?
-bool group_enabled(PyObject* group, int* id_out) {
-  return group_in(lens::internal::g_enabled_group_bits, group, id_out);
-}
+bool group_enabled(PyObject* group, int* id_out) { return group_in(lens::internal::g_enabled_set_bits, group, id_out); }
 
 // Whether a span site of `group` runs: enabled, or kept as a position for hang snapshots (the loop's groups).
 bool group_recorded(PyObject* group, int* id_out) {
@@ -660,7 +658,8 @@ PyObject* traced_call(PyObject* self, PyObject* const* args, size_t nargsf, PyOb
   options.ungated = route == SpanRoute::kLensUngated;
   lens::internal::ThreadState* pushed_to =
       lens::internal::start_current_span(h, lens::SpanGroup(static_cast<unsigned char>(options.ungated ? 0 : id)),
-                                         lens::SpanName(utf8_or_empty(t->name)), {}, options);
+                                         lens::SpanName(utf8_or_empty(t->name)), {}, options)
+          .pushed_to;
   PyObject* result = PyObject_Vectorcall(t->function, args, nargsf, kwnames);
   if (result == nullptr) {
     PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;

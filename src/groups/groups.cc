@@ -14,28 +14,35 @@ namespace internal {
 
 std::atomic<std::uint64_t> g_enabled_group_bits{0};
 std::atomic<std::uint64_t> g_recorded_group_bits{0};
+std::atomic<std::uint64_t> g_enabled_set_bits{0};
 
 namespace {
 // Read and written only off the hot path, so a plain atomic is enough.
 std::atomic<std::uint64_t> g_ceiling_bits{0};
 std::atomic<std::uint64_t> g_position_bits{0};
+std::atomic<bool> g_sampler_records{true};
 std::atomic<bool> g_outside_catalogue{false};
 
+// The enabled set `enabled`, and what the span sites read of it: nothing of it where the sampler drops every span.
 void store_enabled(std::uint64_t enabled) noexcept {
-  g_enabled_group_bits.store(enabled, std::memory_order_release);
-  g_recorded_group_bits.store(enabled | g_position_bits.load(std::memory_order_relaxed), std::memory_order_release);
+  g_enabled_set_bits.store(enabled, std::memory_order_release);
+  const std::uint64_t recorded = g_sampler_records.load(std::memory_order_relaxed) ? enabled : 0;
+  g_enabled_group_bits.store(recorded, std::memory_order_release);
+  g_recorded_group_bits.store(recorded | g_position_bits.load(std::memory_order_relaxed), std::memory_order_release);
 }
 }  // namespace
 
-void install_span_groups(GroupSet ceiling, GroupSet enabled, GroupSet positions) noexcept {
+void install_span_groups(GroupSet ceiling, GroupSet enabled, GroupSet positions, bool sampler_records) noexcept {
   g_ceiling_bits.store(ceiling.bits(), std::memory_order_relaxed);
   g_position_bits.store(positions.bits(), std::memory_order_relaxed);
+  g_sampler_records.store(sampler_records, std::memory_order_relaxed);
   g_outside_catalogue.store(false, std::memory_order_relaxed);
   store_enabled(enabled.bits() & ceiling.bits());
 }
 
 void clear_span_groups() noexcept {
   g_position_bits.store(0, std::memory_order_relaxed);
+  g_sampler_records.store(true, std::memory_order_relaxed);
   g_outside_catalogue.store(false, std::memory_order_relaxed);
   store_enabled(0);
 }
@@ -47,14 +54,13 @@ bool set_outside_catalogue_enabled(bool on) noexcept {
 }
 
 bool records_ungated_spans() noexcept {
-  return g_enabled_group_bits.load(std::memory_order_relaxed) != 0 ||
-         g_outside_catalogue.load(std::memory_order_relaxed);
+  return g_enabled_set_bits.load(std::memory_order_relaxed) != 0 || g_outside_catalogue.load(std::memory_order_relaxed);
 }
 
 }  // namespace internal
 
 GroupSet enabled_span_groups() noexcept {
-  return GroupSet(internal::g_enabled_group_bits.load(std::memory_order_acquire));
+  return GroupSet(internal::g_enabled_set_bits.load(std::memory_order_acquire));
 }
 
 GroupSet set_enabled_span_groups(GroupSet groups) noexcept {

@@ -28,6 +28,9 @@ class TraceIdRatioRule {
 // calls.
 bool keeps_roots_and_follows_parents(const Sampler& sampler) noexcept;
 
+// True for a sampler that drops every span whatever its parent: always_off, also behind an open rank gate. Known at
+// setup, so the span path never asks it: the enabled groups record nothing (groups/switch.h).
+bool drops_every_span(const Sampler& sampler) noexcept;
 // The sampler OTEL_TRACES_SAMPLER names.
 std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio);
 // The registered sampling strategy a configuration's name means: itself, else its lower case (the built-ins are

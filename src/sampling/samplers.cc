@@ -126,6 +126,12 @@ bool keeps_roots_and_follows_parents(const Sampler& sampler) noexcept {
   return parent_based != nullptr && dynamic_cast<const AlwaysOn*>(&parent_based->root()) != nullptr;
 }
 
+bool drops_every_span(const Sampler& sampler) noexcept {
+  if (const auto* gate = dynamic_cast<const RankGate*>(&sampler))
+    return gate->deciding() != nullptr && drops_every_span(*gate->deciding());
+  return dynamic_cast<const AlwaysOff*>(&sampler) != nullptr;
+}
+
 std::unique_ptr<Sampler> make_sdk_sampler(TracesSampler kind, double ratio) {
   switch (kind) {
     case TracesSampler::kAlwaysOn: return make_always_on_sampler();

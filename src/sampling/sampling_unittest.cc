@@ -97,6 +97,17 @@ TEST(Samplers, RankGate) {
   EXPECT_EQ(root_decision(*make_rank_gate_sampler(true, make_always_on_sampler()), 0), kKeep);
 }
 
+TEST(Samplers, OnlyAlwaysOffIsKnownToDropEverySpan) {
+  using internal::drops_every_span;
+  EXPECT_TRUE(drops_every_span(*make_always_off_sampler()));
+  EXPECT_TRUE(drops_every_span(*make_rank_gate_sampler(true, make_always_off_sampler())));
+  // Each of these keeps some span (a sampled parent's child, a trace id below the ratio, another rank's): it is asked.
+  EXPECT_FALSE(drops_every_span(*internal::build_sampler(Config{}, {})));
+  EXPECT_FALSE(drops_every_span(*make_parent_based_sampler(make_always_off_sampler())));
+  EXPECT_FALSE(drops_every_span(*make_trace_id_ratio_sampler(0.0)));
+  EXPECT_FALSE(drops_every_span(*make_rank_gate_sampler(false, make_always_on_sampler())));
+}
+
 TEST(Samplers, OnlyAParentBasedAlwaysOnIsDecidedInline) {
   using internal::keeps_roots_and_follows_parents;
   EXPECT_TRUE(keeps_roots_and_follows_parents(*internal::build_sampler(Config{}, {})));  // the default

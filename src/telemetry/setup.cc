@@ -367,7 +367,8 @@ Telemetry setup(const Config& requested, SetupOptions options, std::unique_ptr<T
     const GroupSet positions =
         state->pipeline->hang_path().empty() ? GroupSet{} : hang_position_groups(config.catalogue);
     if (config.traces_enabled && state->exporting) {
-      install_span_groups(config.catalogue.all(), state->resolved_span_groups, positions);
+      install_span_groups(config.catalogue.all(), state->resolved_span_groups, positions,
+                          /*sampler_records=*/!drops_every_span(*state->pipeline->spans().sampler));
       start_device_timing_for(*state);
     } else if (config
                    .traces_enabled)  // a rank that exports nothing enables nothing (CONTRACT §3): it keeps where it is

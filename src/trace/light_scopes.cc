@@ -24,13 +24,13 @@ ContextEntry* live_light_entry(const SpanHandle& h) noexcept {
   return live && e.context.span_id == h.context.span_id ? &e : nullptr;
 }
 
-ThreadState* start_sampled_out_scope(SpanHandle& h, ThreadState& t, const SpanContext& parent) noexcept {
+StartedSpan start_sampled_out_scope(SpanHandle& h, ThreadState& t, const SpanContext& parent) noexcept {
   const auto trace_flags = static_cast<std::uint8_t>(parent.trace_flags & SpanContext::kRandomFlag);
   h.kind = SpanHandle::Kind::kSampledOut;
-  h.context = SpanContext{parent.trace_id, t.scope_ids.next_span_id(), trace_flags, false};
+  h.context = SpanContext{parent.trace_id, t.span_ids.next_span_id(), trace_flags, false};
   ThreadCounters::bump(t.counters.sampled_out);
   set_entry(t.contexts[t.context_depth++], h.context, &h, false);
-  return &t;
+  return {&t, SpanHandle::Kind::kSampledOut};
 }
 
 void drop_light_scope_without_slot(ThreadState& t, ContextEntry& e) noexcept {

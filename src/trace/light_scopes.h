@@ -68,14 +68,14 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
   const int index = t.context_depth;
   ContextEntry& e = t.contexts[index];
   LightScope& scope = t.light_scopes[index];
-  const SpanId span_id = t.scope_ids.next_span_id();
+  const SpanId span_id = t.span_ids.next_span_id();
   std::uint8_t bits = 0;
   if (parent != nullptr) {
     e.context.trace_id = parent->trace_id;
     scope.parent_span_id = parent->span_id;
     bits = static_cast<std::uint8_t>(RecordHeader::kHasParent | (parent->is_remote ? RecordHeader::kParentRemote : 0));
   } else {
-    e.context.trace_id = t.scope_ids.trace_id_of_root(span_id);
+    e.context.trace_id = t.span_ids.trace_id_of_root(span_id);
     scope.parent_span_id = SpanId{};
   }
   e.context.span_id = span_id;
@@ -93,21 +93,20 @@ LENS_ALWAYS_INLINE void open_light_scope(SpanHandle& h, ThreadState& t, SpanGrou
   h.kind = SpanHandle::Kind::kLight;
   h.light.context_index = static_cast<std::uint32_t>(index);
   h.uncaught_at_start = *t.uncaught_exceptions;
-  h.context.span_id = span_id;  // its trace id when first read (fill_light_context)
-  h.context.trace_flags = trace_flags;
+  h.context = SpanContext{TraceId{}, span_id, trace_flags, false};  // its trace id when first read (fill_light_context)
   t.context_depth = index + 1;
 }
 
 // Starts `h`, a child of `parent` (not sampled), as the thread's current span with a context its children follow; it
 // records nothing. Out of line: the light scope's start keeps no aligned frame for its entry built here. Returns `t`.
-ThreadState* start_sampled_out_scope(SpanHandle& h, ThreadState& t, const SpanContext& parent) noexcept;
+StartedSpan start_sampled_out_scope(SpanHandle& h, ThreadState& t, const SpanContext& parent) noexcept;
 
 // Starts `h` (its group enabled and admitted by its drain's LightScopePolicy, its thread's state `t`, whose context
 // stack has room) as a light scope, the thread's current span; returns `t`. Sampled out (its parent was), it records
 // nothing and is made current all the same, with a context its children follow. Calls nothing on its usual path, and
 // nothing but in tail position on any (a sampled-out child is started out of line).
-LENS_ALWAYS_INLINE ThreadState* start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
-                                                  std::size_t length, const ScopeAttributes& attributes) noexcept {
+LENS_ALWAYS_INLINE StartedSpan start_light_scope(SpanHandle& h, ThreadState& t, SpanGroup group, const char* name,
+                                                 std::size_t length, const ScopeAttributes& attributes) noexcept {
   const int index = t.context_depth;
   LENS_DCHECK(index < ThreadState::kMaxContextDepth);
   const SpanContext* parent = nullptr;
@@ -119,7 +118,7 @@ LENS_ALWAYS_INLINE ThreadState* start_light_scope(SpanHandle& h, ThreadState& t,
     if (__builtin_expect(!parent->is_sampled(), 0)) return start_sampled_out_scope(h, t, *parent);
   }
   open_light_scope(h, t, group, name, length, attributes, parent, trace_flags);
-  return &t;
+  return {&t, SpanHandle::Kind::kLight};
 }
 
 // A light scope no longer open for a hang snapshot (its seqlock even).

@@ -6,7 +6,7 @@
 
 namespace lens::internal {
 
-ScopeIds::ScopeIds() noexcept {
+SpanIds::SpanIds() noexcept {
   if (getrandom(seeds_, sizeof seeds_, 0) != static_cast<ssize_t>(sizeof seeds_)) {
     // No entropy source: the clock and this generator's address, still independent of any seeding by the user.
     std::uint64_t x = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^

@@ -99,16 +99,16 @@ inline std::uint32_t record_bytes(const std::uint8_t* record) noexcept {
   return size;
 }
 
-// A thread's ids for its light scopes, drawn from a count and seeds from the OS. A span id needs only to be unique: a
-// seeded Weyl sequence through one xorshift-multiply round, a bijection of the count, so a thread's span ids never
-// repeat (2^64 spans); the one count that would give 0 gives 1 instead. A root's trace id is sampled on (W3C level
-// 2's random flag: its rightmost 7 bytes random): its right half is the root's span id under a second seed (so a
-// bijection of the count too: a thread's roots never share a trace), its left half that under a third seed, never 0
-// (so the id never is). Cheaper than IdGenerator's draws (xoshiro256**), which slot spans keep, and than a second
-// mix for the trace.
-class ScopeIds {
+// A thread's span and trace ids, every kind of span's, drawn from a count and seeds from the OS. A span id needs only
+// to be unique: a seeded Weyl sequence through one xorshift-multiply round, a bijection of the count, so a thread's
+// span ids never repeat (2^64 spans); the one count that would give 0 gives 1 instead. A root's trace id is sampled on
+// (W3C level 2's random flag: its rightmost 7 bytes random): its right half is the root's span id under a second seed
+// (so a bijection of the count too: a thread's roots never share a trace), its left half that under a third seed, never
+// 0 (so the id never is). Cheaper than a general generator's draws (xoshiro256**: 3 a root span), and than a second mix
+// for the trace.
+class SpanIds {
  public:
-  ScopeIds() noexcept;
+  SpanIds() noexcept;
   SpanId next_span_id() noexcept {
     std::uint64_t z = seeds_[0] + ++spans_ * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 32)) * 0xD6E8FEB86659FD93ull;

@@ -81,7 +81,7 @@ void record_device_span(SpanDrain& p, const DeviceSpan& d, SpanName name,
   RecordHeader& r = s->header;
   r = RecordHeader{};
   r.trace_id = d.host.trace_id;
-  r.span_id = t->ids.span_id();
+  r.span_id = t->span_ids.next_span_id();
   r.parent_span_id = d.host.span_id;
   r.kind = static_cast<std::uint8_t>(SpanKind::kInternal);
   r.trace_flags = d.host.trace_flags;

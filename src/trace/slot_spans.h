@@ -157,7 +157,12 @@ LENS_ALWAYS_INLINE ThreadState* start_slot_span(SpanHandle& h, SpanGroup group, 
     else if (t->context_depth > 0 && t->contexts[t->context_depth - 1].context.is_valid())
       parent = &t->contexts[t->context_depth - 1].context;
   }
-  TraceId trace_id = parent ? parent->trace_id : given_trace ? *options.trace_id : t->ids.trace_id();
+  const bool given_id = options.span_id != nullptr && options.span_id->is_valid();
+  const SpanId span_id = given_id ? *options.span_id : t->span_ids.next_span_id();
+  // A root's trace comes from a span id of the thread's own (one a given id is not).
+  TraceId trace_id = parent        ? parent->trace_id
+                     : given_trace ? *options.trace_id
+                                   : t->span_ids.trace_id_of_root(given_id ? t->span_ids.next_span_id() : span_id);
   // The step layout: a step span is decided as a root of its step trace (the one given, else the next), and recorded
   // under the trace's root span; one given no trace id links to where it would have been. (`step_link` points where
   // `parent` did: the caller's options or this thread's context stack, unchanged until the span is open.)
@@ -174,8 +179,7 @@ LENS_ALWAYS_INLINE ThreadState* start_slot_span(SpanHandle& h, SpanGroup group, 
   std::uint8_t random = parent                     ? (parent->trace_flags & SpanContext::kRandomFlag)
                         : given_trace || step_span ? std::uint8_t{0}
                                                    : SpanContext::kRandomFlag;
-  const bool given_id = options.span_id != nullptr && options.span_id->is_valid();
-  h.context = SpanContext{trace_id, given_id ? *options.span_id : t->ids.span_id(),
+  h.context = SpanContext{trace_id, span_id,
                           static_cast<std::uint8_t>(random | (sampled ? SpanContext::kSampledFlag : 0)), false};
   if (!sampled) {
     h.kind = SpanHandle::Kind::kSampledOut;

@@ -46,39 +46,49 @@ LENS_ALWAYS_INLINE void pop_context_from(ThreadState* pushed_to) noexcept {
 
 }  // namespace
 
+namespace {
+constexpr StartOptions kDefaults{};  // a constant: a start inlined with it drops every check of the options
+}  // namespace
+
 void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
                 const StartOptions& options) noexcept {
   start_slot_span(h, group, name, attributes, options);
 }
 
-ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
-                                const StartOptions& options) noexcept {
-  ThreadState* t = start_slot_span(h, group, name, attributes, options);
-  // A span with no context (no pipeline, a position, refused a slot) is not current: its children keep its parent.
-  return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
+void start_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes) noexcept {
+  start_slot_span(h, group, name, attributes, kDefaults);
 }
 
-ThreadState* start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
-                                std::span<const Attribute> attributes) noexcept {
-  static constexpr StartOptions kDefaults{};  // a constant: the inlined start drops every check of the options
-  ThreadState* t = start_slot_span(h, group, name, attributes, kDefaults);
-  return h.context.is_valid() ? push_context_to(t, h.context, &h, false) : nullptr;
+namespace {
+// A span with no context (no pipeline, a position, refused a slot) is not current: its children keep its parent.
+LENS_ALWAYS_INLINE StartedSpan make_current(SpanHandle& h, ThreadState* t) noexcept {
+  return {h.has_valid_context() ? push_context_to(t, h.context, &h, false) : nullptr, h.kind};
+}
+}  // namespace
+
+StartedSpan start_current_span(SpanHandle& h, SpanGroup group, SpanName name, std::span<const Attribute> attributes,
+                               const StartOptions& options) noexcept {
+  return make_current(h, start_slot_span(h, group, name, attributes, options));
+}
+
+StartedSpan start_current_span(SpanHandle& h, SpanGroup group, SpanName name,
+                               std::span<const Attribute> attributes) noexcept {
+  return make_current(h, start_slot_span(h, group, name, attributes, kDefaults));
 }
 
 namespace {
 // start_current_scope's span when it cannot be a light scope: out of line, so the light scope's start keeps no frame
 // for the call (its name is passed in memory).
-__attribute__((noinline)) ThreadState* start_scope_as_span(SpanHandle& h, SpanGroup group, const char* name,
-                                                           std::size_t length, ScopeAttributes packed) noexcept {
+__attribute__((noinline)) StartedSpan start_scope_as_span(SpanHandle& h, SpanGroup group, const char* name,
+                                                          std::size_t length, ScopeAttributes packed) noexcept {
   return start_current_span(h, group, SpanName(LiteralText{}, std::string_view(name, length)),
                             UnpackedAttributes(packed.packed, packed.count).view());
 }
 
 // start_current_scope for a light scope that the usual path cannot take (start_scope): the thread's state to attach,
 // a full context stack, or a clock that is a call. Out of line, so that the usual path makes no call.
-__attribute__((noinline)) ThreadState* start_scope_out_of_line(SpanHandle& h, SpanGroup group, const char* name,
-                                                               std::size_t length,
-                                                               ScopeAttributes attributes) noexcept {
+__attribute__((noinline)) StartedSpan start_scope_out_of_line(SpanHandle& h, SpanGroup group, const char* name,
+                                                              std::size_t length, ScopeAttributes attributes) noexcept {
   // The drain read again, and so everything that depends on it: telemetry may have been set up again or shut down
   // since start_scope read it.
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
@@ -93,8 +103,8 @@ __attribute__((noinline)) ThreadState* start_scope_out_of_line(SpanHandle& h, Sp
 // A LENS_SPAN's start. Its usual path, a light scope whose thread's state is already attached to the drain, with room
 // on its context stack and a clock that is an instruction, calls nothing but in tail position, so it keeps no value
 // across a call and spills none.
-LENS_ALWAYS_INLINE ThreadState* start_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
-                                            const ScopeAttributes& attributes) noexcept {
+LENS_ALWAYS_INLINE StartedSpan start_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
+                                           const ScopeAttributes& attributes) noexcept {
   SpanDrain* p = g_span_drain.load(std::memory_order_acquire);
   if (__builtin_expect(!may_be_light_scope(p, group, length, attributes), 0))
     return start_scope_as_span(h, group, name, length, attributes);
@@ -108,12 +118,12 @@ LENS_ALWAYS_INLINE ThreadState* start_scope(SpanHandle& h, SpanGroup group, cons
 
 }  // namespace
 
-ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length) noexcept {
+StartedSpan start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length) noexcept {
   return start_scope(h, group, name, length, ScopeAttributes{nullptr, 0, 0});
 }
 
-ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
-                                 ScopeAttributes attributes) noexcept {
+StartedSpan start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
+                                ScopeAttributes attributes) noexcept {
   LENS_DCHECK(attributes.count <= kMaxScopeAttributes);
   return start_scope(h, group, name, length, attributes);
 }

@@ -349,7 +349,12 @@ TEST(SpanKinds, AGroupThatIsOffWithoutHangSnapshotsAndASampledOutSpanAreKindsOfT
   Capture c(config);
   ScopedProbe off;
   if (LENS_GROUP_ENABLED(mg::step)) off.start(mg::step, "off");
-  EXPECT_EQ(off.handle().kind, Kind::kNone);
+  EXPECT_EQ(off.handle().kind, Kind::kNotStarted);  // nothing but its kind written
+  EXPECT_FALSE(off.context().is_valid());
+  EXPECT_FALSE(off.is_recording());
+  off.set_attribute("ignored", 1);
+  off.end();
+  EXPECT_FALSE(off.context().is_valid());
   const SpanContext unsampled_parent{TraceId{{1}}, SpanId{{2}}, 0, true};
   ContextScope scope(unsampled_parent);
   ScopedProbe light_sampled_out;
@@ -360,6 +365,25 @@ TEST(SpanKinds, AGroupThatIsOffWithoutHangSnapshotsAndASampledOutSpanAreKindsOfT
   SpanProbe slot_sampled_out(mg::job, "sampled out too", {}, StartOptions{.parent = &unsampled_parent});
   EXPECT_EQ(slot_sampled_out.handle().kind, Kind::kSampledOut);
   EXPECT_TRUE(slot_sampled_out.context().is_valid());
+}
+
+TEST(SpanKinds, AnEndedSpansContextStaysReadableForALink) {
+  Capture c;
+  Span segment(mg::job, "segment");
+  const SpanContext open = segment.context();
+  segment.end();
+  EXPECT_TRUE(segment.context().is_valid());
+  EXPECT_EQ(segment.context().span_id, open.span_id);
+  {
+    LENS_SPAN_NAMED(scoped, mg::step, "scoped");
+    const SpanContext before = scoped.context();
+    scoped.end();
+    EXPECT_EQ(scoped.context().span_id, before.span_id);
+  }
+  Span next(mg::job, "next");
+  next.add_link(segment.context());
+  next.end();
+  EXPECT_EQ(c.span("next")["links"].size(), 1u);
 }
 
 // A writable buffer is copied, never kept as a pointer to the stack as a string literal is, and ends at its text.
@@ -675,6 +699,51 @@ TEST(Sampling, SampledOutSpansAreNotExportedAndTheirChildrenFollow) {
   }
   EXPECT_TRUE(c.spans().empty());
   EXPECT_EQ(c.telemetry().span_stats().sampled_out, 2u);
+}
+
+TEST(Sampling, AlwaysOffIsDecidedAtSetupSoASpanIsMadeAsADisabledGroupsIs) {
+  Config config = testing::capture_config("job,step");
+  config.traces_sampler = TracesSampler::kAlwaysOff;
+  Capture c(config);
+  // The enabled set is kept, reported and changed as usual; nothing of it records.
+  EXPECT_EQ(enabled_span_groups(), (GroupSet{mg::job, mg::step}));
+  EXPECT_FALSE(is_enabled(mg::job));
+  EXPECT_FALSE(LENS_GROUP_ENABLED(mg::job));
+  EXPECT_TRUE(LENS_GROUP_ENABLED(mg::step));  // one of the loop's groups: kept as a hang snapshot's position
+  const SpanContext sampled_remote{TraceId{{1}}, SpanId{{2}}, SpanContext::kSampledFlag, true};
+  {
+    LENS_SPAN(mg::job, "job.span");
+    EXPECT_FALSE(current_context().is_valid());  // no span, no ids: nothing is current
+    Span not_current(mg::job, "not.current");
+    EXPECT_FALSE(not_current.context().is_valid());
+    EXPECT_FALSE(not_current.is_recording());
+    LENS_SPAN(mg::step, "position");
+    EXPECT_FALSE(current_context().is_valid());  // a position has no ids either
+  }
+  {
+    ContextScope scope(sampled_remote);  // always_off follows no parent: the remote context passes through unchanged
+    LENS_SPAN(mg::job, "under.sampled.remote");
+    EXPECT_EQ(current_context().span_id, sampled_remote.span_id);
+  }
+  EXPECT_EQ(set_enabled_span_groups({mg::job}), GroupSet{mg::job});
+  EXPECT_EQ(enabled_span_groups(), GroupSet{mg::job});
+  EXPECT_FALSE(LENS_GROUP_ENABLED(mg::job));
+  c.telemetry().force_flush();
+  EXPECT_TRUE(c.spans().empty());
+  EXPECT_EQ(c.telemetry().span_stats().produced, 0u);
+  EXPECT_EQ(c.telemetry().span_stats().sampled_out, 0u);
+}
+
+TEST(Sampling, ASamplerThatFollowsAParentIsAskedEvenWhereItDropsEveryRoot) {
+  Config config = testing::capture_config("job");
+  config.traces_sampler = TracesSampler::kParentBasedAlwaysOff;
+  Capture c(config);
+  EXPECT_TRUE(is_enabled(mg::job));
+  {
+    ContextScope scope(SpanContext{TraceId{{1}}, SpanId{{2}}, SpanContext::kSampledFlag, true});
+    LENS_SPAN(mg::job, "under.sampled.remote");
+  }
+  EXPECT_EQ(c.spans().size(), 1u);
 }
 
 TEST(Sampling, TheDefaultSamplerKeepsRootsAndFollowsEveryParent) {

@@ -1,4 +1,4 @@
-// Per-thread recording state: the open-span slots, the stack of current contexts, the id generator, the queue of
+// Per-thread recording state: the open-span slots, the stack of current contexts, the ids, the queue of
 // ended spans and the counters. Made at a thread's first span, freed after the thread ends. Only its thread
 // writes it (except the cross-thread slot release and the consumer's side of the queue), so the span path needs
 // no lock and no read-modify-write atomic.
@@ -64,42 +64,6 @@ struct ThreadCounters {
   }
 };
 
-// xoshiro256**: fast, 256-bit state, seeded from the OS (getrandom) per thread. Inline: a span draws one or two ids,
-// and a call costs as much as a draw.
-class IdGenerator {
- public:
-  IdGenerator() noexcept;  // seeds from OS entropy
-  std::uint64_t next() noexcept {
-    const std::uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
-    const std::uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = std::rotl(s_[3], 45);
-    return result;
-  }
-  TraceId trace_id() noexcept {  // never all-zero
-    std::uint64_t hi = next(), lo = next();
-    while (__builtin_expect(hi == 0 && lo == 0, 0)) hi = next(), lo = next();
-    TraceId id;
-    std::memcpy(id.bytes.data(), &hi, 8);
-    std::memcpy(id.bytes.data() + 8, &lo, 8);
-    return id;
-  }
-  SpanId span_id() noexcept {  // never all-zero
-    std::uint64_t v = next();
-    while (__builtin_expect(v == 0, 0)) v = next();
-    SpanId id;
-    std::memcpy(id.bytes.data(), &v, 8);
-    return id;
-  }
-
- private:
-  std::uint64_t s_[4];
-};
-
 // What a context entry is of, beside its context: a light scope's state (trace/scope_record.h) or nothing more.
 enum class LightScopeState : std::uint8_t {
   kNone = 0,      // not a light scope
@@ -161,8 +125,7 @@ struct ThreadState {
   // and a LightScope stays one cache line.
   PackedAttribute light_attributes[kMaxContextDepth][kMaxScopeAttributes];
   int context_depth = 0;
-  ScopeIds scope_ids;
-  IdGenerator ids;
+  SpanIds span_ids;
   // This thread's count of uncaught exceptions, where std::uncaught_exceptions() reads it
   // (uncaught_exceptions_of_this_thread).
   const unsigned int* uncaught_exceptions;

@@ -31,6 +31,7 @@ struct SpanHandle {
   // Ordered so that the kinds a Span method writes to (kLight on) and those with a slot (kSlot on) are ranges.
   enum class Kind : std::uint8_t {
     kNone,        // no span: no pipeline, its group off (and no position kept), no slot free, or ended
+    kNotStarted,  // no span, and nothing but `kind` written (SpanHandle(KindOnly)): its context is none
     kSampledOut,  // records nothing; its context is its children's parent, so they follow the decision
     kLight,       // a light scope (trace/scope_record.h): its data in its thread's context entry `light.context_index`
     kSlot,        // a span built in `slot`
@@ -49,22 +50,39 @@ struct SpanHandle {
     std::uint32_t context_index;
   };
 
+  // Every field zero: no span.
+  SpanHandle() noexcept : slot{}, context{}, kind(Kind::kNone), uncaught_at_start(0) {}
+  // No span, kNotStarted, and nothing else written: a start that makes it a span writes what its kind reads. For
+  // LENS_SPAN, whose site then stores one byte where its group is off (ScopedSpan, lens/span.h).
+  struct KindOnly {};
+  explicit SpanHandle(KindOnly) noexcept : kind(Kind::kNotStarted) {}
+
   union {
-    SlotRef slot{};  // kSlot, kPosition
+    SlotRef slot;    // kSlot, kPosition
     LightRef light;  // kLight
   };
-  // Valid for kSampledOut, kSlot and kLight (a position has none). A light scope's holds its span id and flags, its
-  // trace id filled in from its context entry when first read (fill_light_context).
-  SpanContext context;
-  Kind kind = Kind::kNone;
+  union {  // a member of a union, so that SpanHandle(KindOnly) leaves it unwritten
+    // Valid for kSampledOut, kSlot and kLight (a position has none). A light scope's holds its span id and flags, its
+    // trace id filled in from its context entry when first read (fill_light_context).
+    SpanContext context;
+  };
+  Kind kind;
   // std::uncaught_exceptions() on the starting thread when the span started (kSlot, kPosition, kLight): a scope left
   // with more uncaught was left by an exception (a span started in a destructor during unwinding was not).
-  std::uint32_t uncaught_at_start = 0;
+  std::uint32_t uncaught_at_start;
 
   // A Span method writes somewhere: a slot, or a light scope (promoted to a slot on the first write).
   bool is_writable() const noexcept { return kind >= Kind::kLight; }
+  // Its context, invalid when it has none (kNotStarted's is not written).
+  bool has_valid_context() const noexcept { return kind != Kind::kNotStarted && context.is_valid(); }
   // Records a span that will be exported (its group on, the sampler kept it).
   bool records() const noexcept { return kind == Kind::kSlot || kind == Kind::kLight; }
+};
+// What a start that makes the span current did: where its context went (null: nowhere), for pop_context, and the kind
+// of span the handle now holds (returned as well as written, so that an inlined caller knows it without a load).
+struct StartedSpan {
+  ThreadState* pushed_to;
+  SpanHandle::Kind kind;
 };
 }  // namespace internal
 
@@ -75,21 +93,22 @@ LENS_ABI_NAMESPACE_BEGIN
 namespace internal {
 LENS_API void start_span(SpanHandle& h, SpanGroup group, TextArg name, std::span<const Attribute> attributes,
                          const StartOptions& options) noexcept;
+// The same with the default options (lens::Span's usual case): a start with none of their checks.
+LENS_API void start_span(SpanHandle& h, SpanGroup group, TextArg name, std::span<const Attribute> attributes) noexcept;
 // start_span, and the span made the thread's current one when it has a context (as push_context(h.context, &h)):
-// LENS_SPAN's two steps in one call. Returns where the context went (null: nowhere), for pop_context.
-LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, TextArg name,
-                                         std::span<const Attribute> attributes, const StartOptions& options) noexcept;
+// LENS_SPAN's two steps in one call.
+LENS_API StartedSpan start_current_span(SpanHandle& h, SpanGroup group, TextArg name,
+                                        std::span<const Attribute> attributes, const StartOptions& options) noexcept;
 // The same with the default options (LENS_SPAN's case): a start with none of their checks.
-LENS_API ThreadState* start_current_span(SpanHandle& h, SpanGroup group, TextArg name,
-                                         std::span<const Attribute> attributes) noexcept;
+LENS_API StartedSpan start_current_span(SpanHandle& h, SpanGroup group, TextArg name,
+                                        std::span<const Attribute> attributes) noexcept;
 // LENS_SPAN without attributes and with a literal name (`name`, `length` bytes, passed in registers): a light scope
 // where it can be one (trace/scope_record.h: no slot, ended by end_light_scope), else start_current_span's span.
-LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name,
-                                          std::size_t length) noexcept;
+LENS_API StartedSpan start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length) noexcept;
 // The same with attributes packed at the call site (lens/internal/scope_attributes.h): a light scope that carries them
 // in its scope record where it can be one, else a span with them unpacked.
-LENS_API ThreadState* start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
-                                          ScopeAttributes attributes) noexcept;
+LENS_API StartedSpan start_current_scope(SpanHandle& h, SpanGroup group, const char* name, std::size_t length,
+                                         ScopeAttributes attributes) noexcept;
 // end_scope for a light scope (a ScopedSpan's destructor calls it directly, as end_scope does).
 LENS_API void end_light_scope(SpanHandle& h, ThreadState* pushed_to) noexcept;
 // end_unix_nanos: when the span ended, in Unix nanoseconds (OpenTelemetry's end_time); 0: now.
