@@ -258,13 +258,20 @@ BENCHMARK(BM_NotCurrent_OtelCpp);
 void BM_TwoProducers_Lens(benchmark::State& state) {
   lens_kept(state, kParentBasedAlwaysOn, [] { LENS_SPAN(mg::optimizer, "megatron.optimizer.step"); });
 }
-BENCHMARK(BM_TwoProducers_Lens)->Threads(2)->UseRealTime();
+// Set up before the threads start (a case before it may have left the other sampler): never by two threads at once.
+BENCHMARK(BM_TwoProducers_Lens)
+    ->Setup([](const benchmark::State&) { lens_with(kParentBasedAlwaysOn); })
+    ->Threads(2)
+    ->UseRealTime();
 
 void BM_TwoProducers_OtelCpp(benchmark::State& state) {
   otel_kept(state, OtelSetup::kParentBasedAlwaysOn,
             [](otel::trace::Tracer& tracer) { otel_current_span(tracer, "megatron.optimizer.step"); });
 }
-BENCHMARK(BM_TwoProducers_OtelCpp)->Threads(2)->UseRealTime();
+BENCHMARK(BM_TwoProducers_OtelCpp)
+    ->Setup([](const benchmark::State&) { otel_with(OtelSetup::kParentBasedAlwaysOn); })
+    ->Threads(2)
+    ->UseRealTime();
 
 // ---- spans that record nothing ----
 
