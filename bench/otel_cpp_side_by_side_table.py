@@ -96,13 +96,13 @@ def lens_bars(free, pinned):
 def main(free_path, pinned_path):
     free, pinned = medians(free_path), medians(pinned_path)
     failures = table(free, pinned)
+    for failure in failures:
+        print(f"FAILS: {failure}")
     for what, value, bound in lens_bars(free, pinned):
         holds = value <= bound
         print(f"{'holds' if holds else 'FAILS'}: {what} ({value:.3g} ns against {bound:.3g} ns)")
         if not holds:
             failures.append(what)
-    for failure in failures:
-        print(f"FAILS: {failure}")
     return 1 if failures else 0
 
 

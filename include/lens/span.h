@@ -99,11 +99,14 @@ LENS_ABI_NAMESPACE_BEGIN
 class Span {
  public:
   Span() noexcept = default;
-  Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {}) noexcept {
+  // Its handle holds its kind alone until a start writes the rest (SpanHandle(KindOnly)).
+  Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes = {}) noexcept
+      : h_(internal::SpanHandle::KindOnly{}) {
     if (internal::is_recorded(group)) internal::start_span(h_, group, name, internal::as_span(attributes));
   }
   Span(SpanGroup group, SpanName name, std::initializer_list<Attribute> attributes,
-       const StartOptions& options) noexcept {
+       const StartOptions& options) noexcept
+      : h_(internal::SpanHandle::KindOnly{}) {
     if (internal::is_recorded(group)) start(group, name, attributes, options);  // enabled, or a position
   }
   Span(Span&& other) noexcept : h_(std::exchange(other.h_, {})) {}

@@ -21,6 +21,7 @@
 #include "trace/arena_writer.h"
 #include "trace/calling_thread.h"
 #include "trace/record.h"
+#include "trace/scope_record.h"
 #include "trace/span_drain.h"
 #include "trace/thread_state.h"
 
@@ -60,12 +61,33 @@ inline bool owns(const SpanHandle& h) noexcept {
 // What a push into `t`'s queue other than kQueued asks: a drop counted, the export thread woken.
 void on_queue_push(ThreadState& t, SpanQueue::Push pushed) noexcept;
 
+// Whether finished record `r` says nothing that a scope record (trace/scope_record.h) cannot: a literal name, an empty
+// arena (no attribute, event, link, status message or copied name), nothing dropped, the default kind, status and
+// instrumentation scope, and times in ticks. A plain lens::Span's, whose record is then 64 bytes, not header and arena.
+LENS_ALWAYS_INLINE bool says_no_more_than_a_scope_record(const RecordHeader& r) noexcept {
+  constexpr std::uint8_t kScopeRecordBits = RecordHeader::kHasParent | RecordHeader::kParentRemote;
+  return r.arena_used == 0 && r.name.pointer != nullptr && r.name.length <= kMaxScopeNameLength &&
+         r.kind == static_cast<std::uint8_t>(SpanKind::kInternal) && r.status_code == 0 && r.scope == 0 &&
+         (r.bits & ~kScopeRecordBits) == 0 && (r.dropped_attributes | r.dropped_events | r.dropped_links) == 0;
+}
+
 // Queues a finished record from `t`'s thread (its drain live) and counts the outcome.
 LENS_ALWAYS_INLINE void queue_record(ThreadState& t, OpenSpan& s) noexcept {
   ThreadCounters::bump(t.counters.produced);
-  LENS_DCHECK(s.header.arena_used <= kArenaBytes);
-  s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + s.header.arena_used + 7) & ~std::size_t{7});
-  const SpanQueue::Push pushed = t.queue.push(s.header, s.arena);
+  const RecordHeader& r = s.header;
+  LENS_DCHECK(r.arena_used <= kArenaBytes);
+  SpanQueue::Push pushed;
+  if (says_no_more_than_a_scope_record(r)) {
+    const std::uint64_t first_word =
+        scope_record_first_word(0, static_cast<std::uint16_t>(r.name.length), r.bits, r.trace_flags, r.group);
+    pushed = t.queue.push_written(kScopeRecordBytes, [&](std::uint8_t* at) LENS_ALWAYS_INLINE_LAMBDA {
+      write_scope_record(at, first_word, r.name.pointer, r.start_tick, r.end_tick, r.span_id, r.parent_span_id,
+                         r.trace_id, nullptr, 0);
+    });
+  } else {
+    s.header.size = static_cast<std::uint32_t>((sizeof(RecordHeader) + r.arena_used + 7) & ~std::size_t{7});
+    pushed = t.queue.push(s.header, s.arena);
+  }
   if (__builtin_expect(pushed != SpanQueue::Push::kQueued, 0)) on_queue_push(t, pushed);
 }
 
