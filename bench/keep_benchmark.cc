@@ -4,7 +4,8 @@
 // dropped, the process's CPU per span and the export side's: the process's CPU minus the producing threads'.
 //
 // Command:  build/bench/lens_keep_benchmark --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
-// Figures, machine and the OpenTelemetry C++ SDK beside them: docs/PERFORMANCE.md ("Keeping what training produces").
+// Figures and machine: docs/PERFORMANCE.md ("Keeping what training produces"); the OpenTelemetry C++ SDK beside lens:
+// bench/otel_cpp_side_by_side.cc.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <time.h>
