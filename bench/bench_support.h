@@ -3,6 +3,7 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -45,15 +46,25 @@ inline Telemetry fresh_setup(std::string groups) {
   return setup_discarding(std::move(config));
 }
 
+// Every thread's CPU time so far (the export side's included), in seconds.
+inline double process_cpu_seconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
 // Runs `body` once an iteration. kept: in bursts of kBurst with an untimed flush between them, so every span is kept
 // and the figure is what a user pays; else a tight loop, where the producer may outrun the export thread and part of
-// the figure is the drop path. Sets the `drop_ratio` counter either way.
+// the figure is the drop path. Sets the `drop_ratio` counter either way (the run's, from its first thread: Google
+// Benchmark sums threads' counters), and on one thread `process_cpu_ns`, every thread's CPU over the spans made.
 inline constexpr std::int64_t kBurst = 1000;
 // Never inlined: callgrind counts a span's instructions inside it (--toggle-collect='*spans_in_bursts*').
 template <typename Body>
 __attribute__((noinline)) void spans_in_bursts(benchmark::State& state, Telemetry& t, bool kept, Body body) {
   t.force_flush();
   const SpanStats before = t.span_stats();
+  const double cpu_before = process_cpu_seconds();
   std::int64_t n = 0;
   for (auto _ : state) {
     body();
@@ -65,9 +76,13 @@ __attribute__((noinline)) void spans_in_bursts(benchmark::State& state, Telemetr
     }
   }
   t.force_flush();
+  if (state.thread_index() != 0) return;
   const SpanStats after = t.span_stats();
   const double produced = static_cast<double>(after.produced - before.produced);
   state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(after.dropped() - before.dropped()) / produced : 0;
+  if (state.threads() == 1)
+    state.counters["process_cpu_ns"] =
+        (process_cpu_seconds() - cpu_before) * 1e9 / static_cast<double>(state.iterations());
 }
 
 // The floors a span's figure is read against, measured in the same run (registered by each program under its names):

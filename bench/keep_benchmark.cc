@@ -7,7 +7,6 @@
 // Figures and machine: docs/PERFORMANCE.md ("Keeping what training produces"); the OpenTelemetry C++ SDK beside lens:
 // bench/otel_cpp_side_by_side.cc.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,13 +23,6 @@ namespace {
 
 namespace mg = lens::megatron::group;
 using Clock = std::chrono::steady_clock;
-
-double process_cpu_seconds() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
 
 double thread_cpu_seconds() {
   timespec t{};
@@ -53,12 +45,12 @@ template <typename Produce>
 void run_case(benchmark::State& state, Produce produce) {
   for (auto _ : state) {
     lens::Telemetry t = lens::bench::fresh_setup("step");
-    const double cpu_before = process_cpu_seconds();
+    const double cpu_before = lens::bench::process_cpu_seconds();
     const auto start = Clock::now();
     const Produced p = produce();
     t.shutdown(std::chrono::seconds(60));
     const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
-    const double cpu_s = process_cpu_seconds() - cpu_before;
+    const double cpu_s = lens::bench::process_cpu_seconds() - cpu_before;
     const lens::SpanStats s = t.span_stats();
     if (s.exported + s.dropped() != s.produced) state.SkipWithError("exported + dropped != produced");
     const double produced = static_cast<double>(s.produced);

@@ -7,7 +7,6 @@
 // Built only where an OpenTelemetry C++ SDK is installed (bench/CMakeLists.txt: -DLENS_OTEL_CPP_PREFIX=...), never by
 // the default build. Command, rounds and table: bench/otel_cpp_side_by_side.sh. Figures: docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -45,13 +44,6 @@ namespace sdktrace = opentelemetry::sdk::trace;
 
 constexpr std::int64_t kBurst = lens::bench::kBurst;
 
-double process_cpu_ns() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return (static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e9) +
-         (static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e3);
-}
-
 // ---- the floor, the same run ----
 
 BENCHMARK(lens::bench::floor_two_span_clock_reads)->Name("BM_Floor_TwoSpanClockReads");
@@ -74,30 +66,10 @@ lens::Telemetry& lens_with(lens::TracesSampler sampler) {
   return *telemetry;
 }
 
-// Runs `body` once an iteration in bursts of kBurst with an untimed flush between them; counts drops and process CPU.
+// `body` once an iteration in kept bursts (lens::bench::spans_in_bursts): drops and process CPU counted.
 template <typename Body>
 void lens_kept(benchmark::State& state, lens::TracesSampler sampler, Body body) {
-  lens::Telemetry& t = lens_with(sampler);
-  t.force_flush();
-  const lens::SpanStats before = t.span_stats();
-  const double cpu_before = process_cpu_ns();
-  std::int64_t n = 0;
-  for (auto _ : state) {
-    body();
-    if (++n == kBurst) {
-      state.PauseTiming();
-      t.force_flush();
-      n = 0;
-      state.ResumeTiming();
-    }
-  }
-  t.force_flush();
-  const lens::SpanStats after = t.span_stats();
-  const double produced = static_cast<double>(after.produced - before.produced);
-  if (state.thread_index() != 0) return;  // the counters of threads are summed: one thread's are the run's
-  state.counters["drop_ratio"] = produced > 0 ? static_cast<double>(after.dropped() - before.dropped()) / produced : 0;
-  if (state.threads() == 1)
-    state.counters["process_cpu_ns"] = (process_cpu_ns() - cpu_before) / static_cast<double>(state.iterations());
+  lens::bench::spans_in_bursts(state, lens_with(sampler), /*kept=*/true, body);
 }
 
 constexpr auto kParentBasedAlwaysOn = lens::TracesSampler::kParentBasedAlwaysOn;
@@ -160,7 +132,7 @@ void otel_kept(benchmark::State& state, OtelSetup setup, Body body) {
   OtelSide& side = otel_with(setup);
   side.provider->ForceFlush();
   const std::uint64_t exported_before = g_otel_exported.load();
-  const double cpu_before = process_cpu_ns();
+  const double cpu_before = lens::bench::process_cpu_seconds();
   std::int64_t n = 0;
   for (auto _ : state) {
     body(*side.tracer);
@@ -176,7 +148,8 @@ void otel_kept(benchmark::State& state, OtelSetup setup, Body body) {
   const double produced = static_cast<double>(state.iterations() * state.threads());
   const double exported = static_cast<double>(g_otel_exported.load() - exported_before);
   state.counters["drop_ratio"] = produced > 0 ? (produced - exported) / produced : 0;
-  if (state.threads() == 1) state.counters["process_cpu_ns"] = (process_cpu_ns() - cpu_before) / produced;
+  if (state.threads() == 1)
+    state.counters["process_cpu_ns"] = (lens::bench::process_cpu_seconds() - cpu_before) * 1e9 / produced;
 }
 
 // A current span on OpenTelemetry: started, made active for its scope, ended.

@@ -367,6 +367,37 @@ TEST(SpanKinds, AGroupThatIsOffWithoutHangSnapshotsAndASampledOutSpanAreKindsOfT
   EXPECT_TRUE(slot_sampled_out.context().is_valid());
 }
 
+// A plain lens::Span (a literal name, nothing written after its start) is queued as a scope record; one written to is
+// queued with its header and arena. Both read back as the span they are.
+TEST(SpanKinds, APlainSpanAndAWrittenOneExportAlike) {
+  Capture c;
+  const SpanContext remote{TraceId{{7}}, SpanId{{8}}, SpanContext::kSampledFlag, true};
+  SpanContext root_context;
+  {
+    Span root(mg::job, "plain.root");
+    root_context = root.context();
+    Span child(mg::job, "plain.child", {}, StartOptions{.parent = &root_context});
+    Span written(mg::job, "written.child", {}, StartOptions{.parent = &root_context});
+    written.set_attribute("k", 1);
+    Span under_remote(mg::job, "plain.under.remote", {}, StartOptions{.parent = &remote});
+  }
+  const json root = c.span("plain.root"), child = c.span("plain.child"), written = c.span("written.child"),
+             under_remote = c.span("plain.under.remote");
+  EXPECT_FALSE(root.contains("parentSpanId"));
+  EXPECT_EQ(root["flags"].get<int>() & 0xff, 0x03);  // sampled, a random root trace id
+  for (const json* s : {&child, &written}) {
+    EXPECT_EQ((*s)["parentSpanId"], root["spanId"]);
+    EXPECT_EQ((*s)["traceId"], root["traceId"]);
+    EXPECT_EQ((*s)["kind"], 1);
+    EXPECT_EQ((*s)["flags"], root["flags"]);
+    EXPECT_GE(std::stoull((*s)["endTimeUnixNano"].get<std::string>()),
+              std::stoull((*s)["startTimeUnixNano"].get<std::string>()));
+  }
+  EXPECT_EQ(attribute(written, "k")["intValue"], "1");
+  EXPECT_EQ(under_remote["parentSpanId"], to_traceparent(remote).substr(36, 16));
+  EXPECT_EQ(under_remote["flags"].get<int>() & 0x300, 0x300);  // the parent is known to be remote
+}
+
 TEST(SpanKinds, AnEndedSpansContextStaysReadableForALink) {
   Capture c;
   Span segment(mg::job, "segment");
